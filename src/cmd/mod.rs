@@ -1,0 +1,5 @@
+pub mod check;
+pub mod compare;
+pub mod ops;
+pub mod run;
+pub mod trace;

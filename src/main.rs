@@ -1,0 +1,47 @@
+//! `duet`: the command-line front of the workbench.
+//!
+//! Each subcommand lives in `src/cmd/<name>.rs` with a clap `Args` struct and a
+//! `run(args) -> anyhow::Result<i32>` that returns the process exit code.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "duet", version, about = "Simulation-first workbench for Nemotron 3 Super inference kernels")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every op with its inputs, params and outputs.
+    Ops(cmd::ops::Args),
+    /// Run one op on tensors from safetensors / .npy / .npz files.
+    Run(cmd::run::Args),
+    /// Diff two tensor files tensor by tensor.
+    Compare(cmd::compare::Args),
+    /// Run every case of the case table through every implementation.
+    Check(cmd::check::Args),
+    /// Ingest, summarise, diff and convert nsys / ncu / Kineto traces.
+    Trace(cmd::trace::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Ops(a) => cmd::ops::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
