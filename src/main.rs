@@ -8,7 +8,11 @@ mod cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "duet", version, about = "Simulation-first workbench for Nemotron 3 Super inference kernels")]
+#[command(
+    name = "duet",
+    version,
+    about = "Simulation-first workbench for Nemotron 3 Super inference kernels"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -1,0 +1,292 @@
+//! Runs cases through implementations and compares every output with the reference.
+
+use crate::case::Case;
+use crate::tolerance::{compare, Report, Tolerance};
+use reference::{io, ops, TensorMap};
+use serde::Serialize;
+use std::path::Path;
+
+/// An implementation of some ops other than the default reference: a GPU kernel version, a
+/// reference mode, a golden file.
+pub trait Backend {
+    /// e.g. `gpu:noaux_tc_router:v1`.
+    fn name(&self) -> String;
+    fn supports(&self, case: &dyn Case) -> bool;
+    /// Runs the case's op on `inputs` with the case's params.
+    fn run(&self, case: &dyn Case, inputs: &TensorMap) -> Result<TensorMap, String>;
+}
+
+/// One line of the `duet check` table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub case: String,
+    pub implementation: String,
+    pub output: String,
+    pub passed: bool,
+    pub report: Option<Report>,
+    pub error: Option<String>,
+}
+
+impl Row {
+    fn error(case: &str, imp: &str, e: String) -> Row {
+        Row {
+            case: case.into(),
+            implementation: imp.into(),
+            output: "-".into(),
+            passed: false,
+            report: None,
+            error: Some(e),
+        }
+    }
+}
+
+/// Compares every output of `reference` present in `got` (and flags outputs that are missing).
+pub fn compare_maps(
+    case: &str,
+    imp: &str,
+    reference: &TensorMap,
+    got: &TensorMap,
+    tol: impl Fn(&str, &reference::Tensor) -> Tolerance,
+    only: Option<&[String]>,
+) -> Vec<Row> {
+    let mut rows = vec![];
+    for (name, r) in reference {
+        if let Some(o) = only {
+            if !o.contains(name) {
+                continue;
+            }
+        }
+        match got.get(name) {
+            None => rows.push(Row {
+                case: case.into(),
+                implementation: imp.into(),
+                output: name.clone(),
+                passed: false,
+                report: None,
+                error: Some(format!("output '{name}' was not produced")),
+            }),
+            Some(g) => {
+                let rep = compare(name, r, g, tol(name, r));
+                rows.push(Row {
+                    case: case.into(),
+                    implementation: imp.into(),
+                    output: name.clone(),
+                    passed: rep.passed,
+                    report: Some(rep),
+                    error: None,
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// Runs one case: the reference, its variants, then every backend that supports it.
+pub fn check_case(case: &dyn Case, seed: u64, backends: &[&dyn Backend]) -> Vec<Row> {
+    let name = case.name();
+    let inputs = case.inputs(seed);
+    let def = match ops::find(case.op()) {
+        Ok(d) => d,
+        Err(e) => return vec![Row::error(&name, "reference", e.to_string())],
+    };
+    let reference = match def.call(&inputs, &case.params()) {
+        Ok(o) => o,
+        Err(e) => return vec![Row::error(&name, "reference", e.to_string())],
+    };
+    let mut rows = vec![];
+    for v in case.variants() {
+        let mut params = case.params();
+        for (k, val) in &v.params {
+            params.retain(|(pk, _)| pk != k);
+            params.push((k.clone(), val.clone()));
+        }
+        let imp = format!("reference[{}]", v.label);
+        match def.call(&inputs, &params) {
+            Err(e) => rows.push(Row::error(&name, &imp, e.to_string())),
+            Ok(got) => {
+                let outs: Vec<String> = v.outputs.iter().map(|(o, _)| o.clone()).collect();
+                rows.extend(compare_maps(
+                    &name,
+                    &imp,
+                    &reference,
+                    &got,
+                    |o, _| {
+                        v.outputs
+                            .iter()
+                            .find(|(n, _)| n == o)
+                            .map(|(_, t)| *t)
+                            .unwrap_or(Tolerance::Exact)
+                    },
+                    Some(&outs),
+                ));
+            }
+        }
+    }
+    for b in backends {
+        if !b.supports(case) {
+            continue;
+        }
+        match b.run(case, &inputs) {
+            Err(e) => rows.push(Row::error(&name, &b.name(), e)),
+            Ok(got) => rows.extend(compare_maps(
+                &name,
+                &b.name(),
+                &reference,
+                &got,
+                |o, r| case.tolerance(o, r.dtype()),
+                None,
+            )),
+        }
+    }
+    if rows.is_empty() {
+        // Nothing to compare against: still prove the reference ran and wrote finite outputs.
+        let bad: Vec<&String> = reference
+            .iter()
+            .filter(|(_, t)| t.dtype().is_float() && t.to_f64_vec().iter().any(|x| x.is_nan()))
+            .map(|(k, _)| k)
+            .collect();
+        rows.push(Row {
+            case: name.clone(),
+            implementation: "reference".into(),
+            output: reference.keys().cloned().collect::<Vec<_>>().join(","),
+            passed: bad.is_empty(),
+            report: None,
+            error: if bad.is_empty() {
+                None
+            } else {
+                Some(format!("NaN in {bad:?}"))
+            },
+        });
+    }
+    rows
+}
+
+/// Parses a tolerance spec: `exact`, `sameset`, `close:ATOL:RTOL`, `nmse:MAX`.
+pub fn parse_tolerance(s: &str) -> Option<Tolerance> {
+    let parts: Vec<&str> = s.split(':').collect();
+    match parts.as_slice() {
+        ["exact"] => Some(Tolerance::Exact),
+        ["sameset"] | ["same_set"] => Some(Tolerance::SameSet),
+        ["close", a, r] => Some(Tolerance::Close {
+            atol: a.parse().ok()?,
+            rtol: r.parse().ok()?,
+        }),
+        ["nmse", m] => Some(Tolerance::Nmse {
+            max: m.parse().ok()?,
+        }),
+        _ => None,
+    }
+}
+
+/// Checks one golden file: a safetensors whose metadata names the `op`, its `params`
+/// (`k=v;k=v`) and per-output `tol.<output>` specs; tensors named like the op's inputs are
+/// inputs, tensors named `expected.<output>` are the upstream outputs.
+pub fn check_golden(path: &Path) -> Vec<Row> {
+    let case = path.display().to_string();
+    let (tensors, meta) = match io::load_with_metadata(path) {
+        Ok(x) => x,
+        Err(e) => return vec![Row::error(&case, "golden", e.to_string())],
+    };
+    let Some(op) = meta.get("op") else {
+        return vec![Row::error(
+            &case,
+            "golden",
+            "metadata has no 'op' entry".into(),
+        )];
+    };
+    let params: Vec<(String, String)> = meta
+        .get("params")
+        .map(|p| {
+            p.split(';')
+                .filter(|s| !s.is_empty())
+                .filter_map(|kv| {
+                    kv.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut inputs = TensorMap::new();
+    let mut expected = TensorMap::new();
+    for (k, t) in tensors {
+        match k.strip_prefix("expected.") {
+            Some(o) => {
+                expected.insert(o.to_string(), t);
+            }
+            None => {
+                inputs.insert(k, t);
+            }
+        }
+    }
+    let imp = format!(
+        "golden[{}]",
+        meta.get("source").map(String::as_str).unwrap_or("upstream")
+    );
+    let got = match ops::find(op).and_then(|d| d.call(&inputs, &params)) {
+        Ok(g) => g,
+        Err(e) => return vec![Row::error(&case, &imp, e.to_string())],
+    };
+    compare_maps(
+        &case,
+        &imp,
+        &expected,
+        &got,
+        |o, r| {
+            meta.get(&format!("tol.{o}"))
+                .and_then(|s| parse_tolerance(s))
+                .unwrap_or_else(|| Tolerance::for_dtype(r.dtype()))
+        },
+        None,
+    )
+}
+
+/// The table `duet check` prints.
+pub fn render_table(rows: &[Row]) -> String {
+    let w_case = rows
+        .iter()
+        .map(|r| r.case.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 70);
+    let w_imp = rows
+        .iter()
+        .map(|r| r.implementation.len())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 40);
+    let mut s = format!(
+        "{:<w_case$}  {:<w_imp$}  {:<14} {:<6} {:>10}  {}\n",
+        "case", "implementation", "output", "result", "worst%tol", "tolerance / note"
+    );
+    for r in rows {
+        let (worst, tol) = match &r.report {
+            Some(rep) => (
+                format!("{:.1}", rep.worst_pct_of_tol),
+                rep.tolerance.describe()
+                    + &rep
+                        .note
+                        .as_ref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default(),
+            ),
+            None => ("-".into(), r.error.clone().unwrap_or_default()),
+        };
+        s.push_str(&format!(
+            "{:<w_case$}  {:<w_imp$}  {:<14} {:<6} {:>10}  {}\n",
+            r.case,
+            r.implementation,
+            r.output,
+            if r.passed { "ok" } else { "FAIL" },
+            worst,
+            tol
+        ));
+        if !r.passed {
+            if let Some(rep) = &r.report {
+                for line in rep.render().lines().skip(1) {
+                    s.push_str(&format!("    {line}\n"));
+                }
+            }
+        }
+    }
+    s
+}
