@@ -5,16 +5,18 @@
 //! requires; bf16 subnormals are kept (no flush). NaN inputs stay NaN and come back *quiet*
 //! (mantissa bit 6 set), sign and upper payload kept. This is the behaviour of PyTorch's
 //! `tensor.to(torch.bfloat16)`, of CUDA's `__float2bfloat16_rn` and of the `half` crate, which
-//! this module wraps. bf16 -> f32 is exact (shift left by 16).
+//! this module wraps for the encode direction. bf16 -> f32 is the exact shift left by 16 for every
+//! code, NaN payloads included (signalling NaNs stay signalling on decode), as PyTorch and CUDA's
+//! `__bfloat162float` do.
 
 /// f32 -> bf16 bits, round to nearest, ties to even; NaN -> quiet NaN (sign kept).
 pub fn f32_to_bf16_bits(x: f32) -> u16 {
     half::bf16::from_f32(x).to_bits()
 }
 
-/// bf16 bits -> f32 (exact: every bf16 is an f32).
+/// bf16 bits -> f32: `f32::from_bits(bits << 16)`, exact for every code including NaNs.
 pub fn bf16_bits_to_f32(bits: u16) -> f32 {
-    half::bf16::from_bits(bits).to_f32()
+    f32::from_bits((bits as u32) << 16)
 }
 
 /// Rounds an f32 to the nearest bf16 value (ties to even) and returns it as f32.

@@ -5,7 +5,9 @@
 //! (the midpoint between 65504 and 2^16). NaN inputs stay NaN and come back *quiet* (mantissa
 //! bit 9 set), sign and upper payload kept. This matches IEEE 754 `convertFormat`, x86 F16C
 //! `vcvtps2ph` with RNE, CUDA `__float2half_rn` and PyTorch `tensor.half()`; the `half` crate,
-//! wrapped here, implements exactly that. f16 -> f32 is exact.
+//! wrapped here, implements exactly that. f16 -> f32 is exact for every number; NaN codes decode
+//! to a quiet f32 NaN with sign and payload kept (a signalling f16 NaN comes back quiet, as with
+//! F16C `vcvtph2ps` and the `half` crate).
 
 /// f32 -> f16 bits, round to nearest, ties to even; NaN -> quiet NaN (sign kept).
 pub fn f32_to_f16_bits(x: f32) -> u16 {

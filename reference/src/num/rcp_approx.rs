@@ -189,7 +189,7 @@ impl RcpTable {
                 got: bytes.len() as u64,
             });
         }
-        if &bytes[..8] != MAGIC {
+        if bytes[..8] != MAGIC[..] {
             return Err(RcpTableError::BadMagic {
                 found: bytes[..8].to_vec(),
             });
