@@ -1,6 +1,85 @@
-#[derive(clap::Args)]
-pub struct Args {}
+//! `duet check [--op REGEX] [--json] [--backend cpu|gpu]`: every case through every
+//! implementation available, plus the checked-in goldens; a table (or JSON) and exit 1 on a
+//! failure.
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("not implemented yet")
+use compare::check::{check_case, check_golden, render_table, Backend, Row};
+use regex::Regex;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only cases whose name (`op/vars`) matches this regex.
+    #[arg(long)]
+    op: Option<String>,
+    #[arg(long)]
+    json: bool,
+    /// `cpu`: reference modes against each other and the goldens; `gpu`: also every GPU
+    /// kernel version.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
+    backend: String,
+    /// Seed for the case inputs.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Folder of golden files (default: the repo's fixtures/goldens when present).
+    #[arg(long)]
+    goldens: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let re = match &args.op {
+        Some(r) => Some(Regex::new(r).map_err(|e| anyhow::anyhow!("--op '{r}' is not a valid regex: {e}"))?),
+        None => None,
+    };
+    let gpu_backends: Vec<Box<dyn Backend>> = if args.backend == "gpu" {
+        gpu::backends(args.op.as_deref())?
+    } else {
+        vec![]
+    };
+    let backends: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
+    let mut rows: Vec<Row> = vec![];
+    for case in compare::cases::all() {
+        if re.as_ref().is_some_and(|r| !r.is_match(&case.name())) {
+            continue;
+        }
+        rows.extend(check_case(case.as_ref(), args.seed, &backends));
+    }
+    let dir = args
+        .goldens
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/goldens"));
+    if dir.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+            .collect();
+        files.sort();
+        for f in files {
+            let name = f.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+            if re.as_ref().is_some_and(|r| !r.is_match(&name)) {
+                continue;
+            }
+            rows.extend(check_golden(&f));
+        }
+    } else if args.goldens.is_some() {
+        anyhow::bail!("--goldens {}: not a folder", dir.display());
+    }
+    if rows.is_empty() {
+        anyhow::bail!(
+            "no case matches --op {}; `duet ops` lists the op names",
+            args.op.as_deref().unwrap_or("")
+        );
+    }
+    let failed = rows.iter().filter(|r| !r.passed).count();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "rows": rows, "failed": failed, "total": rows.len()
+            }))?
+        );
+    } else {
+        print!("{}", render_table(&rows));
+        println!("{} of {} comparisons passed", rows.len() - failed, rows.len());
+    }
+    Ok(if failed == 0 { 0 } else { 1 })
 }

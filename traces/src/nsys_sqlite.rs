@@ -24,7 +24,54 @@ struct Db<'p> {
     conn: Connection,
     path: &'p Path,
     tables: HashSet<String>,
-    strings: HashMap<i64, Option<Rc<str>>>,
+    strings: StringCache,
+}
+
+/// `StringIds` lookups, cached per id (one query per distinct string).
+struct StringCache {
+    map: HashMap<i64, Option<Rc<str>>>,
+    has_table: bool,
+}
+
+impl StringCache {
+    fn get(&mut self, conn: &Connection, path: &Path, id: i64) -> Result<Option<Rc<str>>> {
+        if let Some(s) = self.map.get(&id) {
+            return Ok(s.clone());
+        }
+        let v: Option<String> = if self.has_table {
+            let mut st = conn
+                .prepare_cached("SELECT value FROM StringIds WHERE id = ?1")
+                .map_err(|e| TraceError::sqlite(path, "StringIds lookup", e))?;
+            let mut rows = st
+                .query([id])
+                .map_err(|e| TraceError::sqlite(path, "StringIds lookup", e))?;
+            match rows
+                .next()
+                .map_err(|e| TraceError::sqlite(path, "StringIds lookup", e))?
+            {
+                Some(r) => r.get::<_, Option<String>>(0).ok().flatten(),
+                None => None,
+            }
+        } else {
+            None
+        };
+        let v: Option<Rc<str>> = v.map(Rc::from);
+        self.map.insert(id, v.clone());
+        Ok(v)
+    }
+
+    fn resolve(
+        &mut self,
+        conn: &Connection,
+        path: &Path,
+        c: NameCell,
+    ) -> Result<(Option<Rc<str>>, Option<u64>)> {
+        Ok(match c {
+            NameCell::Id(id) => (self.get(conn, path, id)?, Some(id as u64)),
+            NameCell::Text(t) => (Some(Rc::from(t.as_str())), None),
+            NameCell::Null => (None, None),
+        })
+    }
 }
 
 fn split_gtid(g: i64) -> (i64, i64) {
@@ -54,33 +101,6 @@ impl<'p> Db<'p> {
 
     fn has(&self, t: &str) -> bool {
         self.tables.contains(t)
-    }
-
-    fn string(&mut self, id: i64) -> Result<Option<Rc<str>>> {
-        if let Some(s) = self.strings.get(&id) {
-            return Ok(s.clone());
-        }
-        let v: Option<String> = if self.has("StringIds") {
-            let mut st = self
-                .conn
-                .prepare_cached("SELECT value FROM StringIds WHERE id = ?1")
-                .map_err(|e| TraceError::sqlite(self.path, "StringIds lookup", e))?;
-            let mut rows = st
-                .query([id])
-                .map_err(|e| TraceError::sqlite(self.path, "StringIds lookup", e))?;
-            match rows
-                .next()
-                .map_err(|e| TraceError::sqlite(self.path, "StringIds lookup", e))?
-            {
-                Some(r) => r.get::<_, Option<String>>(0).ok().flatten(),
-                None => None,
-            }
-        } else {
-            None
-        };
-        let v: Option<Rc<str>> = v.map(Rc::from);
-        self.strings.insert(id, v.clone());
-        Ok(v)
     }
 
     fn count(&self, table: &str, filter: &str) -> u64 {
@@ -141,16 +161,6 @@ fn name_cell(r: &rusqlite::Row<'_>, i: Option<usize>) -> NameCell {
     }
 }
 
-impl<'p> Db<'p> {
-    fn resolve(&mut self, c: NameCell) -> Result<(Option<Rc<str>>, Option<u64>)> {
-        Ok(match c {
-            NameCell::Id(id) => (self.string(id)?, Some(id as u64)),
-            NameCell::Text(t) => (Some(Rc::from(t.as_str())), None),
-            NameCell::Null => (None, None),
-        })
-    }
-}
-
 /// Read an nsys SQLite export and push its events into `sink`.
 pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: bool) -> Result<()> {
     let conn = Connection::open_with_flags(
@@ -162,7 +172,10 @@ pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: b
         conn,
         path,
         tables: HashSet::new(),
-        strings: HashMap::new(),
+        strings: StringCache {
+            map: HashMap::new(),
+            has_table: false,
+        },
     };
     {
         let mut st = db
@@ -177,6 +190,7 @@ pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: b
             db.tables.insert(name);
         }
     }
+    db.strings.has_table = db.has("StringIds");
     let nsys_like = ["StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA"]
         .iter()
         .any(|t| db.has(t))
@@ -348,77 +362,60 @@ fn read_kernels(
         c.idx("globalPid"),
     );
     let sql = c.select(T, "");
-    let conn = std::mem::replace(&mut db.conn, Connection::open_in_memory().map_err(|e| TraceError::sqlite(db.path, "", e))?);
-    let res = (|| -> Result<()> {
-        let mut st = conn
-            .prepare(&sql)
-            .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-        let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
-        let mut n: u64 = 0;
-        // Look up names through the main connection while iterating; StringIds lookups are
-        // cached per id so this is only done once per distinct name.
-        let mut lookup_db = Db {
-            conn: Connection::open_with_flags(
-                db.path,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| TraceError::sqlite(db.path, "opening", e))?,
-            path: db.path,
-            tables: db.tables.clone(),
-            strings: std::mem::take(&mut db.strings),
-        };
-        while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
-            n += 1;
-            if n % 65536 == 0 {
-                bar.set(n);
-            }
-            let start = int(r, i_start);
-            let end = int(r, i_end);
-            let (dem, key) = lookup_db.resolve(name_cell(r, i_dem))?;
-            let (short, skey) = lookup_db.resolve(name_cell(r, i_short))?;
-            let mangled = match i_mang {
-                Some(_) => lookup_db.resolve(name_cell(r, i_mang))?.0,
-                None => None,
-            };
-            let (name, key) = match (&dem, &short) {
-                (Some(d), _) if !d.is_empty() => (d.clone(), key),
-                (_, Some(s)) => (s.clone(), skey),
-                _ => (Rc::from("<unnamed kernel>"), None),
-            };
-            let dims = |ix: &[Option<usize>; 3]| -> Option<[u32; 3]> {
-                let x = int(r, ix[0])?;
-                let y = int(r, ix[1]).unwrap_or(1);
-                let z = int(r, ix[2]).unwrap_or(1);
-                Some([x.max(0) as u32, y.max(0) as u32, z.max(0) as u32])
-            };
-            let ev = KernelEvent {
-                name: &name,
-                short_name: short.as_deref(),
-                mangled: mangled.as_deref(),
-                name_key: key,
-                device: int(r, i_dev).unwrap_or(0),
-                stream: int(r, i_stream),
-                start_ns: start,
-                dur_ns: match (start, end) {
-                    (Some(s), Some(e)) => Some(e - s),
-                    _ => None,
-                },
-                grid: dims(&ig),
-                block: dims(&ib),
-                registers: int(r, i_regs).map(|v| v.max(0) as u32),
-                static_smem: int(r, i_ss).map(|v| v.max(0) as u64),
-                dynamic_smem: int(r, i_ds).map(|v| v.max(0) as u64),
-                correlation: int(r, i_corr),
-                pid: int(r, i_pid).map(|g| split_gtid(g).0),
-            };
-            sink.kernel(&ev);
+    let conn = &db.conn;
+    let path = db.path;
+    let strings = &mut db.strings;
+    let mut st = conn.prepare(&sql).map_err(|e| TraceError::sqlite(path, T, e))?;
+    let mut rows = st.query([]).map_err(|e| TraceError::sqlite(path, T, e))?;
+    let mut n: u64 = 0;
+    while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(path, T, e))? {
+        n += 1;
+        if n % 65536 == 0 {
+            bar.set(n);
         }
-        db.strings = std::mem::take(&mut lookup_db.strings);
-        Ok(())
-    })();
-    db.conn = conn;
+        let start = int(r, i_start);
+        let end = int(r, i_end);
+        let (dem, key) = strings.resolve(conn, path, name_cell(r, i_dem))?;
+        let (short, skey) = strings.resolve(conn, path, name_cell(r, i_short))?;
+        let mangled = match i_mang {
+            Some(_) => strings.resolve(conn, path, name_cell(r, i_mang))?.0,
+            None => None,
+        };
+        let (name, key) = match (&dem, &short) {
+            (Some(d), _) if !d.is_empty() => (d.clone(), key),
+            (_, Some(s)) => (s.clone(), skey),
+            _ => (Rc::from("<unnamed kernel>"), None),
+        };
+        let dims = |ix: &[Option<usize>; 3]| -> Option<[u32; 3]> {
+            let x = int(r, ix[0])?;
+            let y = int(r, ix[1]).unwrap_or(1);
+            let z = int(r, ix[2]).unwrap_or(1);
+            Some([x.max(0) as u32, y.max(0) as u32, z.max(0) as u32])
+        };
+        let ev = KernelEvent {
+            name: &name,
+            short_name: short.as_deref(),
+            mangled: mangled.as_deref(),
+            name_key: key,
+            device: int(r, i_dev).unwrap_or(0),
+            stream: int(r, i_stream),
+            start_ns: start,
+            dur_ns: match (start, end) {
+                (Some(s), Some(e)) => Some(e - s),
+                _ => None,
+            },
+            grid: dims(&ig),
+            block: dims(&ib),
+            registers: int(r, i_regs).map(|v| v.max(0) as u32),
+            static_smem: int(r, i_ss).map(|v| v.max(0) as u64),
+            dynamic_smem: int(r, i_ds).map(|v| v.max(0) as u64),
+            correlation: int(r, i_corr),
+            pid: int(r, i_pid).map(|g| split_gtid(g).0),
+        };
+        sink.kernel(&ev);
+    }
     bar.finish();
-    res
+    Ok(())
 }
 
 fn read_memcpy(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
@@ -547,14 +544,18 @@ fn read_nvtx(
         c.idx("globalTid"),
         c.idx("domainId"),
     );
-    let text_of = |db: &mut Db<'_>, r: &rusqlite::Row<'_>| -> Result<Option<Rc<str>>> {
+    let db_path = db.path;
+    let text_of = |strings: &mut StringCache,
+                   conn: &Connection,
+                   r: &rusqlite::Row<'_>|
+     -> Result<Option<Rc<str>>> {
         if let Some(i) = i_text {
             if let Ok(ValueRef::Text(t)) = r.get_ref(i) {
                 return Ok(Some(Rc::from(String::from_utf8_lossy(t).as_ref())));
             }
         }
         match int(r, i_tdid) {
-            Some(id) => db.string(id),
+            Some(id) => strings.get(conn, db_path, id),
             None => Ok(None),
         }
     };
@@ -572,7 +573,7 @@ fn read_nvtx(
             .map_err(|e| TraceError::sqlite(db.path, T, e))?;
         let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
         while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
-            if let (Some(d), Some(t)) = (int(r, i_dom), text_of(db, r)?) {
+            if let (Some(d), Some(t)) = (int(r, i_dom), text_of(&mut db.strings, &db.conn, r)?) {
                 domains.insert(d, t);
             }
         }
@@ -644,7 +645,7 @@ fn read_nvtx(
         } else {
             None
         };
-        let text = text_of(db, r)?;
+        let text = text_of(&mut db.strings, &db.conn, r)?;
         let domain = int(r, i_dom).and_then(|d| domains.get(&d).cloned());
         sink.range(&RangeEvent {
             name: text.as_deref().unwrap_or("<unnamed range>"),
@@ -699,7 +700,7 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
             bar.set(n);
         }
         let name = match int(r, c.idx("nameId")) {
-            Some(id) => db.string(id)?,
+            Some(id) => db.strings.get(&db.conn, db.path, id)?,
             None => match c.idx("name").map(|i| r.get_ref(i)) {
                 Some(Ok(ValueRef::Text(t))) => {
                     Some(Rc::from(String::from_utf8_lossy(t).as_ref()))

@@ -117,8 +117,8 @@ mod tests {
         // Capped so the f64 distances stay distinct (beyond 5 everything saturates anyway).
         let a = (x.abs() as f64).min(1e9);
         let mut best = 0usize;
-        for i in 1..8 {
-            let d = (a - E2M1_VALUES[i] as f64).abs();
+        for (i, &v) in E2M1_VALUES.iter().enumerate().skip(1) {
+            let d = (a - v as f64).abs();
             let db = (a - E2M1_VALUES[best] as f64).abs();
             if d < db || (d == db && i % 2 == 0) {
                 best = i;

@@ -107,7 +107,11 @@ mod tests {
         let mut best = 0u8;
         let mut best_d = f64::INFINITY;
         for c in 0u8..=0x7F {
-            let v = if c == 0x7F { 480.0 } else { e4m3_bits_to_f32(c) as f64 };
+            let v = if c == 0x7F {
+                480.0
+            } else {
+                e4m3_bits_to_f32(c) as f64
+            };
             let d = (a - v).abs();
             if d < best_d || (d == best_d && c % 2 == 0) {
                 best = c;
@@ -128,7 +132,11 @@ mod tests {
         for c in 0..=255u8 {
             let v = e4m3_bits_to_f32(c);
             for sat in [Saturation::Saturate, Saturation::NonSaturating] {
-                assert_eq!(f32_to_e4m3_bits(v, sat), c, "code {c:#04x} value {v:e} {sat:?}");
+                assert_eq!(
+                    f32_to_e4m3_bits(v, sat),
+                    c,
+                    "code {c:#04x} value {v:e} {sat:?}"
+                );
             }
         }
     }
@@ -145,7 +153,10 @@ mod tests {
         assert!(e4m3_bits_to_f32(0x7F).is_nan() && e4m3_bits_to_f32(0xFF).is_nan());
         // Strictly increasing over the positive codes.
         for c in 1..0x7Fu8 {
-            assert!(e4m3_bits_to_f32(c) > e4m3_bits_to_f32(c - 1), "code {c:#04x}");
+            assert!(
+                e4m3_bits_to_f32(c) > e4m3_bits_to_f32(c - 1),
+                "code {c:#04x}"
+            );
         }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! | module                | format / operation                                             |
 //! |-----------------------|----------------------------------------------------------------|
-//! | [`f16`]               | IEEE binary16 <-> f32, round to nearest even                  |
+//! | [`f16`](mod@f16)      | IEEE binary16 <-> f32, round to nearest even                  |
 //! | [`bf16`]              | bfloat16 <-> f32, round to nearest even                       |
 //! | [`e4m3`]              | FP8 E4M3 (`fn`: no inf, NaN 0x7F, max 448), saturating or not  |
 //! | [`e2m1`]              | FP4 E2M1 (NVFP4 elements), nibble packing (element 0 low)      |

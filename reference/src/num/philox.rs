@@ -70,16 +70,49 @@ mod tests {
     const ONES_CTR: [u32; 4] = [u32::MAX; 4];
     const ONES_KEY: [u32; 2] = [u32::MAX; 2];
 
+    /// (rounds, counter, key, expected output).
+    type Kat = (u32, [u32; 4], [u32; 2], [u32; 4]);
+
     /// Random123 `kat_vectors` entries for philox4x32.
     #[test]
     fn random123_known_answers() {
-        let cases: [(u32, [u32; 4], [u32; 2], [u32; 4]); 6] = [
-            (7, [0; 4], [0; 2], [0x5f6fb709, 0x0d893f64, 0x4f121f81, 0x4f730a48]),
-            (7, ONES_CTR, ONES_KEY, [0x5207ddc2, 0x45165e59, 0x4d8ee751, 0x8c52f662]),
-            (7, PI_CTR, PI_KEY, [0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a]),
-            (10, [0; 4], [0; 2], [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]),
-            (10, ONES_CTR, ONES_KEY, [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]),
-            (10, PI_CTR, PI_KEY, [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]),
+        let cases: [Kat; 6] = [
+            (
+                7,
+                [0; 4],
+                [0; 2],
+                [0x5f6fb709, 0x0d893f64, 0x4f121f81, 0x4f730a48],
+            ),
+            (
+                7,
+                ONES_CTR,
+                ONES_KEY,
+                [0x5207ddc2, 0x45165e59, 0x4d8ee751, 0x8c52f662],
+            ),
+            (
+                7,
+                PI_CTR,
+                PI_KEY,
+                [0x4dfccaba, 0x190a87f0, 0xc47362ba, 0xb6b5242a],
+            ),
+            (
+                10,
+                [0; 4],
+                [0; 2],
+                [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8],
+            ),
+            (
+                10,
+                ONES_CTR,
+                ONES_KEY,
+                [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd],
+            ),
+            (
+                10,
+                PI_CTR,
+                PI_KEY,
+                [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1],
+            ),
         ];
         for (rounds, ctr, key, want) in cases {
             let got = philox4x32(ctr, key, rounds);
@@ -93,7 +126,11 @@ mod tests {
         let offset = 0xfedc_ba98_7654_3210_u64;
         assert_eq!(
             philox_from_seed_offset(seed, offset, 5),
-            philox4x32([0x7654_3210, 0xfedc_ba98, 0, 0], [0x89ab_cdef, 0x0123_4567], 5)
+            philox4x32(
+                [0x7654_3210, 0xfedc_ba98, 0, 0],
+                [0x89ab_cdef, 0x0123_4567],
+                5
+            )
         );
         assert_eq!(philox4x32(PI_CTR, PI_KEY, 0), PI_CTR);
     }
@@ -135,7 +172,10 @@ mod tests {
             }
         }
         for (i, &n) in counts.iter().enumerate() {
-            assert!((n as i64 - 2048).abs() < 192, "bit {i} set {n} times of 4096");
+            assert!(
+                (n as i64 - 2048).abs() < 192,
+                "bit {i} set {n} times of 4096"
+            );
         }
     }
 }

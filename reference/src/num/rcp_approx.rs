@@ -76,7 +76,10 @@ pub struct RcpTable {
 impl std::fmt::Debug for RcpTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RcpTable")
-            .field("differences_from_correctly_rounded", &self.corrections().len())
+            .field(
+                "differences_from_correctly_rounded",
+                &self.corrections().len(),
+            )
             .finish()
     }
 }
@@ -294,7 +297,11 @@ mod tests {
 
     /// Independent model: f64 division rounded to f32, then ftz of input and output.
     fn direct(x: f32) -> f32 {
-        let xf = if x.is_subnormal() { 0.0f32.copysign(x) } else { x };
+        let xf = if x.is_subnormal() {
+            0.0f32.copysign(x)
+        } else {
+            x
+        };
         let r = (1.0 / xf as f64) as f32;
         if r.is_subnormal() {
             0.0f32.copysign(r)
@@ -324,7 +331,11 @@ mod tests {
         ];
         for (x, want) in cases {
             let got = rcp_approx_ftz(x);
-            assert_eq!(got.to_bits(), want.to_bits(), "rcp({x:e}) = {got:e}, want {want:e}");
+            assert_eq!(
+                got.to_bits(),
+                want.to_bits(),
+                "rcp({x:e}) = {got:e}, want {want:e}"
+            );
         }
         assert!(rcp_approx_ftz(f32::NAN).is_nan());
         assert!(rcp_approx_ftz(-f32::NAN).is_nan());
