@@ -126,22 +126,8 @@ pub struct Tensor {
     pub data: Data,
 }
 
-/// f16 bits -> f32 (exact).
-pub fn f16_to_f32(b: u16) -> f32 {
-    half::f16::from_bits(b).to_f32()
-}
-/// bf16 bits -> f32 (exact).
-pub fn bf16_to_f32(b: u16) -> f32 {
-    half::bf16::from_bits(b).to_f32()
-}
-/// f32 -> f16 bits, round to nearest even.
-pub fn f32_to_f16(x: f32) -> u16 {
-    half::f16::from_f32(x).to_bits()
-}
-/// f32 -> bf16 bits, round to nearest even.
-pub fn f32_to_bf16(x: f32) -> u16 {
-    half::bf16::from_f32(x).to_bits()
-}
+pub use crate::num::bf16::{bf16_bits_to_f32 as bf16_to_f32, f32_to_bf16_bits as f32_to_bf16};
+pub use crate::num::f16::{f16_bits_to_f32 as f16_to_f32, f32_to_f16_bits as f32_to_f16};
 
 macro_rules! ctor {
     ($fn:ident, $variant:ident, $t:ty) => {

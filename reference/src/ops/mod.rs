@@ -4,11 +4,15 @@
 use crate::op::{OpDef, OpError};
 
 // (op modules are declared here, one line each)
+pub mod nvfp4_dequantize;
+pub mod nvfp4_quantize;
 
 /// Every op, in the order `duet ops` prints them.
 pub fn registry() -> Vec<OpDef> {
     let v: Vec<OpDef> = vec![
         // (one `module::def(),` line per op)
+        nvfp4_quantize::def(),
+        nvfp4_dequantize::def(),
     ];
     v
 }

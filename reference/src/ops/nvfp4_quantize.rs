@@ -301,7 +301,9 @@ pub fn dequantize(q: &Nvfp4, layout: SfLayout) -> Vec<f32> {
             } else {
                 f32::NAN
             };
-            let c = codes.get(m * q.cols + j).map_or(f32::NAN, |&c| e2m1_to_f32(c));
+            let c = codes
+                .get(m * q.cols + j)
+                .map_or(f32::NAN, |&c| e2m1_to_f32(c));
             out.push(c * sf / q.global_scale);
         }
     }

@@ -1,0 +1,519 @@
+//! The model configuration: Nemotron-H (Nemotron 3 Super architecture) hyper-parameters.
+//!
+//! Two spellings of the layer pattern are accepted, as they appear on the hub:
+//! - hub / Megatron style: `hybrid_override_pattern: "MEM*EM-E"` (`M` Mamba-2, `E` MoE,
+//!   `*` attention, `-` MLP) and `mtp_hybrid_override_pattern: "*E"`;
+//! - transformers 5.x style: `layers_block_type: ["linear_attention", "moe", "full_attention",
+//!   "mlp", ...]` (also `mamba` / `attention`) and `mtp_layers_block_type`.
+//!
+//! Floats may be written as JSON numbers or as transformers' `{"__float__": "Infinity"}`.
+
+use super::ModelError;
+use serde_json::Value;
+use std::path::Path;
+
+/// What one layer (block) mixes with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LayerKind {
+    /// Mamba-2 selective state space mixer (`M`).
+    Mamba,
+    /// GQA causal softmax attention, no positional encoding (`*`).
+    Attention,
+    /// Dense ReLU² MLP (`-`).
+    Mlp,
+    /// Latent mixture of experts with a shared expert (`E`).
+    Moe,
+}
+
+impl LayerKind {
+    /// The pattern character (`M`, `*`, `-`, `E`).
+    pub fn symbol(self) -> char {
+        match self {
+            LayerKind::Mamba => 'M',
+            LayerKind::Attention => '*',
+            LayerKind::Mlp => '-',
+            LayerKind::Moe => 'E',
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            LayerKind::Mamba => "mamba",
+            LayerKind::Attention => "attention",
+            LayerKind::Mlp => "mlp",
+            LayerKind::Moe => "moe",
+        }
+    }
+    fn from_symbol(c: char) -> Option<LayerKind> {
+        Some(match c {
+            'M' => LayerKind::Mamba,
+            '*' => LayerKind::Attention,
+            '-' => LayerKind::Mlp,
+            'E' => LayerKind::Moe,
+            _ => return None,
+        })
+    }
+    fn from_type_name(s: &str) -> Option<LayerKind> {
+        Some(match s {
+            "mamba" | "linear_attention" | "M" => LayerKind::Mamba,
+            "attention" | "full_attention" | "*" => LayerKind::Attention,
+            "mlp" | "-" => LayerKind::Mlp,
+            "moe" | "E" => LayerKind::Moe,
+            _ => return None,
+        })
+    }
+}
+
+/// Parses a pattern string such as `MEMEMEM*E` (whitespace and `|` separators ignored).
+pub fn parse_pattern(p: &str) -> Result<Vec<LayerKind>, ModelError> {
+    p.chars()
+        .filter(|c| !c.is_whitespace() && *c != '|')
+        .enumerate()
+        .map(|(i, c)| {
+            LayerKind::from_symbol(c).ok_or_else(|| {
+                ModelError::Config(format!(
+                    "layer pattern '{p}': character {i} is '{c}'; use M (Mamba-2), E (MoE), * (attention) or - (MLP)"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Renders layer kinds as a pattern string.
+pub fn pattern_string(kinds: &[LayerKind]) -> String {
+    kinds.iter().map(|k| k.symbol()).collect()
+}
+
+/// Every hyper-parameter the model uses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    /// One entry per backbone layer.
+    pub layers: Vec<LayerKind>,
+    /// The MTP head's blocks (empty: no MTP head).
+    pub mtp_layers: Vec<LayerKind>,
+    pub layer_norm_epsilon: f32,
+    pub tie_word_embeddings: bool,
+    // attention
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub head_dim: usize,
+    pub attention_bias: bool,
+    // Mamba-2
+    pub mamba_num_heads: usize,
+    pub mamba_head_dim: usize,
+    pub n_groups: usize,
+    pub ssm_state_size: usize,
+    pub conv_kernel: usize,
+    pub chunk_size: usize,
+    pub use_conv_bias: bool,
+    pub use_bias: bool,
+    /// Clamp of softplus(dt + dt_bias), `[lo, hi]` (the hub model: `[0, inf]`, no clamp).
+    pub time_step_limit: (f32, f32),
+    pub time_step_min: f32,
+    // MLP
+    pub intermediate_size: usize,
+    pub mlp_bias: bool,
+    // MoE
+    pub n_routed_experts: usize,
+    pub num_experts_per_tok: usize,
+    pub moe_intermediate_size: usize,
+    /// `None`: experts work on the full hidden size (no latent projections).
+    pub moe_latent_size: Option<usize>,
+    pub moe_shared_expert_intermediate_size: usize,
+    pub n_shared_experts: usize,
+    pub routed_scaling_factor: f32,
+    pub n_group: usize,
+    pub topk_group: usize,
+    pub norm_topk_prob: bool,
+}
+
+fn float_of(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => parse_float_str(s),
+        Value::Object(o) => o.get("__float__").and_then(|x| match x {
+            Value::String(s) => parse_float_str(s),
+            Value::Number(n) => n.as_f64(),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+fn parse_float_str(s: &str) -> Option<f64> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "infinity" | "inf" | "+inf" | "+infinity" => Some(f64::INFINITY),
+        "-infinity" | "-inf" => Some(f64::NEG_INFINITY),
+        "nan" => Some(f64::NAN),
+        t => t.parse().ok(),
+    }
+}
+
+struct Reader<'a> {
+    obj: &'a serde_json::Map<String, Value>,
+    origin: String,
+}
+
+impl Reader<'_> {
+    fn err(&self, key: &str, msg: impl std::fmt::Display) -> ModelError {
+        ModelError::Config(format!("{}: '{key}' {msg}", self.origin))
+    }
+    fn has(&self, key: &str) -> bool {
+        self.obj.get(key).is_some_and(|v| !v.is_null())
+    }
+    fn usize(&self, key: &str) -> Result<usize, ModelError> {
+        let v = self
+            .obj
+            .get(key)
+            .filter(|v| !v.is_null())
+            .ok_or_else(|| self.err(key, "is missing; add it to config.json"))?;
+        v.as_u64()
+            .and_then(|x| usize::try_from(x).ok())
+            .ok_or_else(|| self.err(key, format!("must be a non-negative integer, found {v}")))
+    }
+    fn usize_or(&self, key: &str, d: usize) -> Result<usize, ModelError> {
+        if self.has(key) {
+            self.usize(key)
+        } else {
+            Ok(d)
+        }
+    }
+    fn opt_usize(&self, key: &str) -> Result<Option<usize>, ModelError> {
+        if self.has(key) {
+            self.usize(key).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+    fn f32_or(&self, key: &str, d: f32) -> Result<f32, ModelError> {
+        match self.obj.get(key).filter(|v| !v.is_null()) {
+            None => Ok(d),
+            Some(v) => float_of(v)
+                .map(|x| x as f32)
+                .ok_or_else(|| self.err(key, format!("must be a number, found {v}"))),
+        }
+    }
+    fn bool_or(&self, key: &str, d: bool) -> Result<bool, ModelError> {
+        match self.obj.get(key).filter(|v| !v.is_null()) {
+            None => Ok(d),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| self.err(key, format!("must be true or false, found {v}"))),
+        }
+    }
+    fn str_or<'b>(&'b self, key: &str, d: &'b str) -> Result<&'b str, ModelError> {
+        match self.obj.get(key).filter(|v| !v.is_null()) {
+            None => Ok(d),
+            Some(v) => v
+                .as_str()
+                .ok_or_else(|| self.err(key, format!("must be a string, found {v}"))),
+        }
+    }
+    /// A pattern given either as a string (`pat_key`) or a list of type names (`list_key`).
+    fn kinds(&self, pat_key: &str, list_key: &str) -> Result<Option<Vec<LayerKind>>, ModelError> {
+        if let Some(list) = self.obj.get(list_key).filter(|v| !v.is_null()) {
+            let arr = list
+                .as_array()
+                .ok_or_else(|| self.err(list_key, "must be a list of layer type names"))?;
+            let mut out = Vec::with_capacity(arr.len());
+            for (i, v) in arr.iter().enumerate() {
+                let s = v.as_str().unwrap_or_default();
+                out.push(LayerKind::from_type_name(s).ok_or_else(|| {
+                    self.err(
+                        list_key,
+                        format!("entry {i} is {v}; use mamba|linear_attention, attention|full_attention, moe or mlp"),
+                    )
+                })?);
+            }
+            return Ok(Some(out));
+        }
+        if let Some(v) = self.obj.get(pat_key).filter(|v| !v.is_null()) {
+            let s = v
+                .as_str()
+                .ok_or_else(|| self.err(pat_key, "must be a pattern string like \"MEM*E\""))?;
+            return parse_pattern(s)
+                .map(Some)
+                .map_err(|e| self.err(pat_key, e.to_string()));
+        }
+        Ok(None)
+    }
+}
+
+impl Config {
+    /// Reads `config.json` (either style).
+    pub fn from_file(path: &Path) -> Result<Config, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ModelError::Config(format!(
+                "{}: cannot read ({e}); a model directory needs config.json",
+                path.display()
+            ))
+        })?;
+        Config::from_json_str(&text, &path.display().to_string())
+    }
+
+    /// Parses a config from JSON text; `origin` names it in errors.
+    pub fn from_json_str(text: &str, origin: &str) -> Result<Config, ModelError> {
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| ModelError::Config(format!("{origin}: not valid JSON ({e})")))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| ModelError::Config(format!("{origin}: expected a JSON object")))?;
+        // Generator specs wrap the config: {"seed":.., "config": {...}}.
+        let obj = match obj.get("config").and_then(|c| c.as_object()) {
+            Some(inner) if !obj.contains_key("hidden_size") => inner,
+            _ => obj,
+        };
+        let r = Reader {
+            obj,
+            origin: origin.to_string(),
+        };
+        let layers = r
+            .kinds("hybrid_override_pattern", "layers_block_type")?
+            .ok_or_else(|| {
+                ModelError::Config(format!(
+                    "{origin}: no layer pattern; give 'hybrid_override_pattern' (e.g. \"MEM*E\") or 'layers_block_type' (list)"
+                ))
+            })?;
+        if let Some(n) = r.opt_usize("num_hidden_layers")? {
+            if n != layers.len() && !r.has("layers_block_type") {
+                return Err(r.err(
+                    "num_hidden_layers",
+                    format!(
+                        "is {n} but the layer pattern has {} layers; make them agree",
+                        layers.len()
+                    ),
+                ));
+            }
+        }
+        let n_mtp = r.usize_or("num_nextn_predict_layers", 0)?;
+        let mut mtp_layers = r
+            .kinds("mtp_hybrid_override_pattern", "mtp_layers_block_type")?
+            .unwrap_or_default();
+        if n_mtp == 0 {
+            mtp_layers.clear();
+        }
+        let hidden_size = r.usize("hidden_size")?;
+        let num_attention_heads = r.usize_or("num_attention_heads", 1)?;
+        let head_dim = match r.opt_usize("head_dim")? {
+            Some(h) => h,
+            None => hidden_size / num_attention_heads.max(1),
+        };
+        let tsl = match obj.get("time_step_limit").filter(|v| !v.is_null()) {
+            None => (0.0, f32::INFINITY),
+            Some(v) => {
+                let a = v
+                    .as_array()
+                    .filter(|a| a.len() == 2)
+                    .ok_or_else(|| r.err("time_step_limit", "must be a [min, max] pair"))?;
+                let lo = float_of(&a[0]).ok_or_else(|| r.err("time_step_limit", "min is not a number"))?;
+                let hi = float_of(&a[1]).ok_or_else(|| r.err("time_step_limit", "max is not a number"))?;
+                (lo as f32, hi as f32)
+            }
+        };
+        for (key, want) in [("mamba_hidden_act", "silu"), ("mlp_hidden_act", "relu2")] {
+            let got = r.str_or(key, want)?;
+            if got != want {
+                return Err(r.err(
+                    key,
+                    format!("is '{got}'; duet's Nemotron-H model supports only '{want}'"),
+                ));
+            }
+        }
+        let c = Config {
+            vocab_size: r.usize("vocab_size")?,
+            hidden_size,
+            layers,
+            mtp_layers,
+            layer_norm_epsilon: r.f32_or("layer_norm_epsilon", 1e-5)?,
+            tie_word_embeddings: r.bool_or("tie_word_embeddings", false)?,
+            num_attention_heads,
+            num_key_value_heads: r.usize_or("num_key_value_heads", num_attention_heads)?,
+            head_dim,
+            attention_bias: r.bool_or("attention_bias", false)?,
+            mamba_num_heads: r.usize_or("mamba_num_heads", 1)?,
+            mamba_head_dim: r.usize_or("mamba_head_dim", 1)?,
+            n_groups: r.usize_or("n_groups", 1)?,
+            ssm_state_size: r.usize_or("ssm_state_size", 1)?,
+            conv_kernel: r.usize_or("conv_kernel", 4)?,
+            chunk_size: r.usize_or("chunk_size", 128)?,
+            use_conv_bias: r.bool_or("use_conv_bias", true)?,
+            use_bias: r.bool_or("use_bias", false)?,
+            time_step_limit: tsl,
+            time_step_min: r.f32_or("time_step_min", 0.001)?,
+            intermediate_size: r.usize_or("intermediate_size", 1)?,
+            mlp_bias: r.bool_or("mlp_bias", false)?,
+            n_routed_experts: r.usize_or("n_routed_experts", 1)?,
+            num_experts_per_tok: r.usize_or("num_experts_per_tok", 1)?,
+            moe_intermediate_size: r.usize_or("moe_intermediate_size", 1)?,
+            moe_latent_size: r.opt_usize("moe_latent_size")?,
+            moe_shared_expert_intermediate_size: r
+                .usize_or("moe_shared_expert_intermediate_size", 1)?,
+            n_shared_experts: r.usize_or("n_shared_experts", 1)?,
+            routed_scaling_factor: r.f32_or("routed_scaling_factor", 1.0)?,
+            n_group: r.usize_or("n_group", 1)?,
+            topk_group: r.usize_or("topk_group", 1)?,
+            norm_topk_prob: r.bool_or("norm_topk_prob", true)?,
+        };
+        c.validate(origin)?;
+        Ok(c)
+    }
+
+    /// Checks the divisibility rules the model relies on.
+    pub fn validate(&self, origin: &str) -> Result<(), ModelError> {
+        let e = |m: String| Err(ModelError::Config(format!("{origin}: {m}")));
+        let uses = |k: LayerKind| self.layers.contains(&k) || self.mtp_layers.contains(&k);
+        if self.layers.is_empty() {
+            return e("the layer pattern is empty; give at least one layer".into());
+        }
+        if self.hidden_size == 0 || self.vocab_size == 0 {
+            return e("hidden_size and vocab_size must be positive".into());
+        }
+        if uses(LayerKind::Attention)
+            && (self.num_key_value_heads == 0
+                || self.num_attention_heads % self.num_key_value_heads != 0)
+        {
+            return e(format!(
+                "num_attention_heads {} must be a multiple of num_key_value_heads {}",
+                self.num_attention_heads, self.num_key_value_heads
+            ));
+        }
+        if uses(LayerKind::Mamba) {
+            if self.n_groups == 0 || self.mamba_num_heads % self.n_groups != 0 {
+                return e(format!(
+                    "mamba_num_heads {} must be a multiple of n_groups {}",
+                    self.mamba_num_heads, self.n_groups
+                ));
+            }
+            if self.conv_kernel < 2 {
+                return e(format!("conv_kernel {} must be at least 2", self.conv_kernel));
+            }
+        }
+        if uses(LayerKind::Moe) {
+            if self.num_experts_per_tok == 0 || self.num_experts_per_tok > self.n_routed_experts {
+                return e(format!(
+                    "num_experts_per_tok {} must be in 1..=n_routed_experts {}",
+                    self.num_experts_per_tok, self.n_routed_experts
+                ));
+            }
+            if self.n_group == 0
+                || self.n_routed_experts % self.n_group != 0
+                || self.topk_group == 0
+                || self.topk_group > self.n_group
+            {
+                return e(format!(
+                    "n_group {} / topk_group {} do not divide n_routed_experts {}",
+                    self.n_group, self.topk_group, self.n_routed_experts
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// d_inner of the Mamba mixer (heads x head_dim).
+    pub fn d_inner(&self) -> usize {
+        self.mamba_num_heads * self.mamba_head_dim
+    }
+    /// Channels through the causal conv: x, B and C.
+    pub fn conv_dim(&self) -> usize {
+        self.d_inner() + 2 * self.n_groups * self.ssm_state_size
+    }
+    /// Rows of in_proj: z, xBC and dt.
+    pub fn in_proj_dim(&self) -> usize {
+        self.d_inner() + self.conv_dim() + self.mamba_num_heads
+    }
+    /// Width the routed experts work in.
+    pub fn moe_width(&self) -> usize {
+        self.moe_latent_size.unwrap_or(self.hidden_size)
+    }
+    pub fn pattern(&self) -> String {
+        pattern_string(&self.layers)
+    }
+    pub fn mtp_pattern(&self) -> String {
+        pattern_string(&self.mtp_layers)
+    }
+
+    /// The `tiny` preset: the dimensions of the `nemotron-tiny-a` fixture.
+    pub fn tiny() -> Config {
+        Config {
+            vocab_size: 512,
+            hidden_size: 256,
+            layers: parse_pattern("MEM*EM-E").unwrap_or_default(),
+            mtp_layers: vec![LayerKind::Attention, LayerKind::Moe],
+            layer_norm_epsilon: 1e-5,
+            tie_word_embeddings: false,
+            num_attention_heads: 4,
+            num_key_value_heads: 2,
+            head_dim: 32,
+            attention_bias: false,
+            mamba_num_heads: 16,
+            mamba_head_dim: 32,
+            n_groups: 4,
+            ssm_state_size: 32,
+            conv_kernel: 4,
+            chunk_size: 16,
+            use_conv_bias: true,
+            use_bias: false,
+            time_step_limit: (0.0, f32::INFINITY),
+            time_step_min: 0.001,
+            intermediate_size: 384,
+            mlp_bias: false,
+            n_routed_experts: 16,
+            num_experts_per_tok: 4,
+            moe_intermediate_size: 128,
+            moe_latent_size: Some(64),
+            moe_shared_expert_intermediate_size: 192,
+            n_shared_experts: 1,
+            routed_scaling_factor: 5.0,
+            n_group: 1,
+            topk_group: 1,
+            norm_topk_prob: true,
+        }
+    }
+
+    /// The `super` preset: Nemotron 3 Super dimensions (SPEC.md), full 88-layer pattern.
+    pub fn super_() -> Config {
+        let unit = "MEMEMEM*E";
+        // 88 layers, 40 M, 40 E, 8 *: eight groups of (MEMEMEM*E + ME) minus the trailing
+        // pair ... the hub pattern; the exact order matters only for the full-size run.
+        let mut p = String::new();
+        for _ in 0..8 {
+            p.push_str(unit);
+            p.push_str("ME");
+        }
+        Config {
+            vocab_size: 131072,
+            hidden_size: 4096,
+            layers: parse_pattern(&p).unwrap_or_default(),
+            mtp_layers: vec![LayerKind::Attention, LayerKind::Moe],
+            layer_norm_epsilon: 1e-5,
+            tie_word_embeddings: false,
+            num_attention_heads: 32,
+            num_key_value_heads: 2,
+            head_dim: 128,
+            attention_bias: false,
+            mamba_num_heads: 128,
+            mamba_head_dim: 64,
+            n_groups: 8,
+            ssm_state_size: 128,
+            conv_kernel: 4,
+            chunk_size: 128,
+            use_conv_bias: true,
+            use_bias: false,
+            time_step_limit: (0.0, f32::INFINITY),
+            time_step_min: 0.001,
+            intermediate_size: 5376,
+            mlp_bias: false,
+            n_routed_experts: 512,
+            num_experts_per_tok: 22,
+            moe_intermediate_size: 2688,
+            moe_latent_size: Some(1024),
+            moe_shared_expert_intermediate_size: 5376,
+            n_shared_experts: 1,
+            routed_scaling_factor: 5.0,
+            n_group: 1,
+            topk_group: 1,
+            norm_topk_prob: true,
+        }
+    }
+}

@@ -1,0 +1,505 @@
+//! PyTorch profiler (Kineto) Chrome-trace JSON, plain or gzip.
+//!
+//! The file is streamed: a small byte scanner finds each event object inside `traceEvents`
+//! and only that slice is parsed, so memory stays bounded however large the trace is.
+
+use crate::error::{Result, TraceError};
+use crate::model::*;
+use crate::progress::Progress;
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::io::{BufRead, Read};
+use std::path::Path;
+use std::rc::Rc;
+
+/// Timestamp in µs as integer or fraction, converted to integer ns without going through a
+/// lossy f64 for integer inputs.
+#[derive(Debug, Clone, Copy)]
+struct Micros(i64);
+
+impl<'de> Deserialize<'de> for Micros {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Micros;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number of microseconds")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Micros, E> {
+                Ok(Micros((v as i64).saturating_mul(1000)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Micros, E> {
+                Ok(Micros(v.saturating_mul(1000)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Micros, E> {
+                Ok(Micros((v * 1000.0).round() as i64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Micros, E> {
+                v.trim()
+                    .parse::<f64>()
+                    .map(|f| Micros((f * 1000.0).round() as i64))
+                    .map_err(|_| E::custom(format!("not a number: {v:?}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// pid / tid / device ids: integers or strings (`"GPU 0"`, `"Spans"`).
+#[derive(Debug, Clone, Copy)]
+struct Id(Option<i64>);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an id")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Id, E> {
+                Ok(Id(Some(v as i64)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Id, E> {
+                Ok(Id(Some(v)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Id, E> {
+                Ok(Id(Some(v as i64)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Id, E> {
+                let digits: String = v.chars().filter(|c| c.is_ascii_digit()).collect();
+                Ok(Id(digits.parse().ok()))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Id, E> {
+                Ok(Id(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct RawArgs {
+    #[serde(default)]
+    device: Option<Id>,
+    #[serde(default)]
+    stream: Option<Id>,
+    #[serde(default)]
+    grid: Option<Vec<u32>>,
+    #[serde(default)]
+    block: Option<Vec<u32>>,
+    #[serde(default, rename = "registers per thread")]
+    registers: Option<u32>,
+    #[serde(default, rename = "shared memory")]
+    shared_memory: Option<u64>,
+    #[serde(default)]
+    bytes: Option<u64>,
+    #[serde(default)]
+    correlation: Option<Id>,
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(default, borrow)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    ts: Option<Micros>,
+    #[serde(default)]
+    dur: Option<Micros>,
+    #[serde(default)]
+    pid: Option<Id>,
+    #[serde(default)]
+    tid: Option<Id>,
+    #[serde(default)]
+    args: Option<RawArgs>,
+}
+
+fn dims(v: &Option<Vec<u32>>) -> Option<[u32; 3]> {
+    let v = v.as_ref()?;
+    Some([
+        *v.first()?,
+        v.get(1).copied().unwrap_or(1),
+        v.get(2).copied().unwrap_or(1),
+    ])
+}
+
+struct Counting<R> {
+    inner: R,
+    n: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n.set(self.n.get() + k as u64);
+        Ok(k)
+    }
+}
+
+/// Open a Kineto file as a byte stream, with a counter of raw (compressed) bytes read.
+pub fn open_stream(path: &Path, gz: bool) -> Result<(Box<dyn BufRead>, Rc<Cell<u64>>, u64)> {
+    let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let n = Rc::new(Cell::new(0u64));
+    let counted = Counting {
+        inner: f,
+        n: n.clone(),
+    };
+    let r: Box<dyn BufRead> = if gz {
+        Box::new(std::io::BufReader::with_capacity(
+            1 << 20,
+            flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 18, counted)),
+        ))
+    } else {
+        Box::new(std::io::BufReader::with_capacity(1 << 20, counted))
+    };
+    Ok((r, n, len))
+}
+
+const KEEP_KEYS: &[&str] = &[
+    "schemaVersion",
+    "deviceProperties",
+    "baseTimeNanoseconds",
+    "displayTimeUnit",
+];
+
+/// Read a Kineto trace from `path` (gzip when `gz`).
+pub fn read(
+    path: &Path,
+    gz: bool,
+    info: &mut SourceInfo,
+    sink: &mut dyn Sink,
+    progress: bool,
+) -> Result<()> {
+    let (mut reader, counter, len) = open_stream(path, gz)?;
+    let bar = Progress::new(progress, len, "Kineto events", true);
+    info.format = Some(Format::Kineto);
+
+    // scanner state
+    let mut depth: u32 = 0;
+    let mut in_str = false;
+    let mut esc = false;
+    let mut line: usize = 1;
+    let mut top_is_array = false;
+    let mut expect_key = false;
+    let mut key_buf: Vec<u8> = Vec::new();
+    let mut collecting_key = false;
+    let mut last_key: Vec<u8> = Vec::new();
+    let mut events_depth: Option<u32> = None; // depth of the events array (inside it)
+    let mut capture: Vec<u8> = Vec::new();
+    let mut capturing = false; // an event object
+    let mut meta_capture: Option<(String, Vec<u8>)> = None;
+    let mut found_events = false;
+    let mut n_events: u64 = 0;
+    let mut n_kernels: u64 = 0;
+    let mut first_byte_seen = false;
+    let mut kept: Vec<(String, Vec<u8>)> = Vec::new();
+
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let clen = chunk.len();
+        let mut cap_from: Option<usize> = if capturing { Some(0) } else { None };
+        let mut meta_from: Option<usize> = if meta_capture.is_some() {
+            Some(0)
+        } else {
+            None
+        };
+        let mut i = 0usize;
+        while i < clen {
+            let b = chunk[i];
+            if in_str {
+                if esc {
+                    esc = false;
+                } else if b == b'\\' {
+                    esc = true;
+                } else if b == b'"' {
+                    in_str = false;
+                    if collecting_key {
+                        collecting_key = false;
+                        last_key = std::mem::take(&mut key_buf);
+                    }
+                } else if collecting_key {
+                    key_buf.push(b);
+                }
+                if b == b'\n' {
+                    line += 1;
+                }
+                i += 1;
+                continue;
+            }
+            match b {
+                b'\n' => line += 1,
+                b'"' => {
+                    in_str = true;
+                    if depth == 1 && !top_is_array && expect_key {
+                        collecting_key = true;
+                        expect_key = false;
+                        key_buf.clear();
+                    }
+                }
+                b'{' | b'[' => {
+                    if !first_byte_seen {
+                        first_byte_seen = true;
+                        if b == b'[' {
+                            top_is_array = true;
+                            events_depth = Some(1);
+                            found_events = true;
+                        }
+                    }
+                    depth += 1;
+                    if depth == 1 && b == b'{' {
+                        expect_key = true;
+                    }
+                    if b == b'[' && depth == 2 && !top_is_array && last_key == b"traceEvents" {
+                        events_depth = Some(2);
+                        found_events = true;
+                    }
+                    if b == b'{' && Some(depth - 1) == events_depth && !capturing {
+                        capturing = true;
+                        capture.clear();
+                        cap_from = Some(i);
+                    }
+                }
+                b'}' | b']' => {
+                    if depth == 0 {
+                        return Err(TraceError::Json {
+                            path: path.to_path_buf(),
+                            line,
+                            column: 0,
+                            msg: "unbalanced closing bracket".into(),
+                        });
+                    }
+                    if let Some((_, buf)) = meta_capture.as_mut() {
+                        if depth == 1 {
+                            if let Some(f) = meta_from.take() {
+                                buf.extend_from_slice(&chunk[f..i]);
+                            }
+                            if let Some(mc) = meta_capture.take() {
+                                kept.push(mc);
+                            }
+                        }
+                    }
+                    depth -= 1;
+                    if Some(depth) == events_depth && capturing && b == b'}' {
+                        if let Some(f) = cap_from.take() {
+                            capture.extend_from_slice(&chunk[f..=i]);
+                        }
+                        capturing = false;
+                        n_events += 1;
+                        if n_events % 65536 == 0 {
+                            bar.set(counter.get());
+                        }
+                        handle_event(path, line, &capture, sink, &mut n_kernels)?;
+                    }
+                    if Some(depth + 1) == events_depth && b == b']' {
+                        events_depth = None;
+                    }
+                }
+                b',' if depth == 1 && !top_is_array => {
+                    expect_key = true;
+                    if let Some((_, buf)) = meta_capture.as_mut() {
+                        if let Some(f) = meta_from.take() {
+                            buf.extend_from_slice(&chunk[f..i]);
+                        }
+                        if let Some(mc) = meta_capture.take() {
+                            kept.push(mc);
+                        }
+                    }
+                }
+                b':' if depth == 1 && !top_is_array => {
+                    let k = String::from_utf8_lossy(&last_key).into_owned();
+                    if KEEP_KEYS.contains(&k.as_str()) {
+                        meta_capture = Some((k, Vec::new()));
+                        meta_from = Some(i + 1);
+                    }
+                }
+                b' ' | b'\t' | b'\r' => {}
+                _ => {
+                    if !first_byte_seen {
+                        return Err(TraceError::NotKineto {
+                            path: path.to_path_buf(),
+                            what: "the JSON does not start with an object or array".into(),
+                        });
+                    }
+                }
+            }
+            i += 1;
+        }
+        if capturing {
+            if let Some(f) = cap_from {
+                capture.extend_from_slice(&chunk[f..]);
+            }
+        }
+        if let (Some((_, buf)), Some(f)) = (meta_capture.as_mut(), meta_from) {
+            buf.extend_from_slice(&chunk[f..]);
+        }
+        reader.consume(clen);
+    }
+    bar.finish();
+    if depth != 0 || in_str {
+        return Err(TraceError::Json {
+            path: path.to_path_buf(),
+            line,
+            column: 0,
+            msg: format!(
+                "unexpected end of file ({depth} brackets still open after {n_events} events): the trace is truncated; re-export it"
+            ),
+        });
+    }
+    if !first_byte_seen {
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    if !found_events {
+        return Err(TraceError::NotKineto {
+            path: path.to_path_buf(),
+            what: "JSON without a `traceEvents` array".into(),
+        });
+    }
+    let mut detail = String::from("Kineto trace");
+    for (k, v) in kept {
+        let val: serde_json::Value = match serde_json::from_slice(&v) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        match k.as_str() {
+            "schemaVersion" => detail = format!("Kineto schemaVersion {val}"),
+            "deviceProperties" => {
+                if let Some(arr) = val.as_array() {
+                    for d in arr {
+                        if let (Some(id), Some(name)) = (
+                            d.get("id").and_then(|x| x.as_i64()),
+                            d.get("name").and_then(|x| x.as_str()),
+                        ) {
+                            info.devices.push((id, name.to_string()));
+                        }
+                    }
+                }
+            }
+            "baseTimeNanoseconds" => detail.push_str(", baseTimeNanoseconds"),
+            _ => {}
+        }
+    }
+    info.detail = format!("{detail}, {n_events} events, {n_kernels} kernels");
+    Ok(())
+}
+
+fn handle_event(
+    path: &Path,
+    line: usize,
+    bytes: &[u8],
+    sink: &mut dyn Sink,
+    n_kernels: &mut u64,
+) -> Result<()> {
+    let ev: RawEvent<'_> = match serde_json::from_slice(bytes) {
+        Ok(e) => e,
+        Err(e) => {
+            let msg = if e.is_syntax() || e.is_eof() {
+                format!("malformed event: {e}")
+            } else {
+                format!("unexpected event field type: {e}")
+            };
+            return Err(TraceError::Json {
+                path: path.to_path_buf(),
+                line,
+                column: e.column(),
+                msg,
+            });
+        }
+    };
+    if ev.ph.as_deref() != Some("X") {
+        return Ok(());
+    }
+    let Some(cat) = ev.cat.as_deref() else {
+        return Ok(());
+    };
+    let name = ev.name.as_deref().unwrap_or("");
+    let ts = ev.ts.map(|t| t.0);
+    let dur = ev.dur.map(|d| d.0).unwrap_or(0);
+    let args = ev.args.unwrap_or_default();
+    let pid = ev.pid.and_then(|p| p.0);
+    let tid = ev.tid.and_then(|t| t.0);
+    let device = args.device.and_then(|d| d.0).or(pid).unwrap_or(0);
+    match cat {
+        "kernel" | "Kernel" => {
+            *n_kernels += 1;
+            sink.kernel(&KernelEvent {
+                name,
+                short_name: None,
+                mangled: None,
+                name_key: None,
+                device,
+                stream: args.stream.and_then(|s| s.0).or(tid),
+                start_ns: ts,
+                dur_ns: Some(dur),
+                grid: dims(&args.grid),
+                block: dims(&args.block),
+                registers: args.registers,
+                static_smem: args.shared_memory,
+                dynamic_smem: None,
+                correlation: args.correlation.and_then(|c| c.0),
+                pid,
+            });
+        }
+        "gpu_memcpy" | "Memcpy" => {
+            let n = canonical_memcpy_name(name);
+            sink.memop(&MemOpEvent {
+                name: &n,
+                device,
+                stream: args.stream.and_then(|s| s.0).or(tid),
+                start_ns: ts,
+                dur_ns: dur,
+                bytes: args.bytes,
+            });
+        }
+        "gpu_memset" | "Memset" => sink.memop(&MemOpEvent {
+            name: "Memset",
+            device,
+            stream: args.stream.and_then(|s| s.0).or(tid),
+            start_ns: ts,
+            dur_ns: dur,
+            bytes: args.bytes,
+        }),
+        "cuda_runtime" | "cuda_driver" | "Runtime" | "Driver" => sink.api(&ApiEvent {
+            name,
+            start_ns: ts.unwrap_or(0),
+            dur_ns: dur,
+            pid,
+            tid,
+        }),
+        "user_annotation" | "gpu_user_annotation" => sink.range(&RangeEvent {
+            name,
+            domain: None,
+            kind: if cat == "user_annotation" {
+                RangeKind::Annotation
+            } else {
+                RangeKind::GpuAnnotation
+            },
+            start_ns: ts.unwrap_or(0),
+            dur_ns: dur,
+            pid,
+            tid,
+            depth: None,
+            device: if cat == "gpu_user_annotation" {
+                Some(device)
+            } else {
+                None
+            },
+        }),
+        _ => {}
+    }
+    Ok(())
+}
