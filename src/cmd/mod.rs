@@ -1,3 +1,4 @@
+pub mod bench;
 pub mod check;
 pub mod compare;
 pub mod ops;

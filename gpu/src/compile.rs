@@ -1,0 +1,280 @@
+//! NVRTC: compiles the embedded `gpu/kernels/*.cu` sources for one architecture.
+//!
+//! Each kernel file is compiled as `common.cuh` + the file, joined textually (NVRTC has no
+//! include path by default) with `#line` directives so NVRTC's log names `common.cuh(L)` or
+//! `<op>.cu(L)` and the real line. Output is a CUBIN for the real architecture (`sm_90a` on the
+//! H200), built with `-lineinfo` (ncu maps back to source) and `--fmad=false` (the CPU reference
+//! does not contract `a*b+c`; kernels that want an FMA write `fmaf` explicitly, and the
+//! reference mirrors it). Results are cached in memory per (source hash, arch) and, when
+//! `DUET_KERNEL_CACHE=<dir>` is set, on disk as `<dir>/<op>-<hash>-<arch>.cubin`.
+//! This module needs NVRTC but no GPU, so CI compiles every kernel.
+
+use crate::GpuError;
+use std::collections::HashMap;
+use std::ffi::{c_char, CStr, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The shared header prepended to every kernel source.
+pub const COMMON: &str = include_str!("../kernels/common.cuh");
+
+/// One embedded kernel source file.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource {
+    /// File stem: `gpu/kernels/<name>.cu` (also the op name where the file implements one op).
+    pub name: &'static str,
+    pub src: &'static str,
+}
+
+/// Every kernel file, in `gpu/kernels/`.
+pub const SOURCES: &[KernelSource] = &[
+    KernelSource {
+        name: "noaux_tc_router",
+        src: include_str!("../kernels/noaux_tc_router.cu"),
+    },
+    KernelSource {
+        name: "nvfp4",
+        src: include_str!("../kernels/nvfp4.cu"),
+    },
+    KernelSource {
+        name: "philox",
+        src: include_str!("../kernels/philox.cu"),
+    },
+    KernelSource {
+        name: "rcp_measure",
+        src: include_str!("../kernels/rcp_measure.cu"),
+    },
+    KernelSource {
+        name: "bench_copy",
+        src: include_str!("../kernels/bench_copy.cu"),
+    },
+];
+
+/// Looks a kernel file up by name.
+pub fn source(name: &str) -> Result<KernelSource, GpuError> {
+    SOURCES
+        .iter()
+        .copied()
+        .find(|k| k.name == name)
+        .ok_or_else(|| GpuError::NoKernel(name.into()))
+}
+
+/// The text NVRTC compiles: the common header then the file, with `#line` markers.
+pub fn full_source(k: &KernelSource) -> String {
+    format!(
+        "#line 1 \"common.cuh\"\n{}\n#line 1 \"{}.cu\"\n{}\n",
+        COMMON, k.name, k.src
+    )
+}
+
+/// NVRTC options for `arch` (e.g. `sm_90a`).
+pub fn options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "-lineinfo".into(),
+        "--std=c++17".into(),
+        "--fmad=false".into(),
+        "-default-device".into(),
+    ]
+}
+
+/// FNV-1a 64: a stable hash for cache keys (std's hasher is not stable across releases).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Whether the NVRTC library can be loaded (cudarc would panic on first use otherwise).
+pub fn nvrtc_available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only tries to dlopen the library names cudarc knows; no NVRTC call is made.
+    *OK.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() })
+}
+
+/// NVRTC's version, e.g. (13, 0).
+pub fn nvrtc_version() -> Result<(i32, i32), GpuError> {
+    ensure_nvrtc()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: the library is present (checked above); the out-pointers are valid locals.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| GpuError::Nvrtc(format!("nvrtcVersion failed: {e:?}")))?;
+    Ok((major, minor))
+}
+
+fn ensure_nvrtc() -> Result<(), GpuError> {
+    if nvrtc_available() {
+        Ok(())
+    } else {
+        Err(GpuError::Nvrtc(
+            "cannot load the NVRTC library (libnvrtc.so / libnvrtc.so.13); install it \
+             (`. scripts/nvrtc-env.sh` installs NVRTC 13.0 into .nvrtc/ and sets LD_LIBRARY_PATH) \
+             or put the CUDA toolkit's lib64 folder on LD_LIBRARY_PATH"
+                .into(),
+        ))
+    }
+}
+
+type Cache = Mutex<HashMap<(u64, String), Arc<Vec<u8>>>>;
+
+fn cache() -> &'static Cache {
+    static C: OnceLock<Cache> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Compiles kernel file `name` for `arch` and returns its CUBIN (cached).
+pub fn compile(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
+    let k = source(name)?;
+    let src = full_source(&k);
+    let opts = options(arch);
+    let hash = fnv1a(format!("{src}\0{}", opts.join("\0")).as_bytes());
+    let key = (hash, arch.to_string());
+    if let Some(c) = cache().lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Ok(c);
+    }
+    let disk = std::env::var_os("DUET_KERNEL_CACHE")
+        .map(|d| std::path::PathBuf::from(d).join(format!("{name}-{hash:016x}-{arch}.cubin")));
+    if let Some(p) = &disk {
+        if let Ok(bytes) = std::fs::read(p) {
+            let c = Arc::new(bytes);
+            if let Ok(mut m) = cache().lock() {
+                m.insert(key, c.clone());
+            }
+            return Ok(c);
+        }
+    }
+    let cubin = Arc::new(compile_uncached(&k, &src, &opts)?);
+    if let Some(p) = &disk {
+        // A cache write failure is not an error: the next run compiles again.
+        let _ = p.parent().map(std::fs::create_dir_all);
+        let _ = std::fs::write(p, cubin.as_slice());
+    }
+    if let Ok(mut m) = cache().lock() {
+        m.insert(key, cubin.clone());
+    }
+    Ok(cubin)
+}
+
+/// Runs NVRTC once; on failure returns the log with the offending source lines quoted.
+fn compile_uncached(k: &KernelSource, src: &str, opts: &[String]) -> Result<Vec<u8>, GpuError> {
+    use cudarc::nvrtc::sys;
+    ensure_nvrtc()?;
+    let c_src = CString::new(src).map_err(|_| GpuError::Compile {
+        kernel: k.name.into(),
+        log: "source contains a NUL byte".into(),
+    })?;
+    let c_name = CString::new(format!("{}.cu", k.name)).unwrap_or_default();
+    let c_opts: Vec<CString> = opts
+        .iter()
+        .map(|o| CString::new(o.as_str()).unwrap_or_default())
+        .collect();
+    let opt_ptrs: Vec<*const c_char> = c_opts.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: sys::nvrtcProgram = std::ptr::null_mut();
+    // SAFETY: all pointers are valid NUL-terminated strings that outlive the program; the
+    // program is destroyed on every path below.
+    unsafe {
+        sys::nvrtcCreateProgram(
+            &mut prog,
+            c_src.as_ptr(),
+            c_name.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+        .result()
+        .map_err(|e| GpuError::Nvrtc(format!("nvrtcCreateProgram({}): {e:?}", k.name)))?;
+        let status = sys::nvrtcCompileProgram(prog, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
+        let mut log_size = 0usize;
+        let mut log = String::new();
+        if sys::nvrtcGetProgramLogSize(prog, &mut log_size) == sys::nvrtcResult::NVRTC_SUCCESS
+            && log_size > 1
+        {
+            let mut buf = vec![0 as c_char; log_size];
+            if sys::nvrtcGetProgramLog(prog, buf.as_mut_ptr()) == sys::nvrtcResult::NVRTC_SUCCESS {
+                log = CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned();
+            }
+        }
+        if status != sys::nvrtcResult::NVRTC_SUCCESS {
+            let _ = sys::nvrtcDestroyProgram(&mut prog);
+            return Err(GpuError::Compile {
+                kernel: k.name.into(),
+                log: annotate_log(&log, k),
+            });
+        }
+        let mut size = 0usize;
+        let r = sys::nvrtcGetCUBINSize(prog, &mut size);
+        if r != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+            let _ = sys::nvrtcDestroyProgram(&mut prog);
+            return Err(GpuError::Nvrtc(format!(
+                "nvrtcGetCUBINSize({}): {r:?}; options {opts:?} must name a real architecture (sm_XX)",
+                k.name
+            )));
+        }
+        let mut cubin = vec![0u8; size];
+        let r = sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut c_char);
+        let _ = sys::nvrtcDestroyProgram(&mut prog);
+        if r != sys::nvrtcResult::NVRTC_SUCCESS {
+            return Err(GpuError::Nvrtc(format!("nvrtcGetCUBIN({}): {r:?}", k.name)));
+        }
+        Ok(cubin)
+    }
+}
+
+/// Appends the quoted source line after each `file(LINE): error` line of an NVRTC log.
+pub fn annotate_log(log: &str, k: &KernelSource) -> String {
+    let mut out = String::new();
+    for line in log.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if let Some((file, n)) = parse_loc(line) {
+            let text = if file == "common.cuh" {
+                Some(COMMON)
+            } else if file == format!("{}.cu", k.name) {
+                Some(k.src)
+            } else {
+                None
+            };
+            if let Some(src_line) = text.and_then(|t| t.lines().nth(n.saturating_sub(1))) {
+                out.push_str(&format!("    gpu/kernels/{file}:{n}: {}\n", src_line.trim_end()));
+            }
+        }
+    }
+    out
+}
+
+fn parse_loc(line: &str) -> Option<(String, usize)> {
+    let open = line.find('(')?;
+    let close = line[open..].find(')')? + open;
+    let n = line[open + 1..close].parse().ok()?;
+    if !line[close..].starts_with("):") {
+        return None;
+    }
+    Some((line[..open].trim().to_string(), n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_annotation_quotes_the_line() {
+        let k = KernelSource {
+            name: "x",
+            src: "int a;\nint b = nope;\n",
+        };
+        let log = "x.cu(2): error: identifier \"nope\" is undefined\n";
+        let a = annotate_log(log, &k);
+        assert!(a.contains("gpu/kernels/x.cu:2: int b = nope;"), "{a}");
+        assert_eq!(parse_loc("common.cuh(10): warning: w"), Some(("common.cuh".into(), 10)));
+        assert_eq!(parse_loc("no location here"), None);
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

@@ -1,0 +1,137 @@
+//! `duet bench [OP...|--all] [--backend cpu|gpu] [--out FILE.json]`: times every case of the
+//! named ops and writes schema-versioned JSON (plus a Chrome trace of the run).
+//!
+//! CPU timings are wall-clock over repeated calls of the reference (median, p10, p90); the GPU
+//! backend times kernels with CUDA events (see `gpu::bench`).
+
+use anyhow::Context;
+use compare::Case;
+use reference::io::write_atomic;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Ops to bench (regexes over case names); none with --all means every op.
+    ops: Vec<String>,
+    #[arg(long)]
+    all: bool,
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
+    backend: String,
+    /// Minimum measured repetitions per case.
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Stop repeating a case after this many seconds (after the minimum repetitions).
+    #[arg(long, default_value_t = 2.0)]
+    max_seconds: f64,
+    /// JSON results file (written atomically).
+    #[arg(long, default_value = "bench.json")]
+    out: PathBuf,
+    /// Chrome trace of the run (open in Perfetto).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+/// Quantile of sorted samples (nearest rank).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn git_rev() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    if args.ops.is_empty() && !args.all {
+        anyhow::bail!("name the ops to bench (e.g. `duet bench noaux_tc_router`) or pass --all");
+    }
+    let res: Vec<regex::Regex> = args
+        .ops
+        .iter()
+        .map(|o| regex::Regex::new(o).map_err(|e| anyhow::anyhow!("'{o}' is not a valid regex: {e}")))
+        .collect::<Result<_, _>>()?;
+    let cases: Vec<Box<dyn Case>> = compare::cases::all()
+        .into_iter()
+        .filter(|c| res.is_empty() || res.iter().any(|r| r.is_match(&c.name())))
+        .collect();
+    if cases.is_empty() {
+        anyhow::bail!("no case matches {:?}; `duet ops` lists the op names", args.ops);
+    }
+    let mut results = vec![];
+    let mut events = vec![];
+    let t0 = Instant::now();
+    for case in &cases {
+        if args.backend == "gpu" {
+            let v = gpu::bench(case.as_ref()).with_context(|| format!("bench {}", case.name()))?;
+            println!("{}", serde_json::to_string(&v)?);
+            results.push(v);
+            continue;
+        }
+        let def = reference::ops::find(case.op())?;
+        let inputs = case.inputs(1);
+        let params = case.params();
+        def.call(&inputs, &params)?; // warm-up, and fail early on a broken case
+        let mut samples = vec![];
+        let start = Instant::now();
+        while samples.len() < args.reps || (start.elapsed().as_secs_f64() < args.max_seconds && samples.len() < 1000) {
+            let s = Instant::now();
+            let out = def.call(&inputs, &params)?;
+            let dt = s.elapsed().as_secs_f64();
+            std::hint::black_box(out);
+            events.push(serde_json::json!({
+                "name": case.name(), "ph": "X", "pid": 1, "tid": 1,
+                "ts": (s - t0).as_secs_f64() * 1e6, "dur": dt * 1e6,
+            }));
+            samples.push(dt);
+            if start.elapsed().as_secs_f64() > args.max_seconds && samples.len() >= 2 {
+                break;
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        let med = quantile(&samples, 0.5);
+        let gbs = case.bytes() as f64 / med / 1e9;
+        let gflops = case.flops() as f64 / med / 1e9;
+        println!(
+            "{:<60} median {:>10.3} ms  p10 {:>10.3}  p90 {:>10.3}  {:>8.2} GB/s  {:>8.2} GFLOP/s  (n={})",
+            case.name(),
+            med * 1e3,
+            quantile(&samples, 0.1) * 1e3,
+            quantile(&samples, 0.9) * 1e3,
+            gbs,
+            gflops,
+            samples.len()
+        );
+        results.push(serde_json::json!({
+            "case": case.name(), "op": case.op(), "implementation": "reference",
+            "median_s": med, "p10_s": quantile(&samples, 0.1), "p90_s": quantile(&samples, 0.9),
+            "samples_s": samples, "bytes": case.bytes(), "flops": case.flops(),
+            "gb_per_s": gbs, "gflop_per_s": gflops,
+        }));
+    }
+    let doc = serde_json::json!({
+        "schema": "duet.bench/1",
+        "backend": args.backend,
+        "device": if args.backend == "cpu" { format!("cpu x{}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)) } else { "gpu".into() },
+        "git_revision": git_rev(),
+        "duet_version": env!("CARGO_PKG_VERSION"),
+        "results": results,
+    });
+    write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+    eprintln!("-> {}", args.out.display());
+    if let Some(t) = &args.trace {
+        write_atomic(t, serde_json::to_string(&serde_json::json!({"traceEvents": events}))?.as_bytes())?;
+        eprintln!("-> {} (Chrome trace)", t.display());
+    }
+    Ok(0)
+}
