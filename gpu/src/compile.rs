@@ -158,6 +158,11 @@ pub fn compile(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
     Ok(cubin)
 }
 
+/// Compiles an arbitrary source (not cached): for tests of the error path.
+pub fn compile_source(k: &KernelSource, arch: &str) -> Result<Vec<u8>, GpuError> {
+    compile_uncached(k, &full_source(k), &options(arch))
+}
+
 /// Runs NVRTC once; on failure returns the log with the offending source lines quoted.
 fn compile_uncached(k: &KernelSource, src: &str, opts: &[String]) -> Result<Vec<u8>, GpuError> {
     use cudarc::nvrtc::sys;

@@ -4,7 +4,17 @@
 //! Contract used by the CLI (keep these signatures):
 //! - [`gpu_ops`]: which ops have GPU kernels and their versions (needs no device);
 //! - [`backends`]: one `compare::Backend` per (op, kernel version), for `duet check --backend gpu`;
-//! - [`run`]: runs one op's default kernel version, for `duet run --backend gpu`.
+//! - [`run`]: runs one op's default kernel version, for `duet run --backend gpu`;
+//! - [`bench::bench`]: CUDA-event timings of one op at a shape preset (for `duet bench`).
+//!
+//! Nothing here touches CUDA until one of `backends`, `run` or `bench` is called; then a
+//! missing driver, GPU or NVRTC is one [`GpuError`] with a clear message.
+
+pub mod backend;
+pub mod bench;
+pub mod compile;
+pub mod ops;
+pub mod runtime;
 
 use compare::Backend;
 use reference::TensorMap;
@@ -16,25 +26,62 @@ pub enum GpuError {
     NoDevice(String),
     #[error("op '{0}' has no GPU kernel yet; `duet ops` shows which ops do")]
     NoKernel(String),
+    #[error("op '{op}' has no GPU kernel version '{version}'; versions: {known}")]
+    NoVersion {
+        op: String,
+        version: String,
+        known: String,
+    },
+    #[error("NVRTC: {0}")]
+    Nvrtc(String),
+    #[error("NVRTC failed to compile gpu/kernels/{kernel}.cu:\n{log}")]
+    Compile { kernel: String, log: String },
+    #[error("CUDA driver: {0}")]
+    Driver(String),
+    #[error("out-of-bounds write detected: {0}")]
+    Guard(String),
+    #[error("not supported by this GPU kernel: {0}")]
+    Unsupported(String),
+    #[error(transparent)]
+    Op(#[from] reference::op::OpError),
 }
 
-/// Ops with GPU kernels and their kernel versions.
+/// Ops with GPU kernels and their kernel versions (the first is the default).
 pub fn gpu_ops() -> Vec<(&'static str, Vec<&'static str>)> {
-    vec![]
+    ops::all()
+        .iter()
+        .map(|o| (o.name, o.versions.to_vec()))
+        .collect()
 }
 
-/// Every GPU kernel version as a backend; `filter` is an op-name regex.
-pub fn backends(_filter: Option<&str>) -> Result<Vec<Box<dyn Backend>>, GpuError> {
-    Err(GpuError::NoDevice("the GPU runtime is not built yet".into()))
+/// Every GPU kernel version as a backend; `filter` is an op-name regex (a plain substring
+/// match is used when it is not a valid regex).
+pub fn backends(filter: Option<&str>) -> Result<Vec<Box<dyn Backend>>, GpuError> {
+    runtime::gpu()?;
+    let mut v: Vec<Box<dyn Backend>> = vec![];
+    for op in ops::all() {
+        if let Some(f) = filter {
+            if !backend::name_matches(f, op.name) {
+                continue;
+            }
+        }
+        for &ver in op.versions {
+            v.push(Box::new(backend::GpuBackend::new(op.name, ver)));
+        }
+    }
+    Ok(v)
 }
 
 /// Runs `op` with its default GPU kernel.
-pub fn run(op: &str, _inputs: &TensorMap, _params: &[(String, String)]) -> Result<TensorMap, GpuError> {
-    Err(GpuError::NoKernel(op.into()))
+pub fn run(op: &str, inputs: &TensorMap, params: &[(String, String)]) -> Result<TensorMap, GpuError> {
+    let o = ops::find(op)?;
+    let g = runtime::gpu()?;
+    ops::run_version(&g, &o, o.default_version(), inputs, params, &ops::RunOpts::default())
 }
 
-/// Times one case on its default GPU kernel (CUDA events; median, p10, p90; GB/s against the
-/// measured copy ceiling) and returns a JSON object for `duet bench --backend gpu`.
+/// Times one case on its default GPU kernel (CUDA events; median, p10, p90) and returns a JSON
+/// object for `duet bench --backend gpu`. Kernel-only numbers at the target shapes:
+/// [`bench::preset`].
 pub fn bench(case: &dyn compare::Case) -> Result<serde_json::Value, GpuError> {
-    Err(GpuError::NoKernel(case.op().into()))
+    bench::case(case)
 }

@@ -7,6 +7,7 @@
 //! - [`ops`]: the ops themselves, and [`ops::registry`] listing them.
 
 pub mod io;
+pub mod model;
 pub mod num;
 pub mod op;
 pub mod ops;

@@ -1,13 +1,89 @@
 //! duet traces: ingest nsys / ncu / Kineto traces into one model, summarise, diff two runs
 //! kernel by kernel, flag regressions, and convert to Chrome trace JSON.
+//!
+//! Entry points: [`read_trace`] streams any supported file into a [`model::Sink`];
+//! [`summarize`] builds a [`summary::Summary`]; [`diff::diff`] compares two summaries.
 
+pub mod chrome;
 pub mod detect;
+pub mod diff;
 pub mod error;
+pub mod kineto;
 pub mod model;
 pub mod names;
 pub mod ncu;
 pub mod nsys_csv;
 pub mod nsys_sqlite;
+pub mod output;
 pub mod progress;
+pub mod report;
+pub mod stats;
+pub mod summary;
+pub mod textcsv;
 
 pub use error::{Result, TraceError};
+pub use model::{Format, Sink, SourceInfo};
+pub use summary::{GroupBy, Summary, SummaryOptions};
+
+use std::path::Path;
+
+/// Options for reading a trace.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadOptions {
+    /// Show a progress bar on stderr (only drawn when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Detect the format of `path` and stream its events into `sink`.
+pub fn read_trace(path: &Path, sink: &mut dyn Sink, opts: ReadOptions) -> Result<SourceInfo> {
+    let det = detect::detect(path)?;
+    let mut info = SourceInfo {
+        path: path.display().to_string(),
+        format: Some(det.format),
+        ..Default::default()
+    };
+    match det.format {
+        Format::Kineto => kineto::read(path, det.gzip, &mut info, sink, opts.progress)?,
+        _ => match detect::open(path, &det)? {
+            detect::Opened::Sqlite { path: db, _tmp } => {
+                nsys_sqlite::read(&db, &mut info, sink, opts.progress).map_err(|e| {
+                    // errors name the user's file, not the temp copy
+                    if det.gzip {
+                        rename_path(e, path)
+                    } else {
+                        e
+                    }
+                })?
+            }
+            detect::Opened::Text { reader } => match det.format {
+                Format::NcuCsv => ncu::read(path, reader, det.gzip, &mut info, sink)?,
+                _ => nsys_csv::read(path, reader, det.gzip, &mut info, sink)?,
+            },
+        },
+    }
+    Ok(info)
+}
+
+fn rename_path(e: TraceError, user: &Path) -> TraceError {
+    match e {
+        TraceError::Sqlite {
+            context, source, ..
+        } => TraceError::Sqlite {
+            path: user.to_path_buf(),
+            context,
+            source,
+        },
+        TraceError::NotNsys { what, .. } => TraceError::NotNsys {
+            path: user.to_path_buf(),
+            what,
+        },
+        other => other,
+    }
+}
+
+/// Read `path` and summarise it.
+pub fn summarize(path: &Path, opts: SummaryOptions, read: ReadOptions) -> Result<Summary> {
+    let mut agg = summary::Aggregator::new();
+    let info = read_trace(path, &mut agg, read)?;
+    Ok(agg.finish(info, opts))
+}

@@ -306,8 +306,10 @@ impl Config {
                     .as_array()
                     .filter(|a| a.len() == 2)
                     .ok_or_else(|| r.err("time_step_limit", "must be a [min, max] pair"))?;
-                let lo = float_of(&a[0]).ok_or_else(|| r.err("time_step_limit", "min is not a number"))?;
-                let hi = float_of(&a[1]).ok_or_else(|| r.err("time_step_limit", "max is not a number"))?;
+                let lo = float_of(&a[0])
+                    .ok_or_else(|| r.err("time_step_limit", "min is not a number"))?;
+                let hi = float_of(&a[1])
+                    .ok_or_else(|| r.err("time_step_limit", "max is not a number"))?;
                 (lo as f32, hi as f32)
             }
         };
@@ -386,7 +388,10 @@ impl Config {
                 ));
             }
             if self.conv_kernel < 2 {
-                return e(format!("conv_kernel {} must be at least 2", self.conv_kernel));
+                return e(format!(
+                    "conv_kernel {} must be at least 2",
+                    self.conv_kernel
+                ));
             }
         }
         if uses(LayerKind::Moe) {

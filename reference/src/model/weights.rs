@@ -159,7 +159,7 @@ impl WeightStore {
         let index = dir.join("model.safetensors.index.json");
         let single = dir.join("model.safetensors");
         let mut tensors = TensorMap::new();
-        let mut files = BTreeMap::new();
+        let mut files: BTreeMap<String, PathBuf> = BTreeMap::new();
         let shard_list: Vec<PathBuf> = if index.exists() {
             let text = std::fs::read_to_string(&index).map_err(|e| {
                 ModelError::Weights(format!("{}: cannot read ({e})", index.display()))
@@ -198,7 +198,7 @@ impl WeightStore {
                 if let Some(prev) = files.get(&k) {
                     return Err(ModelError::Weights(format!(
                         "tensor '{k}' appears in both {} and {}; remove the duplicate",
-                        Path::display(prev),
+                        prev.display(),
                         f.display()
                     )));
                 }
@@ -238,7 +238,11 @@ impl WeightStore {
         self.used.insert(name.to_string());
         let rows = shape.first().copied().unwrap_or(1);
         let cols: usize = shape.iter().skip(1).product();
-        let (rows, cols) = if shape.len() == 1 { (1, rows) } else { (rows, cols) };
+        let (rows, cols) = if shape.len() == 1 {
+            (1, rows)
+        } else {
+            (rows, cols)
+        };
         match &self.source {
             Source::Random { seed, lazy_above } => {
                 let m = Mat::Lazy {

@@ -283,15 +283,7 @@ pub fn ssd_chunk_scan(args: &SsdArgs<'_>, chunk_size: usize) -> Result<SsdOutput
                 gw.bc[i * n..(i + 1) * n].copy_from_slice(&args.b[src..src + n]);
                 gw.cc[i * n..(i + 1) * n].copy_from_slice(&args.c[src..src + n]);
             }
-            gemm(
-                (qc, n, qc),
-                &gw.cc,
-                (n, 1),
-                &gw.bc,
-                (1, n),
-                0.0,
-                &mut gw.cb,
-            );
+            gemm((qc, n, qc), &gw.cc, (n, 1), &gw.bc, (1, n), 0.0, &mut gw.cb);
         });
         let groups_ref = &groups;
         let dtp_ref = &dtp;
@@ -439,14 +431,24 @@ fn chunk_head(
 }
 
 pub(crate) const SSD_INPUTS: [ArgSpec; 10] = [
-    ArgSpec::req("x", "(batch, seqlen, nheads, headdim)", "f32|bf16|f16", "input"),
+    ArgSpec::req(
+        "x",
+        "(batch, seqlen, nheads, headdim)",
+        "f32|bf16|f16",
+        "input",
+    ),
     ArgSpec::req(
         "dt",
         "(batch, seqlen, nheads)",
         "f32|bf16|f16",
         "raw time step (before dt_bias, softplus and the dt_min/dt_max clamp)",
     ),
-    ArgSpec::req("A", "(nheads,)", "f32|bf16|f16", "state decay rate (negative)"),
+    ArgSpec::req(
+        "A",
+        "(nheads,)",
+        "f32|bf16|f16",
+        "state decay rate (negative)",
+    ),
     ArgSpec::req(
         "B",
         "(batch, seqlen, ngroups, dstate)",
@@ -503,14 +505,29 @@ pub(crate) fn ssd_params(with_chunk: bool) -> Vec<ParamSpec> {
             Some("false"),
             "dt' = softplus(dt + dt_bias) (identity above 20)",
         ),
-        ParamSpec::new("dt_min", ParamKind::Float, Some("0.0"), "lower clamp of dt'"),
-        ParamSpec::new("dt_max", ParamKind::Float, Some("inf"), "upper clamp of dt'"),
+        ParamSpec::new(
+            "dt_min",
+            ParamKind::Float,
+            Some("0.0"),
+            "lower clamp of dt'",
+        ),
+        ParamSpec::new(
+            "dt_max",
+            ParamKind::Float,
+            Some("inf"),
+            "upper clamp of dt'",
+        ),
     ]);
     v
 }
 
 pub(crate) const SSD_OUTPUTS: [ArgSpec; 2] = [
-    ArgSpec::req("y", "(batch, seqlen, nheads, headdim)", "x's dtype", "output"),
+    ArgSpec::req(
+        "y",
+        "(batch, seqlen, nheads, headdim)",
+        "x's dtype",
+        "output",
+    ),
     ArgSpec::req(
         "final_states",
         "(batch, nheads, headdim, dstate)",
@@ -620,7 +637,12 @@ pub(crate) fn read_ssd(in_: &Inputs<'_>, p: &Params) -> Result<SsdOwned, OpError
     let z = match in_.opt_float("z", 4)? {
         None => None,
         Some((t, v)) => {
-            in_.shape("z", t, &xt.shape, "x's shape (batch, seqlen, nheads, headdim)")?;
+            in_.shape(
+                "z",
+                t,
+                &xt.shape,
+                "x's shape (batch, seqlen, nheads, headdim)",
+            )?;
             Some(v)
         }
     };

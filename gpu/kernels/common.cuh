@@ -1,0 +1,218 @@
+// duet common header: prepended textually to every kernel file (NVRTC has no include path).
+//
+// Number formats here mirror reference/src/num/*.rs bit for bit (same algorithm, same NaN
+// choices), so GPU and CPU agree exactly where the hardware has no instruction (FP4 and the
+// software stochastic rounding on Hopper). No cuda_bf16.h / cuda_fp16.h: 16-bit floats are
+// raw u16 bits with the conversions below. Compiled with --fmad=false: write fmaf explicitly.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+typedef int i32;
+
+#define DUET_FULL_MASK 0xffffffffu
+
+// ---- bf16 / f16 (reference/src/num/{bf16,f16}.rs: the `half` crate's semantics) ----
+
+__device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }
+
+// Round to nearest even; NaN -> quiet NaN keeping sign and upper payload.
+__device__ __forceinline__ u16 f32_to_bf16(float f) {
+    u32 x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x0040u);
+    u32 round_bit = 0x8000u;
+    if ((x & round_bit) != 0 && (x & (3u * round_bit - 1u)) != 0) return (u16)((x >> 16) + 1u);
+    return (u16)(x >> 16);
+}
+
+__device__ __forceinline__ float f16_to_f32(u16 h) {
+    u32 sign = ((u32)h & 0x8000u) << 16;
+    u32 e = (h >> 10) & 0x1fu;
+    u32 m = h & 0x3ffu;
+    if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13) | (m ? 0x00400000u : 0u));
+    if (e == 0) {
+        if (m == 0) return __uint_as_float(sign);
+        // Subnormal: m * 2^-24, exact in f32.
+        float v = (float)m * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+// Round to nearest even with gradual underflow; overflow -> inf; NaN -> quiet NaN.
+__device__ __forceinline__ u16 f32_to_f16(float f) {
+    u32 x = __float_as_uint(f);
+    u32 sign = x & 0x80000000u, ex = x & 0x7f800000u, man = x & 0x007fffffu;
+    if (ex == 0x7f800000u) {
+        u32 nan_bit = man == 0 ? 0u : 0x0200u;
+        return (u16)((sign >> 16) | 0x7c00u | nan_bit | (man >> 13));
+    }
+    u32 hs = sign >> 16;
+    int he = (int)(ex >> 23) - 127 + 15;
+    if (he >= 0x1f) return (u16)(hs | 0x7c00u);
+    if (he <= 0) {
+        if (14 - he > 24) return (u16)hs;
+        u32 m = man | 0x00800000u;
+        u32 hm = m >> (14 - he);
+        u32 rb = 1u << (13 - he);
+        if ((m & rb) != 0 && (m & (3u * rb - 1u)) != 0) hm += 1u;
+        return (u16)(hs | hm);
+    }
+    u32 r = hs | ((u32)he << 10) | (man >> 13);
+    u32 rb = 0x1000u;
+    if ((man & rb) != 0 && (man & (3u * rb - 1u)) != 0) r += 1u;
+    return (u16)r;
+}
+
+// dtype codes shared with gpu/src/runtime.rs (DTYPE_F32 ...).
+#define DT_F32 0
+#define DT_BF16 1
+#define DT_F16 2
+
+__device__ __forceinline__ float load_as_f32(const void* p, i64 i, int dt) {
+    if (dt == DT_F32) return ((const float*)p)[i];
+    if (dt == DT_BF16) return bf16_to_f32(((const u16*)p)[i]);
+    return f16_to_f32(((const u16*)p)[i]);
+}
+
+__device__ __forceinline__ void store_from_f32(void* p, i64 i, int dt, float v) {
+    if (dt == DT_F32) ((float*)p)[i] = v;
+    else if (dt == DT_BF16) ((u16*)p)[i] = f32_to_bf16(v);
+    else ((u16*)p)[i] = f32_to_f16(v);
+}
+
+// Rounds through the storage dtype and back (the value the CPU sees after a cast).
+__device__ __forceinline__ float round_to_dtype(float v, int dt) {
+    if (dt == DT_BF16) return bf16_to_f32(f32_to_bf16(v));
+    if (dt == DT_F16) return f16_to_f32(f32_to_f16(v));
+    return v;
+}
+
+// ---- rcp.approx.ftz.f32: the hardware instruction (reference/src/num/rcp_approx.rs models it) ----
+
+__device__ __forceinline__ float rcp_approx_ftz(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// ---- FP8 E4M3 (fn), saturating (reference/src/num/e4m3.rs, Saturation::Saturate) ----
+
+__device__ __forceinline__ u8 f32_to_e4m3_sat(float x) {
+    u32 bits = __float_as_uint(x);
+    u8 sign = (u8)((bits >> 24) & 0x80u);
+    if (x != x) return sign | 0x7f;
+    u32 a_bits = bits & 0x7fffffffu;
+    float a = __uint_as_float(a_bits);
+    if (a_bits == 0x7f800000u) return sign | 0x7e;
+    u32 mag;
+    if (a < 0.015625f) {  // 2^-6: subnormal grid, step 2^-9 (exact scaling, then RNE)
+        mag = (u32)rintf(a * 512.0f);
+    } else {
+        u32 lsb = (a_bits >> 20) & 1u;
+        u32 r = (a_bits + 0x7ffffu + lsb) >> 20;
+        mag = r - (120u << 3);
+    }
+    if (mag > 0x7eu) return sign | 0x7e;
+    return sign | (u8)mag;
+}
+
+__device__ __forceinline__ float e4m3_to_f32(u8 b) {
+    u32 e = (b >> 3) & 0xfu, m = b & 7u;
+    float mag;
+    if ((b & 0x7f) == 0x7f) mag = __uint_as_float(0x7fc00000u);
+    else if (e == 0) mag = (float)m * 0.001953125f;  // m * 2^-9
+    else mag = __uint_as_float(((e + 120u) << 23) | (m << 20));
+    return (b & 0x80) ? -mag : mag;
+}
+
+// ---- FP4 E2M1 (reference/src/num/e2m1.rs): nearest, ties to even index, saturate, NaN -> 0x7 ----
+
+__device__ __forceinline__ u32 f32_to_e2m1(float x) {
+    if (x != x) return 0x7u;
+    u32 sign = (__float_as_uint(x) >> 28) & 0x8u;
+    float a = fabsf(x);
+    u32 idx = a <= 0.25f ? 0u
+            : a < 0.75f  ? 1u
+            : a <= 1.25f ? 2u
+            : a < 1.75f  ? 3u
+            : a <= 2.5f  ? 4u
+            : a < 3.5f   ? 5u
+            : a <= 5.0f  ? 6u
+                         : 7u;
+    return sign | idx;
+}
+
+__device__ __forceinline__ float e2m1_to_f32(u32 code) {
+    const float v[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    float m = v[code & 7u];
+    return (code & 8u) ? -m : m;
+}
+
+// ---- Philox-4x32-R (reference/src/num/philox.rs) ----
+
+struct u32x4 { u32 x, y, z, w; };
+
+__device__ __forceinline__ u32x4 philox4x32(u32x4 c, u32 k0, u32 k1, int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+        if (i > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+        u32 hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+        u32 hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+        u32x4 n;
+        n.x = hi1 ^ c.y ^ k0;
+        n.y = lo1;
+        n.z = hi0 ^ c.w ^ k1;
+        n.w = lo0;
+        c = n;
+    }
+    return c;
+}
+
+// key = (seed lo, seed hi), counter = (offset lo, offset hi, 0, 0).
+__device__ __forceinline__ u32x4 philox_seed_offset(u64 seed, u64 offset, int rounds) {
+    u32x4 c;
+    c.x = (u32)offset; c.y = (u32)(offset >> 32); c.z = 0u; c.w = 0u;
+    return philox4x32(c, (u32)seed, (u32)(seed >> 32), rounds);
+}
+
+// ---- f32 -> f16 stochastic rounding from 13 random bits (reference/src/num/stochastic_round.rs) ----
+
+__device__ __forceinline__ u16 stochastic_round_f16(float x, u32 rnd) {
+    u32 bits = __float_as_uint(x);
+    u16 sign = (u16)((bits >> 16) & 0x8000u);
+    u32 mag = bits & 0x7fffffffu;
+    if ((mag >> 23) == 0xffu) return sign | ((mag & 0x7fffffu) ? 0x7e00 : 0x7c00);
+    u32 y = mag + (rnd & 0x1fffu);
+    u32 e = y >> 23;
+    u32 h = e > 142u ? 0x7c00u : e < 113u ? 0u : (((e - 112u) << 10) | ((y & 0x7fffffu) >> 13));
+    return sign | (u16)h;
+}
+
+// ---- warp helpers ----
+
+__device__ __forceinline__ float warp_sum_f32(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max_f32(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(DUET_FULL_MASK, v, o));
+    return v;
+}
+
+__device__ __forceinline__ u64 warp_max_u64(u64 v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        u64 w = __shfl_xor_sync(DUET_FULL_MASK, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+// Order-preserving map of f32 bits to u32 (CUB's TwiddleIn for floats): larger float -> larger
+// key; -0 < +0; positive NaN above +inf, negative NaN below -inf.
+__device__ __forceinline__ u32 twiddle_f32(float f) {
+    u32 b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}

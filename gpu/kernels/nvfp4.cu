@@ -1,0 +1,176 @@
+// NVFP4 block quantization (16 elements, E4M3 scale, fp32 global scale, E2M1 codes two per
+// byte, element 2i in the low nibble) and its inverse. CPU spec:
+// reference/src/ops/nvfp4_quantize.rs (+ nvfp4_dequantize.rs); bit-exact in both modes:
+//   kernel mode: rcp.approx.ftz.f32 (the hardware instruction; the reference emulates it),
+//                saturating E4M3, NaN-ignoring block max;
+//   exact mode:  IEEE division, non-saturating E4M3, NaN-propagating block max.
+// Hopper has no FP4 conversion instruction: E2M1 is the threshold table of common.cuh.
+//
+// Versions:
+//   v1  one thread per 16-element block: 16- or 32-byte vector loads, codes stored as one u64,
+//       one scale byte; the grid covers the padded scale tensor so swizzle padding is written
+//       (zeros). Dequantize: one thread per block, 4 x float4 stores.
+
+#define MODE_KERNEL 0
+#define MODE_EXACT 1
+#define LAYOUT_LINEAR 0
+#define LAYOUT_SWIZZLED 1
+
+__device__ __forceinline__ u8 f32_to_e4m3_nonsat(float x) {
+    u32 bits = __float_as_uint(x);
+    u8 sign = (u8)((bits >> 24) & 0x80u);
+    if (x != x) return sign | 0x7f;
+    u32 a_bits = bits & 0x7fffffffu;
+    float a = __uint_as_float(a_bits);
+    if (a_bits == 0x7f800000u) return sign | 0x7f;
+    u32 mag;
+    if (a < 0.015625f) {
+        mag = (u32)rintf(a * 512.0f);
+    } else {
+        u32 lsb = (a_bits >> 20) & 1u;
+        u32 r = (a_bits + 0x7ffffu + lsb) >> 20;
+        mag = r - (120u << 3);
+    }
+    if (mag > 0x7eu) return sign | 0x7f;
+    return sign | (u8)mag;
+}
+
+__device__ __forceinline__ float exact_rcp(float v) { return v == 0.0f ? 0.0f : 1.0f / v; }
+
+// Offset of scale (m, k) for kb = cols/16 scale columns.
+__device__ __forceinline__ i64 sf_offset(i64 m, i64 k, i64 kb, int layout) {
+    if (layout == LAYOUT_LINEAR) return m * kb + k;
+    i64 k_tiles = (kb + 3) / 4;
+    return (m / 128) * (k_tiles * 512) + (k / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 +
+           (k % 4);
+}
+
+// Quantizes one block of 16 f32 values: returns the scale byte, writes 16 codes (4 bits each,
+// element i at bits 4i..4i+3 of *codes).
+__device__ __forceinline__ u8 nvfp4_block(const float v[16], float global, int mode, u64* codes) {
+    float vmax, sf_f;
+    u8 sf;
+    float rcp_g;
+    if (mode == MODE_KERNEL) {
+        vmax = fabsf(v[0]);
+#pragma unroll
+        for (int i = 1; i < 16; ++i) vmax = fmaxf(vmax, fabsf(v[i]));
+        sf_f = global * (vmax * rcp_approx_ftz(6.0f));
+        sf = f32_to_e4m3_sat(sf_f);
+        rcp_g = rcp_approx_ftz(global);
+    } else {
+        bool nan = false;
+        vmax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            nan |= v[i] != v[i];
+            vmax = fmaxf(vmax, fabsf(v[i]));
+        }
+        if (nan) vmax = __uint_as_float(0x7fc00000u);
+        sf_f = global * (vmax * (1.0f / 6.0f));
+        sf = f32_to_e4m3_nonsat(sf_f);
+        rcp_g = exact_rcp(global);
+    }
+    float sf_val = e4m3_to_f32(sf);
+    float out_scale = 0.0f;
+    if (sf_val != 0.0f)
+        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
+    u64 c = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        float s = v[i] * out_scale;
+        u32 code = (mode == MODE_EXACT && s != s) ? 0u : f32_to_e2m1(s);
+        c |= (u64)code << (4 * i);
+    }
+    *codes = c;
+    return sf;
+}
+
+// Loads 16 consecutive elements of dtype `dt` starting at element `i0` (16-aligned).
+__device__ __forceinline__ void load16(const void* __restrict__ x, i64 i0, int dt, float v[16]) {
+    if (dt == DT_F32) {
+        const float4* p = (const float4*)((const float*)x + i0);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            float4 f = __ldg(p + q);
+            v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
+        }
+    } else {
+        const uint4* p = (const uint4*)((const u16*)x + i0);
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            uint4 u = __ldg(p + q);
+            u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                u16 lo = (u16)(w[j] & 0xffffu), hi = (u16)(w[j] >> 16);
+                v[8 * q + 2 * j] = dt == DT_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+                v[8 * q + 2 * j + 1] = dt == DT_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+            }
+        }
+    }
+}
+
+// amax of |x| as u32 bits (NaN-propagating: NaN bits exceed inf's). `out` starts at 0.
+extern "C" __global__ void nvfp4_amax(const void* __restrict__ x, int dt, i64 n, u32* out) {
+    u32 m = 0;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        u32 b = __float_as_uint(load_as_f32(x, i, dt)) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        u32 w = __shfl_xor_sync(DUET_FULL_MASK, m, o);
+        m = w > m ? w : m;
+    }
+    if ((threadIdx.x & 31) == 0) atomicMax(out, m);
+}
+
+// Grid covers rows_p x kb_p blocks (padded in the swizzled layout); `global` is read from device
+// memory (given by the caller or derived from amax on the host).
+extern "C" __global__ void nvfp4_quantize_v1(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+                                             const float* __restrict__ global_p, int mode,
+                                             int layout, i64 rows_p, i64 kb_p,
+                                             u64* __restrict__ x_fp4, u8* __restrict__ sf) {
+    const i64 kb = cols / 16;
+    const i64 total = rows_p * kb_p;
+    const float global = *global_p;
+    for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < total;
+         b += (i64)gridDim.x * blockDim.x) {
+        i64 m = b / kb_p, k = b % kb_p;
+        if (m >= rows || k >= kb) {
+            sf[sf_offset(m, k, kb, layout)] = 0;  // swizzle padding (k_tiles is the same)
+            continue;
+        }
+        float v[16];
+        load16(x, m * cols + k * 16, dt, v);
+        u64 codes;
+        u8 s = nvfp4_block(v, global, mode, &codes);
+        x_fp4[m * kb + k] = codes;
+        sf[sf_offset(m, k, kb, layout)] = s;
+    }
+}
+
+// One thread per block: x = e2m1 * float(sf) / global.
+extern "C" __global__ void nvfp4_dequantize_v1(const u64* __restrict__ x_fp4,
+                                               const u8* __restrict__ sf,
+                                               const float* __restrict__ global_p, i64 rows,
+                                               i64 cols, int layout, float* __restrict__ out) {
+    const i64 kb = cols / 16;
+    const float g = *global_p;
+    for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < rows * kb;
+         b += (i64)gridDim.x * blockDim.x) {
+        i64 m = b / kb, k = b % kb;
+        u64 c = x_fp4[b];
+        float s = e4m3_to_f32(sf[sf_offset(m, k, kb, layout)]);
+        float4* o = (float4*)(out + b * 16);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            float4 f;
+            f.x = e2m1_to_f32((u32)(c >> (16 * q)) & 0xfu) * s / g;
+            f.y = e2m1_to_f32((u32)(c >> (16 * q + 4)) & 0xfu) * s / g;
+            f.z = e2m1_to_f32((u32)(c >> (16 * q + 8)) & 0xfu) * s / g;
+            f.w = e2m1_to_f32((u32)(c >> (16 * q + 12)) & 0xfu) * s / g;
+            o[q] = f;
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! GPU benchmarks: CUDA-event timings (median, p10, p90) after warm-up, CUDA-graph replay for
+//! small launches (many launches captured in one graph, time per launch), bandwidth against a
+//! device-to-device copy measured in the same process. Results are JSON values.
+//!
+//! - [`crate::bench`] (crate root): one case of the compare table on its default kernel version.
+//! - [`preset`]: the target shapes (`router_t1`, `router_t64`, `router_t4096`,
+//!   `router_t32768`: 512 experts, top-22, Super config; `nvfp4_8192`: an 8192 x 8192 bf16
+//!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling).
+
+use crate::ops::{self, noaux_tc_router, nvfp4};
+use crate::runtime::{cfg, gpu, Gpu, Timing};
+use crate::GpuError;
+use cudarc::driver::{sys, DevicePtr, PushKernelArg};
+use reference::ops::noaux_tc_router::RouterConfig;
+use reference::ops::nvfp4_quantize::{Nvfp4Mode, SfLayout};
+use reference::{DType, Tensor};
+use serde_json::json;
+
+const WARMUP: usize = 5;
+const ITERS: usize = 50;
+/// Launches captured per graph for the graph-replay timing.
+const GRAPH_LAUNCHES: usize = 20;
+
+/// Times `f` with events (one launch per sample) and, if `graph`, by replaying a graph of
+/// GRAPH_LAUNCHES launches (per-launch time = replay time / GRAPH_LAUNCHES).
+pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
+    g: &Gpu,
+    graph: bool,
+    mut f: F,
+) -> Result<(Timing, Option<Timing>), GpuError> {
+    let single = g.time(WARMUP, ITERS, &mut f)?;
+    if !graph {
+        return Ok((single, None));
+    }
+    g.sync()?;
+    g.stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(|e| GpuError::Driver(format!("begin capture: {e}")))?;
+    let mut err = None;
+    for _ in 0..GRAPH_LAUNCHES {
+        if let Err(e) = f() {
+            err = Some(e);
+            break;
+        }
+    }
+    let graph = g
+        .stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))
+        .map_err(|e| GpuError::Driver(format!("end capture: {e}")))?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let Some(graph) = graph else {
+        return Ok((single, None));
+    };
+    let t = g.time(3, ITERS, || {
+        graph
+            .launch()
+            .map_err(|e| GpuError::Driver(format!("graph launch: {e}")))
+    })?;
+    let per = |x: f64| x / GRAPH_LAUNCHES as f64;
+    Ok((
+        single,
+        Some(Timing {
+            median_us: per(t.median_us),
+            p10_us: per(t.p10_us),
+            p90_us: per(t.p90_us),
+            samples: t.samples,
+        }),
+    ))
+}
+
+/// Device-to-device copy of `bytes` bytes: (timing, GB/s counting read + write).
+pub fn copy_ceiling(g: &Gpu, bytes: usize) -> Result<(Timing, f64), GpuError> {
+    let n16 = bytes / 16;
+    let src = g.alloc_raw::<u8>(n16 * 16)?;
+    let dst = g.alloc_raw::<u8>(n16 * 16)?;
+    let (sp, _a) = src.device_ptr(&g.stream);
+    let (dp, _b) = dst.device_ptr(&g.stream);
+    let f = g.function("bench_copy", "copy_v1")?;
+    let n = n16 as i64;
+    let grid = g.sm_count * 8;
+    let (t, _) = time_launch(g, false, || {
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&sp).arg(&dp).arg(&n);
+        // SAFETY: both buffers hold n16 16-byte vectors.
+        unsafe { a.launch(cfg(grid, 512, 0)) }
+            .map(|_| ())
+            .map_err(|e| GpuError::Driver(format!("copy: {e}")))
+    })?;
+    let gbs = 2.0 * (n16 * 16) as f64 / (t.median_us * 1e-6) / 1e9;
+    Ok((t, gbs))
+}
+
+fn timing_json(t: &Timing) -> serde_json::Value {
+    json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "samples": t.samples})
+}
+
+fn rand_f32(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut r = compare::gen::Rng::new(seed);
+    r.normal_vec(n, scale)
+}
+
+/// Router at `tokens` tokens, 512 experts, top-22, Super config; every version.
+pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
+    let e = 512;
+    let c = RouterConfig::nemotron_super();
+    let logits = g.upload(&Tensor::from_f32(&[tokens, e], rand_f32(tokens * e, 1, 2.0)))?;
+    let bias = g.upload(&Tensor::from_f32(&[e], rand_f32(e, 2, 0.1)))?;
+    let idx = g.alloc_poisoned(&[tokens, c.top_k], DType::I32, 0xFF)?;
+    let w = g.alloc_poisoned(&[tokens, c.top_k], DType::F32, 0xFF)?;
+    let l = noaux_tc_router::Launch {
+        logits: logits.ptr(&g.stream),
+        logits_dt: 0,
+        bias: bias.ptr(&g.stream),
+        bias_dt: 0,
+        tokens,
+        experts: e,
+        cfg: c,
+        out_idx: idx.ptr(&g.stream),
+        out_w: w.ptr(&g.stream),
+    };
+    let bytes = (tokens * e * 4 + e * 4 + tokens * c.top_k * 8) as f64;
+    let mut versions = vec![];
+    for v in ["v1", "v2"] {
+        let (single, graph) = time_launch(g, true, || l.run(g, v))?;
+        let best = graph.as_ref().map_or(single.median_us, |t| t.median_us);
+        versions.push(json!({
+            "version": v, "event": timing_json(&single),
+            "graph_per_launch": graph.as_ref().map(timing_json),
+            "gb_per_s": bytes / (best * 1e-6) / 1e9,
+        }));
+    }
+    Ok(json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
+              "bytes": bytes, "versions": versions}))
+}
+
+/// NVFP4 quantize of a rows x cols bf16 tensor (kernel mode), both layouts, vs the copy ceiling.
+pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::Value, GpuError> {
+    let x = g.upload(&Tensor::from_f32_as(&[rows, cols], &rand_f32(rows * cols, 3, 1.0), DType::BF16))?;
+    let gs = nvfp4::global_from_device_amax(g, x.ptr(&g.stream), 1, rows * cols)?;
+    let gd = g.upload(&Tensor::from_f32(&[1], vec![gs]))?;
+    let (ct, cgbs) = copy_ceiling(g, rows * cols * 2)?;
+    let mut out = vec![];
+    for l in [SfLayout::Linear, SfLayout::Swizzled128x4] {
+        let q = g.alloc_poisoned(&[rows, cols / 2], DType::U8, 0xFF)?;
+        let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, 0xFF)?;
+        let (t, _) = time_launch(g, false, || {
+            nvfp4::launch_quantize(
+                g,
+                x.ptr(&g.stream),
+                1,
+                rows,
+                cols,
+                gd.ptr(&g.stream),
+                Nvfp4Mode::Kernel,
+                l,
+                q.ptr(&g.stream),
+                sf.ptr(&g.stream),
+            )
+        })?;
+        let bytes = (rows * cols * 2 + rows * cols / 2 + l.len(rows, cols)) as f64;
+        let gbs = bytes / (t.median_us * 1e-6) / 1e9;
+        out.push(json!({"version": "v1", "layout": l.name(), "time": timing_json(&t), "bytes": bytes,
+                        "gb_per_s": gbs, "pct_of_copy": 100.0 * gbs / cgbs}));
+    }
+    Ok(json!({"op": "nvfp4_quantize", "shape": {"rows": rows, "cols": cols, "dtype": "bf16", "mode": "kernel"},
+              "copy": {"bytes": 2 * rows * cols * 2, "time": timing_json(&ct), "gb_per_s": cgbs},
+              "versions": out}))
+}
+
+/// A named preset (module doc).
+pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
+    let g = gpu()?;
+    match name {
+        "router_t1" => router(&g, 1),
+        "router_t64" => router(&g, 64),
+        "router_t4096" => router(&g, 4096),
+        "router_t32768" => router(&g, 32768),
+        "nvfp4_8192" => nvfp4_quantize(&g, 8192, 8192),
+        "copy" => {
+            let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
+            Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
+        }
+        other => Err(GpuError::Unsupported(format!(
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, copy"
+        ))),
+    }
+}
+
+/// One case on its default kernel version, timed end to end through `run_version` (uploads and
+/// downloads included: use [`preset`] for kernel-only numbers).
+pub fn case(c: &dyn compare::Case) -> Result<serde_json::Value, GpuError> {
+    let g = gpu()?;
+    let op = ops::find(c.op())?;
+    let inputs = c.inputs(1);
+    let params = c.params();
+    let opts = ops::RunOpts::default();
+    let t = g.time(2, 10, || {
+        ops::run_version(&g, &op, op.default_version(), &inputs, &params, &opts).map(|_| ())
+    })?;
+    let gbs = c.bytes() as f64 / (t.median_us * 1e-6) / 1e9;
+    Ok(json!({"case": c.name(), "op": c.op(), "implementation": format!("gpu:{}:{}", c.op(), op.default_version()),
+              "median_s": t.median_us * 1e-6, "p10_s": t.p10_us * 1e-6, "p90_s": t.p90_us * 1e-6,
+              "bytes": c.bytes(), "flops": c.flops(), "gb_per_s": gbs,
+              "note": "end to end: includes host<->device transfers; kernel-only numbers: gpu::bench::preset"}))
+}

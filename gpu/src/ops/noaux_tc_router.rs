@@ -1,0 +1,205 @@
+//! `noaux_tc_router` on the GPU (gpu/kernels/noaux_tc_router.cu): v1 block per token (any
+//! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32); `auto` picks v2 where it
+//! applies, else v1.
+
+use super::RunOpts;
+use crate::runtime::{cfg, dtype_code, Gpu};
+use crate::GpuError;
+use cudarc::driver::PushKernelArg;
+use reference::op::{Inputs, Params};
+use reference::ops::noaux_tc_router::{NormMode, RouterConfig, SigmoidMode};
+use reference::{DType, TensorMap};
+
+const OP: &str = "noaux_tc_router";
+/// E/32 values with a compiled v2 kernel.
+const V2_N: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32];
+const V1_MAX_E: usize = 4096;
+
+fn config(p: &Params) -> Result<RouterConfig, GpuError> {
+    let perr = |name: &str, msg: String| reference::op::OpError::Param {
+        op: OP.into(),
+        name: name.into(),
+        msg,
+    };
+    let norm_s = p.str("norm_mode")?;
+    let sig_s = p.str("sigmoid")?;
+    Ok(RouterConfig {
+        top_k: p.usize("top_k")?,
+        n_group: p.usize("n_group")?,
+        topk_group: p.usize("topk_group")?,
+        routed_scaling_factor: p.float("routed_scaling_factor")?,
+        norm_topk_prob: p.bool("norm_topk_prob")?,
+        norm_mode: NormMode::parse(norm_s)
+            .ok_or_else(|| perr("norm_mode", format!("'{norm_s}' is not a norm mode")))?,
+        sigmoid: SigmoidMode::parse(sig_s)
+            .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh or exp")))?,
+    })
+}
+
+fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
+    if c.n_group != 1 {
+        return Some(format!("v2 is single-group (n_group = {})", c.n_group));
+    }
+    if c.top_k > 32 {
+        return Some(format!("v2 needs top_k <= 32 (top_k = {})", c.top_k));
+    }
+    if experts % 32 != 0 || !V2_N.contains(&(experts / 32)) {
+        return Some(format!(
+            "v2 needs E = 32*N with N in {V2_N:?} (E = {experts})"
+        ));
+    }
+    None
+}
+
+/// Which versions can run these inputs.
+pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
+    let experts = inputs.get("logits").and_then(|t| t.shape.get(1).copied())?;
+    let c = config(p).ok()?;
+    match version {
+        "v2" => v2_ok(experts, &c),
+        "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
+        _ => None,
+    }
+}
+
+pub fn run(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    let inp = Inputs::new(OP, inputs);
+    let (lt, _) = inp.float("logits", 2)?;
+    inp.dtype("logits", lt, &[DType::F32, DType::BF16, DType::F16])?;
+    let (bt, _) = inp.float("bias", 1)?;
+    inp.dtype("bias", bt, &[DType::F32, DType::BF16, DType::F16])?;
+    let (tokens, experts) = (lt.shape[0], lt.shape[1]);
+    if bt.shape[0] != experts {
+        return Err(inp
+            .invalid(format!(
+                "'bias' has {} entries but 'logits' has {experts} experts",
+                bt.shape[0]
+            ))
+            .into());
+    }
+    let c = config(p)?;
+    c.validate(experts).map_err(|e| inp.invalid(e))?;
+    let version = match version {
+        "auto" if v2_ok(experts, &c).is_none() => "v2",
+        "auto" => "v1",
+        v => v,
+    };
+    let logits = g.upload(lt)?;
+    let bias = g.upload(bt)?;
+    let k = c.top_k;
+    let mut idx = g.alloc_poisoned(&[tokens, k], DType::I32, opts.poison)?;
+    let mut w = g.alloc_poisoned(&[tokens, k], DType::F32, opts.poison)?;
+    if tokens > 0 {
+        let launch = Launch {
+            logits: logits.ptr(&g.stream),
+            logits_dt: dtype_code(lt.dtype())?,
+            bias: bias.ptr(&g.stream),
+            bias_dt: dtype_code(bt.dtype())?,
+            tokens,
+            experts,
+            cfg: c,
+            out_idx: idx.ptr(&g.stream),
+            out_w: w.ptr(&g.stream),
+        };
+        launch.run(g, version)?;
+    }
+    g.sync()?;
+    let _ = (&mut idx, &mut w);
+    Ok(reference::op::outputs([
+        ("topk_indices", g.download(&idx, "topk_indices")?),
+        ("topk_weights", g.download(&w, "topk_weights")?),
+    ]))
+}
+
+/// One router launch on device pointers (shared by `run` and the bench).
+#[derive(Clone, Copy, Debug)]
+pub struct Launch {
+    pub logits: u64,
+    pub logits_dt: i32,
+    pub bias: u64,
+    pub bias_dt: i32,
+    pub tokens: usize,
+    pub experts: usize,
+    pub cfg: RouterConfig,
+    pub out_idx: u64,
+    pub out_w: u64,
+}
+
+impl Launch {
+    pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
+        let c = &self.cfg;
+        let (e, k) = (self.experts as i32, c.top_k as i32);
+        let r = c.routed_scaling_factor;
+        let norm = c.norm_topk_prob as i32;
+        let norm_mode: i32 = match c.norm_mode {
+            NormMode::Fp64 => 0,
+            NormMode::Fp32DivideThenMultiply => 1,
+            NormMode::Fp32NoEps => 2,
+        };
+        let sig: i32 = match c.sigmoid {
+            SigmoidMode::Tanh => 0,
+            SigmoidMode::Exp => 1,
+        };
+        let t = self.tokens as i64;
+        match version {
+            "v1" => {
+                if self.experts > V1_MAX_E {
+                    return Err(GpuError::Unsupported(format!("router v1 needs E <= {V1_MAX_E}")));
+                }
+                if self.tokens > i32::MAX as usize {
+                    return Err(GpuError::Unsupported("router v1: more than 2^31-1 tokens".into()));
+                }
+                let (ng, tg) = (c.n_group as i32, c.topk_group as i32);
+                let smem = 8 * self.experts + 8 * 32 + 8 * c.n_group + 8 * self.experts + 4 * c.top_k + 4 * c.n_group;
+                let f = g.function("noaux_tc_router", "router_v1")?;
+                if smem > 48 * 1024 {
+                    f.set_attribute(
+                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        smem as i32,
+                    )
+                    .map_err(|e| GpuError::Driver(format!("router_v1 smem attribute: {e}")))?;
+                }
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.logits).arg(&self.logits_dt).arg(&self.bias).arg(&self.bias_dt);
+                a.arg(&e).arg(&k).arg(&ng).arg(&tg).arg(&r).arg(&norm).arg(&norm_mode).arg(&sig);
+                a.arg(&self.out_idx).arg(&self.out_w);
+                // SAFETY: argument types and order match router_v1's signature; buffers hold
+                // T*E logits, E biases and T*k outputs; smem is sized as the kernel documents.
+                unsafe { a.launch(cfg(self.tokens as u32, 256, smem as u32)) }
+                    .map_err(|e| GpuError::Driver(format!("launch router_v1: {e}")))?;
+            }
+            "v2" => {
+                if let Some(why) = v2_ok(self.experts, c) {
+                    return Err(GpuError::Unsupported(why));
+                }
+                let name = format!("router_v2_n{}", self.experts / 32);
+                let f = g.function("noaux_tc_router", &name)?;
+                let blocks = self.tokens.div_ceil(4);
+                if blocks > i32::MAX as usize {
+                    return Err(GpuError::Unsupported("router v2: too many tokens".into()));
+                }
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.logits).arg(&self.logits_dt).arg(&self.bias).arg(&self.bias_dt);
+                a.arg(&t).arg(&k).arg(&r).arg(&norm).arg(&norm_mode).arg(&sig);
+                a.arg(&self.out_idx).arg(&self.out_w);
+                // SAFETY: matches router_v2_n<N>'s signature; 4 tokens per 128-thread block.
+                unsafe { a.launch(cfg(blocks as u32, 128, 0)) }
+                    .map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+            }
+            other => {
+                return Err(GpuError::NoVersion {
+                    op: OP.into(),
+                    version: other.into(),
+                    known: "auto, v1, v2".into(),
+                })
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1089 @@
+//! The Nemotron-H network: blocks, caches, prefill / decode / verify, MTP and speculative
+//! decoding.
+//!
+//! Block (transformers `NemotronHBlock`): `h = h + mixer(rmsnorm(h))`, with the mixer one of
+//! Mamba-2, attention, MLP or MoE. Final `norm_f`, then `lm_head` (no softcapping).
+
+use super::config::{Config, LayerKind};
+use super::kernels::{self, SsmDims};
+use super::linear::{argmax_rows, embed, linear};
+use super::weights::{Init, Mat, WeightStore};
+use super::ModelError;
+use crate::ops::ssd_chunk_scan::{ssd_chunk_scan, DtConfig, DtTransform, SsdArgs, SsdDims};
+use rayon::prelude::*;
+use std::path::Path;
+
+/// Mamba-2 mixer weights.
+pub struct MambaW {
+    pub in_proj: Mat,
+    pub in_bias: Option<Vec<f32>>,
+    /// (conv_dim, kernel)
+    pub conv_w: Vec<f32>,
+    pub conv_b: Option<Vec<f32>>,
+    /// A = -exp(A_log), (nheads,)
+    pub a: Vec<f32>,
+    /// D per head (nheads,)
+    pub d: Vec<f32>,
+    pub dt_bias: Vec<f32>,
+    /// gated RMSNorm weight (d_inner,)
+    pub norm: Vec<f32>,
+    pub out_proj: Mat,
+    pub out_bias: Option<Vec<f32>>,
+}
+
+/// Attention weights (no positional encoding in Nemotron-H).
+pub struct AttnW {
+    pub q: Mat,
+    pub k: Mat,
+    pub v: Mat,
+    pub o: Mat,
+    pub qb: Option<Vec<f32>>,
+    pub kb: Option<Vec<f32>>,
+    pub vb: Option<Vec<f32>>,
+    pub ob: Option<Vec<f32>>,
+}
+
+/// ReLU² MLP: down(relu(up(x))²).
+pub struct MlpW {
+    pub up: Mat,
+    pub down: Mat,
+    pub up_b: Option<Vec<f32>>,
+    pub down_b: Option<Vec<f32>>,
+}
+
+/// Latent MoE: router on the full hidden (fp32), routed experts in the latent space between
+/// fc1_latent_proj and fc2_latent_proj, one shared expert on the full hidden.
+pub struct MoeW {
+    /// (n_routed_experts, hidden)
+    pub gate: Mat,
+    pub score_bias: Vec<f32>,
+    pub fc1: Option<Mat>,
+    pub fc2: Option<Mat>,
+    /// (up (I, L), down (L, I)) per expert
+    pub experts: Vec<(Mat, Mat)>,
+    pub shared: Option<MlpW>,
+}
+
+pub enum Mixer {
+    Mamba(MambaW),
+    Attention(AttnW),
+    Mlp(MlpW),
+    Moe(MoeW),
+}
+
+/// One pre-norm residual block.
+pub struct Block {
+    pub kind: LayerKind,
+    pub norm: Vec<f32>,
+    pub mixer: Mixer,
+    /// Hub name prefix, e.g. `backbone.layers.3.` (for messages).
+    pub prefix: String,
+}
+
+/// The MTP head: `x = eh_proj(cat[enorm(E[tok_{i+1}]), hnorm(h_i)])`, the blocks,
+/// `final_layernorm`, the shared `lm_head`.
+pub struct MtpHead {
+    pub enorm: Vec<f32>,
+    pub hnorm: Vec<f32>,
+    /// (hidden, 2*hidden)
+    pub eh_proj: Mat,
+    pub blocks: Vec<Block>,
+    pub final_norm: Vec<f32>,
+}
+
+pub struct Model {
+    pub cfg: Config,
+    pub embed: Mat,
+    pub layers: Vec<Block>,
+    pub norm_f: Vec<f32>,
+    /// `None` when tied to the embeddings.
+    pub lm_head: Option<Mat>,
+    pub mtp: Option<MtpHead>,
+}
+
+/// Per-layer decode state.
+#[derive(Clone, Debug)]
+pub enum LayerState {
+    Mamba {
+        /// previous conv inputs (conv_dim, kernel-1), oldest first
+        conv: Vec<f32>,
+        /// SSM state (nheads, headdim, dstate)
+        ssm: Vec<f32>,
+    },
+    Attention {
+        /// (len, kv_heads, head_dim)
+        k: Vec<f32>,
+        v: Vec<f32>,
+    },
+    Stateless,
+}
+
+/// States a multi-token verification pass left per step (for promotion).
+#[derive(Clone, Debug, Default)]
+pub struct Pending {
+    /// per layer: per step, (conv window, ssm state) after that step (Mamba layers only)
+    pub steps: Vec<Vec<(Vec<f32>, Vec<f32>)>>,
+    /// tokens seen before the verification pass
+    pub base: usize,
+}
+
+/// The caches of a stack of blocks (backbone or MTP head).
+#[derive(Clone, Debug)]
+pub struct Cache {
+    pub layers: Vec<LayerState>,
+    /// Tokens consumed so far.
+    pub seen: usize,
+    pub pending: Option<Pending>,
+}
+
+/// How the Mamba mixers and caches treat a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// Chunked SSD scan (first call, or continuing a prefill in chunks).
+    Prefill,
+    /// One token: causal_conv1d_update + selective_state_update.
+    Decode,
+    /// Several tokens from a cached state with the multi-token state update, recording the
+    /// state after every step; main states are left untouched until [`Cache::promote`].
+    Verify,
+}
+
+/// Outputs of a forward call.
+#[derive(Clone, Debug, Default)]
+pub struct ForwardOut {
+    /// (t, vocab)
+    pub logits: Vec<f32>,
+    /// (t, hidden) after norm_f: what lm_head and the MTP head read
+    pub last_hidden: Vec<f32>,
+    /// when requested: [embeddings, out of layer 0, ..., out of layer L-2, norm_f(out of
+    /// layer L-1)], each (t, hidden): the layout of transformers' `hidden_states`
+    pub hidden: Vec<Vec<f32>>,
+}
+
+/// Speculative decoding statistics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SpecStats {
+    pub tokens: Vec<u32>,
+    pub rounds: usize,
+    /// drafts accepted per round
+    pub accepted: Vec<usize>,
+}
+
+impl Cache {
+    /// Promotes the state after verification step `steps - 1` (the last token kept) to the
+    /// main state: Mamba layers take the recorded conv window and SSM state (no
+    /// re-computation), attention layers keep the first `base + steps` positions.
+    pub fn promote(&mut self, steps: usize, cfg: &Config) -> Result<(), ModelError> {
+        let pend = self
+            .pending
+            .take()
+            .ok_or_else(|| ModelError::Input("promote: no verification pass is pending".into()))?;
+        let kv = cfg.num_key_value_heads * cfg.head_dim;
+        let keep = pend.base + steps;
+        for (li, st) in self.layers.iter_mut().enumerate() {
+            match st {
+                LayerState::Mamba { conv, ssm } => {
+                    let rec = pend
+                        .steps
+                        .get(li)
+                        .and_then(|s| s.get(steps.wrapping_sub(1)));
+                    if let Some((c, s)) = rec {
+                        conv.clone_from(c);
+                        ssm.clone_from(s);
+                    } else if steps != 0 {
+                        return Err(ModelError::Input(format!(
+                            "promote: layer {li} has no recorded state for step {steps}"
+                        )));
+                    }
+                }
+                LayerState::Attention { k, v } => {
+                    k.truncate(keep * kv);
+                    v.truncate(keep * kv);
+                }
+                LayerState::Stateless => {}
+            }
+        }
+        self.seen = keep;
+        Ok(())
+    }
+
+    /// Drops cached positions beyond `len` (attention) without touching recurrent states;
+    /// only valid for stacks without Mamba layers (the MTP head).
+    pub fn truncate_attention(&mut self, len: usize, cfg: &Config) {
+        let kv = cfg.num_key_value_heads * cfg.head_dim;
+        for st in &mut self.layers {
+            if let LayerState::Attention { k, v } = st {
+                k.truncate(len * kv);
+                v.truncate(len * kv);
+            }
+        }
+        self.seen = self.seen.min(len);
+    }
+}
+
+fn opt_vec(
+    store: &mut WeightStore,
+    on: bool,
+    name: &str,
+    n: usize,
+) -> Result<Option<Vec<f32>>, ModelError> {
+    if on {
+        Ok(Some(store.vec(
+            name,
+            n,
+            Init::Around {
+                center: 0.0,
+                spread: 0.1,
+            },
+        )?))
+    } else {
+        Ok(None)
+    }
+}
+
+const NORM_INIT: Init = Init::Around {
+    center: 1.0,
+    spread: 0.2,
+};
+
+fn load_mlp(
+    store: &mut WeightStore,
+    p: &str,
+    h: usize,
+    inter: usize,
+    bias: bool,
+) -> Result<MlpW, ModelError> {
+    Ok(MlpW {
+        up: store.get(&format!("{p}up_proj.weight"), &[inter, h], Init::Linear)?,
+        down: store.get(&format!("{p}down_proj.weight"), &[h, inter], Init::Linear)?,
+        up_b: opt_vec(store, bias, &format!("{p}up_proj.bias"), inter)?,
+        down_b: opt_vec(store, bias, &format!("{p}down_proj.bias"), h)?,
+    })
+}
+
+fn load_block(
+    cfg: &Config,
+    store: &mut WeightStore,
+    prefix: &str,
+    kind: LayerKind,
+) -> Result<Block, ModelError> {
+    let h = cfg.hidden_size;
+    let m = format!("{prefix}mixer.");
+    let norm = store.vec(&format!("{prefix}norm.weight"), h, NORM_INIT)?;
+    let mixer = match kind {
+        LayerKind::Mamba => {
+            let (nh, di, cd, k) = (
+                cfg.mamba_num_heads,
+                cfg.d_inner(),
+                cfg.conv_dim(),
+                cfg.conv_kernel,
+            );
+            let a_log = store.vec(&format!("{m}A_log"), nh, Init::ALog)?;
+            Mixer::Mamba(MambaW {
+                in_proj: store.get(
+                    &format!("{m}in_proj.weight"),
+                    &[cfg.in_proj_dim(), h],
+                    Init::Linear,
+                )?,
+                in_bias: opt_vec(
+                    store,
+                    cfg.use_bias,
+                    &format!("{m}in_proj.bias"),
+                    cfg.in_proj_dim(),
+                )?,
+                conv_w: store
+                    .get(
+                        &format!("{m}conv1d.weight"),
+                        &[cd, 1, k],
+                        Init::Around {
+                            center: 0.0,
+                            spread: 0.5,
+                        },
+                    )?
+                    .values()
+                    .into_owned(),
+                conv_b: opt_vec(store, cfg.use_conv_bias, &format!("{m}conv1d.bias"), cd)?,
+                a: a_log.iter().map(|v| -v.exp()).collect(),
+                d: store.vec(&format!("{m}D"), nh, NORM_INIT)?,
+                dt_bias: store.vec(&format!("{m}dt_bias"), nh, Init::DtBias)?,
+                norm: store.vec(&format!("{m}norm.weight"), di, NORM_INIT)?,
+                out_proj: store.get(&format!("{m}out_proj.weight"), &[h, di], Init::Linear)?,
+                out_bias: opt_vec(store, cfg.use_bias, &format!("{m}out_proj.bias"), h)?,
+            })
+        }
+        LayerKind::Attention => {
+            let (qd, kvd) = (
+                cfg.num_attention_heads * cfg.head_dim,
+                cfg.num_key_value_heads * cfg.head_dim,
+            );
+            let b = cfg.attention_bias;
+            Mixer::Attention(AttnW {
+                q: store.get(&format!("{m}q_proj.weight"), &[qd, h], Init::Linear)?,
+                k: store.get(&format!("{m}k_proj.weight"), &[kvd, h], Init::Linear)?,
+                v: store.get(&format!("{m}v_proj.weight"), &[kvd, h], Init::Linear)?,
+                o: store.get(&format!("{m}o_proj.weight"), &[h, qd], Init::Linear)?,
+                qb: opt_vec(store, b, &format!("{m}q_proj.bias"), qd)?,
+                kb: opt_vec(store, b, &format!("{m}k_proj.bias"), kvd)?,
+                vb: opt_vec(store, b, &format!("{m}v_proj.bias"), kvd)?,
+                ob: opt_vec(store, b, &format!("{m}o_proj.bias"), h)?,
+            })
+        }
+        LayerKind::Mlp => Mixer::Mlp(load_mlp(store, &m, h, cfg.intermediate_size, cfg.mlp_bias)?),
+        LayerKind::Moe => {
+            let (e, l, i) = (
+                cfg.n_routed_experts,
+                cfg.moe_width(),
+                cfg.moe_intermediate_size,
+            );
+            let gate = store
+                .get(&format!("{m}gate.weight"), &[e, h], Init::Linear)?
+                .materialize();
+            let score_bias = store.vec(
+                &format!("{m}gate.e_score_correction_bias"),
+                e,
+                Init::Around {
+                    center: 0.0,
+                    spread: 0.1,
+                },
+            )?;
+            let (fc1, fc2) = match cfg.moe_latent_size {
+                Some(ls) => (
+                    Some(store.get(
+                        &format!("{m}fc1_latent_proj.weight"),
+                        &[ls, h],
+                        Init::Linear,
+                    )?),
+                    Some(store.get(
+                        &format!("{m}fc2_latent_proj.weight"),
+                        &[h, ls],
+                        Init::Linear,
+                    )?),
+                ),
+                None => (None, None),
+            };
+            let mut experts = Vec::with_capacity(e);
+            for x in 0..e {
+                experts.push((
+                    store.get(
+                        &format!("{m}experts.{x}.up_proj.weight"),
+                        &[i, l],
+                        Init::Linear,
+                    )?,
+                    store.get(
+                        &format!("{m}experts.{x}.down_proj.weight"),
+                        &[l, i],
+                        Init::Linear,
+                    )?,
+                ));
+            }
+            let shared = if cfg.n_shared_experts > 0 {
+                Some(load_mlp(
+                    store,
+                    &format!("{m}shared_experts."),
+                    h,
+                    cfg.moe_shared_expert_intermediate_size * cfg.n_shared_experts,
+                    cfg.mlp_bias,
+                )?)
+            } else {
+                None
+            };
+            Mixer::Moe(MoeW {
+                gate,
+                score_bias,
+                fc1,
+                fc2,
+                experts,
+                shared,
+            })
+        }
+    };
+    Ok(Block {
+        kind,
+        norm,
+        mixer,
+        prefix: prefix.to_string(),
+    })
+}
+
+fn add_bias(y: &mut [f32], b: &Option<Vec<f32>>) {
+    if let Some(b) = b {
+        for row in y.chunks_exact_mut(b.len()) {
+            for (v, bb) in row.iter_mut().zip(b) {
+                *v += bb;
+            }
+        }
+    }
+}
+
+fn mlp_forward(w: &MlpW, x: &[f32], t: usize) -> Vec<f32> {
+    let mut u = linear(x, t, &w.up, w.up_b.as_deref());
+    kernels::relu2(&mut u);
+    linear(&u, t, &w.down, w.down_b.as_deref())
+}
+
+impl Model {
+    /// Builds the model from a weight store; every tensor is checked against the config.
+    pub fn from_store(cfg: Config, store: &mut WeightStore) -> Result<Model, ModelError> {
+        let (h, v) = (cfg.hidden_size, cfg.vocab_size);
+        let embed = store.get("backbone.embeddings.weight", &[v, h], Init::Linear)?;
+        let mut layers = Vec::with_capacity(cfg.layers.len());
+        for (i, &k) in cfg.layers.iter().enumerate() {
+            layers.push(load_block(
+                &cfg,
+                store,
+                &format!("backbone.layers.{i}."),
+                k,
+            )?);
+        }
+        let norm_f = store.vec("backbone.norm_f.weight", h, NORM_INIT)?;
+        let lm_head = if cfg.tie_word_embeddings {
+            None
+        } else {
+            Some(store.get("lm_head.weight", &[v, h], Init::Linear)?)
+        };
+        let mtp = if cfg.mtp_layers.is_empty() {
+            None
+        } else {
+            let n = cfg.mtp_layers.len();
+            let mut blocks = Vec::with_capacity(n);
+            for (j, &k) in cfg.mtp_layers.iter().enumerate() {
+                blocks.push(load_block(&cfg, store, &format!("mtp.layers.{j}."), k)?);
+            }
+            Some(MtpHead {
+                enorm: store.vec("mtp.layers.0.enorm.weight", h, NORM_INIT)?,
+                hnorm: store.vec("mtp.layers.0.hnorm.weight", h, NORM_INIT)?,
+                eh_proj: store.get("mtp.layers.0.eh_proj.weight", &[h, 2 * h], Init::Linear)?,
+                blocks,
+                final_norm: store.vec(
+                    &format!("mtp.layers.{}.final_layernorm.weight", n - 1),
+                    h,
+                    NORM_INIT,
+                )?,
+            })
+        };
+        Ok(Model {
+            cfg,
+            embed,
+            layers,
+            norm_f,
+            lm_head,
+            mtp,
+        })
+    }
+
+    /// Loads `dir/config.json` and the weights of `dir` (single file or sharded).
+    pub fn load_dir(dir: &Path) -> Result<Model, ModelError> {
+        let cfg = Config::from_file(&dir.join("config.json"))?;
+        let mut store = WeightStore::load_dir(dir)?;
+        Model::from_store(cfg, &mut store)
+    }
+
+    /// Seeded random weights for `cfg`; tensors above `lazy_above` elements are generated on
+    /// use instead of stored.
+    pub fn random(cfg: Config, seed: u64, lazy_above: usize) -> Result<Model, ModelError> {
+        let mut store = WeightStore::random(seed, lazy_above);
+        Model::from_store(cfg, &mut store)
+    }
+
+    /// A fresh (empty) cache for the backbone.
+    pub fn new_cache(&self) -> Cache {
+        new_cache(&self.cfg, &self.layers)
+    }
+
+    /// A fresh cache for the MTP head (`None` without one).
+    pub fn new_mtp_cache(&self) -> Option<Cache> {
+        self.mtp.as_ref().map(|m| new_cache(&self.cfg, &m.blocks))
+    }
+
+    fn lm_head(&self) -> &Mat {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<(), ModelError> {
+        if let Some((i, t)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= self.cfg.vocab_size)
+        {
+            return Err(ModelError::Input(format!(
+                "token {i} is {t} but the vocabulary has {} entries",
+                self.cfg.vocab_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs the backbone over `tokens`. Without a cache: a full prefill. With one: `Prefill`
+    /// continues from its state, `Decode` takes one token, `Verify` several with the
+    /// multi-token update (see [`Pass`]).
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        cache: Option<&mut Cache>,
+        pass: Pass,
+        want_hidden: bool,
+    ) -> Result<ForwardOut, ModelError> {
+        self.check_tokens(tokens)?;
+        let t = tokens.len();
+        if pass == Pass::Decode && t != 1 {
+            return Err(ModelError::Input(format!(
+                "decode takes one token per call, got {t}"
+            )));
+        }
+        let mut x = embed(&self.embed, tokens);
+        let mut hidden = Vec::new();
+        if want_hidden {
+            hidden.push(x.clone());
+        }
+        let x_out = {
+            let mut cache = cache;
+            if let Some(c) = cache.as_deref_mut() {
+                if pass == Pass::Verify {
+                    c.pending = Some(Pending {
+                        steps: vec![Vec::new(); c.layers.len()],
+                        base: c.seen,
+                    });
+                }
+            }
+            for (li, blk) in self.layers.iter().enumerate() {
+                x = self.block_forward(blk, &x, t, cache.as_deref_mut(), li, pass)?;
+                if want_hidden && li + 1 < self.layers.len() {
+                    hidden.push(x.clone());
+                }
+            }
+            if let Some(c) = cache {
+                if pass != Pass::Verify {
+                    c.seen += t;
+                }
+            }
+            x
+        };
+        let last_hidden = kernels::rmsnorm(&x_out, &self.norm_f, self.cfg.layer_norm_epsilon);
+        if want_hidden {
+            hidden.push(last_hidden.clone());
+        }
+        let logits = linear(&last_hidden, t, self.lm_head(), None);
+        Ok(ForwardOut {
+            logits,
+            last_hidden,
+            hidden,
+        })
+    }
+
+    /// MTP head over rows i of `h` (t, hidden) (backbone outputs after norm_f) paired with
+    /// `next_tokens[i]` (the token after position i). Returns (logits (t, vocab), the head's
+    /// hidden after final_layernorm (t, hidden)). With a cache, attention continues from it.
+    pub fn mtp_forward(
+        &self,
+        h: &[f32],
+        next_tokens: &[u32],
+        cache: Option<&mut Cache>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        let mtp = self.mtp.as_ref().ok_or_else(|| {
+            ModelError::Input(
+                "this model has no MTP head (num_nextn_predict_layers = 0 or no mtp pattern)"
+                    .into(),
+            )
+        })?;
+        self.check_tokens(next_tokens)?;
+        let (t, hs, eps) = (
+            next_tokens.len(),
+            self.cfg.hidden_size,
+            self.cfg.layer_norm_epsilon,
+        );
+        if h.len() != t * hs {
+            return Err(ModelError::Input(format!(
+                "mtp: {} hidden rows for {t} tokens",
+                h.len() / hs.max(1)
+            )));
+        }
+        let e = kernels::rmsnorm(&embed(&self.embed, next_tokens), &mtp.enorm, eps);
+        let hn = kernels::rmsnorm(h, &mtp.hnorm, eps);
+        let mut cat = Vec::with_capacity(t * 2 * hs);
+        for i in 0..t {
+            cat.extend_from_slice(&e[i * hs..(i + 1) * hs]);
+            cat.extend_from_slice(&hn[i * hs..(i + 1) * hs]);
+        }
+        let mut x = linear(&cat, t, &mtp.eh_proj, None);
+        let mut cache = cache;
+        // The MTP blocks continue from their cache like a chunked prefill.
+        let pass = Pass::Prefill;
+        for (li, blk) in mtp.blocks.iter().enumerate() {
+            x = self.block_forward(blk, &x, t, cache.as_deref_mut(), li, pass)?;
+        }
+        if let Some(c) = cache {
+            c.seen += t;
+        }
+        let out = kernels::rmsnorm(&x, &mtp.final_norm, eps);
+        let logits = linear(&out, t, self.lm_head(), None);
+        Ok((logits, out))
+    }
+
+    fn block_forward(
+        &self,
+        blk: &Block,
+        x: &[f32],
+        t: usize,
+        cache: Option<&mut Cache>,
+        li: usize,
+        pass: Pass,
+    ) -> Result<Vec<f32>, ModelError> {
+        let xn = kernels::rmsnorm(x, &blk.norm, self.cfg.layer_norm_epsilon);
+        let mut y = match &blk.mixer {
+            Mixer::Mamba(w) => self.mamba_forward(w, &xn, t, cache, li, pass)?,
+            Mixer::Attention(w) => self.attention_forward(w, &xn, t, cache, li)?,
+            Mixer::Mlp(w) => mlp_forward(w, &xn, t),
+            Mixer::Moe(w) => self.moe_forward(w, &xn, t),
+        };
+        for (a, b) in y.iter_mut().zip(x) {
+            *a += b;
+        }
+        Ok(y)
+    }
+
+    fn mamba_forward(
+        &self,
+        w: &MambaW,
+        x: &[f32],
+        t: usize,
+        cache: Option<&mut Cache>,
+        li: usize,
+        pass: Pass,
+    ) -> Result<Vec<f32>, ModelError> {
+        let c = &self.cfg;
+        let (di, cd, nh, hd, ng, ds, k) = (
+            c.d_inner(),
+            c.conv_dim(),
+            c.mamba_num_heads,
+            c.mamba_head_dim,
+            c.n_groups,
+            c.ssm_state_size,
+            c.conv_kernel,
+        );
+        let proj = linear(x, t, &w.in_proj, w.in_bias.as_deref());
+        let pd = c.in_proj_dim();
+        let mut z = Vec::with_capacity(t * di);
+        let mut xbc = Vec::with_capacity(t * cd);
+        let mut dt = Vec::with_capacity(t * nh);
+        for r in proj.chunks_exact(pd) {
+            z.extend_from_slice(&r[..di]);
+            xbc.extend_from_slice(&r[di..di + cd]);
+            dt.extend_from_slice(&r[di + cd..]);
+        }
+        let (mut cache_ref, state) = match cache {
+            Some(cc) => {
+                let seen = cc.seen;
+                (Some(cc), seen)
+            }
+            None => (None, 0),
+        };
+        let (conv_prev, ssm_prev): (Option<Vec<f32>>, Option<Vec<f32>>) =
+            match cache_ref.as_deref().map(|cc| &cc.layers[li]) {
+                Some(LayerState::Mamba { conv, ssm }) if state > 0 => {
+                    (Some(conv.clone()), Some(ssm.clone()))
+                }
+                _ => (None, None),
+            };
+        let dims = SsmDims {
+            nheads: nh,
+            headdim: hd,
+            ngroups: ng,
+            dstate: ds,
+        };
+        let split = |xa: &[f32]| {
+            let mut xs = Vec::with_capacity(t * di);
+            let mut bs = Vec::with_capacity(t * ng * ds);
+            let mut cs = Vec::with_capacity(t * ng * ds);
+            for r in xa.chunks_exact(cd) {
+                xs.extend_from_slice(&r[..di]);
+                bs.extend_from_slice(&r[di..di + ng * ds]);
+                cs.extend_from_slice(&r[di + ng * ds..]);
+            }
+            (xs, bs, cs)
+        };
+        let y = match pass {
+            Pass::Prefill => {
+                let (xa, win) = kernels::causal_conv1d(
+                    &xbc,
+                    t,
+                    cd,
+                    &w.conv_w,
+                    w.conv_b.as_deref(),
+                    k,
+                    conv_prev.as_deref(),
+                );
+                let (xs, bs, cs) = split(&xa);
+                let dfull: Vec<f32> = (0..nh * hd).map(|i| w.d[i / hd]).collect();
+                let args = SsdArgs {
+                    dims: SsdDims {
+                        batch: 1,
+                        seqlen: t,
+                        nheads: nh,
+                        headdim: hd,
+                        ngroups: ng,
+                        dstate: ds,
+                    },
+                    x: &xs,
+                    dt: &dt,
+                    a: &w.a,
+                    b: &bs,
+                    c: &cs,
+                    d: Some(&dfull),
+                    z: None,
+                    dt_bias: Some(&w.dt_bias),
+                    initial_states: ssm_prev.as_deref(),
+                    seq_idx: None,
+                    dt_cfg: DtConfig {
+                        transform: DtTransform::Softplus,
+                        dt_min: c.time_step_limit.0,
+                        dt_max: c.time_step_limit.1,
+                    },
+                };
+                let out = ssd_chunk_scan(&args, c.chunk_size)
+                    .map_err(|e| ModelError::Op(format!("{}: ssd_chunk_scan: {e}", li)))?;
+                if let Some(cc) = cache_ref.as_deref_mut() {
+                    cc.layers[li] = LayerState::Mamba {
+                        conv: win,
+                        ssm: out.final_states,
+                    };
+                }
+                out.y
+            }
+            Pass::Decode | Pass::Verify => {
+                let cc = cache_ref.ok_or_else(|| {
+                    ModelError::Input("decode / verify need a cache from a prefill".into())
+                })?;
+                let (conv0, ssm0) = match (conv_prev, ssm_prev) {
+                    (Some(a), Some(b)) => (a, b),
+                    _ => {
+                        return Err(ModelError::Input(
+                            "decode / verify need a cache filled by a prefill first".into(),
+                        ))
+                    }
+                };
+                let mut win = conv0;
+                let mut xa = Vec::with_capacity(t * cd);
+                let mut wins = Vec::with_capacity(t);
+                for s in 0..t {
+                    let (ys, wn) = kernels::causal_conv1d(
+                        &xbc[s * cd..(s + 1) * cd],
+                        1,
+                        cd,
+                        &w.conv_w,
+                        w.conv_b.as_deref(),
+                        k,
+                        Some(&win),
+                    );
+                    xa.extend_from_slice(&ys);
+                    win = wn;
+                    wins.push(win.clone());
+                }
+                let (xs, bs, cs) = split(&xa);
+                let mut ssm = ssm0;
+                let mut steps = Vec::new();
+                let y = kernels::selective_state_update(
+                    dims,
+                    &mut ssm,
+                    &xs,
+                    &dt,
+                    &w.a,
+                    &bs,
+                    &cs,
+                    &w.d,
+                    &w.dt_bias,
+                    c.time_step_limit,
+                    t,
+                    if pass == Pass::Verify {
+                        Some(&mut steps)
+                    } else {
+                        None
+                    },
+                );
+                if pass == Pass::Verify {
+                    if let Some(p) = cc.pending.as_mut() {
+                        p.steps[li] = wins.into_iter().zip(steps).collect();
+                    }
+                } else {
+                    cc.layers[li] = LayerState::Mamba { conv: win, ssm };
+                }
+                y
+            }
+        };
+        let g = kernels::gated_rmsnorm(&y, &z, &w.norm, di / ng, c.layer_norm_epsilon);
+        Ok(linear(&g, t, &w.out_proj, w.out_bias.as_deref()))
+    }
+
+    fn attention_forward(
+        &self,
+        w: &AttnW,
+        x: &[f32],
+        t: usize,
+        cache: Option<&mut Cache>,
+        li: usize,
+    ) -> Result<Vec<f32>, ModelError> {
+        let c = &self.cfg;
+        let (nq, nkv, hd) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
+        let q = linear(x, t, &w.q, w.qb.as_deref());
+        let kn = linear(x, t, &w.k, w.kb.as_deref());
+        let vn = linear(x, t, &w.v, w.vb.as_deref());
+        let kvd = nkv * hd;
+        // Keys / values of every visible position: the cache then the new rows.
+        let (keys, vals, p0): (std::borrow::Cow<[f32]>, std::borrow::Cow<[f32]>, usize) =
+            match cache {
+                Some(cc) => {
+                    let st = &mut cc.layers[li];
+                    if !matches!(st, LayerState::Attention { .. }) {
+                        *st = LayerState::Attention {
+                            k: Vec::new(),
+                            v: Vec::new(),
+                        };
+                    }
+                    match st {
+                        LayerState::Attention { k, v } => {
+                            let p0 = k.len() / kvd;
+                            k.extend_from_slice(&kn);
+                            v.extend_from_slice(&vn);
+                            (k.clone().into(), v.clone().into(), p0)
+                        }
+                        _ => unreachable!("attention state set above"),
+                    }
+                }
+                None => (kn.as_slice().into(), vn.as_slice().into(), 0),
+            };
+        let scale = 1.0 / (hd as f32).sqrt();
+        let rep = nq / nkv;
+        let mut out = vec![0f32; t * nq * hd];
+        out.par_chunks_mut(nq * hd)
+            .enumerate()
+            .for_each(|(i, orow)| {
+                let pos = p0 + i;
+                let mut sc = vec![0f32; pos + 1];
+                for hh in 0..nq {
+                    let g = hh / rep;
+                    let qv = &q[i * nq * hd + hh * hd..i * nq * hd + (hh + 1) * hd];
+                    let mut mx = f32::NEG_INFINITY;
+                    for (j, s) in sc.iter_mut().enumerate() {
+                        let kv = &keys[j * kvd + g * hd..j * kvd + (g + 1) * hd];
+                        let d: f32 = qv.iter().zip(kv).map(|(a, b)| a * b).sum();
+                        *s = d * scale;
+                        mx = mx.max(*s);
+                    }
+                    let mut den = 0f32;
+                    for s in sc.iter_mut() {
+                        *s = (*s - mx).exp();
+                        den += *s;
+                    }
+                    let o = &mut orow[hh * hd..(hh + 1) * hd];
+                    for (j, s) in sc.iter().enumerate() {
+                        let p = s / den;
+                        let vv = &vals[j * kvd + g * hd..j * kvd + (g + 1) * hd];
+                        for (a, b) in o.iter_mut().zip(vv) {
+                            *a += p * b;
+                        }
+                    }
+                }
+            });
+        Ok(linear(&out, t, &w.o, w.ob.as_deref()))
+    }
+
+    fn moe_forward(&self, w: &MoeW, x: &[f32], t: usize) -> Vec<f32> {
+        let c = &self.cfg;
+        let (h, ne) = (c.hidden_size, c.n_routed_experts);
+        // fp32 router logits on the full hidden.
+        let logits = linear(x, t, &w.gate, None);
+        let routes: Vec<(Vec<usize>, Vec<f32>)> = logits
+            .chunks_exact(ne)
+            .map(|l| {
+                kernels::route(
+                    l,
+                    &w.score_bias,
+                    c.num_experts_per_tok,
+                    c.n_group,
+                    c.topk_group,
+                    c.norm_topk_prob,
+                    c.routed_scaling_factor,
+                )
+            })
+            .collect();
+        let lat = match &w.fc1 {
+            Some(f) => linear(x, t, f, None),
+            None => x.to_vec(),
+        };
+        let lw = c.moe_width();
+        // Tokens per expert, in token order.
+        let mut per: Vec<Vec<(usize, f32)>> = vec![Vec::new(); ne];
+        for (ti, (ids, ws)) in routes.iter().enumerate() {
+            for (&e, &wt) in ids.iter().zip(ws) {
+                per[e].push((ti, wt));
+            }
+        }
+        let outs: Vec<(usize, Vec<f32>)> = per
+            .par_iter()
+            .enumerate()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(e, toks)| {
+                let mut xs = Vec::with_capacity(toks.len() * lw);
+                for &(ti, _) in toks {
+                    xs.extend_from_slice(&lat[ti * lw..(ti + 1) * lw]);
+                }
+                let (up, down) = &w.experts[e];
+                let mut u = linear(&xs, toks.len(), up, None);
+                kernels::relu2(&mut u);
+                (e, linear(&u, toks.len(), down, None))
+            })
+            .collect();
+        let mut acc = vec![0f32; t * lw];
+        for (e, o) in outs {
+            for (r, &(ti, wt)) in per[e].iter().enumerate() {
+                for (a, b) in acc[ti * lw..(ti + 1) * lw]
+                    .iter_mut()
+                    .zip(&o[r * lw..(r + 1) * lw])
+                {
+                    *a += b * wt;
+                }
+            }
+        }
+        let mut y = match &w.fc2 {
+            Some(f) => linear(&acc, t, f, None),
+            None => acc,
+        };
+        if let Some(s) = &w.shared {
+            let sh = mlp_forward(s, x, t);
+            for (a, b) in y.iter_mut().zip(&sh) {
+                *a += b;
+            }
+        }
+        debug_assert_eq!(y.len(), t * h);
+        y
+    }
+
+    /// Greedy decoding: prefill `prompt`, then `n_new` tokens one at a time.
+    pub fn generate_greedy(&self, prompt: &[u32], n_new: usize) -> Result<Vec<u32>, ModelError> {
+        if prompt.is_empty() {
+            return Err(ModelError::Input("the prompt is empty".into()));
+        }
+        let mut cache = self.new_cache();
+        let v = self.cfg.vocab_size;
+        let out = self.forward(prompt, Some(&mut cache), Pass::Prefill, false)?;
+        let mut next = argmax_rows(&out.logits[out.logits.len() - v..], v)[0];
+        let mut toks = Vec::with_capacity(n_new);
+        while toks.len() < n_new {
+            toks.push(next);
+            if toks.len() == n_new {
+                break;
+            }
+            let o = self.forward(&[next], Some(&mut cache), Pass::Decode, false)?;
+            next = argmax_rows(&o.logits, v)[0];
+        }
+        Ok(toks)
+    }
+
+    /// Speculative greedy decoding with `k` MTP drafts per round: the MTP head drafts k
+    /// tokens (chained on its own output hidden), the backbone verifies [last, d1..dk] in
+    /// one multi-token pass recording per-step states, the longest matching prefix j is
+    /// accepted plus the backbone's own next token, and the states after step j are
+    /// promoted (no re-computation). Produces exactly the greedy tokens.
+    pub fn generate_speculative(
+        &self,
+        prompt: &[u32],
+        n_new: usize,
+        k: usize,
+    ) -> Result<SpecStats, ModelError> {
+        if prompt.is_empty() {
+            return Err(ModelError::Input("the prompt is empty".into()));
+        }
+        if k == 0 {
+            return Ok(SpecStats {
+                tokens: self.generate_greedy(prompt, n_new)?,
+                rounds: n_new,
+                accepted: vec![],
+            });
+        }
+        let mut mcache = self.new_mtp_cache().ok_or_else(|| {
+            ModelError::Input("speculative decoding with MTP needs a model with an MTP head".into())
+        })?;
+        let (v, hs) = (self.cfg.vocab_size, self.cfg.hidden_size);
+        let mut cache = self.new_cache();
+        let out = self.forward(prompt, Some(&mut cache), Pass::Prefill, false)?;
+        let p = prompt.len();
+        let mut next = argmax_rows(&out.logits[(p - 1) * v..], v)[0];
+        // MTP over the prompt: row i pairs h_i with token i+1 (the last row with `next`).
+        let mut mtp_in: Vec<u32> = prompt[1..].to_vec();
+        mtp_in.push(next);
+        let (ml, mh) = self.mtp_forward(&out.last_hidden, &mtp_in, Some(&mut mcache))?;
+        let mut committed_mtp = p; // MTP positions whose inputs are final
+        let mut draft_logits = ml[(p - 1) * v..].to_vec();
+        let mut draft_h = mh[(p - 1) * hs..].to_vec();
+        let mut stats = SpecStats::default();
+        let mut toks = vec![next];
+        while toks.len() < n_new {
+            // Draft k tokens with the MTP head.
+            let mut drafts = Vec::with_capacity(k);
+            let mut d = argmax_rows(&draft_logits, v)[0];
+            drafts.push(d);
+            while drafts.len() < k {
+                let (l2, h2) = self.mtp_forward(&draft_h, &[d], Some(&mut mcache))?;
+                d = argmax_rows(&l2, v)[0];
+                drafts.push(d);
+                draft_h = h2;
+            }
+            // Verify [next, d1..dk].
+            let mut ver = vec![next];
+            ver.extend_from_slice(&drafts);
+            let o = self.forward(&ver, Some(&mut cache), Pass::Verify, false)?;
+            let greedy = argmax_rows(&o.logits, v);
+            let mut j = 0;
+            while j < k && greedy[j] == drafts[j] {
+                j += 1;
+            }
+            // Keep next, d1..dj: j + 1 positions.
+            cache.promote(j + 1, &self.cfg)?;
+            stats.rounds += 1;
+            stats.accepted.push(j);
+            for &dtk in &drafts[..j] {
+                if toks.len() < n_new {
+                    toks.push(dtk);
+                }
+            }
+            next = greedy[j];
+            if toks.len() < n_new {
+                toks.push(next);
+            }
+            // MTP: drop speculative positions, then feed the verified hiddens of the kept
+            // positions paired with their successors.
+            mcache.truncate_attention(committed_mtp, &self.cfg);
+            let kept_h = &o.last_hidden[..(j + 1) * hs];
+            let mut succ: Vec<u32> = drafts[..j].to_vec();
+            succ.push(next);
+            let (ml, mh) = self.mtp_forward(kept_h, &succ, Some(&mut mcache))?;
+            committed_mtp += j + 1;
+            draft_logits = ml[j * v..].to_vec();
+            draft_h = mh[j * hs..].to_vec();
+        }
+        toks.truncate(n_new);
+        stats.tokens = toks;
+        Ok(stats)
+    }
+}
+
+fn new_cache(cfg: &Config, blocks: &[Block]) -> Cache {
+    let layers = blocks
+        .iter()
+        .map(|b| match b.kind {
+            LayerKind::Mamba => LayerState::Mamba {
+                conv: vec![0.0; cfg.conv_dim() * (cfg.conv_kernel - 1)],
+                ssm: vec![0.0; cfg.mamba_num_heads * cfg.mamba_head_dim * cfg.ssm_state_size],
+            },
+            LayerKind::Attention => LayerState::Attention {
+                k: Vec::new(),
+                v: Vec::new(),
+            },
+            _ => LayerState::Stateless,
+        })
+        .collect();
+    Cache {
+        layers,
+        seen: 0,
+        pending: None,
+    }
+}

@@ -1,0 +1,96 @@
+//! Model tests against the transformers golden of `fixtures/models/nemotron-tiny-a`.
+
+use super::nemotron::Pass;
+use super::*;
+use crate::io;
+use crate::tensor::TensorMap;
+use std::path::PathBuf;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/nemotron-tiny-a")
+}
+
+/// max|a-b| / max|a| over the tensor.
+fn max_rel(reference: &[f32], got: &[f32]) -> f64 {
+    let mut num = 0f64;
+    let mut den = 0f64;
+    for (a, b) in reference.iter().zip(got) {
+        num = num.max((*a as f64 - *b as f64).abs());
+        den = den.max((*a as f64).abs());
+    }
+    num / den
+}
+
+fn golden() -> (Model, TensorMap, Vec<u32>) {
+    let m = Model::load_dir(&fixture()).expect("fixture loads");
+    let r = io::load(&fixture().join("reference.safetensors")).expect("golden loads");
+    let ids: Vec<u32> = r["input_ids"]
+        .to_i64_vec()
+        .expect("int ids")
+        .into_iter()
+        .map(|v| v as u32)
+        .collect();
+    (m, r, ids)
+}
+
+#[test]
+fn full_forward_matches_golden() {
+    let (m, r, ids) = golden();
+    let out = m.forward(&ids, None, Pass::Prefill, true).expect("forward");
+    for (i, h) in out.hidden.iter().enumerate() {
+        let e = max_rel(&r[&format!("hidden.{i}")].to_f32_vec(), h);
+        eprintln!("hidden.{i}: max rel {e:.3e}");
+    }
+    let e = max_rel(&r["logits"].to_f32_vec(), &out.logits);
+    eprintln!("logits: max rel {e:.3e}");
+    assert!(e < 1e-4, "logits max rel {e}");
+}
+
+#[test]
+fn decode_matches_golden() {
+    let (m, r, ids) = golden();
+    let (_, meta) = io::load_with_metadata(&fixture().join("reference.safetensors")).expect("meta");
+    let p: usize = meta["prefill_len"].parse().expect("prefill_len");
+    let v = m.cfg.vocab_size;
+    let mut cache = m.new_cache();
+    let o = m
+        .forward(&ids[..p], Some(&mut cache), Pass::Prefill, false)
+        .expect("prefill");
+    let mut rows = o.logits[(p - 1) * v..].to_vec();
+    for &t in &ids[p..] {
+        let o = m
+            .forward(&[t], Some(&mut cache), Pass::Decode, false)
+            .expect("decode");
+        rows.extend_from_slice(&o.logits);
+    }
+    let e = max_rel(&r["decode_logits"].to_f32_vec(), &rows);
+    eprintln!("decode_logits: max rel {e:.3e}");
+    assert!(e < 1e-4, "decode max rel {e}");
+}
+
+#[test]
+fn mtp_matches_golden() {
+    let (m, r, ids) = golden();
+    let out = m
+        .forward(&ids, None, Pass::Prefill, false)
+        .expect("forward");
+    let hs = m.cfg.hidden_size;
+    let t = ids.len();
+    let (logits, _) = m
+        .mtp_forward(&out.last_hidden[..(t - 1) * hs], &ids[1..], None)
+        .expect("mtp");
+    let e = max_rel(&r["mtp_logits"].to_f32_vec(), &logits);
+    eprintln!("mtp_logits: max rel {e:.3e}");
+    assert!(e < 1e-4, "mtp max rel {e}");
+}
+
+#[test]
+fn speculative_equals_greedy() {
+    let (m, _, ids) = golden();
+    let greedy = m.generate_greedy(&ids[..8], 12).expect("greedy");
+    for k in 1..=3 {
+        let s = m.generate_speculative(&ids[..8], 12, k).expect("spec");
+        eprintln!("k={k}: accepted {:?}", s.accepted);
+        assert_eq!(s.tokens, greedy, "k = {k}");
+    }
+}

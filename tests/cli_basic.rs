@@ -1,0 +1,122 @@
+//! The everyday CLI paths: `duet ops`, `duet run`, `duet compare`, `duet check`.
+
+use reference::{io, Tensor, TensorMap};
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn duet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(args)
+        .output()
+        .expect("run duet")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn save(p: &Path, items: &[(&str, Tensor)]) {
+    let m: TensorMap = items.iter().map(|(k, t)| (k.to_string(), t.clone())).collect();
+    io::save(p, &m).unwrap();
+}
+
+#[test]
+fn ops_json_lists_the_foundation_ops_with_inputs_params_outputs() {
+    let o = duet(&["ops", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ops = v.as_array().unwrap();
+    for name in ["noaux_tc_router", "nvfp4_quantize", "nvfp4_dequantize", "philox", "stochastic_round_f16", "cast"] {
+        let op = ops
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from duet ops --json"));
+        assert!(!op["inputs"].as_array().unwrap().is_empty(), "{name} has no inputs");
+        assert!(!op["outputs"].as_array().unwrap().is_empty(), "{name} has no outputs");
+    }
+    let router = ops.iter().find(|o| o["name"] == "noaux_tc_router").unwrap();
+    let params: Vec<&str> = router["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for p in ["top_k", "n_group", "topk_group", "routed_scaling_factor", "norm_topk_prob"] {
+        assert!(params.contains(&p), "router param {p} missing: {params:?}");
+    }
+}
+
+#[test]
+fn compare_passes_fails_and_reports_missing_tensors() {
+    let d = tempfile::tempdir().unwrap();
+    let a = d.path().join("a.safetensors");
+    let b = d.path().join("b.safetensors");
+    let c = d.path().join("c.npz");
+    let x = Tensor::from_f32(&[2, 2], vec![1.0, -2.0, 3.5, 4.25]);
+    save(&a, &[("x", x.clone()), ("y", Tensor::from_i32(&[3], vec![1, 2, 3]))]);
+    save(&b, &[("x", Tensor::from_f32(&[2, 2], vec![1.0, -2.0, 3.5, 4.2505])), ("y", Tensor::from_i32(&[3], vec![1, 2, 3]))]);
+    let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--exact"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("mismatch at [1, 1]"), "{}", text(&o));
+    // A file lacking 'y': reported, exit 1; JSON form is parseable.
+    save(&c, &[("x", x)]);
+    let o = duet(&["compare", a.to_str().unwrap(), c.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["passed"], false);
+    assert!(v["missing"][0].as_str().unwrap().contains("'y'"));
+}
+
+#[test]
+fn run_router_writes_named_outputs_and_rejects_bad_names() {
+    let d = tempfile::tempdir().unwrap();
+    let inp = d.path().join("in.safetensors");
+    let out = d.path().join("out.safetensors");
+    let (t, e) = (3usize, 16usize);
+    let logits: Vec<f32> = (0..t * e).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect();
+    let bias: Vec<f32> = (0..e).map(|i| (i as f32 - 8.0) / 40.0).collect();
+    save(&inp, &[("logits", Tensor::from_f32(&[t, e], logits)), ("bias", Tensor::from_f32(&[e], bias))]);
+    let o = duet(&[
+        "run", "noaux_tc_router", "--in", inp.to_str().unwrap(), "--out", out.to_str().unwrap(),
+        "--set", "top_k=4", "--set", "routed_scaling_factor=2.5",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let m = io::load(&out).unwrap();
+    assert_eq!(m["topk_indices"].shape, vec![t, 4]);
+    assert_eq!(m["topk_indices"].dtype(), reference::DType::I32);
+    let w = m["topk_weights"].to_f32_vec();
+    for r in 0..t {
+        let s: f32 = w[r * 4..r * 4 + 4].iter().sum();
+        assert!((s - 2.5).abs() < 1e-5, "row {r} weights sum {s}");
+    }
+    // An unknown param and a misspelt input name are clear errors; the output stays intact.
+    let before = std::fs::read(&out).unwrap();
+    let o = duet(&["run", "noaux_tc_router", "--in", inp.to_str().unwrap(), "--out", out.to_str().unwrap(), "--set", "topk=4"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("param 'topk'"), "{}", text(&o));
+    let bad = d.path().join("bad.safetensors");
+    save(&bad, &[("logit", Tensor::from_f32(&[1, 16], vec![0.5; 16])), ("bias", Tensor::from_f32(&[16], vec![0.1; 16]))]);
+    let o = duet(&["run", "noaux_tc_router", "--in", bad.to_str().unwrap(), "--out", out.to_str().unwrap(), "--set", "top_k=2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("unknown input 'logit'"), "{}", text(&o));
+    assert!(!text(&o).contains("panicked"));
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+}
+
+#[test]
+fn check_runs_the_table_and_filters() {
+    let o = duet(&["check", "--op", "^philox/", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["total"].as_u64().unwrap() >= 1);
+    assert_eq!(v["failed"], 0);
+    let o = duet(&["check", "--op", "^no_such_op_anywhere$"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("no case matches"));
+}
