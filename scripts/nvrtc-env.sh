@@ -5,7 +5,8 @@
 # Installs the NVRTC wheel into the git-ignored folder .nvrtc/ (once) and prepends its lib
 # folder to LD_LIBRARY_PATH. cudarc 0.19 (dynamic-loading, cuda-13000) dlopens, among other
 # names, `libnvrtc.so` and `libnvrtc.so.13`; the wheel ships `libnvrtc.so.13` (+ the builtins
-# library it loads itself from the same folder), so no symlink is needed.
+# library), so no symlink is needed; LD_LIBRARY_PATH is still required because libnvrtc dlopens
+# libnvrtc-builtins.so.13.0 by bare name at compile time.
 # Set DUET_SKIP_NVRTC=1 instead to make the compile test skip (it FAILS if NVRTC is missing).
 
 _duet_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"

@@ -35,3 +35,9 @@ extern "C" __global__ void rcp_sweep(u64 lo, u64 n, const u32* __restrict__ tabl
         }
     }
 }
+
+// out[i] = bits of rcp.approx.ftz(in[i]) (for the CPU-side check of the Rust model).
+extern "C" __global__ void rcp_list(const u32* __restrict__ in, i64 n, u32* __restrict__ out) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        out[i] = __float_as_uint(rcp_approx_ftz(__uint_as_float(in[i])));
+}

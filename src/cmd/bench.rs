@@ -30,6 +30,12 @@ pub struct Args {
     /// Chrome trace of the run (open in Perfetto).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// `bench compare`: a slowdown above this percentage (and significant) is a regression.
+    #[arg(long, default_value_t = 5.0)]
+    threshold: f64,
+    /// `bench compare`: deltas below this many microseconds are noise.
+    #[arg(long, default_value_t = 1.0)]
+    min_delta_us: f64,
 }
 
 /// Quantile of sorted samples (nearest rank).
@@ -52,21 +58,137 @@ fn git_rev() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// `duet bench compare A.json B.json`: per case, median delta and a Mann-Whitney U test on the
+/// per-repetition samples (the traces layer's noise model); regressions beyond the threshold
+/// that are also statistically significant and above the minimum absolute delta fail (exit 1).
+fn compare_files(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    threshold_pct: f64,
+    min_delta_s: f64,
+) -> anyhow::Result<i32> {
+    let load = |p: &std::path::Path| -> anyhow::Result<serde_json::Value> {
+        let bytes = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "{}: not a JSON file (expected `duet bench` output)",
+                p.display()
+            )
+        })?;
+        if !v["schema"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("duet.bench/"))
+        {
+            anyhow::bail!("{}: no \"schema\": \"duet.bench/N\" field; expected a file written by `duet bench`", p.display());
+        }
+        Ok(v)
+    };
+    let (va, vb) = (load(a)?, load(b)?);
+    let rows = |v: &serde_json::Value| -> Vec<(String, f64, Vec<f64>)> {
+        v["results"]
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .filter_map(|x| {
+                        let name = format!(
+                            "{} [{}]",
+                            x["case"].as_str()?,
+                            x["implementation"].as_str().unwrap_or("?")
+                        );
+                        let med = x["median_s"].as_f64()?;
+                        let samples = x["samples_s"]
+                            .as_array()
+                            .map(|s| s.iter().filter_map(|v| v.as_f64()).collect())
+                            .unwrap_or_default();
+                        Some((name, med, samples))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (ra, rb) = (rows(&va), rows(&vb));
+    let mut regressions = 0;
+    println!(
+        "{:<70} {:>12} {:>12} {:>9} {:>8}  verdict",
+        "case", "base ms", "cand ms", "delta %", "p"
+    );
+    for (name, ma, sa) in &ra {
+        let Some((_, mb, sb)) = rb.iter().find(|(n, _, _)| n == name) else {
+            println!(
+                "{name:<70} {:>12.4} {:>12} {:>9} {:>8}  removed",
+                ma * 1e3,
+                "-",
+                "-",
+                "-"
+            );
+            continue;
+        };
+        let pct = 100.0 * (mb - ma) / ma;
+        let p = traces::stats::mann_whitney(sa, sb);
+        let significant = p.is_none_or(|p| p < 0.01);
+        let verdict = if (mb - ma).abs() < min_delta_s || !significant || pct.abs() < threshold_pct
+        {
+            "unchanged"
+        } else if pct > 0.0 {
+            regressions += 1;
+            "REGRESSED"
+        } else {
+            "improved"
+        };
+        println!(
+            "{name:<70} {:>12.4} {:>12.4} {:>+9.1} {:>8}  {verdict}",
+            ma * 1e3,
+            mb * 1e3,
+            pct,
+            p.map_or("-".into(), |p| format!("{p:.1e}"))
+        );
+    }
+    for (name, mb, _) in rb
+        .iter()
+        .filter(|(n, _, _)| !ra.iter().any(|(m, _, _)| m == n))
+    {
+        println!(
+            "{name:<70} {:>12} {:>12.4} {:>9} {:>8}  new",
+            "-",
+            mb * 1e3,
+            "-",
+            "-"
+        );
+    }
+    Ok(if regressions > 0 { 1 } else { 0 })
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if args.ops.first().is_some_and(|o| o == "compare") {
+        let [_, a, b] = args.ops.as_slice() else {
+            anyhow::bail!("usage: duet bench compare BASE.json CAND.json [--threshold PCT]");
+        };
+        return compare_files(
+            std::path::Path::new(a),
+            std::path::Path::new(b),
+            args.threshold,
+            args.min_delta_us * 1e-6,
+        );
+    }
     if args.ops.is_empty() && !args.all {
         anyhow::bail!("name the ops to bench (e.g. `duet bench noaux_tc_router`) or pass --all");
     }
     let res: Vec<regex::Regex> = args
         .ops
         .iter()
-        .map(|o| regex::Regex::new(o).map_err(|e| anyhow::anyhow!("'{o}' is not a valid regex: {e}")))
+        .map(|o| {
+            regex::Regex::new(o).map_err(|e| anyhow::anyhow!("'{o}' is not a valid regex: {e}"))
+        })
         .collect::<Result<_, _>>()?;
     let cases: Vec<Box<dyn Case>> = compare::cases::all()
         .into_iter()
         .filter(|c| res.is_empty() || res.iter().any(|r| r.is_match(&c.name())))
         .collect();
     if cases.is_empty() {
-        anyhow::bail!("no case matches {:?}; `duet ops` lists the op names", args.ops);
+        anyhow::bail!(
+            "no case matches {:?}; `duet ops` lists the op names",
+            args.ops
+        );
     }
     let mut results = vec![];
     let mut events = vec![];
@@ -84,7 +206,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         def.call(&inputs, &params)?; // warm-up, and fail early on a broken case
         let mut samples = vec![];
         let start = Instant::now();
-        while samples.len() < args.reps || (start.elapsed().as_secs_f64() < args.max_seconds && samples.len() < 1000) {
+        while samples.len() < args.reps
+            || (start.elapsed().as_secs_f64() < args.max_seconds && samples.len() < 1000)
+        {
             let s = Instant::now();
             let out = def.call(&inputs, &params)?;
             let dt = s.elapsed().as_secs_f64();
@@ -130,7 +254,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     eprintln!("-> {}", args.out.display());
     if let Some(t) = &args.trace {
-        write_atomic(t, serde_json::to_string(&serde_json::json!({"traceEvents": events}))?.as_bytes())?;
+        write_atomic(
+            t,
+            serde_json::to_string(&serde_json::json!({"traceEvents": events}))?.as_bytes(),
+        )?;
         eprintln!("-> {} (Chrome trace)", t.display());
     }
     Ok(0)

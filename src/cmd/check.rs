@@ -27,7 +27,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let re = match &args.op {
-        Some(r) => Some(Regex::new(r).map_err(|e| anyhow::anyhow!("--op '{r}' is not a valid regex: {e}"))?),
+        Some(r) => Some(
+            Regex::new(r).map_err(|e| anyhow::anyhow!("--op '{r}' is not a valid regex: {e}"))?,
+        ),
         None => None,
     };
     let gpu_backends: Vec<Box<dyn Backend>> = if args.backend == "gpu" {
@@ -54,7 +56,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             .collect();
         files.sort();
         for f in files {
-            let name = f.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+            let name = f
+                .file_name()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_default();
             if re.as_ref().is_some_and(|r| !r.is_match(&name)) {
                 continue;
             }
@@ -79,7 +84,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     } else {
         print!("{}", render_table(&rows));
-        println!("{} of {} comparisons passed", rows.len() - failed, rows.len());
+        println!(
+            "{} of {} comparisons passed",
+            rows.len() - failed,
+            rows.len()
+        );
     }
     Ok(if failed == 0 { 0 } else { 1 })
 }

@@ -32,7 +32,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut missing = vec![];
     for (name, ta) in &a {
         let Some(tb) = b.get(name) else {
-            missing.push(format!("'{name}' is in {} but not in {}", args.a.display(), args.b.display()));
+            missing.push(format!(
+                "'{name}' is in {} but not in {}",
+                args.a.display(),
+                args.b.display()
+            ));
             continue;
         };
         let tol = if args.exact {
@@ -40,14 +44,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         } else if let Some(m) = args.nmse {
             Tolerance::Nmse { max: m }
         } else if args.atol.is_some() || args.rtol.is_some() {
-            Tolerance::Close { atol: args.atol.unwrap_or(0.0), rtol: args.rtol.unwrap_or(0.0) }
+            Tolerance::Close {
+                atol: args.atol.unwrap_or(0.0),
+                rtol: args.rtol.unwrap_or(0.0),
+            }
         } else {
             Tolerance::for_dtype(ta.dtype())
         };
         reports.push(compare::compare(name, ta, tb, tol));
     }
     for name in b.keys().filter(|k| !a.contains_key(*k)) {
-        missing.push(format!("'{name}' is in {} but not in {}", args.b.display(), args.a.display()));
+        missing.push(format!(
+            "'{name}' is in {} but not in {}",
+            args.b.display(),
+            args.a.display()
+        ));
     }
     let ok = missing.is_empty() && reports.iter().all(|r| r.passed);
     if args.json {

@@ -34,7 +34,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "{}  — {}{}",
             d.name,
             d.summary,
-            if k.is_empty() { String::new() } else { format!("  [gpu: {}]", k.join(", ")) }
+            if k.is_empty() {
+                String::new()
+            } else {
+                format!("  [gpu: {}]", k.join(", "))
+            }
         );
         for a in &d.inputs {
             println!(

@@ -30,7 +30,9 @@ pub struct Args {
 pub fn parse_sets(sets: &[String]) -> anyhow::Result<Vec<(String, String)>> {
     sets.iter()
         .map(|s| match s.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
             _ => bail!("--set '{s}': expected KEY=VALUE, e.g. --set top_k=22"),
         })
         .collect()
@@ -41,7 +43,9 @@ pub fn load_inputs(specs: &[String]) -> anyhow::Result<TensorMap> {
     let mut all = TensorMap::new();
     for spec in specs {
         let (rename, path) = match spec.split_once('=') {
-            Some((n, p)) if !n.contains('/') && !n.is_empty() => (Some(n.to_string()), PathBuf::from(p)),
+            Some((n, p)) if !n.contains('/') && !n.is_empty() => {
+                (Some(n.to_string()), PathBuf::from(p))
+            }
             _ => (None, PathBuf::from(spec)),
         };
         let mut m = io::load(&path)?;
@@ -58,7 +62,10 @@ pub fn load_inputs(specs: &[String]) -> anyhow::Result<TensorMap> {
         }
         for (k, t) in m {
             if all.contains_key(&k) {
-                bail!("tensor '{k}' is given twice (again in {}); pass each input once", path.display());
+                bail!(
+                    "tensor '{k}' is given twice (again in {}); pass each input once",
+                    path.display()
+                );
             }
             all.insert(k, t);
         }

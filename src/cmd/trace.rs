@@ -92,7 +92,8 @@ enum TraceCommand {
 }
 
 fn parse_group(s: &str) -> Result<GroupBy, String> {
-    GroupBy::parse(s).ok_or_else(|| format!("unknown grouping {s:?}; use kernel, template, base or nvtx"))
+    GroupBy::parse(s)
+        .ok_or_else(|| format!("unknown grouping {s:?}; use kernel, template, base or nvtx"))
 }
 
 fn write_reports(
@@ -123,7 +124,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 group_by: g.group_by,
                 merge_devices: g.merge_devices,
             };
-            let s = traces::summarize(&file, opts, ReadOptions { progress: !g.no_progress })?;
+            let s = traces::summarize(
+                &file,
+                opts,
+                ReadOptions {
+                    progress: !g.no_progress,
+                },
+            )?;
             let json = serde_json::to_string_pretty(&s).context("serialising the summary")?;
             if g.json {
                 println!("{json}");
@@ -153,7 +160,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 group_by: g.group_by,
                 merge_devices: g.merge_devices,
             };
-            let ro = ReadOptions { progress: !g.no_progress };
+            let ro = ReadOptions {
+                progress: !g.no_progress,
+            };
             let sb = traces::summarize(&base, opts, ro).context("reading the baseline")?;
             let sc = traces::summarize(&cand, opts, ro).context("reading the candidate")?;
             let dopts = DiffOptions {

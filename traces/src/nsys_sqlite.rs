@@ -535,15 +535,13 @@ fn read_nvtx(
             .push("NVTX_EVENTS lacks start/eventType columns; NVTX ranges skipped".into());
         return Ok(());
     }
-    let (i_start, i_end, i_type, i_text, i_tid, i_tdid, i_dom) = (
+    let (i_start, i_end, i_type, i_text) = (
         c.idx("start"),
         c.idx("end"),
         c.idx("eventType"),
         c.idx("text"),
-        c.idx("textId"),
-        c.idx("globalTid"),
-        c.idx("domainId"),
     );
+    let (i_tdid, i_tid, i_dom) = (c.idx("textId"), c.idx("globalTid"), c.idx("domainId"));
     let db_path = db.path;
     let text_of = |strings: &mut StringCache,
                    conn: &Connection,

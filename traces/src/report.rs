@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 /// Human-readable duration.
 pub fn fmt_ns(ns: f64) -> String {
+    let ns = if ns == 0.0 { 0.0 } else { ns };
     let a = ns.abs();
     if a >= 1e9 {
         format!("{:.3} s", ns / 1e9)

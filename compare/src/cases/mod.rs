@@ -3,12 +3,28 @@
 use crate::case::Case;
 
 // (case modules are declared here, one line each)
+pub mod selective_state_update;
+pub mod selective_state_update_multi_token;
+pub mod cast;
 pub mod moe;
+pub mod noaux_tc_router;
+pub mod nvfp4_dequantize;
+pub mod nvfp4_quantize;
+pub mod philox;
+pub mod stochastic_round_f16;
 
 /// Every case, in table order.
 pub fn all() -> Vec<Box<dyn Case>> {
     let mut v: Vec<Box<dyn Case>> = Vec::new();
     // (one `v.extend(module::cases());` line per op)
+    v.extend(selective_state_update::cases());
+    v.extend(selective_state_update_multi_token::cases());
+    v.extend(noaux_tc_router::cases());
+    v.extend(nvfp4_quantize::cases());
+    v.extend(nvfp4_dequantize::cases());
+    v.extend(philox::cases());
+    v.extend(stochastic_round_f16::cases());
+    v.extend(cast::cases());
     v.extend(moe::cases());
     v.retain(|_| true);
     v

@@ -9,6 +9,7 @@ use super::kernels::{self, SsmDims};
 use super::linear::{argmax_rows, embed, linear};
 use super::weights::{Init, Mat, WeightStore};
 use super::ModelError;
+use crate::ops::mamba_cache_promote::promote;
 use crate::ops::ssd_chunk_scan::{ssd_chunk_scan, DtConfig, DtTransform, SsdArgs, SsdDims};
 use rayon::prelude::*;
 use std::path::Path;
@@ -118,11 +119,22 @@ pub enum LayerState {
     Stateless,
 }
 
+/// What a multi-token verification pass recorded for one Mamba layer.
+#[derive(Clone, Debug, Default)]
+pub struct MambaSteps {
+    /// tokens of the pass (T)
+    pub t: usize,
+    /// conv window after every token (T, conv_dim, kernel-1) (`intermediate_conv_window`)
+    pub conv: Vec<f32>,
+    /// SSM state after every token (T, nheads, headdim, dstate) (`intermediate_states`)
+    pub ssm: Vec<f32>,
+}
+
 /// States a multi-token verification pass left per step (for promotion).
 #[derive(Clone, Debug, Default)]
 pub struct Pending {
-    /// per layer: per step, (conv window, ssm state) after that step (Mamba layers only)
-    pub steps: Vec<Vec<(Vec<f32>, Vec<f32>)>>,
+    /// per layer (None for non-Mamba layers)
+    pub steps: Vec<Option<MambaSteps>>,
     /// tokens seen before the verification pass
     pub base: usize,
 }
@@ -160,6 +172,17 @@ pub struct ForwardOut {
     pub hidden: Vec<Vec<f32>>,
 }
 
+/// Result of [`Model::verify_drafts`].
+#[derive(Clone, Debug)]
+pub struct VerifyOut {
+    /// drafts accepted (j)
+    pub accepted: usize,
+    /// the backbone's greedy token after each of the k+1 positions; `greedy[j]` is the bonus
+    pub greedy: Vec<u32>,
+    /// logits / hidden of the verification pass (k+1 rows)
+    pub out: ForwardOut,
+}
+
 /// Speculative decoding statistics.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SpecStats {
@@ -171,30 +194,27 @@ pub struct SpecStats {
 
 impl Cache {
     /// Promotes the state after verification step `steps - 1` (the last token kept) to the
-    /// main state: Mamba layers take the recorded conv window and SSM state (no
-    /// re-computation), attention layers keep the first `base + steps` positions.
+    /// main state with the `mamba_cache_promote` op: Mamba layers take the recorded SSM state
+    /// and conv window (no re-computation), attention layers keep the first `base + steps`
+    /// positions. `steps = 0` keeps the state from before the pass.
     pub fn promote(&mut self, steps: usize, cfg: &Config) -> Result<(), ModelError> {
-        let pend = self
-            .pending
-            .take()
-            .ok_or_else(|| ModelError::Input("promote: no verification pass is pending".into()))?;
+        let pend = self.pending.take().ok_or_else(|| {
+            ModelError::Input("promote: no verification pass is pending".into())
+        })?;
         let kv = cfg.num_key_value_heads * cfg.head_dim;
         let keep = pend.base + steps;
         for (li, st) in self.layers.iter_mut().enumerate() {
             match st {
                 LayerState::Mamba { conv, ssm } => {
-                    let rec = pend
-                        .steps
-                        .get(li)
-                        .and_then(|s| s.get(steps.wrapping_sub(1)));
-                    if let Some((c, s)) = rec {
-                        conv.clone_from(c);
-                        ssm.clone_from(s);
-                    } else if steps != 0 {
-                        return Err(ModelError::Input(format!(
-                            "promote: layer {li} has no recorded state for step {steps}"
-                        )));
-                    }
+                    let rec = pend.steps.get(li).and_then(|s| s.as_ref()).ok_or_else(|| {
+                        ModelError::Input(format!("promote: layer {li} recorded no states"))
+                    })?;
+                    let acc = [steps as i64];
+                    let slot = [Some(0usize)];
+                    let (pc, ps) = (conv.len(), ssm.len());
+                    promote(conv, &rec.conv, pc, rec.t, &acc, &slot)
+                        .and_then(|_| promote(ssm, &rec.ssm, ps, rec.t, &acc, &slot))
+                        .map_err(|e| ModelError::Op(e.to_string()))?;
                 }
                 LayerState::Attention { k, v } => {
                     k.truncate(keep * kv);
@@ -405,19 +425,8 @@ fn load_block(
     })
 }
 
-fn add_bias(y: &mut [f32], b: &Option<Vec<f32>>) {
-    if let Some(b) = b {
-        for row in y.chunks_exact_mut(b.len()) {
-            for (v, bb) in row.iter_mut().zip(b) {
-                *v += bb;
-            }
-        }
-    }
-}
-
 fn mlp_forward(w: &MlpW, x: &[f32], t: usize) -> Vec<f32> {
-    let mut u = linear(x, t, &w.up, w.up_b.as_deref());
-    kernels::relu2(&mut u);
+    let u = kernels::relu2(&linear(x, t, &w.up, w.up_b.as_deref()));
     linear(&u, t, &w.down, w.down_b.as_deref())
 }
 
@@ -540,7 +549,7 @@ impl Model {
             if let Some(c) = cache.as_deref_mut() {
                 if pass == Pass::Verify {
                     c.pending = Some(Pending {
-                        steps: vec![Vec::new(); c.layers.len()],
+                        steps: vec![None; c.layers.len()],
                         base: c.seen,
                     });
                 }
@@ -558,7 +567,7 @@ impl Model {
             }
             x
         };
-        let last_hidden = kernels::rmsnorm(&x_out, &self.norm_f, self.cfg.layer_norm_epsilon);
+        let last_hidden = kernels::rmsnorm(&x_out, &self.norm_f, self.cfg.layer_norm_epsilon)?;
         if want_hidden {
             hidden.push(last_hidden.clone());
         }
@@ -597,8 +606,8 @@ impl Model {
                 h.len() / hs.max(1)
             )));
         }
-        let e = kernels::rmsnorm(&embed(&self.embed, next_tokens), &mtp.enorm, eps);
-        let hn = kernels::rmsnorm(h, &mtp.hnorm, eps);
+        let e = kernels::rmsnorm(&embed(&self.embed, next_tokens), &mtp.enorm, eps)?;
+        let hn = kernels::rmsnorm(h, &mtp.hnorm, eps)?;
         let mut cat = Vec::with_capacity(t * 2 * hs);
         for i in 0..t {
             cat.extend_from_slice(&e[i * hs..(i + 1) * hs]);
@@ -614,7 +623,7 @@ impl Model {
         if let Some(c) = cache {
             c.seen += t;
         }
-        let out = kernels::rmsnorm(&x, &mtp.final_norm, eps);
+        let out = kernels::rmsnorm(&x, &mtp.final_norm, eps)?;
         let logits = linear(&out, t, self.lm_head(), None);
         Ok((logits, out))
     }
@@ -628,12 +637,12 @@ impl Model {
         li: usize,
         pass: Pass,
     ) -> Result<Vec<f32>, ModelError> {
-        let xn = kernels::rmsnorm(x, &blk.norm, self.cfg.layer_norm_epsilon);
+        let xn = kernels::rmsnorm(x, &blk.norm, self.cfg.layer_norm_epsilon)?;
         let mut y = match &blk.mixer {
             Mixer::Mamba(w) => self.mamba_forward(w, &xn, t, cache, li, pass)?,
             Mixer::Attention(w) => self.attention_forward(w, &xn, t, cache, li)?,
             Mixer::Mlp(w) => mlp_forward(w, &xn, t),
-            Mixer::Moe(w) => self.moe_forward(w, &xn, t),
+            Mixer::Moe(w) => self.moe_forward(w, &xn, t)?,
         };
         for (a, b) in y.iter_mut().zip(x) {
             *a += b;
@@ -711,7 +720,7 @@ impl Model {
                     w.conv_b.as_deref(),
                     k,
                     conv_prev.as_deref(),
-                );
+                )?;
                 let (xs, bs, cs) = split(&xa);
                 let dfull: Vec<f32> = (0..nh * hd).map(|i| w.d[i / hd]).collect();
                 let args = SsdArgs {
@@ -761,55 +770,54 @@ impl Model {
                         ))
                     }
                 };
-                let mut win = conv0;
-                let mut xa = Vec::with_capacity(t * cd);
-                let mut wins = Vec::with_capacity(t);
-                for s in 0..t {
-                    let (ys, wn) = kernels::causal_conv1d(
-                        &xbc[s * cd..(s + 1) * cd],
-                        1,
-                        cd,
-                        &w.conv_w,
-                        w.conv_b.as_deref(),
-                        k,
-                        Some(&win),
-                    );
-                    xa.extend_from_slice(&ys);
-                    win = wn;
-                    wins.push(win.clone());
+                let (lo, hi) = c.time_step_limit;
+                if lo > 0.0 || hi.is_finite() {
+                    return Err(ModelError::Input(format!(
+                        "time_step_limit ({lo}, {hi}) is not supported in decode: the \
+                         selective_state_update op has no dt clamp; use [0, inf] (the hub value)"
+                    )));
                 }
+                let mut win = conv0;
+                let (xa, windows) = kernels::causal_conv1d_step(
+                    &xbc,
+                    t,
+                    cd,
+                    &mut win,
+                    &w.conv_w,
+                    w.conv_b.as_deref(),
+                    k,
+                )?;
                 let (xs, bs, cs) = split(&xa);
                 let mut ssm = ssm0;
-                let mut steps = Vec::new();
-                let y = kernels::selective_state_update(
-                    dims,
-                    &mut ssm,
-                    &xs,
-                    &dt,
-                    &w.a,
-                    &bs,
-                    &cs,
-                    &w.d,
-                    &w.dt_bias,
-                    c.time_step_limit,
-                    t,
-                    if pass == Pass::Verify {
-                        Some(&mut steps)
-                    } else {
-                        None
-                    },
-                );
+                let params = kernels::SsmParams {
+                    a: &w.a,
+                    d: &w.d,
+                    dt_bias: &w.dt_bias,
+                };
+                let rows = kernels::SsmRows {
+                    x: &xs,
+                    dt: &dt,
+                    b: &bs,
+                    c: &cs,
+                };
                 if pass == Pass::Verify {
+                    let (y, states) = kernels::ssu_verify(dims, &mut ssm, t, &params, &rows)?;
                     if let Some(p) = cc.pending.as_mut() {
-                        p.steps[li] = wins.into_iter().zip(steps).collect();
+                        p.steps[li] = Some(MambaSteps {
+                            t,
+                            conv: windows,
+                            ssm: states,
+                        });
                     }
+                    y
                 } else {
+                    let y = kernels::ssu_step(dims, &mut ssm, &params, &rows)?;
                     cc.layers[li] = LayerState::Mamba { conv: win, ssm };
+                    y
                 }
-                y
             }
         };
-        let g = kernels::gated_rmsnorm(&y, &z, &w.norm, di / ng, c.layer_norm_epsilon);
+        let g = kernels::gated_rmsnorm(&y, &z, &w.norm, di / ng, c.layer_norm_epsilon)?;
         Ok(linear(&g, t, &w.out_proj, w.out_bias.as_deref()))
     }
 
@@ -886,25 +894,20 @@ impl Model {
         Ok(linear(&out, t, &w.o, w.ob.as_deref()))
     }
 
-    fn moe_forward(&self, w: &MoeW, x: &[f32], t: usize) -> Vec<f32> {
+    fn moe_forward(&self, w: &MoeW, x: &[f32], t: usize) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let (h, ne) = (c.hidden_size, c.n_routed_experts);
         // fp32 router logits on the full hidden.
         let logits = linear(x, t, &w.gate, None);
-        let routes: Vec<(Vec<usize>, Vec<f32>)> = logits
-            .chunks_exact(ne)
-            .map(|l| {
-                kernels::route(
-                    l,
-                    &w.score_bias,
-                    c.num_experts_per_tok,
-                    c.n_group,
-                    c.topk_group,
-                    c.norm_topk_prob,
-                    c.routed_scaling_factor,
-                )
-            })
-            .collect();
+        let rc = kernels::router_config(
+            c.num_experts_per_tok,
+            c.n_group,
+            c.topk_group,
+            c.norm_topk_prob,
+            c.routed_scaling_factor,
+        );
+        let routes = kernels::route(&logits, &w.score_bias, t, &rc)?;
+        debug_assert_eq!(logits.len(), t * ne);
         let lat = match &w.fc1 {
             Some(f) => linear(x, t, f, None),
             None => x.to_vec(),
@@ -927,8 +930,7 @@ impl Model {
                     xs.extend_from_slice(&lat[ti * lw..(ti + 1) * lw]);
                 }
                 let (up, down) = &w.experts[e];
-                let mut u = linear(&xs, toks.len(), up, None);
-                kernels::relu2(&mut u);
+                let u = kernels::relu2(&linear(&xs, toks.len(), up, None));
                 (e, linear(&u, toks.len(), down, None))
             })
             .collect();
@@ -954,7 +956,7 @@ impl Model {
             }
         }
         debug_assert_eq!(y.len(), t * h);
-        y
+        Ok(y)
     }
 
     /// Greedy decoding: prefill `prompt`, then `n_new` tokens one at a time.
@@ -976,6 +978,35 @@ impl Model {
             next = argmax_rows(&o.logits, v)[0];
         }
         Ok(toks)
+    }
+
+    /// One verification round of speculative decoding: runs [next, d1..dk] through the
+    /// backbone in one multi-token pass (`Pass::Verify`), accepts the longest prefix of drafts
+    /// equal to the backbone's greedy choice, and promotes the states after the last kept
+    /// token (next, d1..dj) without re-computing anything. Returns j, the backbone's greedy
+    /// token after every position and the pass's outputs.
+    pub fn verify_drafts(
+        &self,
+        cache: &mut Cache,
+        next: u32,
+        drafts: &[u32],
+    ) -> Result<VerifyOut, ModelError> {
+        let v = self.cfg.vocab_size;
+        let mut ver = Vec::with_capacity(drafts.len() + 1);
+        ver.push(next);
+        ver.extend_from_slice(drafts);
+        let out = self.forward(&ver, Some(cache), Pass::Verify, false)?;
+        let greedy = argmax_rows(&out.logits, v);
+        let mut j = 0;
+        while j < drafts.len() && greedy[j] == drafts[j] {
+            j += 1;
+        }
+        cache.promote(j + 1, &self.cfg)?;
+        Ok(VerifyOut {
+            accepted: j,
+            greedy,
+            out,
+        })
     }
 
     /// Speculative greedy decoding with `k` MTP drafts per round: the MTP head drafts k
@@ -1027,17 +1058,9 @@ impl Model {
                 drafts.push(d);
                 draft_h = h2;
             }
-            // Verify [next, d1..dk].
-            let mut ver = vec![next];
-            ver.extend_from_slice(&drafts);
-            let o = self.forward(&ver, Some(&mut cache), Pass::Verify, false)?;
-            let greedy = argmax_rows(&o.logits, v);
-            let mut j = 0;
-            while j < k && greedy[j] == drafts[j] {
-                j += 1;
-            }
-            // Keep next, d1..dj: j + 1 positions.
-            cache.promote(j + 1, &self.cfg)?;
+            let vr = self.verify_drafts(&mut cache, next, &drafts)?;
+            let (j, o) = (vr.accepted, vr.out);
+            let greedy = vr.greedy;
             stats.rounds += 1;
             stats.accepted.push(j);
             for &dtk in &drafts[..j] {

@@ -94,3 +94,48 @@ fn speculative_equals_greedy() {
         assert_eq!(s.tokens, greedy, "k = {k}");
     }
 }
+
+/// Drafts that match the greedy continuation for their first `c` entries: verification must
+/// accept exactly c, and decoding after the promotion must continue exactly as plain decode
+/// (same tokens, logits within f32 noise), so the promoted SSM / conv / KV states are right.
+#[test]
+fn verify_promotes_accepted_states() {
+    let (m, _, ids) = golden();
+    let v = m.cfg.vocab_size;
+    let prompt = &ids[..10];
+    let greedy = m.generate_greedy(prompt, 10).expect("greedy");
+    // Plain decode logits after prompt + greedy[..n].
+    let mut plain = m.new_cache();
+    m.forward(prompt, Some(&mut plain), Pass::Prefill, false)
+        .expect("prefill");
+    let mut plain_logits = Vec::new();
+    for &tk in &greedy[..9] {
+        plain_logits.push(
+            m.forward(&[tk], Some(&mut plain), Pass::Decode, false)
+                .expect("decode")
+                .logits,
+        );
+    }
+    for c in 0..=3usize {
+        let mut cache = m.new_cache();
+        m.forward(prompt, Some(&mut cache), Pass::Prefill, false)
+            .expect("prefill");
+        let mut drafts: Vec<u32> = greedy[1..4].to_vec();
+        if c < 3 {
+            drafts[c] = (drafts[c] + 1) % v as u32;
+        }
+        let vr = m.verify_drafts(&mut cache, greedy[0], &drafts).expect("verify");
+        assert_eq!(vr.accepted, c, "drafts {drafts:?} vs greedy {greedy:?}");
+        assert_eq!(vr.greedy[c], greedy[c + 1], "bonus token");
+        assert_eq!(cache.seen, prompt.len() + c + 1);
+        // Continue with plain decode from the promoted state.
+        let mut tk = greedy[c + 1];
+        for step in (c + 1)..9 {
+            let o = m.forward(&[tk], Some(&mut cache), Pass::Decode, false).expect("decode");
+            let e = max_rel(&plain_logits[step], &o.logits);
+            assert!(e < 1e-5, "c = {c}, step {step}: max rel {e}");
+            tk = crate::model::linear::argmax_rows(&o.logits, v)[0];
+            assert_eq!(tk, greedy[step + 1], "c = {c}, step {step}");
+        }
+    }
+}

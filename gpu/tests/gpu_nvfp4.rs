@@ -1,0 +1,74 @@
+//! nvfp4_quantize / nvfp4_dequantize: random shapes (odd row counts, every layout, both modes,
+//! f32/bf16/f16, given or derived global scale, NaN/inf/zero blocks) bit-exact vs the reference.
+
+mod common;
+
+use common::{diff, exact, sets};
+use compare::gen::Rng;
+use proptest::prelude::*;
+use reference::{DType, Tensor, TensorMap};
+
+fn x_input(rows: usize, cols: usize, seed: u64, dt: DType, specials: bool) -> Tensor {
+    let mut r = Rng::new(seed);
+    let mut v: Vec<f32> = (0..rows * cols)
+        .map(|i| r.normal() * if (i / 16) % 3 == 0 { 100.0 } else { 0.01 })
+        .collect();
+    if specials && rows * cols >= 64 {
+        v[3] = f32::NAN;
+        v[20] = f32::INFINITY;
+        v[37] = f32::NEG_INFINITY;
+        for x in &mut v[48..64] {
+            *x = 0.0; // an all-zero block
+        }
+    }
+    Tensor::from_f32_as(&[rows, cols], &v, dt)
+}
+
+fn quantize_case(rows: usize, cols: usize, seed: u64, dt: DType, mode: &str, layout: &str, given: bool, specials: bool) -> Result<(), String> {
+    let mut m = TensorMap::new();
+    m.insert("x".into(), x_input(rows, cols, seed, dt, specials));
+    if given || specials {
+        m.insert("global_scale".into(), Tensor::from_f32(&[1], vec![37.5 + (seed % 100) as f32]));
+    }
+    let s = sets(&[("mode", mode.into()), ("layout", layout.into())]);
+    let name = format!("rows={rows},cols={cols},{dt},{mode},{layout},given={given},specials={specials}");
+    diff("nvfp4_quantize", "v1", &name, &m, &s, &exact)?;
+    // Round trip: dequantize the reference's quantization on the GPU too.
+    let q = reference::ops::find("nvfp4_quantize").and_then(|d| d.call(&m, &s)).map_err(|e| e.to_string())?;
+    let mut dq = TensorMap::new();
+    for k in ["x_fp4", "sf", "global_scale"] {
+        dq.insert(k.into(), q[k].clone());
+    }
+    diff("nvfp4_dequantize", "v1", &format!("dequantize {name}"), &dq, &sets(&[("layout", layout.into())]), &exact)
+}
+
+#[test]
+#[ignore = "gpu"]
+fn fixed_shapes_all_modes() {
+    for (rows, cols) in [(1usize, 16usize), (3, 48), (130, 64), (257, 4096), (128, 80)] {
+        for mode in ["kernel", "exact"] {
+            for layout in ["linear", "swizzled128x4"] {
+                for (i, dt) in [DType::F32, DType::BF16, DType::F16].into_iter().enumerate() {
+                    quantize_case(rows, cols, (rows * 31 + cols + i) as u64, dt, mode, layout, i == 1, rows > 100)
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    #[ignore = "gpu"]
+    fn random_shapes(rows in 1usize..300, kb in 1usize..40, seed in any::<u64>(), dsel in 0usize..3,
+                     exact_mode in any::<bool>(), swz in any::<bool>(), given in any::<bool>()) {
+        let dt = [DType::F32, DType::BF16, DType::F16][dsel];
+        let r = quantize_case(rows, kb * 16, seed, dt, if exact_mode { "exact" } else { "kernel" },
+                              if swz { "swizzled128x4" } else { "linear" }, given, seed % 4 == 0);
+        if let Err(msg) = r {
+            prop_assert!(false, "{}", msg);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Fuzz duet's input parsers with cargo-fuzz (libFuzzer), N seconds per target (default 60).
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]      # all targets of fuzz/Cargo.toml when none named
+#
+# Not part of CI (CI replays the committed corpora instead: tests/fuzz_regressions.rs).
+# Needs `cargo install cargo-fuzz`; the toolchain is stable, so RUSTC_BOOTSTRAP=1 unlocks the
+# nightly flags cargo-fuzz passes (-Zsanitizer=address, ...). Runs at nice 10, one process per
+# target, with libFuzzer's memory limits so a huge allocation counts as a finding.
+# New inputs go into fuzz/corpus/<target>/, which is minimised (cargo fuzz cmin) afterwards;
+# crashes land in fuzz/artifacts/<target>/: copy each into fuzz/regressions/<target>/ and add
+# an expected-error line to tests/fuzz_regressions.rs. A summary line per target is printed
+# and appended to fuzz/target/fuzz-summary.txt.
+set -uo pipefail
+cd "$(dirname "$0")/../fuzz"
+secs="${1:-60}"
+shift || true
+export RUSTC_BOOTSTRAP=1
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
+if [ "$#" -gt 0 ]; then targets=("$@"); else mapfile -t targets < <(cargo fuzz list); fi
+mkdir -p target
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "corpus/$t" "artifacts/$t"
+  nice -n 10 cargo fuzz build -a "$t" || { echo "$t: build failed"; status=1; continue; }
+  log="target/fuzz-$t.log"
+  # -max_len: parsers see whole files; 64 KiB is plenty to reach every branch.
+  nice -n 10 cargo fuzz run -a "$t" "corpus/$t" -- \
+    -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
+    -max_len=65536 -print_final_stats=1 >"$log" 2>&1
+  rc=$?
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  crashes=$(find "artifacts/$t" -type f | wc -l)
+  nice -n 10 cargo fuzz cmin -a "$t" "corpus/$t" >"target/cmin-$t.log" 2>&1 || true
+  files=$(find "corpus/$t" -type f | wc -l)
+  line="$(date -u +%FT%TZ) $t: ${secs}s, ${runs:-?} executions, exit $rc, $crashes artifact(s), corpus $files files"
+  echo "$line" | tee -a target/fuzz-summary.txt
+  [ "$rc" -eq 0 ] || { status=1; grep -m5 -E 'panicked|ERROR|SUMMARY' "$log"; }
+done
+du -sh corpus
+exit "$status"
