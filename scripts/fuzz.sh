@@ -7,7 +7,9 @@
 # Needs `cargo install cargo-fuzz`; the toolchain is stable, so RUSTC_BOOTSTRAP=1 unlocks the
 # nightly flags cargo-fuzz passes (-Zsanitizer=address, ...). Runs at nice 10, one process per
 # target, with libFuzzer's memory limits so a huge allocation counts as a finding.
-# New inputs go into fuzz/corpus/<target>/, which is minimised (cargo fuzz cmin) afterwards;
+# Inputs: fuzz/corpus/<target>/ plus the valid seed files of fuzz/seeds/<target>/ (written by
+# fuzz/seeds/make_seeds.py). New inputs go into fuzz/corpus/<target>/, which is minimised
+# (cargo fuzz cmin) afterwards;
 # crashes land in fuzz/artifacts/<target>/: copy each into fuzz/regressions/<target>/ and add
 # an expected-error line to tests/fuzz_regressions.rs. A summary line per target is printed
 # and appended to fuzz/target/fuzz-summary.txt.
@@ -25,7 +27,8 @@ for t in "${targets[@]}"; do
   nice -n 10 cargo fuzz build -a "$t" || { echo "$t: build failed"; status=1; continue; }
   log="target/fuzz-$t.log"
   # -max_len: parsers see whole files; 64 KiB is plenty to reach every branch.
-  nice -n 10 cargo fuzz run -a "$t" "corpus/$t" -- \
+  seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
+  nice -n 10 cargo fuzz run -a "$t" "corpus/$t" "${seeds[@]}" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
     -max_len=65536 -print_final_stats=1 >"$log" 2>&1
   rc=$?

@@ -32,6 +32,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Ingest, summarise, diff and convert nsys / ncu / Kineto traces.
     Trace(cmd::trace::Args),
+    /// Run the Nemotron-H model end to end and compare it with a golden, layer by layer.
+    E2e(cmd::e2e::Args),
 }
 
 fn main() {
@@ -42,6 +44,7 @@ fn main() {
         Command::Compare(a) => cmd::compare::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::E2e(a) => cmd::e2e::run(a),
         Command::Bench(a) => cmd::bench::run(a),
     };
     match result {

@@ -178,12 +178,16 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
         "router_t4096" => router(&g, 4096),
         "router_t32768" => router(&g, 32768),
         "nvfp4_8192" => nvfp4_quantize(&g, 8192, 8192),
+        // Mamba (gpu/src/ops/{causal_conv1d,ssd_chunk_scan}.rs): prefill batch 1, 50,000 tokens.
+        "conv1d_prefill_50k" => ops::causal_conv1d::bench_prefill(&g, 1, 10240, 50_000, 4),
+        "ssd_50k" => ops::ssd_chunk_scan::bench_scan(&g, 1, 50_000, 128, 64, 8, 128, 128, false),
+        "ssd_50k_sweep" => ops::ssd_chunk_scan::bench_scan(&g, 1, 50_000, 128, 64, 8, 128, 128, true),
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, copy"
         ))),
     }
 }

@@ -47,6 +47,14 @@ pub const SOURCES: &[KernelSource] = &[
         name: "bench_copy",
         src: include_str!("../kernels/bench_copy.cu"),
     },
+    KernelSource {
+        name: "causal_conv1d",
+        src: include_str!("../kernels/causal_conv1d.cu"),
+    },
+    KernelSource {
+        name: "ssd_chunk_scan",
+        src: include_str!("../kernels/ssd_chunk_scan.cu"),
+    },
 ];
 
 /// Looks a kernel file up by name.

@@ -55,9 +55,14 @@ fn drv(what: &str) -> impl Fn(cudarc::driver::DriverError) -> GpuError + '_ {
 /// The process-wide GPU, opened on first use.
 pub fn gpu() -> Result<Arc<Gpu>, GpuError> {
     static G: OnceLock<Result<Arc<Gpu>, String>> = OnceLock::new();
-    G.get_or_init(|| open().map(Arc::new).map_err(|e| e.to_string()))
-        .clone()
-        .map_err(GpuError::NoDevice)
+    G.get_or_init(|| {
+        open().map(Arc::new).map_err(|e| match e {
+            GpuError::NoDevice(m) => m,
+            other => other.to_string(),
+        })
+    })
+    .clone()
+    .map_err(GpuError::NoDevice)
 }
 
 fn open() -> Result<Gpu, GpuError> {

@@ -82,9 +82,8 @@ pub fn load(path: &Path) -> Result<TensorMap, IoError> {
     if bytes.starts_with(NPY_MAGIC) {
         let name = path
             .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("x")
-            .to_string();
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "x".to_string());
         let t = parse_npy(&bytes, path, &name)?;
         let mut m = TensorMap::new();
         m.insert(name, t);
@@ -390,7 +389,12 @@ pub fn parse_npy(bytes: &[u8], path: &Path, name: &str) -> Result<Tensor, IoErro
                 "shape {shape_s} is not a tuple of non-negative integers"
             ))
         })?;
-    let (endian, code) = descr.split_at(1.min(descr.len()));
+    // The byte-order character is ASCII; anything else (including a multi-byte first char,
+    // which `split_at(1)` would panic on) is an unsupported descr.
+    let (endian, code) = match descr.get(..1) {
+        Some(e @ ("<" | ">" | "|" | "=")) => (e, &descr[1..]),
+        _ => ("?", descr),
+    };
     let big = endian == ">";
     let dtype = match code {
         "b1" => DType::Bool,
@@ -404,6 +408,11 @@ pub fn parse_npy(bytes: &[u8], path: &Path, name: &str) -> Result<Tensor, IoErro
         "f2" => DType::F16,
         "f4" => DType::F32,
         "f8" => DType::F64,
+        _ if endian == "?" => {
+            return Err(e(format!(
+                "unsupported numpy dtype '{descr}' (expected a byte-order character <, >, | or = then a type code such as f4)"
+            )))
+        }
         _ => {
             return Err(e(format!(
                 "unsupported numpy dtype '{descr}'; duet reads bool, u8, i8, i16, u16, i32, u32, i64, f16, f32, f64 (save bf16 as safetensors)"
@@ -478,7 +487,13 @@ fn parse_npz(bytes: &[u8], path: &Path) -> Result<TensorMap, IoError> {
                 "entry claims more than 1 TiB uncompressed",
             ));
         }
-        let mut buf = Vec::with_capacity(cap.min(1 << 30));
+        // Reserve what the entry can really hold: a deflate stream expands at most ~1032x, so a
+        // header claiming more than that is not trusted for the up-front reservation.
+        let plausible = usize::try_from(f.compressed_size())
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1032)
+            .saturating_add(4096);
+        let mut buf = Vec::with_capacity(cap.min(plausible).min(1 << 30));
         f.read_to_end(&mut buf)
             .map_err(|e| terr(path, &name, format!("cannot decompress: {e}")))?;
         let t = parse_npy(&buf, path, &name)?;
@@ -524,9 +539,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     };
     let fname = path
         .file_name()
-        .and_then(|s| s.to_str())
-        .ok_or_else(|| ferr(path, "output path has no usable file name"))?;
-    let tmp = dir.join(format!(".{fname}.{}.tmp", std::process::id()));
+        .ok_or_else(|| ferr(path, "output path has no file name; give a file to write"))?;
+    // The temporary name keeps the (possibly non-UTF-8) file name as raw OS bytes.
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(fname);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = dir.join(tmp_name);
     let res = (|| -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;

@@ -131,7 +131,7 @@ fn stochastic_round_is_unbiased_over_all_13_bit_draws() {
             &[],
         )
         .unwrap();
-        let lo = f16_bits_to_f32(f32_to_f16_bits(x) & 0xFFFF);
+        let lo = f16_bits_to_f32(f32_to_f16_bits(x));
         let vals: Vec<f64> = out["out"].to_f64_vec();
         let mut distinct = vals.clone();
         distinct.sort_by(|a, b| a.partial_cmp(b).unwrap());

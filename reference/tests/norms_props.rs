@@ -12,7 +12,10 @@ use reference::{DType, Tensor, TensorMap};
 fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * (1.0 + w.abs()), "{what}[{i}]: got {g}, want {w}");
+        assert!(
+            (g - w).abs() <= tol * (1.0 + w.abs()),
+            "{what}[{i}]: got {g}, want {w}"
+        );
     }
 }
 
@@ -27,19 +30,33 @@ fn rmsnorm_hand_computed() {
     let r = 1.0 / (12.5f32 + eps).sqrt();
     let out = rmsnorm(&[3.0, 4.0, -1.0, 1.0], 2, &[2.0, 0.5], eps).unwrap();
     let r2 = 1.0 / (1.0f32 + eps).sqrt();
-    close("out", &out, &[3.0 * r * 2.0, 4.0 * r * 0.5, -2.0 * r2, 0.5 * r2], 1e-6);
+    close(
+        "out",
+        &out,
+        &[3.0 * r * 2.0, 4.0 * r * 0.5, -2.0 * r2, 0.5 * r2],
+        1e-6,
+    );
 }
 
 #[test]
 fn fused_add_hand_computed() {
     let o = fused_add_rmsnorm(&[1.0, 2.0], &[2.0, 2.0], 2, &[1.0, -1.0], 0.0).unwrap();
     close("residual", &o.residual, &[3.0, 4.0], 0.0);
-    close("out", &o.out, &[3.0 / 12.5f32.sqrt(), -4.0 / 12.5f32.sqrt()], 1e-6);
+    close(
+        "out",
+        &o.out,
+        &[3.0 / 12.5f32.sqrt(), -4.0 / 12.5f32.sqrt()],
+        1e-6,
+    );
 }
 
 #[test]
 fn gated_hand_computed_both_orders() {
-    let (x, z, w) = ([1.0f32, -2.0, 0.5, 3.0], [0.5f32, 1.0, -1.0, 2.0], [1.0f32, 2.0, 0.5, -1.0]);
+    let (x, z, w) = (
+        [1.0f32, -2.0, 0.5, 3.0],
+        [0.5f32, 1.0, -1.0, 2.0],
+        [1.0f32, 2.0, 0.5, -1.0],
+    );
     // Two groups of 2, gate then norm.
     let g: Vec<f32> = x.iter().zip(&z).map(|(&a, &b)| a * silu(b)).collect();
     let mut want = vec![0f32; 4];
@@ -111,7 +128,9 @@ fn cfg(round: RoundBeforeQuant) -> QuantCfg {
 
 #[test]
 fn nvfp4_epilogue_equals_quantizer_on_rounded_values() {
-    let x: Vec<f32> = (0..64).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.173).collect();
+    let x: Vec<f32> = (0..64)
+        .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.173)
+        .collect();
     let w: Vec<f32> = (0..32).map(|i| 0.5 + i as f32 * 0.031).collect();
     let y = rmsnorm(&x, 32, &w, 1e-5).unwrap();
     let yb: Vec<f32> = y
@@ -122,7 +141,10 @@ fn nvfp4_epilogue_equals_quantizer_on_rounded_values() {
     let want = quantize(&yb, 2, 32, None, Nvfp4Mode::Kernel, SfLayout::Linear).unwrap();
     assert_eq!(q, want);
     let q = rmsnorm_nvfp4(&x, 32, &w, 1e-5, &cfg(RoundBeforeQuant::None)).unwrap();
-    assert_eq!(q, quantize(&y, 2, 32, None, Nvfp4Mode::Kernel, SfLayout::Linear).unwrap());
+    assert_eq!(
+        q,
+        quantize(&y, 2, 32, None, Nvfp4Mode::Kernel, SfLayout::Linear).unwrap()
+    );
     // Dequantized values follow y within the NVFP4 step (1/4 of the block max, relative).
     let back = dequantize(&q, SfLayout::Linear);
     for (blk, (a, b)) in back.chunks(16).zip(y.chunks(16)).enumerate() {

@@ -36,10 +36,8 @@ fn lcg(seed: u64, n: usize, scale: f32) -> Vec<f32> {
 /// Independent model: stable sort by f64 key descending (ties keep the lower index first).
 fn model_topk(logits: &[f32], bias: &[f32], k: usize) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..logits.len()).collect();
-    let key = |e: usize| sigmoid(logits[e], SigmoidMode::Tanh) as f64 + bias[e] as f64;
     // f32 sum, as the reference (and kernels) compute the key.
     let key32 = |e: usize| (sigmoid(logits[e], SigmoidMode::Tanh) + bias[e]) as f64;
-    let _ = key;
     idx.sort_by(|&a, &b| key32(b).partial_cmp(&key32(a)).unwrap());
     idx.truncate(k);
     idx

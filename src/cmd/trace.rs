@@ -65,7 +65,7 @@ enum TraceCommand {
         #[arg(long, default_value_t = 10.0)]
         min_delta_us: f64,
         /// Significance level of the rank test on per-instance durations.
-        #[arg(long, default_value_t = 0.01)]
+        #[arg(long, default_value_t = 0.05)]
         alpha: f64,
         /// Classify on per-instance mean (robust to different instance counts) or on total time.
         #[arg(long, default_value = "mean", value_parser = ["mean", "total"])]
@@ -89,6 +89,17 @@ enum TraceCommand {
         #[arg(long)]
         no_progress: bool,
     },
+}
+
+/// Print to stdout; a closed pipe (`| head`) is not an error.
+fn emit(s: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e).context("writing to stdout"),
+    }
 }
 
 fn parse_group(s: &str) -> Result<GroupBy, String> {
@@ -133,9 +144,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             )?;
             let json = serde_json::to_string_pretty(&s).context("serialising the summary")?;
             if g.json {
-                println!("{json}");
+                emit(&format!("{json}\n"))?;
             } else {
-                print!("{}", traces::report::summary_text(&s, g.top));
+                emit(&traces::report::summary_text(&s, g.top))?;
             }
             write_reports(
                 &g,
@@ -183,9 +194,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let d = traces::diff::diff(&sb, &sc, &dopts)?;
             let json = serde_json::to_string_pretty(&d).context("serialising the diff")?;
             if g.json {
-                println!("{json}");
+                emit(&format!("{json}\n"))?;
             } else {
-                print!("{}", traces::report::diff_text(&d, g.top, all));
+                emit(&traces::report::diff_text(&d, g.top, all))?;
             }
             write_reports(
                 &g,

@@ -33,7 +33,7 @@ fn main() {
             });
             match r {
                 Ok(d) => {
-                    print!("{}", traces::report::diff_text(&d, 25, false));
+                    if std::env::var("PEEK_JSON").is_ok() { println!("{}", serde_json::to_string(&d).unwrap_or_default()); } else { print!("{}", traces::report::diff_text(&d, 25, false)); }
                     0
                 }
                 Err(e) => {

@@ -152,6 +152,13 @@ fn sniff_bytes(path: &Path, head: &[u8], gz: bool) -> Result<Format> {
     }
     let mut saw_prof = false;
     for line in text.lines() {
+        if line.starts_with("\"Launch Attribute\"") || line.starts_with("\"Session Attribute\"") {
+            return Err(TraceError::Unsupported {
+                path: path.to_path_buf(),
+                what: "an Nsight Compute `--page session` export".into(),
+                why: "it describes the session, not kernels; export with `--page raw` or `--page details`".into(),
+            });
+        }
         let l = line.trim();
         if l.starts_with("==PROF==") || l.starts_with("==WARNING==") || l.starts_with("==ERROR==")
         {

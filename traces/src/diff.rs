@@ -2,7 +2,7 @@
 
 use crate::error::{Result, TraceError};
 use crate::names::CanonicalName;
-use crate::stats::mann_whitney;
+use crate::stats::{bootstrap_mean_diff_ci, mann_whitney};
 use crate::summary::{GroupBy, NcuRow, Stats, Summary};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -36,7 +36,7 @@ impl Default for DiffOptions {
         DiffOptions {
             threshold_pct: 5.0,
             min_delta_ns: 10_000.0,
-            alpha: 0.01,
+            alpha: 0.05,
             compare: Compare::Mean,
         }
     }
@@ -107,6 +107,9 @@ pub struct DiffRow {
     pub impact_ns: f64,
     /// Rank-test p-value on per-instance durations, when both sides have >= 3.
     pub p_value: Option<f64>,
+    /// Bootstrap confidence interval (level 1-alpha) of the per-instance mean delta, in ns;
+    /// computed for rows that pass the threshold tests.
+    pub mean_delta_ci_ns: Option<(f64, f64)>,
     pub class: Class,
     pub reason: String,
 }
@@ -241,6 +244,7 @@ fn row(
         pct: None,
         impact_ns: ct - bt,
         p_value: None,
+        mean_delta_ci_ns: None,
         class: Class::Unchanged,
         reason: String::new(),
     };
@@ -284,7 +288,18 @@ fn row(
     };
     let big = pc.abs() >= o.threshold_pct;
     let matters = impact.abs() >= o.min_delta_ns;
-    let significant = pv.map(|p| p < o.alpha).unwrap_or(true);
+    // Two views of noise: the rank test catches a shift of the typical instance, the
+    // bootstrap interval of the mean delta catches changes carried by the tail.
+    if big && matters && samples_ok && o.compare == Compare::Mean {
+        r.mean_delta_ci_ns = bootstrap_mean_diff_ci(&b.samples, &c.samples, o.alpha, 400);
+    }
+    let ci_excludes_zero = r
+        .mean_delta_ci_ns
+        .map(|(lo, hi)| lo > 0.0 || hi < 0.0);
+    let significant = match (pv, ci_excludes_zero) {
+        (None, None) => true,
+        (p, ci) => p.is_some_and(|p| p < o.alpha) || ci.unwrap_or(false),
+    };
     let what = match o.compare {
         Compare::Mean => "mean",
         Compare::Total => "total",
@@ -292,6 +307,14 @@ fn row(
     let mut reason = format!("{what} {pc:+.1}%");
     if let Some(p) = pv {
         reason.push_str(&format!(", rank test p={}", fmt_p(p)));
+        if let Some((lo, hi)) = r.mean_delta_ci_ns {
+            reason.push_str(&format!(
+                ", mean delta {:.0}% CI [{:.2}, {:.2}] us",
+                (1.0 - o.alpha) * 100.0,
+                lo / 1e3,
+                hi / 1e3
+            ));
+        }
     } else if !samples_ok {
         reason.push_str(", no per-instance data");
     } else {

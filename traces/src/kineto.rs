@@ -80,6 +80,56 @@ impl<'de> Deserialize<'de> for Id {
     }
 }
 
+/// `[x, y, z]`; anything else (e.g. Triton's `"grid(100,)"` string) is ignored.
+#[derive(Debug, Clone, Copy, Default)]
+struct Dims(Option<[u32; 3]>);
+
+impl<'de> Deserialize<'de> for Dims {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Dims;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("launch dimensions")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> std::result::Result<Dims, A::Error> {
+                let mut v = [1u32; 3];
+                let mut n = 0usize;
+                while let Some(x) = a.next_element::<serde_json::Value>()? {
+                    if n < 3 {
+                        v[n] = x.as_u64().map(|u| u as u32).unwrap_or(0);
+                    }
+                    n += 1;
+                }
+                Ok(Dims(if n == 0 { None } else { Some(v) }))
+            }
+            fn visit_str<E: de::Error>(self, _v: &str) -> std::result::Result<Dims, E> {
+                Ok(Dims(None))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Dims, E> {
+                Ok(Dims(Some([v as u32, 1, 1])))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Dims, E> {
+                Ok(Dims(Some([v.max(0) as u32, 1, 1])))
+            }
+            fn visit_f64<E: de::Error>(self, _v: f64) -> std::result::Result<Dims, E> {
+                Ok(Dims(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Dims, E> {
+                Ok(Dims(None))
+            }
+            fn visit_bool<E: de::Error>(self, _v: bool) -> std::result::Result<Dims, E> {
+                Ok(Dims(None))
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> std::result::Result<Dims, A::Error> {
+                while a.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+                Ok(Dims(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[derive(Deserialize, Default)]
 struct RawArgs {
     #[serde(default)]
@@ -87,15 +137,15 @@ struct RawArgs {
     #[serde(default)]
     stream: Option<Id>,
     #[serde(default)]
-    grid: Option<Vec<u32>>,
+    grid: Dims,
     #[serde(default)]
-    block: Option<Vec<u32>>,
+    block: Dims,
     #[serde(default, rename = "registers per thread")]
-    registers: Option<u32>,
+    registers: Option<Id>,
     #[serde(default, rename = "shared memory")]
-    shared_memory: Option<u64>,
+    shared_memory: Option<Id>,
     #[serde(default)]
-    bytes: Option<u64>,
+    bytes: Option<Id>,
     #[serde(default)]
     correlation: Option<Id>,
 }
@@ -120,13 +170,12 @@ struct RawEvent<'a> {
     args: Option<RawArgs>,
 }
 
-fn dims(v: &Option<Vec<u32>>) -> Option<[u32; 3]> {
-    let v = v.as_ref()?;
-    Some([
-        *v.first()?,
-        v.get(1).copied().unwrap_or(1),
-        v.get(2).copied().unwrap_or(1),
-    ])
+fn dims(v: &Dims) -> Option<[u32; 3]> {
+    v.0
+}
+
+fn uint(v: Option<Id>) -> Option<u64> {
+    v.and_then(|i| i.0).map(|x| x.max(0) as u64)
 }
 
 struct Counting<R> {
@@ -447,8 +496,8 @@ fn handle_event(
                 dur_ns: Some(dur),
                 grid: dims(&args.grid),
                 block: dims(&args.block),
-                registers: args.registers,
-                static_smem: args.shared_memory,
+                registers: uint(args.registers).map(|r| r as u32),
+                static_smem: uint(args.shared_memory),
                 dynamic_smem: None,
                 correlation: args.correlation.and_then(|c| c.0),
                 pid,
@@ -462,7 +511,7 @@ fn handle_event(
                 stream: args.stream.and_then(|s| s.0).or(tid),
                 start_ns: ts,
                 dur_ns: dur,
-                bytes: args.bytes,
+                bytes: uint(args.bytes),
             });
         }
         "gpu_memset" | "Memset" => sink.memop(&MemOpEvent {
@@ -471,7 +520,7 @@ fn handle_event(
             stream: args.stream.and_then(|s| s.0).or(tid),
             start_ns: ts,
             dur_ns: dur,
-            bytes: args.bytes,
+            bytes: uint(args.bytes),
         }),
         "cuda_runtime" | "cuda_driver" | "Runtime" | "Driver" => sink.api(&ApiEvent {
             name,

@@ -97,3 +97,63 @@ mod tests {
         assert_eq!(mann_whitney(&[1.0, 2.0], &[1.0, 2.0, 3.0]), None);
     }
 }
+
+/// Percentile bootstrap confidence interval of `mean(b) - mean(a)` at level `1 - alpha`.
+/// Deterministic (fixed-seed xorshift); at most 1024 values per side are resampled.
+/// `None` when either side has fewer than 3 values.
+pub fn bootstrap_mean_diff_ci(a: &[f64], b: &[f64], alpha: f64, resamples: usize) -> Option<(f64, f64)> {
+    if a.len() < 3 || b.len() < 3 || resamples < 10 {
+        return None;
+    }
+    let cap = |v: &[f64]| -> Vec<f64> {
+        if v.len() <= 1024 {
+            v.to_vec()
+        } else {
+            let step = v.len() as f64 / 1024.0;
+            (0..1024).map(|i| v[(i as f64 * step) as usize]).collect()
+        }
+    };
+    let (a, b) = (cap(a), cap(b));
+    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut diffs = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        let mut sa = 0.0;
+        for _ in 0..a.len() {
+            sa += a[(next() % a.len() as u64) as usize];
+        }
+        let mut sb = 0.0;
+        for _ in 0..b.len() {
+            sb += b[(next() % b.len() as u64) as usize];
+        }
+        diffs.push(sb / b.len() as f64 - sa / a.len() as f64);
+    }
+    diffs.sort_by(|x, y| x.total_cmp(y));
+    let lo_i = ((alpha / 2.0) * resamples as f64).floor() as usize;
+    let hi_i = (((1.0 - alpha / 2.0) * resamples as f64).ceil() as usize).min(resamples) - 1;
+    Some((diffs[lo_i.min(resamples - 1)], diffs[hi_i]))
+}
+
+#[cfg(test)]
+mod boot_tests {
+    use super::*;
+    #[test]
+    fn bootstrap_detects_tail_shift_and_not_noise() {
+        // same body, candidate has a heavy tail: mean rises, median does not
+        let a: Vec<f64> = (0..40).map(|i| 100.0 + (i % 5) as f64).collect();
+        let mut b = a.clone();
+        for v in b.iter_mut().step_by(4) {
+            *v += 1000.0;
+        }
+        let (lo, hi) = bootstrap_mean_diff_ci(&a, &b, 0.01, 400).unwrap_or((0.0, 0.0));
+        assert!(lo > 0.0 && hi > lo, "ci {lo}..{hi}");
+        let c: Vec<f64> = (0..40).map(|i| 100.0 + ((i * 3) % 5) as f64).collect();
+        let (lo, hi) = bootstrap_mean_diff_ci(&a, &c, 0.01, 400).unwrap_or((1.0, 1.0));
+        assert!(lo <= 0.0 && hi >= 0.0, "ci {lo}..{hi}");
+    }
+}

@@ -682,7 +682,15 @@ fn ncu_row(k: &NcuKernel) -> NcuRow {
             }
         }
     }
-    let failed = !k.metrics.is_empty() && k.metrics.iter().all(|m| !m.2.is_finite());
+    // failed profiling: the duration metric is there but nan, or every metric is nan
+    let dur = k
+        .metrics
+        .iter()
+        .find(|(n, _, _)| n == "gpu__time_duration.sum" || n == "Duration");
+    let failed = match dur {
+        Some((_, _, v)) => !v.is_finite(),
+        None => !k.metrics.is_empty() && k.metrics.iter().all(|m| !m.2.is_finite()),
+    };
     NcuRow {
         id: k.id,
         name: k.name.clone(),

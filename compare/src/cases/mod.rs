@@ -3,6 +3,18 @@
 use crate::case::Case;
 
 // (case modules are declared here, one line each)
+pub mod causal_conv1d_fn;
+pub mod causal_conv1d_update;
+pub mod ssd_chunk_scan;
+pub mod selective_scan;
+pub mod rmsnorm;
+pub mod fused_add_rmsnorm;
+pub mod gated_rmsnorm;
+pub mod relu2;
+pub mod rmsnorm_nvfp4;
+pub mod fused_add_rmsnorm_nvfp4;
+pub mod gated_rmsnorm_nvfp4;
+pub mod relu2_nvfp4;
 pub mod selective_state_update;
 pub mod selective_state_update_multi_token;
 pub mod cast;
@@ -17,6 +29,18 @@ pub mod stochastic_round_f16;
 pub fn all() -> Vec<Box<dyn Case>> {
     let mut v: Vec<Box<dyn Case>> = Vec::new();
     // (one `v.extend(module::cases());` line per op)
+    v.extend(causal_conv1d_fn::cases());
+    v.extend(causal_conv1d_update::cases());
+    v.extend(ssd_chunk_scan::cases());
+    v.extend(selective_scan::cases());
+    v.extend(rmsnorm::cases());
+    v.extend(fused_add_rmsnorm::cases());
+    v.extend(gated_rmsnorm::cases());
+    v.extend(relu2::cases());
+    v.extend(rmsnorm_nvfp4::cases());
+    v.extend(fused_add_rmsnorm_nvfp4::cases());
+    v.extend(gated_rmsnorm_nvfp4::cases());
+    v.extend(relu2_nvfp4::cases());
     v.extend(selective_state_update::cases());
     v.extend(selective_state_update_multi_token::cases());
     v.extend(noaux_tc_router::cases());

@@ -29,7 +29,7 @@ fn case(
         }
         m.insert("x".into(), Tensor::from_f32_as(&[rows, cols], &x, dtype));
         if given_global {
-            m.insert("global_scale".into(), Tensor::from_f32(&[1], vec![37.25]));
+            m.insert("global_scale".into(), Tensor::from_f32(&[1], vec![2.0]));
         }
         m
     })

@@ -224,8 +224,10 @@ pub fn cases() -> Vec<Box<dyn Case>> {
             .boxed(),
     );
     // Each state dtype: stored_state changes out by the state rounding only.
+    // bf16: out differs by |silu(z)| * sum_n |s' - bf16(s')| |C_n| over 128 state columns, up
+    // to ~0.15 at this shape (beyond bf16's elementwise 5e-2/1e-2): compared as NMSE.
     for (d, tol) in [
-        (DType::BF16, Tolerance::for_dtype(DType::BF16)),
+        (DType::BF16, Tolerance::Nmse { max: 2e-5 }),
         (DType::F16, Tolerance::for_dtype(DType::F16)),
         (
             DType::I16,

@@ -112,8 +112,10 @@ pub fn cases() -> Vec<Box<dyn Case>> {
             .variant(variant(
                 "chain_from=stored_state (T single-token calls)",
                 &[("chain_from", "stored_state")],
+                // Rounding drift over 128 state columns and 3 steps: NMSE (see the
+                // single-token bf16 row).
                 &[
-                    ("out", Tolerance::for_dtype(DType::BF16)),
+                    ("out", Tolerance::Nmse { max: 2e-5 }),
                     ("intermediate_states", Tolerance::for_dtype(DType::BF16)),
                 ],
             ))

@@ -2,9 +2,11 @@
 //! versions (first = default) and runs one version on TensorMap inputs with the reference's
 //! params (defaults resolved from the reference's `OpDef`, so both sides see the same values).
 
+pub mod causal_conv1d;
 pub mod noaux_tc_router;
 pub mod nvfp4;
 pub mod philox;
+pub mod ssd_chunk_scan;
 
 use crate::runtime::Gpu;
 use crate::GpuError;
@@ -73,6 +75,8 @@ pub fn all() -> Vec<GpuOp> {
     ]
     .into_iter()
     .chain(philox::ops())
+    .chain(causal_conv1d::ops())
+    .chain(ssd_chunk_scan::ops())
     .filter(|o| reference::ops::find(o.name).is_ok())
     .collect()
 }

@@ -365,15 +365,55 @@ impl Config {
     pub fn validate(&self, origin: &str) -> Result<(), ModelError> {
         let e = |m: String| Err(ModelError::Config(format!("{origin}: {m}")));
         let uses = |k: LayerKind| self.layers.contains(&k) || self.mtp_layers.contains(&k);
+        // Bound every size so products of two of them (weight shapes) cannot overflow.
+        const MAX_DIM: usize = 1 << 24;
+        for (name, v) in [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("num_attention_heads", self.num_attention_heads),
+            ("num_key_value_heads", self.num_key_value_heads),
+            ("head_dim", self.head_dim),
+            ("mamba_num_heads", self.mamba_num_heads),
+            ("mamba_head_dim", self.mamba_head_dim),
+            ("n_groups", self.n_groups),
+            ("ssm_state_size", self.ssm_state_size),
+            ("conv_kernel", self.conv_kernel),
+            ("chunk_size", self.chunk_size),
+            ("intermediate_size", self.intermediate_size),
+            ("n_routed_experts", self.n_routed_experts),
+            ("num_experts_per_tok", self.num_experts_per_tok),
+            ("moe_intermediate_size", self.moe_intermediate_size),
+            ("moe_latent_size", self.moe_latent_size.unwrap_or(1)),
+            (
+                "moe_shared_expert_intermediate_size",
+                self.moe_shared_expert_intermediate_size,
+            ),
+            ("n_shared_experts", self.n_shared_experts),
+            ("n_group", self.n_group),
+            ("topk_group", self.topk_group),
+            ("layers", self.layers.len()),
+            ("mtp layers", self.mtp_layers.len()),
+        ] {
+            if v > MAX_DIM {
+                return e(format!(
+                    "{name} = {v} is larger than {MAX_DIM}; check config.json"
+                ));
+            }
+        }
         if self.layers.is_empty() {
             return e("the layer pattern is empty; give at least one layer".into());
         }
         if self.hidden_size == 0 || self.vocab_size == 0 {
             return e("hidden_size and vocab_size must be positive".into());
         }
+        if uses(LayerKind::Attention) && self.head_dim == 0 {
+            return e("head_dim must be positive".into());
+        }
         if uses(LayerKind::Attention)
             && (self.num_key_value_heads == 0
-                || self.num_attention_heads % self.num_key_value_heads != 0)
+                || !self
+                    .num_attention_heads
+                    .is_multiple_of(self.num_key_value_heads))
         {
             return e(format!(
                 "num_attention_heads {} must be a multiple of num_key_value_heads {}",
@@ -381,7 +421,10 @@ impl Config {
             ));
         }
         if uses(LayerKind::Mamba) {
-            if self.n_groups == 0 || self.mamba_num_heads % self.n_groups != 0 {
+            if self.mamba_head_dim == 0 || self.ssm_state_size == 0 || self.chunk_size == 0 {
+                return e("mamba_head_dim, ssm_state_size and chunk_size must be positive".into());
+            }
+            if self.n_groups == 0 || !self.mamba_num_heads.is_multiple_of(self.n_groups) {
                 return e(format!(
                     "mamba_num_heads {} must be a multiple of n_groups {}",
                     self.mamba_num_heads, self.n_groups
@@ -402,7 +445,7 @@ impl Config {
                 ));
             }
             if self.n_group == 0
-                || self.n_routed_experts % self.n_group != 0
+                || !self.n_routed_experts.is_multiple_of(self.n_group)
                 || self.topk_group == 0
                 || self.topk_group > self.n_group
             {

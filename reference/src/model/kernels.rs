@@ -179,8 +179,14 @@ pub fn ssu_step(
         ngroups: dims.ngroups,
     };
     let mut out = vec![0f32; dims.nheads * dims.headdim];
-    ssu_op(StateCache::F32(state), &ssu_args(p, r), d, &ssu_cfg(), &mut out)
-        .map_err(|e| op_err("selective_state_update", e))?;
+    ssu_op(
+        StateCache::F32(state),
+        &ssu_args(p, r),
+        d,
+        &ssu_cfg(),
+        &mut out,
+    )
+    .map_err(|e| op_err("selective_state_update", e))?;
     Ok(out)
 }
 
@@ -242,6 +248,9 @@ pub fn router_config(
     }
 }
 
+/// One token's routing: (expert ids, weights), best first.
+pub type Route = (Vec<usize>, Vec<f32>);
+
 /// noaux_tc routing of `tokens` rows of fp32 router logits (op `noaux_tc_router`):
 /// (expert ids, weights) per token, `top_k` each.
 pub fn route(
@@ -249,8 +258,9 @@ pub fn route(
     bias: &[f32],
     tokens: usize,
     cfg: &RouterConfig,
-) -> Result<Vec<(Vec<usize>, Vec<f32>)>, ModelError> {
-    let r = route_op(logits, bias, tokens, bias.len(), cfg).map_err(|e| op_err("noaux_tc_router", e))?;
+) -> Result<Vec<Route>, ModelError> {
+    let r = route_op(logits, bias, tokens, bias.len(), cfg)
+        .map_err(|e| op_err("noaux_tc_router", e))?;
     let k = r.top_k;
     Ok((0..tokens)
         .map(|t| {

@@ -198,9 +198,10 @@ impl Cache {
     /// and conv window (no re-computation), attention layers keep the first `base + steps`
     /// positions. `steps = 0` keeps the state from before the pass.
     pub fn promote(&mut self, steps: usize, cfg: &Config) -> Result<(), ModelError> {
-        let pend = self.pending.take().ok_or_else(|| {
-            ModelError::Input("promote: no verification pass is pending".into())
-        })?;
+        let pend = self
+            .pending
+            .take()
+            .ok_or_else(|| ModelError::Input("promote: no verification pass is pending".into()))?;
         let kv = cfg.num_key_value_heads * cfg.head_dim;
         let keep = pend.base + steps;
         for (li, st) in self.layers.iter_mut().enumerate() {
@@ -1108,5 +1109,97 @@ fn new_cache(cfg: &Config, blocks: &[Block]) -> Cache {
         layers,
         seen: 0,
         pending: None,
+    }
+}
+
+/// Layers a `super` preset may have on the CPU reference (larger patterns are refused: the
+/// CPU path generates lazy weights on every use, so it is for smoke runs only).
+pub const SUPER_CPU_MAX_LAYERS: usize = 9;
+
+impl Model {
+    /// A preset with seeded random weights:
+    /// - `tiny`: the dimensions of the `nemotron-tiny-a` fixture (pattern `MEM*EM-E`, MTP
+    ///   `*E`), all weights materialised;
+    /// - `super`: Nemotron 3 Super dimensions (SPEC.md). Weights are lazy (generated from
+    ///   the seed when used), and on the CPU only a `pattern` of at most
+    ///   [`SUPER_CPU_MAX_LAYERS`] layers is accepted (e.g. `MEMEMEM*E`).
+    ///
+    /// `pattern` / `mtp_pattern` override the layer patterns (`""` disables MTP).
+    pub fn preset(
+        name: &str,
+        pattern: Option<&str>,
+        mtp_pattern: Option<&str>,
+        seed: u64,
+    ) -> Result<Model, ModelError> {
+        let (mut cfg, lazy_above) = match name {
+            "tiny" => (Config::tiny(), usize::MAX),
+            "super" => {
+                let p = pattern.ok_or_else(|| {
+                    ModelError::Config(format!(
+                        "the super preset has {} layers: too large for the CPU reference; pass \
+                         --pattern with at most {SUPER_CPU_MAX_LAYERS} layers, e.g. --pattern MEMEMEM*E",
+                        Config::super_().layers.len()
+                    ))
+                })?;
+                let n = super::config::parse_pattern(p)?.len();
+                if n > SUPER_CPU_MAX_LAYERS {
+                    return Err(ModelError::Config(format!(
+                        "--pattern {p} has {n} layers; the super preset on the CPU reference takes at most {SUPER_CPU_MAX_LAYERS}"
+                    )));
+                }
+                (Config::super_(), 1 << 16)
+            }
+            other => {
+                return Err(ModelError::Config(format!(
+                    "unknown preset '{other}'; use tiny or super"
+                )))
+            }
+        };
+        if let Some(p) = pattern {
+            cfg.layers = super::config::parse_pattern(p)?;
+        }
+        if let Some(p) = mtp_pattern {
+            cfg.mtp_layers = super::config::parse_pattern(p)?;
+        }
+        cfg.validate(&format!("preset {name}"))?;
+        Model::random(cfg, seed, lazy_above)
+    }
+
+    /// Number of parameters (embedding and lm_head included; MTP head separately).
+    pub fn param_counts(&self) -> (u64, u64) {
+        fn block(b: &Block) -> u64 {
+            let m = |x: &Mat| (x.rows() * x.cols()) as u64;
+            let mlp = |w: &MlpW| m(&w.up) + m(&w.down);
+            b.norm.len() as u64
+                + match &b.mixer {
+                    Mixer::Mamba(w) => {
+                        m(&w.in_proj)
+                            + m(&w.out_proj)
+                            + (w.conv_w.len() + w.norm.len() + 3 * w.a.len()) as u64
+                            + w.conv_b.as_ref().map_or(0, |v| v.len() as u64)
+                    }
+                    Mixer::Attention(w) => m(&w.q) + m(&w.k) + m(&w.v) + m(&w.o),
+                    Mixer::Mlp(w) => mlp(w),
+                    Mixer::Moe(w) => {
+                        m(&w.gate)
+                            + w.score_bias.len() as u64
+                            + w.fc1.as_ref().map_or(0, m)
+                            + w.fc2.as_ref().map_or(0, m)
+                            + w.experts.iter().map(|(u, d)| m(u) + m(d)).sum::<u64>()
+                            + w.shared.as_ref().map_or(0, mlp)
+                    }
+                }
+        }
+        let m = |x: &Mat| (x.rows() * x.cols()) as u64;
+        let backbone = m(&self.embed)
+            + self.layers.iter().map(block).sum::<u64>()
+            + self.norm_f.len() as u64
+            + self.lm_head.as_ref().map_or(0, m);
+        let mtp = self.mtp.as_ref().map_or(0, |h| {
+            (h.enorm.len() + h.hnorm.len() + h.final_norm.len()) as u64
+                + m(&h.eh_proj)
+                + h.blocks.iter().map(block).sum::<u64>()
+        });
+        (backbone, mtp)
     }
 }

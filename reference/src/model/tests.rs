@@ -124,18 +124,51 @@ fn verify_promotes_accepted_states() {
         if c < 3 {
             drafts[c] = (drafts[c] + 1) % v as u32;
         }
-        let vr = m.verify_drafts(&mut cache, greedy[0], &drafts).expect("verify");
+        let vr = m
+            .verify_drafts(&mut cache, greedy[0], &drafts)
+            .expect("verify");
         assert_eq!(vr.accepted, c, "drafts {drafts:?} vs greedy {greedy:?}");
         assert_eq!(vr.greedy[c], greedy[c + 1], "bonus token");
         assert_eq!(cache.seen, prompt.len() + c + 1);
         // Continue with plain decode from the promoted state.
         let mut tk = greedy[c + 1];
         for step in (c + 1)..9 {
-            let o = m.forward(&[tk], Some(&mut cache), Pass::Decode, false).expect("decode");
+            let o = m
+                .forward(&[tk], Some(&mut cache), Pass::Decode, false)
+                .expect("decode");
             let e = max_rel(&plain_logits[step], &o.logits);
             assert!(e < 1e-5, "c = {c}, step {step}: max rel {e}");
             tk = crate::model::linear::argmax_rows(&o.logits, v)[0];
             assert_eq!(tk, greedy[step + 1], "c = {c}, step {step}");
         }
     }
+}
+
+#[test]
+fn config_styles_agree() {
+    let hub =
+        std::fs::read_to_string(fixture().join("../nemotron-tiny-a.spec.json")).expect("spec");
+    let a = Config::from_json_str(&hub, "spec").expect("hub style");
+    let b = Config::from_file(&fixture().join("config.json")).expect("transformers style");
+    assert_eq!(a, b);
+    assert_eq!(b, Config::tiny());
+    assert_eq!(b.pattern(), "MEM*EM-E");
+    assert_eq!(b.mtp_pattern(), "*E");
+    assert!(b.time_step_limit.1.is_infinite());
+}
+
+#[test]
+fn presets_build() {
+    let t = Model::preset("tiny", None, None, 7).expect("tiny");
+    let o = t
+        .forward(&[1, 2, 3], None, Pass::Prefill, false)
+        .expect("fwd");
+    assert_eq!(o.logits.len(), 3 * 512);
+    assert!(o.logits.iter().all(|v| v.is_finite()));
+    assert!(Model::preset("super", None, None, 7).is_err());
+    assert!(Model::preset("super", Some("MEMEMEM*EME"), None, 7).is_err());
+    let s = Model::preset("super", Some("M*E"), Some(""), 7).expect("super builds lazily");
+    let (bb, mtp) = s.param_counts();
+    assert!(bb > 3_000_000_000, "{bb}");
+    assert_eq!(mtp, 0);
 }

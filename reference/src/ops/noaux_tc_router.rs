@@ -136,7 +136,7 @@ impl RouterConfig {
                 self.top_k
             ));
         }
-        if self.n_group == 0 || experts % self.n_group != 0 {
+        if self.n_group == 0 || !experts.is_multiple_of(self.n_group) {
             return Err(format!(
                 "n_group = {} must divide the number of experts E = {experts}",
                 self.n_group

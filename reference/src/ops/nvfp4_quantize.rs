@@ -242,7 +242,7 @@ pub fn quantize(
     mode: Nvfp4Mode,
     layout: SfLayout,
 ) -> Result<Nvfp4, String> {
-    if cols % NVFP4_BLOCK != 0 || cols == 0 {
+    if !cols.is_multiple_of(NVFP4_BLOCK) || cols == 0 {
         return Err(format!(
             "cols = {cols} must be a positive multiple of {NVFP4_BLOCK} (the NVFP4 block); pad the last dimension"
         ));

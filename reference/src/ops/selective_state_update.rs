@@ -252,7 +252,7 @@ impl<'a> StateCache<'a> {
     fn check(&self, dim: usize, dstate: usize, what: &str) -> Result<usize, OpError> {
         let per = dim * dstate;
         let len = self.len();
-        if len % per != 0 {
+        if !len.is_multiple_of(per) {
             return Err(invalid(format!(
                 "{what} has {len} elements, not a multiple of dim*dstate = {per}"
             )));

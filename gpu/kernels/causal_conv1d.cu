@@ -1,0 +1,307 @@
+// Causal depthwise conv1d (SPEC.md "Causal conv1d"): prefill `causal_conv1d_fn` and the decode
+// step `causal_conv1d_update` (single and multi token, linear and circular state).
+//
+// Layouts (row-major, 64-bit index math everywhere):
+//   x, out (batch, dim, L); weight (dim, width); bias (dim); initial/final states
+//   (batch, dim, width-1); conv_state (slots, dim, state_len); intermediate windows
+//   (batch, L, dim, width-1). Optional tensors are passed as null pointers.
+// dtype codes (DT_*) select f32 / bf16 / f16 storage per tensor; math is f32.
+
+// Read-only-cache load of one element as f32 (weights, bias: broadcast reads).
+__device__ __forceinline__ float ldg_f32(const void* p, i64 i, int dt) {
+    if (dt == DT_F32) return __ldg((const float*)p + i);
+    unsigned short b = __ldg((const unsigned short*)p + i);
+    return dt == DT_BF16 ? bf16_to_f32(b) : f16_to_f32(b);
+}
+
+// silu as the reference writes it: x / (1 + exp(-x)).
+__device__ __forceinline__ float silu_exact(float v) { return v / (1.0f + expf(-v)); }
+// Fast silu: SFU exp and reciprocal (a few ulp off the reference).
+__device__ __forceinline__ float silu_fast(float v) { return v * __frcp_rn(1.0f + __expf(-v)); }
+
+// ---------------------------------------------------------------------------------------------
+// v1: one thread per output element (any width, any L, any alignment), plus final states.
+// Accumulates in the reference's order (bias, then taps oldest first, no FMA): bit-close.
+extern "C" __global__ void conv1d_fn_v1(const void* x, int xdt, const void* w, int wdt,
+                                        const void* bias, int bdt, const void* init, int idt,
+                                        i64 rows, i64 dim, i64 L, int width, int act, void* out,
+                                        void* fin) {
+    const i64 hist = width - 1;
+    const i64 n_out = rows * L;
+    const i64 n_fin = rows * hist;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_out + n_fin; i += stride) {
+        if (i < n_out) {
+            const i64 r = i / L, t = i - r * L, d = r % dim;
+            float acc = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+            for (int k = 0; k < width; ++k) {
+                const i64 col = t - hist + k;
+                float xv;
+                if (col >= 0) xv = load_as_f32(x, r * L + col, xdt);
+                else xv = init ? load_as_f32(init, r * hist + hist + col, idt) : 0.0f;
+                acc = acc + ldg_f32(w, d * width + k, wdt) * xv;
+            }
+            store_from_f32(out, i, xdt, act ? silu_exact(acc) : acc);
+        } else {
+            const i64 j = i - n_out;
+            const i64 r = j / hist, k = j - r * hist;
+            const i64 col = L - hist + k;
+            float v;
+            if (col >= 0) v = load_as_f32(x, r * L + col, xdt);
+            else v = init ? load_as_f32(init, r * hist + hist + col, idt) : 0.0f;
+            store_from_f32(fin, j, xdt, v);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// v2: 16-byte vectors, warp-shuffle neighbour exchange, __ldg weights, FMA, fast silu.
+//
+// Needs L * sizeof(x) % 16 == 0 (every row starts on a 16-byte boundary) and L > 0. A warp owns
+// a segment of one row: SEG tiles of 64 vectors (two per lane, both loads in flight). The
+// width-1 elements before a lane's vector come from lane-1 by __shfl_up_sync; lane 0 takes
+// them from lane 31's other vector (shuffle) or from the previous tile (carried in registers);
+// only the first tile of a segment reads its halo from memory (initial_states at the row
+// start). The lane holding the row's last vector writes final_states.
+template <typename S> struct VecIO;
+
+template <> struct VecIO<float> {
+    static constexpr int VE = 4;
+    __device__ static __forceinline__ void unpack(uint4 u, float* f, int) {
+        f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
+        f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+    }
+    __device__ static __forceinline__ uint4 pack(const float* f, int) {
+        return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                          __float_as_uint(f[3]));
+    }
+};
+
+__device__ __forceinline__ float h16_to_f32(u16 b, int dt) {
+    return dt == DT_BF16 ? bf16_to_f32(b) : f16_to_f32(b);
+}
+__device__ __forceinline__ u32 f32x2_to_h16x2(float lo, float hi, int dt) {
+    u16 a = dt == DT_BF16 ? f32_to_bf16(lo) : f32_to_f16(lo);
+    u16 b = dt == DT_BF16 ? f32_to_bf16(hi) : f32_to_f16(hi);
+    return (u32)a | ((u32)b << 16);
+}
+
+template <> struct VecIO<u16> {
+    static constexpr int VE = 8;
+    __device__ static __forceinline__ void unpack(uint4 u, float* f, int dt) {
+        u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            f[2 * i] = h16_to_f32((u16)(w[i] & 0xffffu), dt);
+            f[2 * i + 1] = h16_to_f32((u16)(w[i] >> 16), dt);
+        }
+    }
+    __device__ static __forceinline__ uint4 pack(const float* f, int dt) {
+        return make_uint4(f32x2_to_h16x2(f[0], f[1], dt), f32x2_to_h16x2(f[2], f[3], dt),
+                          f32x2_to_h16x2(f[4], f[5], dt), f32x2_to_h16x2(f[6], f[7], dt));
+    }
+};
+
+template <typename S, int W, int SEG>
+__device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, int xdt,
+                                                  const void* __restrict__ w, int wdt,
+                                                  const void* __restrict__ bias, int bdt,
+                                                  const void* __restrict__ init, int idt,
+                                                  i64 rows, i64 dim, i64 L, int act,
+                                                  void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int VE = VecIO<S>::VE;
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    const int lane = threadIdx.x & 31;
+    const i64 nv = L / VE;                       // vectors per row
+    const i64 seg_vecs = 64LL * SEG;
+    const i64 segs = (nv + seg_vecs - 1) / seg_vecs;
+    const i64 tasks = rows * segs;
+    const i64 warp0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    const uint4* xv = (const uint4*)x;
+    uint4* ov = (uint4*)out;
+    for (i64 task = warp0; task < tasks; task += nwarps) {
+        const i64 r = task / segs;
+        const i64 v0 = (task - r * segs) * seg_vecs;
+        const i64 d = r % dim;
+        float wk[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) wk[k] = ldg_f32(w, d * W + k, wdt);
+        const float b0 = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+        // Halo before the segment (meaningful in lane 0 only).
+        float carry[HA];
+#pragma unroll
+        for (int k = 0; k < HA; ++k) carry[k] = 0.0f;
+        if (lane == 0 && H > 0) {
+#pragma unroll
+            for (int k = 0; k < H; ++k) {
+                if (v0 > 0) carry[k] = load_as_f32(x, r * L + v0 * VE - H + k, xdt);
+                else if (init) carry[k] = load_as_f32(init, r * H + k, idt);
+            }
+        }
+        const i64 row_v = r * nv;
+#pragma unroll 1
+        for (int tile = 0; tile < SEG; ++tile) {
+            const i64 va = v0 + (i64)tile * 64 + lane;
+            const i64 vb = va + 32;
+            if (v0 + (i64)tile * 64 >= nv) break;  // warp-uniform
+            uint4 ua = make_uint4(0, 0, 0, 0), ub = make_uint4(0, 0, 0, 0);
+            if (va < nv) ua = __ldg(xv + row_v + va);
+            if (vb < nv) ub = __ldg(xv + row_v + vb);
+            float a[H + VE], b[H + VE];
+            VecIO<S>::unpack(ua, a + H, xdt);
+            VecIO<S>::unpack(ub, b + H, xdt);
+#pragma unroll
+            for (int k = 0; k < H; ++k) {
+                const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
+                const float pb = __shfl_up_sync(DUET_FULL_MASK, b[VE + k], 1);
+                const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
+                const float b31 = __shfl_sync(DUET_FULL_MASK, b[VE + k], 31);
+                a[k] = lane == 0 ? carry[k] : pa;
+                b[k] = lane == 0 ? a31 : pb;
+                carry[k] = b31;
+            }
+            float oa[VE], ob[VE];
+#pragma unroll
+            for (int j = 0; j < VE; ++j) {
+                float acc0 = b0, acc1 = b0;
+#pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
+                    acc1 = __fmaf_rn(wk[k], b[j + k], acc1);
+                }
+                oa[j] = act ? silu_fast(acc0) : acc0;
+                ob[j] = act ? silu_fast(acc1) : acc1;
+            }
+            if (va < nv) __stcs(ov + row_v + va, VecIO<S>::pack(oa, xdt));
+            if (vb < nv) __stcs(ov + row_v + vb, VecIO<S>::pack(ob, xdt));
+            // final_states: the last H elements of the row lie in its last vector (VE >= H).
+            if (H > 0) {
+                if (va == nv - 1) {
+#pragma unroll
+                    for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
+                }
+                if (vb == nv - 1) {
+#pragma unroll
+                    for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, b[VE + k]);
+                }
+            }
+        }
+    }
+}
+
+#define CONV1D_FN_V2(NAME, S, W)                                                                 \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+        NAME(const void* x, int xdt, const void* w, int wdt, const void* bias, int bdt,         \
+             const void* init, int idt, i64 rows, i64 dim, i64 L, int act, void* out,           \
+             void* fin) {                                                                       \
+        conv1d_fn_v2_impl<S, W, 4>(x, xdt, w, wdt, bias, bdt, init, idt, rows, dim, L, act,     \
+                                   out, fin);                                                   \
+    }
+
+CONV1D_FN_V2(conv1d_fn_v2_f32_w1, float, 1)
+CONV1D_FN_V2(conv1d_fn_v2_f32_w2, float, 2)
+CONV1D_FN_V2(conv1d_fn_v2_f32_w3, float, 3)
+CONV1D_FN_V2(conv1d_fn_v2_f32_w4, float, 4)
+CONV1D_FN_V2(conv1d_fn_v2_h16_w1, u16, 1)
+CONV1D_FN_V2(conv1d_fn_v2_h16_w2, u16, 2)
+CONV1D_FN_V2(conv1d_fn_v2_h16_w3, u16, 3)
+CONV1D_FN_V2(conv1d_fn_v2_h16_w4, u16, 4)
+
+// ---------------------------------------------------------------------------------------------
+// causal_conv1d_update v1: one thread per (batch row, channel); the width-1 window lives in
+// registers and slides over the seqlen tokens. cache_seqlens / conv_state_indices are i64
+// (converted on the host). A negative slot gives zero output and zero intermediate windows and
+// touches no state. Rows sharing a slot race (the reference processes rows in order).
+template <int W>
+__device__ __forceinline__ void conv1d_update_impl(
+    const void* __restrict__ x, int xdt, void* __restrict__ state, int sdt,
+    const void* __restrict__ w, int wdt, const void* __restrict__ bias, int bdt,
+    const i64* __restrict__ cache_seqlens, const i64* __restrict__ slot_idx, i64 batch, i64 dim,
+    i64 seqlen, i64 state_len, int act, void* __restrict__ out, void* __restrict__ inter) {
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < batch * dim; i += stride) {
+        const i64 b = i / dim, d = i - b * dim;
+        const i64 slot = slot_idx ? slot_idx[b] : b;
+        const i64 xrow = (b * dim + d) * seqlen;
+        if (slot < 0) {
+            for (i64 t = 0; t < seqlen; ++t) {
+                store_from_f32(out, xrow + t, xdt, 0.0f);
+                if (inter && H > 0)
+                    for (int k = 0; k < H; ++k)
+                        store_from_f32(inter, ((b * seqlen + t) * dim + d) * H + k, sdt, 0.0f);
+            }
+            continue;
+        }
+        const i64 srow = (slot * dim + d) * state_len;
+        float win[HA];
+        i64 pos = 0;
+        if (cache_seqlens) {
+            pos = cache_seqlens[b];
+#pragma unroll
+            for (int k = 0; k < H; ++k) {
+                i64 j = (pos - H + k) % state_len;
+                if (j < 0) j += state_len;
+                win[k] = load_as_f32(state, srow + j, sdt);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < H; ++k) win[k] = load_as_f32(state, srow + state_len - H + k, sdt);
+        }
+        float wk[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) wk[k] = ldg_f32(w, d * W + k, wdt);
+        const float b0 = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+        for (i64 t = 0; t < seqlen; ++t) {
+            const float xv = load_as_f32(x, xrow + t, xdt);
+            float acc = b0;
+#pragma unroll
+            for (int k = 0; k < H; ++k) acc = acc + wk[k] * win[k];
+            acc = acc + wk[H] * xv;
+            store_from_f32(out, xrow + t, xdt, act ? silu_exact(acc) : acc);
+            if (H > 0) {
+#pragma unroll
+                for (int k = 0; k + 1 < H; ++k) win[k] = win[k + 1];
+                win[H - 1 > 0 ? H - 1 : 0] = xv;
+                if (inter) {
+#pragma unroll
+                    for (int k = 0; k < H; ++k)
+                        store_from_f32(inter, ((b * seqlen + t) * dim + d) * H + k, sdt, win[k]);
+                }
+            }
+        }
+        // State write-back (after every read above).
+        if (cache_seqlens) {
+            for (i64 t = 0; t < seqlen; ++t) {
+                i64 j = (pos + t) % state_len;
+                if (j < 0) j += state_len;
+                store_from_f32(state, srow + j, sdt, load_as_f32(x, xrow + t, xdt));
+            }
+        } else {
+            // new[i] = cat(state, x)[i + seqlen]; ascending i reads state entries not yet written.
+            for (i64 i2 = 0; i2 < state_len; ++i2) {
+                const i64 src = i2 + seqlen;
+                const float v = src < state_len ? load_as_f32(state, srow + src, sdt)
+                                                : load_as_f32(x, xrow + src - state_len, xdt);
+                store_from_f32(state, srow + i2, sdt, v);
+            }
+        }
+    }
+}
+
+#define CONV1D_UPDATE(W)                                                                         \
+    extern "C" __global__ void conv1d_update_v1_w##W(                                           \
+        const void* x, int xdt, void* state, int sdt, const void* w, int wdt, const void* bias, \
+        int bdt, const i64* cache_seqlens, const i64* slot_idx, i64 batch, i64 dim, i64 seqlen, \
+        i64 state_len, int act, void* out, void* inter) {                                       \
+        conv1d_update_impl<W>(x, xdt, state, sdt, w, wdt, bias, bdt, cache_seqlens, slot_idx,  \
+                              batch, dim, seqlen, state_len, act, out, inter);                  \
+    }
+
+CONV1D_UPDATE(1)
+CONV1D_UPDATE(2)
+CONV1D_UPDATE(3)
+CONV1D_UPDATE(4)

@@ -1,0 +1,564 @@
+//! `causal_conv1d_fn` (prefill) and `causal_conv1d_update` (decode, single and multi token) on
+//! the GPU (gpu/kernels/causal_conv1d.cu), against reference/src/ops/causal_conv1d_{fn,update}.rs.
+//!
+//! Prefill versions: `v1` one thread per output (any shape, the reference's summation order);
+//! `v2` 16-byte vectors with warp-shuffle neighbour exchange, `__ldg` weights, FMA and fast SiLU
+//! (needs L > 0, width <= 4 and rows starting on 16-byte boundaries: L * sizeof(x) % 16 == 0);
+//! `auto` picks v2 where it applies. Update: `v1`, one thread per (row, channel), width <= 4.
+
+use super::{grid_for, GpuOp, RunOpts};
+use crate::runtime::{cfg, dtype_code, DevTensor, Gpu};
+use crate::GpuError;
+use cudarc::driver::PushKernelArg;
+use reference::op::{Inputs, Params};
+use reference::ops::causal_conv1d_fn::Activation;
+use reference::{DType, Tensor, TensorMap};
+
+const OP_FN: &str = "causal_conv1d_fn";
+const OP_UPD: &str = "causal_conv1d_update";
+/// Widest filter with a compiled v2 / update kernel.
+pub const MAX_WIDTH: usize = 4;
+
+pub fn ops() -> Vec<GpuOp> {
+    vec![
+        GpuOp {
+            name: OP_FN,
+            versions: &["auto", "v1", "v2"],
+            run: run_fn,
+            applicable: applicable_fn,
+        },
+        GpuOp {
+            name: OP_UPD,
+            versions: &["v1"],
+            run: run_update,
+            applicable: applicable_update,
+        },
+    ]
+}
+
+// ---- shared helpers (also used by ssd_chunk_scan.rs) ----
+
+/// Uploads a float tensor as f32/bf16/f16 (f64 is converted to f32 first); returns the device
+/// tensor and its dtype code.
+pub(crate) fn upload_float(g: &Gpu, t: &Tensor) -> Result<(DevTensor, i32), GpuError> {
+    match t.dtype() {
+        DType::F32 | DType::BF16 | DType::F16 => Ok((g.upload(t)?, dtype_code(t.dtype())?)),
+        _ => {
+            let f = Tensor::from_f32(&t.shape, t.to_f32_vec());
+            Ok((g.upload(&f)?, 0))
+        }
+    }
+}
+
+/// The storage dtype the GPU uses for a float tensor of dtype `d` (f64 -> f32).
+pub(crate) fn gpu_float_dtype(d: DType) -> DType {
+    match d {
+        DType::BF16 | DType::F16 => d,
+        _ => DType::F32,
+    }
+}
+
+/// Converts a downloaded tensor back to the reference's dtype where the GPU computed in f32.
+pub(crate) fn as_dtype(t: Tensor, want: DType) -> Tensor {
+    if t.dtype() == want {
+        t
+    } else {
+        Tensor::from_f32_as(&t.shape, &t.to_f32_vec(), want)
+    }
+}
+
+/// Uploads integer values as i64.
+pub(crate) fn upload_i64(g: &Gpu, v: &[i64]) -> Result<DevTensor, GpuError> {
+    g.upload(&Tensor::from_i64(&[v.len()], v.to_vec()))
+}
+
+/// Device pointer of an optional tensor (0 = absent).
+pub(crate) fn opt_ptr(g: &Gpu, t: &Option<(DevTensor, i32)>) -> (u64, i32) {
+    t.as_ref().map_or((0, 0), |(d, c)| (d.ptr(&g.stream), *c))
+}
+
+fn drv(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| GpuError::Driver(format!("launch {what}: {e}"))
+}
+
+fn activation(p: &Params, op: &str) -> Result<Activation, GpuError> {
+    let s = p.str("activation")?;
+    Activation::parse(s).ok_or_else(|| {
+        reference::op::OpError::Param {
+            op: op.into(),
+            name: "activation".into(),
+            msg: format!("'{s}' is not one of none, silu, swish"),
+        }
+        .into()
+    })
+}
+
+// ---- prefill ----
+
+fn v2_ok(xdt: DType, seqlen: usize, width: usize) -> Option<String> {
+    let es = gpu_float_dtype(xdt).size();
+    if seqlen == 0 {
+        return Some("v2 needs seqlen > 0".into());
+    }
+    if width == 0 || width > MAX_WIDTH {
+        return Some(format!("v2 needs width 1..={MAX_WIDTH} (width = {width})"));
+    }
+    if (seqlen * es) % 16 != 0 {
+        return Some(format!(
+            "v2 needs seqlen * {es} bytes to be a multiple of 16 (seqlen = {seqlen})"
+        ));
+    }
+    None
+}
+
+pub fn applicable_fn(version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
+    let x = inputs.get("x")?;
+    let w = inputs.get("weight")?;
+    if x.rank() != 3 || w.rank() != 2 {
+        return None; // run() reports the shape error
+    }
+    match version {
+        "v2" => v2_ok(x.dtype(), x.shape[2], w.shape[1]),
+        _ => None,
+    }
+}
+
+/// One prefill launch on device pointers (shared by `run_fn`, the tests and the bench).
+#[derive(Clone, Copy, Debug)]
+pub struct FnLaunch {
+    pub x: u64,
+    pub xdt: i32,
+    pub w: u64,
+    pub wdt: i32,
+    pub bias: u64,
+    pub bdt: i32,
+    pub init: u64,
+    pub idt: i32,
+    pub batch: usize,
+    pub dim: usize,
+    pub seqlen: usize,
+    pub width: usize,
+    pub act: Activation,
+    pub out: u64,
+    pub fin: u64,
+}
+
+/// Segments of 4 tiles x 64 vectors per warp task (SEG in the kernel).
+const V2_SEG_VECS: usize = 4 * 64;
+
+impl FnLaunch {
+    /// `version`: "v1" or "v2" (the caller resolves "auto").
+    pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
+        let rows = (self.batch * self.dim) as i64;
+        let (dim, l) = (self.dim as i64, self.seqlen as i64);
+        let act = (self.act == Activation::Silu) as i32;
+        match version {
+            "v1" => {
+                let total = (self.batch * self.dim * (self.seqlen + self.width.saturating_sub(1))) as u64;
+                if total == 0 {
+                    return Ok(());
+                }
+                let width = self.width as i32;
+                let f = g.function("causal_conv1d", "conv1d_fn_v1")?;
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
+                a.arg(&self.bias).arg(&self.bdt).arg(&self.init).arg(&self.idt);
+                a.arg(&rows).arg(&dim).arg(&l).arg(&width).arg(&act).arg(&self.out).arg(&self.fin);
+                // SAFETY: matches conv1d_fn_v1; buffers hold the shapes in the module doc.
+                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }.map_err(drv("conv1d_fn_v1"))?;
+                Ok(())
+            }
+            "v2" => {
+                let xd = match self.xdt {
+                    0 => DType::F32,
+                    1 => DType::BF16,
+                    _ => DType::F16,
+                };
+                if let Some(why) = v2_ok(xd, self.seqlen, self.width) {
+                    return Err(GpuError::Unsupported(format!("{OP_FN} v2: {why}")));
+                }
+                if rows == 0 {
+                    return Ok(());
+                }
+                let ve = 16 / xd.size();
+                let nv = self.seqlen / ve;
+                let tasks = (self.batch * self.dim) as u64 * nv.div_ceil(V2_SEG_VECS) as u64;
+                let blocks = tasks.div_ceil(8).min(g.sm_count as u64 * 32).max(1) as u32;
+                let name = format!(
+                    "conv1d_fn_v2_{}_w{}",
+                    if xd == DType::F32 { "f32" } else { "h16" },
+                    self.width
+                );
+                let f = g.function("causal_conv1d", &name)?;
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
+                a.arg(&self.bias).arg(&self.bdt).arg(&self.init).arg(&self.idt);
+                a.arg(&rows).arg(&dim).arg(&l).arg(&act).arg(&self.out).arg(&self.fin);
+                // SAFETY: matches conv1d_fn_v2_*; rows are 16-byte aligned (checked above) and
+                // device buffers start 256-byte aligned.
+                unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v2"))?;
+                Ok(())
+            }
+            other => Err(GpuError::NoVersion {
+                op: OP_FN.into(),
+                version: other.into(),
+                known: "auto, v1, v2".into(),
+            }),
+        }
+    }
+}
+
+pub fn run_fn(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    let inp = Inputs::new(OP_FN, inputs);
+    let (xt, _) = inp.float("x", 3)?;
+    let (batch, dim, seqlen) = (xt.shape[0], xt.shape[1], xt.shape[2]);
+    let (wt, _) = inp.float("weight", 2)?;
+    let width = wt.shape[1];
+    inp.shape("weight", wt, &[dim, width], "(dim, width)")?;
+    if width == 0 {
+        return Err(inp.err("weight", "width is 0; pass weight of shape (dim, width >= 1)").into());
+    }
+    let bias = match inp.opt_float("bias", 1)? {
+        None => None,
+        Some((t, _)) => {
+            inp.shape("bias", t, &[dim], "(dim,)")?;
+            Some(upload_float(g, t)?)
+        }
+    };
+    let init = match inp.opt_float("initial_states", 3)? {
+        None => None,
+        Some((t, _)) => {
+            inp.shape("initial_states", t, &[batch, dim, width - 1], "(batch, dim, width - 1)")?;
+            Some(upload_float(g, t)?)
+        }
+    };
+    let act = activation(p, OP_FN)?;
+    let version = match version {
+        "auto" if v2_ok(xt.dtype(), seqlen, width).is_none() => "v2",
+        "auto" => "v1",
+        v => v,
+    };
+    let (x, xdt) = upload_float(g, xt)?;
+    let (w, wdt) = upload_float(g, wt)?;
+    let odt = gpu_float_dtype(xt.dtype());
+    let out = g.alloc_poisoned(&[batch, dim, seqlen], odt, opts.poison)?;
+    let fin = g.alloc_poisoned(&[batch, dim, width - 1], odt, opts.poison)?;
+    let (bias_p, bdt) = opt_ptr(g, &bias);
+    let (init_p, idt) = opt_ptr(g, &init);
+    let l = FnLaunch {
+        x: x.ptr(&g.stream),
+        xdt,
+        w: w.ptr(&g.stream),
+        wdt,
+        bias: bias_p,
+        bdt,
+        init: init_p,
+        idt,
+        batch,
+        dim,
+        seqlen,
+        width,
+        act,
+        out: out.ptr(&g.stream),
+        fin: fin.ptr(&g.stream),
+    };
+    l.run(g, version)?;
+    g.sync()?;
+    Ok(reference::op::outputs([
+        ("out", as_dtype(g.download(&out, "out")?, xt.dtype())),
+        ("final_states", as_dtype(g.download(&fin, "final_states")?, xt.dtype())),
+    ]))
+}
+
+// ---- update ----
+
+pub fn applicable_update(_version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
+    let w = inputs.get("weight")?;
+    if w.rank() == 2 && (w.shape[1] == 0 || w.shape[1] > MAX_WIDTH) {
+        return Some(format!("update v1 needs width 1..={MAX_WIDTH} (width = {})", w.shape[1]));
+    }
+    None
+}
+
+/// One update launch on device pointers.
+#[derive(Clone, Copy, Debug)]
+pub struct UpdateLaunch {
+    pub x: u64,
+    pub xdt: i32,
+    pub state: u64,
+    pub sdt: i32,
+    pub w: u64,
+    pub wdt: i32,
+    pub bias: u64,
+    pub bdt: i32,
+    /// i64 (batch,) or 0.
+    pub cache_seqlens: u64,
+    /// i64 (batch,) or 0.
+    pub slots: u64,
+    pub batch: usize,
+    pub dim: usize,
+    pub seqlen: usize,
+    pub width: usize,
+    pub state_len: usize,
+    pub act: Activation,
+    pub out: u64,
+    /// (batch, seqlen, dim, width-1) in the state's dtype, or 0.
+    pub inter: u64,
+}
+
+impl UpdateLaunch {
+    pub fn run(&self, g: &Gpu) -> Result<(), GpuError> {
+        if self.width == 0 || self.width > MAX_WIDTH {
+            return Err(GpuError::Unsupported(format!(
+                "{OP_UPD} v1 needs width 1..={MAX_WIDTH} (width = {})",
+                self.width
+            )));
+        }
+        let n = (self.batch * self.dim) as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let f = g.function("causal_conv1d", &format!("conv1d_update_v1_w{}", self.width))?;
+        let (b, d, l, sl) = (
+            self.batch as i64,
+            self.dim as i64,
+            self.seqlen as i64,
+            self.state_len as i64,
+        );
+        let act = (self.act == Activation::Silu) as i32;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&self.x).arg(&self.xdt).arg(&self.state).arg(&self.sdt);
+        a.arg(&self.w).arg(&self.wdt).arg(&self.bias).arg(&self.bdt);
+        a.arg(&self.cache_seqlens).arg(&self.slots);
+        a.arg(&b).arg(&d).arg(&l).arg(&sl).arg(&act).arg(&self.out).arg(&self.inter);
+        // SAFETY: matches conv1d_update_v1_w*; shapes validated by run_update.
+        unsafe { a.launch(cfg(grid_for(g, n, 128), 128, 0)) }.map_err(drv("conv1d_update_v1"))?;
+        Ok(())
+    }
+}
+
+pub fn run_update(
+    g: &Gpu,
+    _version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    let inp = Inputs::new(OP_UPD, inputs);
+    let xt = inp.req("x")?;
+    let multi = xt.rank() == 3;
+    let (xt, _) = inp.float("x", if multi { 3 } else { 2 })?;
+    let (batch, dim) = (xt.shape[0], xt.shape[1]);
+    let seqlen = if multi { xt.shape[2] } else { 1 };
+    let (st, _) = inp.float("conv_state", 3)?;
+    let (slots, state_len) = (st.shape[0], st.shape[2]);
+    inp.shape("conv_state", st, &[slots, dim, state_len], "(batch|cache, dim, state_len)")?;
+    let (wt, _) = inp.float("weight", 2)?;
+    let width = wt.shape[1];
+    inp.shape("weight", wt, &[dim, width], "(dim, width)")?;
+    if width == 0 || state_len + 1 < width {
+        return Err(inp
+            .err(
+                "conv_state",
+                format!(
+                    "state_len {state_len} is smaller than width - 1 = {}; pass a conv_state \
+                     with at least width - 1 columns",
+                    width as i64 - 1
+                ),
+            )
+            .into());
+    }
+    if state_len == 0 && seqlen > 0 && inputs.contains_key("cache_seqlens") {
+        return Err(inp.err("conv_state", "a ring buffer (cache_seqlens) needs state_len >= 1").into());
+    }
+    let bias = match inp.opt_float("bias", 1)? {
+        None => None,
+        Some((t, _)) => {
+            inp.shape("bias", t, &[dim], "(dim,)")?;
+            Some(upload_float(g, t)?)
+        }
+    };
+    let cache_seqlens = match inp.opt_int("cache_seqlens")? {
+        None => None,
+        Some((t, v)) => {
+            inp.shape("cache_seqlens", t, &[batch], "(batch,)")?;
+            if let Some(i) = v.iter().position(|&s| s < 0) {
+                return Err(inp
+                    .err("cache_seqlens", format!("entry {i} is {} (must be >= 0)", v[i]))
+                    .into());
+            }
+            Some(upload_i64(g, &v)?)
+        }
+    };
+    let indices = match inp.opt_int("conv_state_indices")? {
+        None => {
+            if slots < batch {
+                return Err(inp
+                    .err(
+                        "conv_state",
+                        format!(
+                            "{slots} slots for {batch} rows; pass conv_state_indices or a state \
+                             with batch slots"
+                        ),
+                    )
+                    .into());
+            }
+            None
+        }
+        Some((t, v)) => {
+            inp.shape("conv_state_indices", t, &[batch], "(batch,)")?;
+            if let Some(i) = v.iter().position(|&s| s >= slots as i64) {
+                return Err(inp
+                    .err(
+                        "conv_state_indices",
+                        format!(
+                            "entry {i} is {} but conv_state has {slots} slots (indices must be < \
+                             {slots}, or negative for pad rows)",
+                            v[i]
+                        ),
+                    )
+                    .into());
+            }
+            Some(upload_i64(g, &v)?)
+        }
+    };
+    let act = activation(p, OP_UPD)?;
+    let (x, xdt) = upload_float(g, xt)?;
+    let (state, sdt) = upload_float(g, st)?;
+    let (w, wdt) = upload_float(g, wt)?;
+    let odt = gpu_float_dtype(xt.dtype());
+    let sdtype = gpu_float_dtype(st.dtype());
+    let out = g.alloc_poisoned(&xt.shape, odt, opts.poison)?;
+    let inter = if multi {
+        Some(g.alloc_poisoned(&[batch, seqlen, dim, width - 1], sdtype, opts.poison)?)
+    } else {
+        None
+    };
+    let (bias_p, bdt) = opt_ptr(g, &bias);
+    let l = UpdateLaunch {
+        x: x.ptr(&g.stream),
+        xdt,
+        state: state.ptr(&g.stream),
+        sdt,
+        w: w.ptr(&g.stream),
+        wdt,
+        bias: bias_p,
+        bdt,
+        cache_seqlens: cache_seqlens.as_ref().map_or(0, |d| d.ptr(&g.stream)),
+        slots: indices.as_ref().map_or(0, |d| d.ptr(&g.stream)),
+        batch,
+        dim,
+        seqlen,
+        width,
+        state_len,
+        act,
+        out: out.ptr(&g.stream),
+        inter: inter.as_ref().map_or(0, |d| d.ptr(&g.stream)),
+    };
+    l.run(g)?;
+    g.sync()?;
+    let mut m = reference::op::outputs([
+        ("out", as_dtype(g.download(&out, "out")?, xt.dtype())),
+        ("conv_state", as_dtype(g.download(&state, "conv_state")?, st.dtype())),
+    ]);
+    if let Some(it) = &inter {
+        m.insert(
+            "intermediate_conv_window".into(),
+            as_dtype(g.download(it, "intermediate_conv_window")?, st.dtype()),
+        );
+    }
+    Ok(m)
+}
+
+// ---- benchmark ----
+
+/// Fast deterministic fill: 16-bit float bits (bf16 or f16 per `dt`) of values in [-2, 2).
+pub(crate) fn fill_h16(n: usize, seed: u64, bf16: bool) -> Vec<u16> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let v = ((s >> 40) as f32) * (4.0 / (1u64 << 24) as f32) - 2.0;
+            if bf16 {
+                reference::tensor::f32_to_bf16(v)
+            } else {
+                reference::tensor::f32_to_f16(v)
+            }
+        })
+        .collect()
+}
+
+pub(crate) fn timing_json(t: &crate::runtime::Timing) -> serde_json::Value {
+    serde_json::json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "samples": t.samples})
+}
+
+/// Prefill conv1d at (batch, dim, seqlen, width), bf16 x/weight/bias, silu, no initial states;
+/// v1 and v2 against the copy ceiling (same bytes).
+pub fn bench_prefill(
+    g: &Gpu,
+    batch: usize,
+    dim: usize,
+    seqlen: usize,
+    width: usize,
+) -> Result<serde_json::Value, GpuError> {
+    let n = batch * dim * seqlen;
+    let xs = g
+        .stream
+        .clone_htod(&fill_h16(n, 11, true))
+        .map_err(|e| GpuError::Driver(format!("upload x: {e}")))?;
+    let ws = g
+        .stream
+        .clone_htod(&fill_h16(dim * width, 12, true))
+        .map_err(|e| GpuError::Driver(format!("upload weight: {e}")))?;
+    let bs = g
+        .stream
+        .clone_htod(&fill_h16(dim, 13, true))
+        .map_err(|e| GpuError::Driver(format!("upload bias: {e}")))?;
+    let out = g.alloc_raw::<u16>(n)?;
+    let fin = g.alloc_raw::<u16>(batch * dim * width.saturating_sub(1))?;
+    use cudarc::driver::DevicePtr;
+    let (xp, _a) = xs.device_ptr(&g.stream);
+    let (wp, _b) = ws.device_ptr(&g.stream);
+    let (bp, _c) = bs.device_ptr(&g.stream);
+    let (op, _d) = out.device_ptr(&g.stream);
+    let (fp, _e) = fin.device_ptr(&g.stream);
+    let l = FnLaunch {
+        x: xp,
+        xdt: 1,
+        w: wp,
+        wdt: 1,
+        bias: bp,
+        bdt: 1,
+        init: 0,
+        idt: 0,
+        batch,
+        dim,
+        seqlen,
+        width,
+        act: Activation::Silu,
+        out: op,
+        fin: fp,
+    };
+    let bytes = (2 * n * 2) as f64;
+    let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
+    let mut versions = vec![];
+    for v in ["v1", "v2"] {
+        let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
+        let gbs = bytes / (t.median_us * 1e-6) / 1e9;
+        versions.push(serde_json::json!({"version": v, "time": timing_json(&t), "gb_per_s": gbs,
+                                         "pct_of_copy": 100.0 * gbs / cgbs}));
+    }
+    Ok(serde_json::json!({"op": OP_FN,
+        "shape": {"batch": batch, "dim": dim, "seqlen": seqlen, "width": width, "dtype": "bf16", "activation": "silu"},
+        "bytes": bytes,
+        "copy": {"bytes": 2 * n * 2, "time": timing_json(&ct), "gb_per_s": cgbs},
+        "versions": versions}))
+}

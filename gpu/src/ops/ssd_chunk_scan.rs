@@ -1,0 +1,581 @@
+//! `ssd_chunk_scan` (Mamba-2 prefill) on the GPU (gpu/kernels/ssd_chunk_scan.cu): five kernels
+//! (dt cumsum, C·B per chunk and group, chunk states, state passing, chunk scan) with f32
+//! accumulation, against reference/src/ops/ssd_chunk_scan.rs.
+//!
+//! Tile shapes are an [`SsdConfig`] (for a tuner: [`SsdConfig::candidates`] lists every
+//! compiled combination). Versions: `v1` = [`SsdConfig::default`], `v1_small` =
+//! [`SsdConfig::small`] (32-row tiles: exercises the other instantiations and edge masking).
+
+use super::causal_conv1d::{as_dtype, gpu_float_dtype, opt_ptr, upload_float, upload_i64};
+use super::{grid_for, GpuOp, RunOpts};
+use crate::runtime::{cfg, DevTensor, Gpu};
+use crate::GpuError;
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use reference::op::{Inputs, OpError, Params};
+use reference::{DType, Tensor, TensorMap};
+
+const OP: &str = "ssd_chunk_scan";
+
+pub fn ops() -> Vec<GpuOp> {
+    vec![GpuOp {
+        name: OP,
+        versions: &["v1", "v1_small"],
+        run,
+        applicable,
+    }]
+}
+
+/// Tile shapes of the tiled kernels (each must be one of the compiled instantiations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SsdConfig {
+    /// C·B tile edge (rows = cols): 32 or 64.
+    pub cb_m: u32,
+    /// Chunk-state tile: headdim rows x dstate cols: (32, 64), (64, 64), (64, 128).
+    pub state_m: u32,
+    pub state_n: u32,
+    /// Chunk-scan tile: chunk rows x headdim cols: (32, 64), (64, 32), (64, 64).
+    pub scan_m: u32,
+    pub scan_n: u32,
+}
+
+impl Default for SsdConfig {
+    fn default() -> Self {
+        SsdConfig {
+            cb_m: 64,
+            state_m: 64,
+            state_n: 128,
+            scan_m: 64,
+            scan_n: 64,
+        }
+    }
+}
+
+const CB_TILES: &[u32] = &[32, 64];
+const STATE_TILES: &[(u32, u32)] = &[(32, 64), (64, 64), (64, 128)];
+const SCAN_TILES: &[(u32, u32)] = &[(32, 64), (64, 32), (64, 64)];
+
+impl SsdConfig {
+    /// The smallest tiles.
+    pub fn small() -> Self {
+        SsdConfig {
+            cb_m: 32,
+            state_m: 32,
+            state_n: 64,
+            scan_m: 32,
+            scan_n: 64,
+        }
+    }
+
+    /// Every compiled combination (the tuner's search space).
+    pub fn candidates() -> Vec<SsdConfig> {
+        let mut v = vec![];
+        for &cb_m in CB_TILES {
+            for &(state_m, state_n) in STATE_TILES {
+                for &(scan_m, scan_n) in SCAN_TILES {
+                    v.push(SsdConfig {
+                        cb_m,
+                        state_m,
+                        state_n,
+                        scan_m,
+                        scan_n,
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    pub fn validate(&self) -> Result<(), GpuError> {
+        if CB_TILES.contains(&self.cb_m)
+            && STATE_TILES.contains(&(self.state_m, self.state_n))
+            && SCAN_TILES.contains(&(self.scan_m, self.scan_n))
+        {
+            Ok(())
+        } else {
+            Err(GpuError::Unsupported(format!(
+                "SsdConfig {self:?} has no compiled kernel; cb_m in {CB_TILES:?}, (state_m, \
+                 state_n) in {STATE_TILES:?}, (scan_m, scan_n) in {SCAN_TILES:?}"
+            )))
+        }
+    }
+
+    pub fn for_version(version: &str) -> Result<SsdConfig, GpuError> {
+        match version {
+            "v1" => Ok(SsdConfig::default()),
+            "v1_small" => Ok(SsdConfig::small()),
+            other => Err(GpuError::NoVersion {
+                op: OP.into(),
+                version: other.into(),
+                known: "v1, v1_small".into(),
+            }),
+        }
+    }
+}
+
+pub fn applicable(_version: &str, _inputs: &TensorMap, _p: &Params) -> Option<String> {
+    None
+}
+
+/// Problem sizes as the kernels see them (`SsdDims` in the .cu file).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SsdDims {
+    pub b: i64,
+    pub l: i64,
+    pub h: i64,
+    pub p: i64,
+    pub g: i64,
+    pub n: i64,
+    pub q: i64,
+    pub nc: i64,
+}
+
+// SAFETY: repr(C) struct of eight i64, the layout of `struct SsdDims` in ssd_chunk_scan.cu.
+unsafe impl DeviceRepr for SsdDims {}
+
+impl SsdDims {
+    pub fn new(
+        batch: usize,
+        seqlen: usize,
+        nheads: usize,
+        headdim: usize,
+        ngroups: usize,
+        dstate: usize,
+        chunk: usize,
+    ) -> SsdDims {
+        let q = chunk.min(seqlen.max(1));
+        SsdDims {
+            b: batch as i64,
+            l: seqlen as i64,
+            h: nheads as i64,
+            p: headdim as i64,
+            g: ngroups as i64,
+            n: dstate as i64,
+            q: q as i64,
+            nc: seqlen.div_ceil(q) as i64,
+        }
+    }
+    fn u(&self, v: i64) -> usize {
+        v as usize
+    }
+    /// f32 elements of each workspace: (dtp and dacs, cb, states).
+    pub fn workspace_elems(&self) -> (usize, usize, usize) {
+        let (b, nc, h, q, g, p, n) = (
+            self.u(self.b),
+            self.u(self.nc),
+            self.u(self.h),
+            self.u(self.q),
+            self.u(self.g),
+            self.u(self.p),
+            self.u(self.n),
+        );
+        (b * nc * h * q, b * nc * g * q * q, b * nc * h * p * n)
+    }
+}
+
+/// Device scratch of one scan.
+pub struct SsdWorkspace {
+    pub dtp: CudaSlice<f32>,
+    pub dacs: CudaSlice<f32>,
+    pub cb: CudaSlice<f32>,
+    pub states: CudaSlice<f32>,
+}
+
+impl SsdWorkspace {
+    pub fn new(g: &Gpu, d: &SsdDims) -> Result<SsdWorkspace, GpuError> {
+        let (a, c, s) = d.workspace_elems();
+        Ok(SsdWorkspace {
+            dtp: g.alloc_raw(a)?,
+            dacs: g.alloc_raw(a)?,
+            cb: g.alloc_raw(c)?,
+            states: g.alloc_raw(s)?,
+        })
+    }
+}
+
+/// dt processing (the reference's `DtConfig`).
+#[derive(Clone, Copy, Debug)]
+pub struct DtParams {
+    pub softplus: bool,
+    pub dt_min: f32,
+    pub dt_max: f32,
+}
+
+/// One scan on device pointers (0 = absent optional input). Shared by `run`, tests and bench.
+#[derive(Clone, Copy, Debug)]
+pub struct SsdLaunch {
+    pub dims: SsdDims,
+    pub x: (u64, i32),
+    pub dt: (u64, i32),
+    pub a: (u64, i32),
+    pub b: (u64, i32),
+    pub c: (u64, i32),
+    /// (nheads, headdim)
+    pub d: (u64, i32),
+    pub z: (u64, i32),
+    pub dt_bias: (u64, i32),
+    pub init: (u64, i32),
+    /// i64 (batch, seqlen)
+    pub seq_idx: u64,
+    pub dt_cfg: DtParams,
+    /// (batch, seqlen, nheads, headdim) in x's dtype
+    pub y: u64,
+    /// (batch, nheads, headdim, dstate) f32
+    pub final_states: u64,
+}
+
+fn drv(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| GpuError::Driver(format!("launch {what}: {e}"))
+}
+
+const THREADS: u32 = 256;
+
+/// The five stages in launch order (for per-stage timing).
+pub const STAGES: [&str; 5] = ["cumsum", "bmm_cb", "chunk_state", "state_pass", "chunk_scan"];
+
+impl SsdLaunch {
+    /// All five stages, in order, on `g.stream`.
+    pub fn run(&self, g: &Gpu, ws: &SsdWorkspace, c: &SsdConfig) -> Result<(), GpuError> {
+        c.validate()?;
+        let s = self.dims;
+        if s.g == 0 || s.h % s.g != 0 {
+            return Err(GpuError::Unsupported(format!(
+                "ngroups {} must divide nheads {}",
+                s.g, s.h
+            )));
+        }
+        for stage in 0..STAGES.len() {
+            self.run_stage(g, ws, c, stage)?;
+        }
+        Ok(())
+    }
+
+    /// One stage (index into [`STAGES`]); stages read what the earlier ones wrote.
+    pub fn run_stage(
+        &self,
+        g: &Gpu,
+        ws: &SsdWorkspace,
+        c: &SsdConfig,
+        stage: usize,
+    ) -> Result<(), GpuError> {
+        let s = self.dims;
+        let st = &g.stream;
+        let (dtp, _a) = ws.dtp.device_ptr(st);
+        let (dacs, _b) = ws.dacs.device_ptr(st);
+        let (cb, _c) = ws.cb.device_ptr(st);
+        let (states, _d) = ws.states.device_ptr(st);
+        let u = |v: i64| v as u64;
+        let scan = s.l > 0 && s.b > 0 && s.h > 0;
+        match stage {
+            0 if scan => {
+                let n = u(s.b * s.nc * s.h);
+                let f = g.function("ssd_chunk_scan", "ssd_cumsum")?;
+                let sp = self.dt_cfg.softplus as i32;
+                let mut a = st.launch_builder(&f);
+                a.arg(&self.dt.0).arg(&self.dt.1).arg(&self.a.0).arg(&self.a.1);
+                a.arg(&self.dt_bias.0).arg(&self.dt_bias.1).arg(&s).arg(&sp);
+                a.arg(&self.dt_cfg.dt_min).arg(&self.dt_cfg.dt_max).arg(&dtp).arg(&dacs);
+                // SAFETY: matches ssd_cumsum; workspaces sized by SsdDims::workspace_elems.
+                unsafe { a.launch(cfg(grid_for(g, n, 128), 128, 0)) }.map_err(drv("ssd_cumsum"))?;
+            }
+            1 if scan => {
+                let tq = u(s.q).div_ceil(c.cb_m as u64);
+                let blocks = u(s.b * s.nc * s.g) * tq * tq;
+                let f = g.function("ssd_chunk_scan", &format!("ssd_bmm_cb_m{}", c.cb_m))?;
+                let mut a = st.launch_builder(&f);
+                a.arg(&self.b.0).arg(&self.b.1).arg(&self.c.0).arg(&self.c.1).arg(&s).arg(&cb);
+                // SAFETY: matches ssd_bmm_cb_m*.
+                unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }.map_err(drv("ssd_bmm_cb"))?;
+            }
+            2 if scan && s.p > 0 && s.n > 0 => {
+                let blocks = u(s.b * s.nc * s.h)
+                    * u(s.p).div_ceil(c.state_m as u64)
+                    * u(s.n).div_ceil(c.state_n as u64);
+                let name = format!("ssd_state_m{}_n{}", c.state_m, c.state_n);
+                let f = g.function("ssd_chunk_scan", &name)?;
+                let mut a = st.launch_builder(&f);
+                a.arg(&self.x.0).arg(&self.x.1).arg(&self.b.0).arg(&self.b.1).arg(&self.seq_idx);
+                a.arg(&dtp).arg(&dacs).arg(&s).arg(&states);
+                // SAFETY: matches ssd_state_m*_n*.
+                unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }.map_err(drv("ssd_state"))?;
+            }
+            3 => {
+                // Also writes final_states (= initial states or zeros) when seqlen == 0.
+                let n = u(s.b * s.h * s.p * s.n);
+                if n > 0 {
+                    let f = g.function("ssd_chunk_scan", "ssd_state_pass")?;
+                    let mut a = st.launch_builder(&f);
+                    a.arg(&self.init.0).arg(&self.init.1).arg(&self.seq_idx).arg(&dacs).arg(&s);
+                    a.arg(&states).arg(&self.final_states);
+                    // SAFETY: matches ssd_state_pass.
+                    unsafe { a.launch(cfg(grid_for(g, n, 256), 256, 0)) }
+                        .map_err(drv("ssd_state_pass"))?;
+                }
+            }
+            4 if scan && s.p > 0 => {
+                let blocks = u(s.b * s.nc * s.h)
+                    * u(s.q).div_ceil(c.scan_m as u64)
+                    * u(s.p).div_ceil(c.scan_n as u64);
+                let name = format!("ssd_scan_m{}_n{}", c.scan_m, c.scan_n);
+                let f = g.function("ssd_chunk_scan", &name)?;
+                let mut a = st.launch_builder(&f);
+                a.arg(&self.x.0).arg(&self.x.1).arg(&self.c.0).arg(&self.c.1);
+                a.arg(&self.d.0).arg(&self.d.1).arg(&self.z.0).arg(&self.z.1).arg(&self.seq_idx);
+                a.arg(&dtp).arg(&dacs).arg(&cb).arg(&states).arg(&s).arg(&self.y);
+                // SAFETY: matches ssd_scan_m*_n*.
+                unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }.map_err(drv("ssd_scan"))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+fn grid_1d(blocks: u64) -> Result<u32, GpuError> {
+    u32::try_from(blocks).map_err(|_| {
+        GpuError::Unsupported(format!(
+            "{blocks} blocks exceed the 2^32-1 grid limit; split the batch"
+        ))
+    })
+}
+
+pub fn run(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    let conf = SsdConfig::for_version(version)?;
+    let inp = Inputs::new(OP, inputs);
+    let (xt, _) = inp.float("x", 4)?;
+    let (bt, l, h, hd) = (xt.shape[0], xt.shape[1], xt.shape[2], xt.shape[3]);
+    let (dtt, _) = inp.float("dt", 3)?;
+    inp.shape("dt", dtt, &[bt, l, h], "(batch, seqlen, nheads)")?;
+    let (at, _) = inp.float("A", 1)?;
+    inp.shape("A", at, &[h], "(nheads,)")?;
+    let (btn, _) = inp.float("B", 4)?;
+    let (ng, n) = (btn.shape[2], btn.shape[3]);
+    inp.shape("B", btn, &[bt, l, ng, n], "(batch, seqlen, ngroups, dstate)")?;
+    if ng == 0 || h % ng != 0 {
+        return Err(inp
+            .err(
+                "B",
+                format!("ngroups {ng} does not divide nheads {h}; pass B with ngroups dividing nheads"),
+            )
+            .into());
+    }
+    let (ct, _) = inp.float("C", 4)?;
+    inp.shape("C", ct, &[bt, l, ng, n], "(batch, seqlen, ngroups, dstate)")?;
+    let d = match inp.get("D") {
+        None => None,
+        Some(t) => {
+            if !t.dtype().is_float() {
+                return Err(inp.err("D", format!("dtype {} is not a float type", t.dtype())).into());
+            }
+            let v = t.to_f32_vec();
+            let full: Vec<f32> = if t.shape == [h] {
+                v.iter().flat_map(|&x| std::iter::repeat_n(x, hd)).collect()
+            } else if t.shape == [h, hd] {
+                v
+            } else {
+                return Err(inp
+                    .err(
+                        "D",
+                        format!(
+                            "shape {:?} is neither (nheads,) = [{h}] nor (nheads, headdim) = [{h}, {hd}]",
+                            t.shape
+                        ),
+                    )
+                    .into());
+            };
+            Some(upload_float(g, &Tensor::from_f32(&[h, hd], full))?)
+        }
+    };
+    let z = match inp.opt_float("z", 4)? {
+        None => None,
+        Some((t, _)) => {
+            inp.shape("z", t, &xt.shape, "x's shape (batch, seqlen, nheads, headdim)")?;
+            Some(upload_float(g, t)?)
+        }
+    };
+    let dt_bias = match inp.opt_float("dt_bias", 1)? {
+        None => None,
+        Some((t, _)) => {
+            inp.shape("dt_bias", t, &[h], "(nheads,)")?;
+            Some(upload_float(g, t)?)
+        }
+    };
+    let init = match inp.opt_float("initial_states", 4)? {
+        None => None,
+        Some((t, _)) => {
+            inp.shape("initial_states", t, &[bt, h, hd, n], "(batch, nheads, headdim, dstate)")?;
+            Some(upload_float(g, t)?)
+        }
+    };
+    let seq = match inp.opt_int("seq_idx")? {
+        None => None,
+        Some((t, v)) => {
+            inp.shape("seq_idx", t, &[bt, l], "(batch, seqlen)")?;
+            for b in 0..bt {
+                for t in 1..l {
+                    if v[b * l + t] < v[b * l + t - 1] {
+                        return Err(inp
+                            .invalid(format!(
+                                "seq_idx[{b}, {t}] = {} is smaller than seq_idx[{b}, {}] = {}; \
+                                 sequence ids must be non-decreasing along each row",
+                                v[b * l + t],
+                                t - 1,
+                                v[b * l + t - 1]
+                            ))
+                            .into());
+                    }
+                }
+            }
+            Some(upload_i64(g, &v)?)
+        }
+    };
+    let chunk = p.usize("chunk_size")?;
+    if chunk == 0 {
+        return Err(OpError::Param {
+            op: OP.into(),
+            name: "chunk_size".into(),
+            msg: "must be >= 1 (Nemotron 3 Super uses 128)".into(),
+        }
+        .into());
+    }
+    let dt_cfg = DtParams {
+        softplus: p.bool("dt_softplus")?,
+        dt_min: p.float("dt_min")? as f32,
+        dt_max: p.float("dt_max")? as f32,
+    };
+    if dt_cfg.dt_min.is_nan() || dt_cfg.dt_max.is_nan() || dt_cfg.dt_min > dt_cfg.dt_max {
+        return Err(inp
+            .invalid(format!("dt_min {} must be <= dt_max {}", dt_cfg.dt_min, dt_cfg.dt_max))
+            .into());
+    }
+    let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
+    let x = upload_float(g, xt)?;
+    let dtd = upload_float(g, dtt)?;
+    let ad = upload_float(g, at)?;
+    let bd = upload_float(g, btn)?;
+    let cd = upload_float(g, ct)?;
+    let y = g.alloc_poisoned(&xt.shape, gpu_float_dtype(xt.dtype()), opts.poison)?;
+    let fin = g.alloc_poisoned(&[bt, h, hd, n], DType::F32, opts.poison)?;
+    let ws = SsdWorkspace::new(g, &dims)?;
+    let pp = |t: &(DevTensor, i32)| (t.0.ptr(&g.stream), t.1);
+    let launch = SsdLaunch {
+        dims,
+        x: pp(&x),
+        dt: pp(&dtd),
+        a: pp(&ad),
+        b: pp(&bd),
+        c: pp(&cd),
+        d: opt_ptr(g, &d),
+        z: opt_ptr(g, &z),
+        dt_bias: opt_ptr(g, &dt_bias),
+        init: opt_ptr(g, &init),
+        seq_idx: seq.as_ref().map_or(0, |s| s.ptr(&g.stream)),
+        dt_cfg,
+        y: y.ptr(&g.stream),
+        final_states: fin.ptr(&g.stream),
+    };
+    launch.run(g, &ws, &conf)?;
+    g.sync()?;
+    Ok(reference::op::outputs([
+        ("y", as_dtype(g.download(&y, "y")?, xt.dtype())),
+        ("final_states", g.download(&fin, "final_states")?),
+    ]))
+}
+
+// ---- benchmark ----
+
+/// The scan at (batch, seqlen, nheads, headdim, ngroups, dstate, chunk), bf16 x/B/C, f32 dt/A,
+/// dt_bias + softplus, D per head, no z, no initial states: every compiled config (the tuner's
+/// sweep) end to end, plus per-stage times of the default config.
+#[allow(clippy::too_many_arguments)]
+pub fn bench_scan(
+    g: &Gpu,
+    batch: usize,
+    seqlen: usize,
+    nheads: usize,
+    headdim: usize,
+    ngroups: usize,
+    dstate: usize,
+    chunk: usize,
+    sweep: bool,
+) -> Result<serde_json::Value, GpuError> {
+    use super::causal_conv1d::{fill_h16, timing_json};
+    let dims = SsdDims::new(batch, seqlen, nheads, headdim, ngroups, dstate, chunk);
+    let up16 = |n: usize, seed: u64| {
+        g.stream
+            .clone_htod(&fill_h16(n, seed, true))
+            .map_err(|e| GpuError::Driver(format!("upload: {e}")))
+    };
+    let upf = |v: Vec<f32>| {
+        g.stream
+            .clone_htod(&v)
+            .map_err(|e| GpuError::Driver(format!("upload: {e}")))
+    };
+    let bl = batch * seqlen;
+    let x = up16(bl * nheads * headdim, 21)?;
+    let bm = up16(bl * ngroups * dstate, 22)?;
+    let cm = up16(bl * ngroups * dstate, 23)?;
+    let mut r = compare::gen::Rng::new(24);
+    let dt = upf(r.uniform_vec(bl * nheads, -3.0, 0.0))?;
+    let a = upf(r.uniform_vec(nheads, -2.0, -0.5))?;
+    let dtb = upf(r.uniform_vec(nheads, -1.0, 0.0))?;
+    let d = upf(r.uniform_vec(nheads * headdim, 0.5, 1.5))?;
+    let y = g.alloc_raw::<u16>(bl * nheads * headdim)?;
+    let fin = g.alloc_raw::<f32>(batch * nheads * headdim * dstate)?;
+    let ws = SsdWorkspace::new(g, &dims)?;
+    let st = &g.stream;
+    let p16 = |s: &CudaSlice<u16>| s.device_ptr(st).0;
+    let pf = |s: &CudaSlice<f32>| s.device_ptr(st).0;
+    let l = SsdLaunch {
+        dims,
+        x: (p16(&x), 1),
+        dt: (pf(&dt), 0),
+        a: (pf(&a), 0),
+        b: (p16(&bm), 1),
+        c: (p16(&cm), 1),
+        d: (pf(&d), 0),
+        z: (0, 0),
+        dt_bias: (pf(&dtb), 0),
+        init: (0, 0),
+        seq_idx: 0,
+        dt_cfg: DtParams {
+            softplus: true,
+            dt_min: 0.0,
+            dt_max: f32::INFINITY,
+        },
+        y: p16(&y),
+        final_states: pf(&fin),
+    };
+    let (ws_dt, ws_cb, ws_st) = dims.workspace_elems();
+    let flops = {
+        let (b, nc, h, q, g_, p, n) = (batch as f64, dims.nc as f64, nheads as f64, dims.q as f64, ngroups as f64, headdim as f64, dstate as f64);
+        // C·B (lower-triangle tiles ~ half) + chunk state + C·state + intra-chunk (half)
+        b * nc * (g_ * q * q * n + 2.0 * h * p * q * n + 2.0 * h * q * p * n + h * q * q * p)
+    };
+    let mut configs = vec![];
+    let list = if sweep { SsdConfig::candidates() } else { vec![SsdConfig::default()] };
+    for c in list {
+        let (t, _) = crate::bench::time_launch(g, false, || l.run(g, &ws, &c))?;
+        configs.push(serde_json::json!({"config": c, "time": timing_json(&t),
+                                        "tflop_per_s": flops / (t.median_us * 1e-6) / 1e12}));
+    }
+    let mut stages = vec![];
+    let c = SsdConfig::default();
+    for (i, name) in STAGES.iter().enumerate() {
+        let (t, _) = crate::bench::time_launch(g, false, || l.run_stage(g, &ws, &c, i))?;
+        stages.push(serde_json::json!({"stage": name, "time": timing_json(&t)}));
+    }
+    Ok(serde_json::json!({"op": OP,
+        "shape": {"batch": batch, "seqlen": seqlen, "nheads": nheads, "headdim": headdim,
+                  "ngroups": ngroups, "dstate": dstate, "chunk": chunk, "x,B,C": "bf16",
+                  "z": false, "D": "per head", "dt_softplus": true},
+        "flops": flops,
+        "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
+        "configs": configs, "default_config_stages": stages}))
+}

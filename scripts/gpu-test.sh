@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# GPU tests, in two halves (there is no Rust toolchain on the GPU machine):
+#
+#   scripts/gpu-test.sh build   # here: builds the duet-gpu test binaries and the duet binary
+#                               # (release), copies them into the git-ignored .devbin/
+#   scripts/gpu-test.sh run [FILTER...]
+#                               # on the GPU machine (device tool: carry [".devbin"]): runs every
+#                               # test binary with --ignored (FILTER: test name filters), then
+#                               # `.devbin/duet check --backend gpu`
+#
+# Never carry target/ (the device tool's 64 MiB limit): .devbin/ holds only stripped binaries.
+# Outputs worth keeping (rcp corrections, bench JSON, logs) go to $DUET_OUT (default $OUT).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd="${1:-build}"
+shift || true
+case "$cmd" in
+build)
+    if [ -f scripts/nvrtc-env.sh ]; then
+        # shellcheck disable=SC1091
+        source scripts/nvrtc-env.sh
+    fi
+    rm -rf .devbin && mkdir -p .devbin/tests
+    cargo test --release -p duet-gpu --no-run --message-format=json 2>/dev/null |
+        python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test"):
+        name = m["target"]["name"]
+        kind = m["target"]["kind"][0]
+        dst = ".devbin/tests/" + (name if kind != "lib" else "gpu_unit")
+        shutil.copy(m["executable"], dst)
+        print("test binary:", dst)
+'
+    cargo build --release --bin duet
+    cp target/release/duet .devbin/duet
+    for f in .devbin/duet .devbin/tests/*; do
+        strip --strip-debug "$f" 2>/dev/null || true
+    done
+    du -sh .devbin
+    ;;
+run)
+    export DUET_OUT="${DUET_OUT:-${OUT:-/tmp}}"
+    status=0
+    for t in .devbin/tests/*; do
+        echo "=== $t"
+        "$t" --ignored --test-threads=1 "$@" || status=1
+    done
+    if [ $# -eq 0 ]; then
+        echo "=== duet check --backend gpu"
+        .devbin/duet check --backend gpu || status=1
+    fi
+    exit $status
+    ;;
+*)
+    echo "usage: scripts/gpu-test.sh build | run [FILTER...]" >&2
+    exit 2
+    ;;
+esac

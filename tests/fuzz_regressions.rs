@@ -1,0 +1,225 @@
+//! Replays the fuzz findings and the committed fuzz corpora through the parsers, without
+//! cargo-fuzz (this is the CI smoke of issue 9; `scripts/fuzz.sh` is the long run).
+//!
+//! - `fuzz/regressions/<target>/<file>`: inputs that once crashed a parser; each has a row in
+//!   [`REGRESSIONS`] with the error it must now give.
+//! - `fuzz/corpus/<target>/*`: the minimised corpora; every file must parse to Ok or Err, never
+//!   panic.
+//! - `fuzz/seeds/<target>/seed-*`: small valid files the fuzzing starts from; each must be
+//!   accepted.
+//!
+//! Each target here calls exactly what `fuzz/fuzz_targets/<target>.rs` calls.
+
+use std::io::Write;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+fn fuzz_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz")
+}
+
+fn temp_with(data: &[u8], suffix: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(suffix).tempfile().unwrap();
+    f.write_all(data).unwrap();
+    f.flush().unwrap();
+    f
+}
+
+fn trace_reader(data: &[u8]) -> Box<dyn std::io::BufRead> {
+    Box::new(std::io::Cursor::new(data.to_vec()))
+}
+
+/// Runs `data` through fuzz target `target`; Ok(None) when the parser accepted it,
+/// Ok(Some(message)) for a clean error.
+fn replay(target: &str, data: &[u8]) -> Result<Option<String>, String> {
+    let err = |e: &dyn std::fmt::Display| Some(e.to_string());
+    Ok(match target {
+        "safetensors" => reference::io::parse_safetensors(data, Path::new("fuzz.safetensors"))
+            .err()
+            .and_then(|e| err(&e)),
+        "npy" => reference::io::parse_npy(data, Path::new("fuzz.npy"), "x")
+            .err()
+            .and_then(|e| err(&e)),
+        "tensor_file" => {
+            let (ext, body) = match data.split_first() {
+                Some((b, rest)) => (["safetensors", "npy", "npz", "bin"][(*b & 3) as usize], rest),
+                None => ("safetensors", data),
+            };
+            let f = temp_with(body, &format!(".{ext}"));
+            reference::io::load(f.path()).err().and_then(|e| err(&e))
+        }
+        "model_config" => {
+            let Ok(text) = std::str::from_utf8(data) else {
+                return Ok(Some("not UTF-8 (skipped, as the fuzz target does)".into()));
+            };
+            match reference::model::Config::from_json_str(text, "fuzz/config.json") {
+                Ok(c) => {
+                    let _ = c.pattern();
+                    c.validate("fuzz/config.json").err().and_then(|e| err(&e))
+                }
+                Err(e) => err(&e),
+            }
+        }
+        "trace_nsys_csv" | "trace_ncu_csv" => {
+            let path = Path::new("fuzz.csv");
+            let mut info = traces::SourceInfo::default();
+            let mut agg = traces::summary::Aggregator::new();
+            let r = if target == "trace_ncu_csv" {
+                traces::ncu::read(path, trace_reader(data), false, &mut info, &mut agg)
+            } else {
+                traces::nsys_csv::read(path, trace_reader(data), false, &mut info, &mut agg)
+            };
+            match r {
+                Ok(()) => {
+                    let _ = agg.finish(info, traces::SummaryOptions::default());
+                    None
+                }
+                Err(e) => err(&e),
+            }
+        }
+        "trace_kineto" | "trace_sqlite" => {
+            let f = temp_with(data, if target == "trace_kineto" { ".json" } else { ".sqlite" });
+            let mut info = traces::SourceInfo::default();
+            let mut agg = traces::summary::Aggregator::new();
+            let r = if target == "trace_kineto" {
+                traces::kineto::read(f.path(), false, &mut info, &mut agg, false)
+            } else {
+                traces::nsys_sqlite::read(f.path(), &mut info, &mut agg, false)
+            };
+            match r {
+                Ok(()) => {
+                    let _ = agg.finish(info, traces::SummaryOptions::default());
+                    None
+                }
+                Err(e) => err(&e),
+            }
+        }
+        "trace_file" => {
+            const EXT: [&str; 8] = [
+                ".sqlite", ".csv", ".json", ".json.gz", ".sqlite.gz", ".csv.gz", ".nsys-rep", ".txt",
+            ];
+            let (ext, body) = match data.split_first() {
+                Some((b, rest)) => (EXT[(*b & 7) as usize], rest),
+                None => (".txt", data),
+            };
+            let f = temp_with(body, ext);
+            traces::summarize(
+                f.path(),
+                traces::SummaryOptions::default(),
+                traces::ReadOptions::default(),
+            )
+            .err()
+            .and_then(|e| err(&e))
+        }
+        other => return Err(format!("unknown fuzz target '{other}'")),
+    })
+}
+
+/// Replays one input, turning a panic into an Err naming the file.
+fn replay_file(target: &str, file: &Path) -> Result<Option<String>, String> {
+    let data = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    catch_unwind(AssertUnwindSafe(|| replay(target, &data)))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("{target}: {} panicked: {msg}", file.display())
+        })?
+}
+
+/// Every fuzz finding: target, file under fuzz/regressions/<target>/, and a piece of the
+/// error it must now give.
+const REGRESSIONS: &[(&str, &str, &str)] = &[
+    // parse_npy: a descr whose first character is multi-byte ('Ė8') made `split_at(1)` panic
+    // ("byte index 1 is not a char boundary"). Found by the npy target in 45 s.
+    ("npy", "descr-multibyte-char.npy", "unsupported numpy dtype"),
+];
+
+#[test]
+fn fuzz_regressions_give_clean_errors() {
+    let mut failures = vec![];
+    for (target, file, want) in REGRESSIONS {
+        let p = fuzz_dir().join("regressions").join(target).join(file);
+        match replay_file(target, &p) {
+            Ok(Some(msg)) if msg.contains(want) => {}
+            Ok(Some(msg)) => failures.push(format!("{target}/{file}: error {msg:?} lacks {want:?}")),
+            Ok(None) => failures.push(format!("{target}/{file}: accepted, expected an error ({want})")),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_regression_file_has_a_row() {
+    let dir = fuzz_dir().join("regressions");
+    let Ok(targets) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for t in targets.flatten() {
+        let target = t.file_name().to_string_lossy().into_owned();
+        for f in std::fs::read_dir(t.path()).unwrap().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            assert!(
+                REGRESSIONS.iter().any(|(rt, rf, _)| *rt == target && *rf == name),
+                "fuzz/regressions/{target}/{name} has no row in REGRESSIONS"
+            );
+        }
+    }
+}
+
+/// Replays every committed corpus file of every target: Ok or a clean error, never a panic.
+#[test]
+fn fuzz_corpora_replay_without_panics() {
+    let corpus = fuzz_dir().join("corpus");
+    let mut failures = vec![];
+    let mut n = 0usize;
+    let mut targets: Vec<_> = std::fs::read_dir(&corpus)
+        .expect("fuzz/corpus is missing")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    targets.sort();
+    for t in targets {
+        let target = t.file_name().unwrap().to_string_lossy().into_owned();
+        let mut files: Vec<_> = std::fs::read_dir(&t).unwrap().flatten().map(|e| e.path()).collect();
+        files.sort();
+        assert!(!files.is_empty(), "fuzz/corpus/{target} is empty");
+        for f in files {
+            n += 1;
+            if let Err(e) = replay_file(&target, &f) {
+                failures.push(e);
+            }
+        }
+    }
+    assert!(n > 0);
+    assert!(failures.is_empty(), "{} of {n} corpus files fail:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The seeds are valid files: the parsers must accept them (so the corpora really reach past
+/// the format checks, and a parser that starts rejecting everything is caught).
+#[test]
+fn fuzz_seeds_are_accepted() {
+    let seeds = fuzz_dir().join("seeds");
+    let mut failures = vec![];
+    let mut n = 0;
+    for t in std::fs::read_dir(&seeds).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        let target = t.file_name().to_string_lossy().into_owned();
+        for f in std::fs::read_dir(t.path()).unwrap().flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("seed-") {
+                continue;
+            }
+            n += 1;
+            match replay_file(&target, &f.path()) {
+                Ok(None) => {}
+                Ok(Some(e)) => failures.push(format!("{target}/{name}: rejected: {e}")),
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    assert!(n >= 9, "only {n} seeds under fuzz/seeds (run fuzz/seeds/make_seeds.py)");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
