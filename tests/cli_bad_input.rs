@@ -1374,3 +1374,83 @@ fn nan_inf_policy_table() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bench JSON (duet bench compare BASE.json CAND.json) and bench outputs
+// ---------------------------------------------------------------------------------------------
+
+fn good_bench_json() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "schema": "duet.bench/1",
+        "results": [
+            {"case": "philox/x", "implementation": "cpu", "median_s": 0.001, "samples_s": [0.001, 0.0011, 0.0009]}
+        ]
+    }))
+    .unwrap()
+}
+
+fn bench_compare(name: &str, bytes: &[u8]) -> (Output, PathBuf, tempfile::TempDir) {
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join(name);
+    std::fs::write(&bad, bytes).unwrap();
+    let good = d.path().join("good.json");
+    std::fs::write(&good, good_bench_json()).unwrap();
+    let out = duet([OsStr::new("bench"), OsStr::new("compare"), good.as_os_str(), bad.as_os_str()]);
+    (out, bad, d)
+}
+
+#[test]
+fn bench_compare_bad_files() {
+    // The good file against itself: exit 0 (the sanity row).
+    let (out, _, _d) = bench_compare("same.json", &good_bench_json());
+    assert_no_crash(&out, "bench compare good good");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    for (name, bytes, needle) in [
+        ("empty.json", &b""[..], "empty.json"),
+        ("trunc.json", &br#"{"schema": "duet.bench/1", "results": [{"case": "#[..], "trunc.json"),
+        ("nonutf8.json", &b"{\"schema\": \"duet.bench/1\xff\"}"[..], "nonutf8.json"),
+        ("noschema.json", &br#"{"results": []}"#[..], "schema"),
+        ("list.json", &b"[1, 2, 3]"[..], "schema"),
+    ] {
+        let (out, _, _d) = bench_compare(name, bytes);
+        assert_clean_error(&out, &format!("bench compare {name}"), &[needle]);
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = duet([OsStr::new("bench"), OsStr::new("compare"), d.path().as_os_str(), d.path().as_os_str()]);
+    assert_clean_error(&out, "bench compare DIR DIR", &[]);
+}
+
+#[test]
+fn bench_compare_malformed_results_are_errors_not_a_pass() {
+    // Right schema, but the results are not a list / rows lack their numbers: this must not
+    // be reported as "no regression" (exit 0) -- a CI gate would pass on a broken file.
+    for (label, v) in [
+        ("results not a list", serde_json::json!({"schema": "duet.bench/1", "results": "oops"})),
+        ("results missing", serde_json::json!({"schema": "duet.bench/1"})),
+        (
+            "row without median_s",
+            serde_json::json!({"schema": "duet.bench/1", "results": [{"case": "philox/x", "implementation": "cpu"}]}),
+        ),
+    ] {
+        let (out, _, _d) = bench_compare("cand.json", &serde_json::to_vec(&v).unwrap());
+        assert_clean_error(&out, &format!("bench compare: {label}"), &["cand.json"]);
+    }
+}
+
+#[test]
+fn bench_unwritable_output_keeps_existing_file() {
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("missing/dir/bench.json");
+    let fast = ["--reps", "1", "--max-seconds", "0"];
+    let mut a: Vec<OsString> = vec!["bench".into(), "^philox".into(), "--out".into(), bad.clone().into()];
+    a.extend(fast.iter().map(OsString::from));
+    let out = duet(&a);
+    assert_clean_error(&out, "bench --out in a missing folder", &["bench.json"]);
+    // An existing --out is replaced only by a complete file; a bad regex fails first.
+    let keep = Keep::new(d.path(), "bench.json");
+    let mut a: Vec<OsString> = vec!["bench".into(), "(unclosed".into(), "--out".into(), keep.arg().to_owned()];
+    a.extend(fast.iter().map(OsString::from));
+    let out = duet(&a);
+    assert_clean_error(&out, "bench bad regex", &["(unclosed"]);
+    keep.assert_unchanged("bench bad regex");
+}

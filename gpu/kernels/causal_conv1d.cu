@@ -141,14 +141,20 @@ __device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, in
             }
         }
         const i64 row_v = r * nv;
+        // Software pipeline: the next tile's two vectors are in flight while this one computes.
+        uint4 ua = make_uint4(0, 0, 0, 0), ub = make_uint4(0, 0, 0, 0);
+        if (v0 + lane < nv) ua = __ldg(xv + row_v + v0 + lane);
+        if (v0 + lane + 32 < nv) ub = __ldg(xv + row_v + v0 + lane + 32);
 #pragma unroll 1
         for (int tile = 0; tile < SEG; ++tile) {
             const i64 va = v0 + (i64)tile * 64 + lane;
             const i64 vb = va + 32;
             if (v0 + (i64)tile * 64 >= nv) break;  // warp-uniform
-            uint4 ua = make_uint4(0, 0, 0, 0), ub = make_uint4(0, 0, 0, 0);
-            if (va < nv) ua = __ldg(xv + row_v + va);
-            if (vb < nv) ub = __ldg(xv + row_v + vb);
+            uint4 na = make_uint4(0, 0, 0, 0), nb = make_uint4(0, 0, 0, 0);
+            if (tile + 1 < SEG) {
+                if (va + 64 < nv) na = __ldg(xv + row_v + va + 64);
+                if (vb + 64 < nv) nb = __ldg(xv + row_v + vb + 64);
+            }
             float a[H + VE], b[H + VE];
             VecIO<S>::unpack(ua, a + H, xdt);
             VecIO<S>::unpack(ub, b + H, xdt);
@@ -187,6 +193,8 @@ __device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, in
                     for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, b[VE + k]);
                 }
             }
+            ua = na;
+            ub = nb;
         }
     }
 }

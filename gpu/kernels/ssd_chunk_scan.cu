@@ -248,6 +248,7 @@ __device__ __forceinline__ void ssd_scan_impl(const void* x, int xdt, const void
         cs_i[r] = i < qc ? dacs[wbase + i] : 0.0f;
         sq_i[r] = i < qc ? ssd_seq(seq, b, s.L, t0 + i) : -1;
     }
+    __syncthreads();
     float acc[TM][TN];
 #pragma unroll
     for (int m = 0; m < TM; ++m)

@@ -36,6 +36,10 @@ pub const SOURCES: &[KernelSource] = &[
         src: include_str!("../kernels/nvfp4.cu"),
     },
     KernelSource {
+        name: "nvfp4_fused",
+        src: include_str!("../kernels/nvfp4_fused.cu"),
+    },
+    KernelSource {
         name: "philox",
         src: include_str!("../kernels/philox.cu"),
     },

@@ -106,7 +106,10 @@ fn open() -> Result<Gpu, GpuError> {
     // One stream, in order: cudarc's per-buffer event tracking only costs time here.
     // SAFETY: all work goes through `stream` below; no buffer is shared across streams.
     unsafe { ctx.disable_event_tracking() };
-    let stream = ctx.default_stream();
+    // A created stream, not the legacy default stream: CUDA-graph capture (bench) needs one.
+    let stream = ctx
+        .new_stream()
+        .map_err(|e| GpuError::Driver(format!("cuStreamCreate: {e}")))?;
     Ok(Gpu {
         ctx,
         stream,

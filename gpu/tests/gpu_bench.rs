@@ -8,7 +8,13 @@
 fn target_presets() {
     let mut all = vec![];
     for p in ["copy", "router_t1", "router_t64", "router_t4096", "router_t32768", "nvfp4_8192"] {
-        let v = gpu::bench::preset(p).unwrap_or_else(|e| panic!("bench {p}: {e}"));
+        let v = match gpu::bench::preset(p) {
+            Ok(v) => v,
+            Err(e) => {
+                println!("BENCH {p} FAILED: {e}");
+                panic!("bench {p}: {e}");
+            }
+        };
         println!("BENCH {}", serde_json::to_string(&v).unwrap_or_default());
         all.push(v);
     }

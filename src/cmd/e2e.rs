@@ -456,7 +456,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 *n as f64 / gs.max(1e-9)
             );
         }
-        println!("\ntokens/s: prefill {prefill_tps:.1}, decode {decode_tps:.1}");
+        println!("\ntokens/s: prefill {prefill_tps:.3}, decode {decode_tps:.3}");
         if golden.is_some() || spec.is_some() {
             println!("{}", if ok { "PASS" } else { "FAIL" });
         }

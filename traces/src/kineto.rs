@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -192,7 +192,7 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// Open a Kineto file as a byte stream, with a counter of raw (compressed) bytes read.
-pub fn open_stream(path: &Path, gz: bool) -> Result<(Box<dyn BufRead>, Rc<Cell<u64>>, u64)> {
+pub fn open_stream(path: &Path, gz: bool) -> Result<(Box<dyn Read>, Rc<Cell<u64>>, u64)> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let n = Rc::new(Cell::new(0u64));
@@ -200,13 +200,12 @@ pub fn open_stream(path: &Path, gz: bool) -> Result<(Box<dyn BufRead>, Rc<Cell<u
         inner: f,
         n: n.clone(),
     };
-    let r: Box<dyn BufRead> = if gz {
-        Box::new(std::io::BufReader::with_capacity(
-            1 << 20,
-            flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 18, counted)),
+    let r: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(1 << 18, counted),
         ))
     } else {
-        Box::new(std::io::BufReader::with_capacity(1 << 20, counted))
+        Box::new(counted)
     };
     Ok((r, n, len))
 }
@@ -219,6 +218,10 @@ const KEEP_KEYS: &[&str] = &[
 ];
 
 /// Read a Kineto trace from `path` (gzip when `gz`).
+///
+/// Outside `traceEvents` a small byte scanner tracks the top-level object (to find the array
+/// and keep a few small metadata values); inside it, serde parses one event at a time straight
+/// from a sliding buffer, so the file is scanned once and never held whole in memory.
 pub fn read(
     path: &Path,
     gz: bool,
@@ -229,175 +232,227 @@ pub fn read(
     let (mut reader, counter, len) = open_stream(path, gz)?;
     let bar = Progress::new(progress, len, "Kineto events", true);
     info.format = Some(Format::Kineto);
+    let mut buf: Vec<u8> = Vec::with_capacity(8 << 20);
+    let mut pos = 0usize;
+    let mut eof = false;
+    let mut refill = |buf: &mut Vec<u8>, pos: &mut usize, eof: &mut bool| -> Result<()> {
+        if *pos > 0 {
+            buf.drain(..*pos);
+            *pos = 0;
+        }
+        if buf.capacity() - buf.len() < (1 << 20) {
+            buf.reserve(buf.capacity().max(1 << 20));
+        }
+        let old = buf.len();
+        let cap = buf.capacity();
+        buf.resize(cap, 0);
+        let n = loop {
+            match reader.read(&mut buf[old..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    buf.truncate(old);
+                    return Err(crate::detect::stream_error(path, gz, e));
+                }
+            }
+        };
+        buf.truncate(old + n);
+        if n == 0 {
+            *eof = true;
+        }
+        Ok(())
+    };
 
-    // scanner state
+    // scanner state (outside the events array)
     let mut depth: u32 = 0;
     let mut in_str = false;
     let mut esc = false;
     let mut line: usize = 1;
     let mut top_is_array = false;
     let mut expect_key = false;
-    let mut key_buf: Vec<u8> = Vec::new();
     let mut collecting_key = false;
+    let mut key_buf: Vec<u8> = Vec::new();
     let mut last_key: Vec<u8> = Vec::new();
-    let mut events_depth: Option<u32> = None; // depth of the events array (inside it)
-    let mut capture: Vec<u8> = Vec::new();
-    let mut capturing = false; // an event object
+    let mut in_events = false;
     let mut meta_capture: Option<(String, Vec<u8>)> = None;
     let mut found_events = false;
+    let mut first_byte_seen = false;
     let mut n_events: u64 = 0;
     let mut n_kernels: u64 = 0;
-    let mut first_byte_seen = false;
     let mut kept: Vec<(String, Vec<u8>)> = Vec::new();
 
     loop {
-        let chunk = match reader.fill_buf() {
-            Ok(c) => c,
-            Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
-        };
-        if chunk.is_empty() {
-            break;
-        }
-        let clen = chunk.len();
-        let mut cap_from: Option<usize> = if capturing { Some(0) } else { None };
-        let mut meta_from: Option<usize> = if meta_capture.is_some() {
-            Some(0)
-        } else {
-            None
-        };
-        let mut i = 0usize;
-        while i < clen {
-            let b = chunk[i];
-            if in_str {
-                if esc {
-                    esc = false;
-                } else if b == b'\\' {
-                    esc = true;
-                } else if b == b'"' {
-                    in_str = false;
-                    if collecting_key {
-                        collecting_key = false;
-                        last_key = std::mem::take(&mut key_buf);
-                    }
-                } else if collecting_key {
-                    key_buf.push(b);
-                }
-                if b == b'\n' {
-                    line += 1;
-                }
-                i += 1;
-                continue;
+        if pos >= buf.len() {
+            if eof {
+                break;
             }
+            refill(&mut buf, &mut pos, &mut eof)?;
+            continue;
+        }
+        if in_events {
+            let b = buf[pos];
             match b {
-                b'\n' => line += 1,
-                b'"' => {
-                    in_str = true;
-                    if depth == 1 && !top_is_array && expect_key {
-                        collecting_key = true;
-                        expect_key = false;
-                        key_buf.clear();
-                    }
+                b' ' | b'\t' | b'\r' | b',' => pos += 1,
+                b'\n' => {
+                    line += 1;
+                    pos += 1;
                 }
-                b'{' | b'[' => {
-                    if !first_byte_seen {
-                        first_byte_seen = true;
-                        if b == b'[' {
-                            top_is_array = true;
-                            events_depth = Some(1);
-                            found_events = true;
-                        }
-                    }
-                    depth += 1;
-                    if depth == 1 && b == b'{' {
-                        expect_key = true;
-                    }
-                    if b == b'[' && depth == 2 && !top_is_array && last_key == b"traceEvents" {
-                        events_depth = Some(2);
-                        found_events = true;
-                    }
-                    if b == b'{' && Some(depth - 1) == events_depth && !capturing {
-                        capturing = true;
-                        capture.clear();
-                        cap_from = Some(i);
-                    }
-                }
-                b'}' | b']' => {
-                    if depth == 0 {
-                        return Err(TraceError::Json {
-                            path: path.to_path_buf(),
-                            line,
-                            column: 0,
-                            msg: "unbalanced closing bracket".into(),
-                        });
-                    }
-                    if let Some((_, buf)) = meta_capture.as_mut() {
-                        if depth == 1 {
-                            if let Some(f) = meta_from.take() {
-                                buf.extend_from_slice(&chunk[f..i]);
-                            }
-                            if let Some(mc) = meta_capture.take() {
-                                kept.push(mc);
-                            }
-                        }
-                    }
+                b']' => {
+                    pos += 1;
                     depth -= 1;
-                    if Some(depth) == events_depth && capturing && b == b'}' {
-                        if let Some(f) = cap_from.take() {
-                            capture.extend_from_slice(&chunk[f..=i]);
+                    in_events = false;
+                }
+                b'{' => {
+                    let slice = &buf[pos..];
+                    let mut stream =
+                        serde_json::Deserializer::from_slice(slice).into_iter::<RawEvent<'_>>();
+                    let parsed = match stream.next() {
+                        Some(r) => r,
+                        None => Err(serde::de::Error::custom("empty event")),
+                    };
+                    match parsed {
+                        Ok(ev) => {
+                            let n = stream.byte_offset();
+                            handle_event(ev, sink, &mut n_kernels);
+                            line += slice[..n].iter().filter(|&&c| c == b'\n').count();
+                            pos += n;
+                            n_events += 1;
+                            if n_events % 65536 == 0 {
+                                bar.set(counter.get());
+                            }
                         }
-                        capturing = false;
-                        n_events += 1;
-                        if n_events % 65536 == 0 {
-                            bar.set(counter.get());
+                        Err(e) if e.is_eof() && !eof => {
+                            refill(&mut buf, &mut pos, &mut eof)?;
                         }
-                        handle_event(path, line, &capture, sink, &mut n_kernels)?;
-                    }
-                    if Some(depth + 1) == events_depth && b == b']' {
-                        events_depth = None;
+                        Err(e) => {
+                            let msg = if e.is_eof() {
+                                format!(
+                                    "unexpected end of file inside event {} of traceEvents: the trace is truncated; re-export it",
+                                    n_events + 1
+                                )
+                            } else {
+                                format!("malformed event {} in traceEvents: {e}", n_events + 1)
+                            };
+                            return Err(TraceError::Json {
+                                path: path.to_path_buf(),
+                                line: line + e.line().saturating_sub(1),
+                                column: e.column(),
+                                msg,
+                            });
+                        }
                     }
                 }
-                b',' if depth == 1 && !top_is_array => {
+                other => {
+                    return Err(TraceError::Json {
+                        path: path.to_path_buf(),
+                        line,
+                        column: 0,
+                        msg: format!(
+                            "unexpected {:?} in traceEvents (expected an event object)",
+                            other as char
+                        ),
+                    })
+                }
+            }
+            continue;
+        }
+        // byte scanner outside the events array
+        let b = buf[pos];
+        pos += 1;
+        if let Some((_, v)) = meta_capture.as_mut() {
+            v.push(b);
+        }
+        if in_str {
+            if esc {
+                esc = false;
+            } else if b == b'\\' {
+                esc = true;
+            } else if b == b'"' {
+                in_str = false;
+                if collecting_key {
+                    collecting_key = false;
+                    last_key = std::mem::take(&mut key_buf);
+                }
+            } else if collecting_key {
+                key_buf.push(b);
+            }
+            if b == b'\n' {
+                line += 1;
+            }
+            continue;
+        }
+        match b {
+            b'\n' => line += 1,
+            b'"' => {
+                in_str = true;
+                if depth == 1 && !top_is_array && expect_key {
+                    collecting_key = true;
+                    expect_key = false;
+                    key_buf.clear();
+                }
+            }
+            b'{' | b'[' => {
+                if !first_byte_seen {
+                    first_byte_seen = true;
+                    if b == b'[' {
+                        top_is_array = true;
+                        found_events = true;
+                        in_events = true;
+                    }
+                }
+                depth += 1;
+                if depth == 1 && b == b'{' {
                     expect_key = true;
-                    if let Some((_, buf)) = meta_capture.as_mut() {
-                        if let Some(f) = meta_from.take() {
-                            buf.extend_from_slice(&chunk[f..i]);
-                        }
-                        if let Some(mc) = meta_capture.take() {
-                            kept.push(mc);
-                        }
-                    }
                 }
-                b':' if depth == 1 && !top_is_array => {
-                    let k = String::from_utf8_lossy(&last_key).into_owned();
-                    if KEEP_KEYS.contains(&k.as_str()) {
-                        meta_capture = Some((k, Vec::new()));
-                        meta_from = Some(i + 1);
-                    }
-                }
-                b' ' | b'\t' | b'\r' => {}
-                _ => {
-                    if !first_byte_seen {
-                        return Err(TraceError::NotKineto {
-                            path: path.to_path_buf(),
-                            what: "the JSON does not start with an object or array".into(),
-                        });
-                    }
+                if b == b'[' && depth == 2 && !top_is_array && last_key == b"traceEvents" {
+                    found_events = true;
+                    in_events = true;
+                    last_key.clear();
                 }
             }
-            i += 1;
-        }
-        if capturing {
-            if let Some(f) = cap_from {
-                capture.extend_from_slice(&chunk[f..]);
+            b'}' | b']' => {
+                if depth == 0 {
+                    return Err(TraceError::Json {
+                        path: path.to_path_buf(),
+                        line,
+                        column: 0,
+                        msg: "unbalanced closing bracket".into(),
+                    });
+                }
+                if depth == 1 {
+                    if let Some((k, mut v)) = meta_capture.take() {
+                        v.pop();
+                        kept.push((k, v));
+                    }
+                }
+                depth -= 1;
+            }
+            b',' if depth == 1 && !top_is_array => {
+                expect_key = true;
+                if let Some((k, mut v)) = meta_capture.take() {
+                    v.pop();
+                    kept.push((k, v));
+                }
+            }
+            b':' if depth == 1 && !top_is_array => {
+                let k = String::from_utf8_lossy(&last_key).into_owned();
+                if KEEP_KEYS.contains(&k.as_str()) {
+                    meta_capture = Some((k, Vec::new()));
+                }
+            }
+            b' ' | b'\t' | b'\r' => {}
+            _ => {
+                if !first_byte_seen {
+                    return Err(TraceError::NotKineto {
+                        path: path.to_path_buf(),
+                        what: "the JSON does not start with an object or array".into(),
+                    });
+                }
             }
         }
-        if let (Some((_, buf)), Some(f)) = (meta_capture.as_mut(), meta_from) {
-            buf.extend_from_slice(&chunk[f..]);
-        }
-        reader.consume(clen);
     }
     bar.finish();
-    if depth != 0 || in_str {
+    if depth != 0 || in_str || in_events {
         return Err(TraceError::Json {
             path: path.to_path_buf(),
             line,
@@ -446,34 +501,12 @@ pub fn read(
     Ok(())
 }
 
-fn handle_event(
-    path: &Path,
-    line: usize,
-    bytes: &[u8],
-    sink: &mut dyn Sink,
-    n_kernels: &mut u64,
-) -> Result<()> {
-    let ev: RawEvent<'_> = match serde_json::from_slice(bytes) {
-        Ok(e) => e,
-        Err(e) => {
-            let msg = if e.is_syntax() || e.is_eof() {
-                format!("malformed event: {e}")
-            } else {
-                format!("unexpected event field type: {e}")
-            };
-            return Err(TraceError::Json {
-                path: path.to_path_buf(),
-                line,
-                column: e.column(),
-                msg,
-            });
-        }
-    };
+fn handle_event(ev: RawEvent<'_>, sink: &mut dyn Sink, n_kernels: &mut u64) {
     if ev.ph.as_deref() != Some("X") {
-        return Ok(());
+        return;
     }
     let Some(cat) = ev.cat.as_deref() else {
-        return Ok(());
+        return;
     };
     let name = ev.name.as_deref().unwrap_or("");
     let ts = ev.ts.map(|t| t.0);
@@ -550,5 +583,4 @@ fn handle_event(
         }),
         _ => {}
     }
-    Ok(())
 }

@@ -168,6 +168,9 @@ pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: b
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| TraceError::sqlite(path, "opening", e))?;
+    // memory-mapped reads: fewer copies on large exports
+    let _ = conn.pragma_update(None, "mmap_size", 1i64 << 32);
+    let _ = conn.pragma_update(None, "cache_size", -65536i64);
     let mut db = Db {
         conn,
         path,
@@ -586,6 +589,7 @@ fn read_nvtx(
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| TraceError::sqlite(db.path, "opening", e))?;
+    let _ = conn.pragma_update(None, "mmap_size", 1i64 << 32);
     let mut st = conn
         .prepare(&c.select(T, &filter))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;
@@ -643,10 +647,22 @@ fn read_nvtx(
         } else {
             None
         };
-        let text = text_of(&mut db.strings, &db.conn, r)?;
+        // `text` is borrowed straight from the row (no allocation); `textId` goes through the
+        // StringIds cache
+        let direct: Option<&str> = match i_text.map(|i| r.get_ref(i)) {
+            Some(Ok(ValueRef::Text(t))) => std::str::from_utf8(t).ok(),
+            _ => None,
+        };
+        let registered = if direct.is_none() {
+            text_of(&mut db.strings, &db.conn, r)?
+        } else {
+            None
+        };
         let domain = int(r, i_dom).and_then(|d| domains.get(&d).cloned());
         sink.range(&RangeEvent {
-            name: text.as_deref().unwrap_or("<unnamed range>"),
+            name: direct
+                .or(registered.as_deref())
+                .unwrap_or("<unnamed range>"),
             domain: domain.as_deref(),
             kind: if pushpop {
                 RangeKind::PushPop

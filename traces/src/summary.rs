@@ -237,7 +237,8 @@ pub struct Aggregator {
     slot_keys: Vec<(u32, i64)>,
     kernels: Vec<Acc>,
     launch: Vec<Option<LaunchInfo>>,
-    ranges: HashMap<(String, String), Acc>,
+    /// domain -> range name -> stats
+    ranges: HashMap<String, HashMap<String, Acc>>,
     memops: HashMap<(String, i64), Acc>,
     api: HashMap<String, Acc>,
     ncu: Vec<NcuKernel>,
@@ -355,7 +356,9 @@ impl Sink for Aggregator {
                 .push_aggregate(a),
             AggregateKind::Nvtx => self
                 .ranges
-                .entry((String::new(), canonical_range_name(a.name).to_string()))
+                .entry(String::new())
+                .or_default()
+                .entry(canonical_range_name(a.name).to_string())
                 .or_default()
                 .push_aggregate(a),
             AggregateKind::MemOp => self
@@ -381,9 +384,18 @@ impl Sink for Aggregator {
     fn range(&mut self, r: &RangeEvent<'_>) {
         let name = canonical_range_name(r.name);
         let dom = r.domain.unwrap_or("");
-        // avoid allocating on the hot path when the key exists
-        let key = (dom.to_string(), name.to_string());
-        self.ranges.entry(key).or_default().push(Some(r.dur_ns as f64));
+        // no allocation on the hot path when the key exists
+        let by_name = match self.ranges.get_mut(dom) {
+            Some(m) => m,
+            None => self.ranges.entry(dom.to_string()).or_default(),
+        };
+        match by_name.get_mut(name) {
+            Some(acc) => acc.push(Some(r.dur_ns as f64)),
+            None => by_name
+                .entry(name.to_string())
+                .or_default()
+                .push(Some(r.dur_ns as f64)),
+        }
     }
 
     fn api(&mut self, a: &ApiEvent<'_>) {
@@ -562,7 +574,11 @@ impl Aggregator {
         let nvtx = named(
             self.ranges
                 .into_iter()
-                .map(|((d, n), a)| (n, if d.is_empty() { None } else { Some(d) }, None, a))
+                .flat_map(|(d, m)| {
+                    m.into_iter().map(move |(n, a)| {
+                        (n, if d.is_empty() { None } else { Some(d.clone()) }, None, a)
+                    })
+                })
                 .collect(),
         );
         let mut memop_map: HashMap<(String, i64), Acc> = HashMap::new();

@@ -38,7 +38,8 @@ pub fn diff(
     }
     for (i, r) in runs.iter().enumerate().skip(1) {
         for (k, t) in r {
-            if runs[0].get(k) != Some(t) {
+            // Bitwise (NaN != NaN under PartialEq).
+            if runs[0].get(k).map(|a| a.to_le_bytes()) != Some(t.to_le_bytes()) {
                 return Err(format!(
                     "{name} gpu:{op}:{version}: output '{k}' differs between poison patterns 0xFF and run {i}: some elements are not written"
                 ));

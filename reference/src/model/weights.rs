@@ -53,12 +53,13 @@ fn unit(h: u64) -> f64 {
     ((h >> 11) as f64 + 0.5) / (1u64 << 53) as f64
 }
 
-/// Standard normal from (seed, index) by Box-Muller on two hashes.
+/// Approximately standard normal from (seed, index): the sum of four 16-bit uniforms of one
+/// hash (Irwin-Hall, mean 2, variance 1/3), centred and scaled. Cheap enough to regenerate
+/// Super-sized lazy weights on every use; the tails stop at +-2*sqrt(3).
 fn normal(seed: u64, i: u64) -> f32 {
-    let a = splitmix(seed ^ splitmix(i.wrapping_mul(2)));
-    let b = splitmix(seed ^ splitmix(i.wrapping_mul(2) + 1));
-    let (u1, u2) = (unit(a), unit(b));
-    ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    let h = splitmix(seed ^ splitmix(i));
+    let u = |k: u32| ((h >> (16 * k)) & 0xFFFF) as f32 * (1.0 / 65536.0);
+    (u(0) + u(1) + u(2) + u(3) - 2.0 + 2.0 / 65536.0) * 1.732_050_8
 }
 
 /// A seed for a named tensor.

@@ -58,6 +58,7 @@ pub struct UpdateOutput {
 /// - `conv_state`: (slots, dim, state_len), state_len >= width - 1, updated in place
 /// - `weight`: (dim, width); `bias`: (dim,)
 /// - `conv_state_indices`: (batch,) slot per row, negative = pad (zero output, no write)
+#[allow(clippy::too_many_arguments)]
 pub fn causal_conv1d_update(
     x: &[f32],
     dims: UpdateDims,

@@ -25,7 +25,11 @@ pub fn fused_add_rmsnorm(
     weight: &[f32],
     eps: f32,
 ) -> Result<AddNormOutput, String> {
-    if hidden == 0 || x.len() % hidden != 0 || residual.len() != x.len() || weight.len() != hidden {
+    if hidden == 0
+        || !x.len().is_multiple_of(hidden)
+        || residual.len() != x.len()
+        || weight.len() != hidden
+    {
         return Err(format!(
             "x has {} elements, residual {}, weight {}; expected rows * hidden twice and hidden = {hidden}",
             x.len(),
@@ -47,6 +51,7 @@ pub fn fused_add_rmsnorm(
 }
 
 /// Reads x, residual (same shape) and weight.
+#[allow(clippy::type_complexity)]
 pub(crate) fn read_add_inputs<'a>(
     in_: &Inputs<'a>,
 ) -> Result<(&'a Tensor, Vec<f32>, &'a Tensor, Vec<f32>, Vec<f32>), OpError> {

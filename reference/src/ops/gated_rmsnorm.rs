@@ -31,7 +31,7 @@ pub fn gated_rmsnorm(
     order: GateOrder,
     eps: f32,
 ) -> Result<Vec<f32>, String> {
-    if d == 0 || x.len() % d != 0 || z.len() != x.len() || weight.len() != d {
+    if d == 0 || !x.len().is_multiple_of(d) || z.len() != x.len() || weight.len() != d {
         return Err(format!(
             "x has {} elements, z {}, weight {}; expected rows * d twice and d = {d}",
             x.len(),
@@ -39,7 +39,7 @@ pub fn gated_rmsnorm(
             weight.len()
         ));
     }
-    if group_size == 0 || d % group_size != 0 {
+    if group_size == 0 || !d.is_multiple_of(group_size) {
         return Err(format!("group_size {group_size} does not divide d = {d}"));
     }
     let mut out = vec![0f32; x.len()];

@@ -10,7 +10,7 @@
 //!
 //! The slot of row b is `state_batch_indices[b]` (or b).
 
-use super::selective_state_update::resolve_slots;
+use super::selective_state_update::{relabel, resolve_slots};
 use crate::op::{ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params};
 use crate::tensor::{DType, Data, Tensor, TensorMap};
 
@@ -211,12 +211,8 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
             Some(v)
         }
     };
-    let slots = resolve_slots(sbi.as_deref(), batch, nslots, p.int("pad_slot_id")?).map_err(
-        |e| match e {
-            OpError::Invalid { msg, .. } => inp.invalid(msg),
-            e => e,
-        },
-    )?;
+    let slots = resolve_slots(sbi.as_deref(), batch, nslots, p.int("pad_slot_id")?)
+        .map_err(|e| relabel(e, OP))?;
     let mut new_state = state.clone();
     promote_data(
         &mut new_state.data,

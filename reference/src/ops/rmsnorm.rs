@@ -17,7 +17,7 @@ pub fn rstd(v: &[f32], eps: f32) -> f32 {
 /// - `x`: (rows, hidden); `weight`: (hidden,)
 /// - returns out (rows, hidden) in f32 (the caller rounds to the output dtype)
 pub fn rmsnorm(x: &[f32], hidden: usize, weight: &[f32], eps: f32) -> Result<Vec<f32>, String> {
-    if hidden == 0 || x.len() % hidden != 0 || weight.len() != hidden {
+    if hidden == 0 || !x.len().is_multiple_of(hidden) || weight.len() != hidden {
         return Err(format!(
             "x has {} elements and weight {}; expected rows * hidden and hidden = {hidden}",
             x.len(),

@@ -111,7 +111,7 @@ pub(crate) fn quant_outputs() -> Vec<ArgSpec> {
 
 /// Reads the optional global_scale input and the quantizer params; checks cols % 16.
 pub(crate) fn read_quant(in_: &Inputs<'_>, p: &Params, cols: usize) -> Result<QuantCfg, OpError> {
-    if cols % NVFP4_BLOCK != 0 {
+    if !cols.is_multiple_of(NVFP4_BLOCK) {
         return Err(in_.err(
             "x",
             format!(

@@ -447,6 +447,24 @@ fn invalid(msg: String) -> OpError {
     OpError::Invalid { op: OP.into(), msg }
 }
 
+/// The same error reported under another op's name (helpers shared with the multi-token op).
+pub(crate) fn relabel(e: OpError, op: &'static str) -> OpError {
+    match e {
+        OpError::Invalid { msg, .. } => OpError::Invalid { op: op.into(), msg },
+        OpError::Param { name, msg, .. } => OpError::Param {
+            op: op.into(),
+            name,
+            msg,
+        },
+        OpError::Input { name, msg, .. } => OpError::Input {
+            op: op.into(),
+            name,
+            msg,
+        },
+        e => e,
+    }
+}
+
 /// `dt + dt_bias`, then softplus (`F.softplus`, threshold 20) when asked.
 #[inline]
 pub(crate) fn effective_dt(dt: f32, bias: Option<f32>, softplus: bool) -> f32 {
@@ -1202,8 +1220,13 @@ pub(crate) fn parse_config(op: &'static str, p: &Params) -> Result<SsuConfig, Op
     let seed = p.int("seed")?;
     let seed = u64::try_from(seed).map_err(|_| bad("seed", format!("must be >= 0, got {seed}")))?;
     let rounds = p.usize("philox_rounds")?;
-    let rounds = u32::try_from(rounds)
-        .map_err(|_| bad("philox_rounds", format!("{rounds} is too large")))?;
+    if rounds > 64 {
+        return Err(bad(
+            "philox_rounds",
+            format!("{rounds} is too many; Philox uses 7 to 10 rounds (at most 64 accepted)"),
+        ));
+    }
+    let rounds = rounds as u32;
     let mapping = match p.str("sr_mapping")? {
         "word_per_element" => SrMapping::WordPerElement,
         _ => SrMapping::GroupOf4,

@@ -19,7 +19,7 @@
 //!   round-to-nearest (a pad row has no slot, hence no SR offsets). The cache is never written.
 
 use super::selective_state_update::{
-    blocks_per_row, cache_of, check_rounding, common_params, parse_config, parse_inputs,
+    blocks_per_row, cache_of, check_rounding, common_params, parse_config, parse_inputs, relabel,
     resolve_slots, row_round, Block, Core, OutFrom, PadMode, SsuArgs, SsuConfig, SsuDims,
     StateCache,
 };
@@ -89,8 +89,9 @@ pub fn selective_state_update_multi_token(
         dstate,
         ..
     } = dims;
-    core.check(batch * t_len, batch)?;
-    check_rounding(base, state.is_f16())?;
+    core.check(batch * t_len, batch)
+        .map_err(|e| relabel(e, OP))?;
+    check_rounding(base, state.is_f16()).map_err(|e| relabel(e, OP))?;
     let kind = state.kind();
     if intermediate.kind() != kind {
         return Err(invalid(format!(
@@ -140,7 +141,8 @@ pub fn selective_state_update_multi_token(
         batch,
         state_len / per_slot,
         base.pad_slot_id,
-    )?;
+    )
+    .map_err(|e| relabel(e, OP))?;
     let mains = blocks_per_row(state.into_blocks(dim, dstate), &slots, nheads);
 
     // Regroup the (b, t, h)-ordered intermediate blocks and out rows per (b, h).

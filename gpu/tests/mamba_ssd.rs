@@ -1,0 +1,202 @@
+//! GPU differential tests of `ssd_chunk_scan` (gpu/kernels/ssd_chunk_scan.cu) against the CPU
+//! reference: every kernel version (tile configs) x every case (the compare table, hand-written
+//! edge cases, proptest random odd shapes), outputs NaN-poisoned before the launch, guard
+//! regions checked after, the mismatch report on failure; plus the sequential oracle
+//! (`selective_scan`, the SSU applied token by token). Run on a GPU: scripts/gpu-test.sh.
+
+mod mamba_common;
+
+use compare::gen::Rng;
+use mamba_common::{by_dtype, check_all_versions, sets, table_cases};
+use proptest::prelude::*;
+use reference::{DType, Tensor, TensorMap};
+
+const OP: &str = "ssd_chunk_scan";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DMode {
+    None,
+    Head,
+    Full,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    batch: usize,
+    seqlen: usize,
+    nheads: usize,
+    headdim: usize,
+    ngroups: usize,
+    dstate: usize,
+    chunk: usize,
+    x: DType,
+    d: DMode,
+    z: bool,
+    dt_bias: bool,
+    softplus: bool,
+    init: bool,
+    /// Probability (1/n) of a new sequence at each token; 0 = no seq_idx.
+    seq_every: u64,
+    /// seq_idx of token 0.
+    seq_start: i64,
+}
+
+fn inputs(c: &Case, seed: u64) -> TensorMap {
+    let mut r = Rng::new(seed);
+    let (b, l, h, p, g, n) = (c.batch, c.seqlen, c.nheads, c.headdim, c.ngroups, c.dstate);
+    let mut m = TensorMap::new();
+    m.insert("x".into(), r.normal_tensor(&[b, l, h, p], 1.0, c.x));
+    let dt = if c.softplus {
+        r.uniform_tensor(&[b, l, h], -3.0, 1.0, DType::F32)
+    } else {
+        r.uniform_tensor(&[b, l, h], 0.01, 0.4, DType::F32)
+    };
+    m.insert("dt".into(), dt);
+    m.insert("A".into(), r.uniform_tensor(&[h], -2.0, -0.2, DType::F32));
+    m.insert("B".into(), r.normal_tensor(&[b, l, g, n], 0.5, c.x));
+    m.insert("C".into(), r.normal_tensor(&[b, l, g, n], 0.5, c.x));
+    match c.d {
+        DMode::None => {}
+        DMode::Head => {
+            m.insert("D".into(), r.normal_tensor(&[h], 1.0, DType::F32));
+        }
+        DMode::Full => {
+            m.insert("D".into(), r.normal_tensor(&[h, p], 1.0, DType::F32));
+        }
+    }
+    if c.z {
+        m.insert("z".into(), r.normal_tensor(&[b, l, h, p], 1.0, c.x));
+    }
+    if c.dt_bias {
+        m.insert("dt_bias".into(), r.uniform_tensor(&[h], -0.5, 0.5, DType::F32));
+    }
+    if c.init {
+        m.insert("initial_states".into(), r.normal_tensor(&[b, h, p, n], 1.0, DType::F32));
+    }
+    if c.seq_every > 0 {
+        let mut v = Vec::with_capacity(b * l);
+        for _ in 0..b {
+            let mut s = c.seq_start;
+            for t in 0..l {
+                if t > 0 && r.below(c.seq_every) == 0 {
+                    s += 1 + r.below(2) as i64;
+                }
+                v.push(s);
+            }
+        }
+        m.insert("seq_idx".into(), Tensor::from_i64(&[b, l], v));
+    }
+    m
+}
+
+fn params(c: &Case) -> Vec<(String, String)> {
+    let chunk = c.chunk.to_string();
+    sets(&[
+        ("chunk_size", chunk.as_str()),
+        ("dt_softplus", if c.softplus { "true" } else { "false" }),
+    ])
+}
+
+fn run_case(c: &Case, seed: u64) -> usize {
+    check_all_versions(&format!("{c:?}"), OP, &inputs(c, seed), &params(c), &by_dtype)
+}
+
+const BASE: Case = Case {
+    batch: 2,
+    seqlen: 77,
+    nheads: 4,
+    headdim: 12,
+    ngroups: 2,
+    dstate: 10,
+    chunk: 16,
+    x: DType::F32,
+    d: DMode::Head,
+    z: true,
+    dt_bias: true,
+    softplus: true,
+    init: true,
+    seq_every: 20,
+    seq_start: 0,
+};
+
+#[test]
+#[ignore = "gpu"]
+fn ssd_table_cases() {
+    table_cases(OP);
+}
+
+#[test]
+#[ignore = "gpu"]
+fn ssd_hand_cases() {
+    use DType::*;
+    let cases = [
+        BASE,
+        // Super-like head shape, one partial chunk, bf16
+        Case { batch: 1, seqlen: 300, nheads: 8, headdim: 64, ngroups: 2, dstate: 128, chunk: 128, x: BF16, d: DMode::Full, z: false, init: false, seq_every: 0, ..BASE },
+        // chunk larger than the sequence
+        Case { seqlen: 5, chunk: 128, ..BASE },
+        // seq_idx starting at 1: the initial state (sequence 0) is never used
+        Case { seq_start: 1, seq_every: 9, ..BASE },
+        // empty sequence: final_states = initial_states
+        Case { seqlen: 0, ..BASE },
+        // chunk 1
+        Case { seqlen: 19, chunk: 1, ..BASE },
+        // one group per head, P = N = 1, f16, no softplus, no D
+        Case { nheads: 3, ngroups: 3, headdim: 1, dstate: 1, x: F16, softplus: false, d: DMode::None, ..BASE },
+        // several full chunks plus a partial one, z gate, bf16
+        Case { batch: 1, seqlen: 1000, nheads: 4, headdim: 64, ngroups: 1, dstate: 64, chunk: 128, x: BF16, seq_every: 0, ..BASE },
+        // odd everything, headdim and dstate above one tile
+        Case { batch: 3, seqlen: 131, nheads: 6, headdim: 70, ngroups: 3, dstate: 131, chunk: 64, dt_bias: false, ..BASE },
+    ];
+    let mut runs = 0;
+    for (i, c) in cases.iter().enumerate() {
+        runs += run_case(c, 300 + i as u64);
+    }
+    eprintln!("{OP}: {} hand cases, {runs} kernel runs", cases.len());
+}
+
+/// The chunked GPU scan equals the sequential recurrence (reference `selective_scan`).
+#[test]
+#[ignore = "gpu"]
+fn ssd_matches_sequential_oracle() {
+    let c = Case { seqlen: 200, chunk: 32, ..BASE };
+    let inp = inputs(&c, 77);
+    let oracle = reference::ops::find("selective_scan").expect("selective_scan");
+    let p = sets(&[("dt_softplus", "true")]);
+    let want = oracle.call(&inp, &p).expect("selective_scan");
+    let g = gpu::runtime::gpu().expect("GPU");
+    let op = gpu::ops::find(OP).expect("op");
+    let got = gpu::ops::run_version(&g, &op, "v1", &inp, &params(&c), &gpu::ops::RunOpts::default())
+        .expect("gpu run");
+    for name in ["y", "final_states"] {
+        let rep = compare::compare(name, &want[name], &got[name], compare::Tolerance::Close { atol: 2e-3, rtol: 1e-3 });
+        assert!(rep.passed, "{}", rep.render());
+    }
+    // The comparison can fail: a different A must change y.
+    let mut bad = inp.clone();
+    bad.insert("A".into(), Tensor::from_f32(&[c.nheads], vec![-0.1; c.nheads]));
+    let got_bad = gpu::ops::run_version(&g, &op, "v1", &bad, &params(&c), &gpu::ops::RunOpts::default())
+        .expect("gpu run");
+    let rep = compare::compare("y", &want["y"], &got_bad["y"], compare::Tolerance::Close { atol: 2e-3, rtol: 1e-3 });
+    assert!(!rep.passed, "a different A gave the same y: the comparison cannot fail");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    #[ignore = "gpu"]
+    fn ssd_random_shapes(
+        batch in 1usize..3, seqlen in 0usize..160, groups in 1usize..4, hpg in 1usize..4,
+        headdim in 1usize..40, dstate in 1usize..40, chunk in 1usize..70, xd in 0usize..3,
+        dm in 0usize..3, z in any::<bool>(), dt_bias in any::<bool>(), softplus in any::<bool>(),
+        init in any::<bool>(), seq_every in 0u64..30, seed in any::<u64>()
+    ) {
+        let dts = [DType::F32, DType::BF16, DType::F16];
+        let c = Case {
+            batch, seqlen, nheads: groups * hpg, headdim, ngroups: groups, dstate, chunk,
+            x: dts[xd], d: [DMode::None, DMode::Head, DMode::Full][dm], z, dt_bias, softplus,
+            init, seq_every, seq_start: 0,
+        };
+        run_case(&c, seed);
+    }
+}
