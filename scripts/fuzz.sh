@@ -2,6 +2,7 @@
 # Fuzz duet's input parsers with cargo-fuzz (libFuzzer), N seconds per target (default 60).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]      # all targets of fuzz/Cargo.toml when none named
+#   FUZZ_FLAGS="-fork=1 -ignore_crashes=1" scripts/fuzz.sh 180 op_call   # keep going after crashes
 #
 # Not part of CI (CI replays the committed corpora instead: tests/fuzz_regressions.rs).
 # Needs `cargo install cargo-fuzz`; the toolchain is stable, so RUSTC_BOOTSTRAP=1 unlocks the
@@ -30,7 +31,7 @@ for t in "${targets[@]}"; do
   seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
   nice -n 10 cargo fuzz run -a "$t" "corpus/$t" "${seeds[@]}" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
-    -max_len=65536 -print_final_stats=1 >"$log" 2>&1
+    -max_len=65536 -print_final_stats=1 ${FUZZ_FLAGS:-} >"$log" 2>&1
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   crashes=$(find "artifacts/$t" -type f | wc -l)

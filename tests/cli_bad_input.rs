@@ -1286,36 +1286,159 @@ fn trace_missing_file_and_unwritable_report() {
 // Model directories (duet e2e)
 // ---------------------------------------------------------------------------------------------
 
-fn e2e_exists() -> bool {
-    let out = duet(["e2e", "--help"]);
-    out.status.success()
+fn tiny_model() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/nemotron-tiny-a")
+}
+
+/// A model folder in `d` with the tiny fixture's files linked in, minus `skip`.
+fn model_dir(d: &Path, skip: &[&str]) -> PathBuf {
+    let m = d.join("model");
+    std::fs::create_dir_all(&m).unwrap();
+    for f in std::fs::read_dir(tiny_model()).unwrap().flatten() {
+        let name = f.file_name().to_string_lossy().into_owned();
+        if !skip.contains(&name.as_str()) {
+            std::os::unix::fs::symlink(f.path(), m.join(&name)).unwrap();
+        }
+    }
+    m
+}
+
+fn e2e(dir: &Path, extra: &[&str]) -> Output {
+    let mut a: Vec<OsString> = vec!["e2e".into(), dir.as_os_str().to_owned()];
+    a.extend(extra.iter().map(OsString::from));
+    duet(&a)
 }
 
 #[test]
-#[ignore = "e2e not implemented: `duet e2e` is not a subcommand yet; remove this line when it lands"]
-fn e2e_bad_model_dirs() {
-    assert!(e2e_exists(), "duet e2e is not a command yet");
+fn e2e_model_dir_missing_or_not_a_dir() {
     let d = tempfile::tempdir().unwrap();
-    // Missing folder, folder without config.json, broken JSON, wrong types, config as a dir.
     let missing = d.path().join("nomodel");
-    let out = duet([OsStr::new("e2e"), OsStr::new("--model"), missing.as_os_str()]);
-    assert_clean_error(&out, "e2e missing dir", &["nomodel"]);
-    let m = d.path().join("m");
-    std::fs::create_dir(&m).unwrap();
-    let out = duet([OsStr::new("e2e"), OsStr::new("--model"), m.as_os_str()]);
-    assert_clean_error(&out, "e2e without config.json", &["config"]);
-    for (label, cfg) in [
-        ("empty", &b""[..]),
-        ("truncated", &br#"{"hidden_size": 64, "num_hidden_la"#[..]),
-        ("not utf-8", &b"{\"hidden_size\": \xff}"[..]),
-        ("wrong type", &br#"{"hidden_size": "sixty-four"}"#[..]),
-        ("absurd", &br#"{"hidden_size": 1152921504606846976, "num_hidden_layers": 1, "vocab_size": 1152921504606846976}"#[..]),
-        ("bad pattern", &br#"{"hybrid_override_pattern": "MQ*"}"#[..]),
-    ] {
-        std::fs::write(m.join("config.json"), cfg).unwrap();
-        let out = duet([OsStr::new("e2e"), OsStr::new("--model"), m.as_os_str()]);
-        assert_clean_error(&out, &format!("e2e config {label}"), &["config"]);
+    assert_clean_error(&e2e(&missing, &[]), "e2e missing dir", &["nomodel"]);
+    let file = Keep::new(d.path(), "afile");
+    assert_clean_error(&e2e(&file.path, &[]), "e2e on a file", &["afile"]);
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert_clean_error(&e2e(&empty, &[]), "e2e without config.json", &["config.json"]);
+}
+
+#[test]
+fn e2e_broken_config_json() {
+    let base: Value =
+        serde_json::from_slice(&std::fs::read(tiny_model().join("config.json")).unwrap()).unwrap();
+    let with = |k: &str, v: Value| {
+        let mut c = base.clone();
+        c[k] = v;
+        serde_json::to_vec(&c).unwrap()
+    };
+    let without = |k: &str| {
+        let mut c = base.clone();
+        c.as_object_mut().unwrap().remove(k);
+        serde_json::to_vec(&c).unwrap()
+    };
+    let rows: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", b"".to_vec()),
+        ("truncated", br#"{"hidden_size": 256, "num_hidden_la"#.to_vec()),
+        ("not UTF-8", b"{\"hidden_size\": 256, \"model_type\": \"nemotron_h\xff\"}".to_vec()),
+        ("not an object", b"[1, 2, 3]".to_vec()),
+        ("hidden_size is a string", with("hidden_size", serde_json::json!("256"))),
+        ("hidden_size 2^60", with("hidden_size", serde_json::json!(1u64 << 60))),
+        ("vocab_size 2^60", with("vocab_size", serde_json::json!(1u64 << 60))),
+        ("hidden_size 0", with("hidden_size", serde_json::json!(0))),
+        ("hidden_size -1", with("hidden_size", serde_json::json!(-1))),
+        ("heads 0", with("num_attention_heads", serde_json::json!(0))),
+        ("experts 2^40", with("n_routed_experts", serde_json::json!(1u64 << 40))),
+        ("top-k > experts", with("num_experts_per_tok", serde_json::json!(17))),
+        ("bad layer type", with("layers_block_type", serde_json::json!(["mamba", "nope"]))),
+        ("empty layer list", with("layers_block_type", serde_json::json!([]))),
+        ("eps NaN", with("layer_norm_epsilon", serde_json::json!({"__float__": "NaN"}))),
+        ("no hidden_size", without("hidden_size")),
+    ];
+    let mut f = Findings::default();
+    for (label, cfg) in rows {
+        let d = tempfile::tempdir().unwrap();
+        let m = model_dir(d.path(), &["config.json"]);
+        std::fs::write(m.join("config.json"), &cfg).unwrap();
+        let out = e2e(&m, &["--decode", "0"]);
+        f.add(check_clean_error(&out, &format!("e2e config: {label}"), &["config"]));
     }
+    // config.json is a directory.
+    let d = tempfile::tempdir().unwrap();
+    let m = model_dir(d.path(), &["config.json"]);
+    std::fs::create_dir(m.join("config.json")).unwrap();
+    f.add(check_clean_error(&e2e(&m, &[]), "e2e config.json is a directory", &["config.json"]));
+    f.assert_none("e2e configs");
+}
+
+#[test]
+fn e2e_broken_weights() {
+    let full = io::load(&tiny_model().join("model.safetensors")).unwrap();
+    let (victim, vt) = full.iter().find(|(k, _)| k.contains("layers.0.")).unwrap();
+    let bytes = std::fs::read(tiny_model().join("model.safetensors")).unwrap();
+    let mut m1 = full.clone();
+    m1.remove(victim);
+    let mut m2 = full.clone();
+    m2.insert(victim.clone(), f32_tensor(&[3], 1));
+    let mut m3 = full.clone();
+    m3.insert(victim.clone(), Tensor::from_f32_as(&vt.shape, &vec![1.0; vt.numel()], DType::I32));
+    type Write<'a> = Box<dyn Fn(&Path) + 'a>;
+    let rows: Vec<(&str, Write, Vec<&str>)> = vec![
+        ("no weight file", Box::new(|_| {}), vec!["model"]),
+        ("empty", Box::new(|p| std::fs::write(p, b"").unwrap()), vec!["model.safetensors"]),
+        ("truncated", Box::new(|p| std::fs::write(p, &bytes[..bytes.len() / 2]).unwrap()), vec!["model.safetensors"]),
+        ("directory", Box::new(|p| std::fs::create_dir(p).unwrap()), vec!["model.safetensors"]),
+        ("missing tensor", Box::new(|p| io::save(p, &m1).unwrap()), vec![victim.as_str()]),
+        ("wrong shape", Box::new(|p| io::save(p, &m2).unwrap()), vec![victim.as_str()]),
+        ("wrong dtype", Box::new(|p| io::save(p, &m3).unwrap()), vec![victim.as_str()]),
+    ];
+    let mut f = Findings::default();
+    for (label, write, needles) in rows {
+        let d = tempfile::tempdir().unwrap();
+        let m = model_dir(d.path(), &["model.safetensors"]);
+        write(&m.join("model.safetensors"));
+        let out = e2e(&m, &["--decode", "0"]);
+        f.add(check_clean_error(&out, &format!("e2e weights: {label}"), &needles));
+    }
+    f.assert_none("e2e weights");
+}
+
+#[test]
+fn e2e_nan_weight_fails_the_golden_comparison() {
+    // A NaN in one weight is data, not a format error: the run completes and the golden
+    // comparison FAILS (exit 1), never PASS, never a crash.
+    let full = io::load(&tiny_model().join("model.safetensors")).unwrap();
+    let (victim, vt) = full
+        .iter()
+        .find(|(k, t)| k.contains("layers.0.") && t.dtype().is_float() && t.numel() > 1)
+        .unwrap();
+    let mut v = vt.to_f32_vec();
+    v[0] = f32::NAN;
+    let mut m = full.clone();
+    m.insert(victim.clone(), Tensor::from_f32_as(&vt.shape, &v, vt.dtype()));
+    let d = tempfile::tempdir().unwrap();
+    let dir = model_dir(d.path(), &["model.safetensors"]);
+    io::save(&dir.join("model.safetensors"), &m).unwrap();
+    let out = e2e(&dir, &["--decode", "2"]);
+    assert_no_crash(&out, "e2e NaN weight");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "e2e with a NaN in {victim}: expected FAIL (exit 1)\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn e2e_unwritable_dump_keeps_existing_file() {
+    let d = tempfile::tempdir().unwrap();
+    let m = model_dir(d.path(), &[]);
+    let bad = d.path().join("no/such/dir/dump.safetensors");
+    let out = e2e(&m, &["--decode", "0", "--path", "cpu", "--dump", bad.to_str().unwrap()]);
+    assert_clean_error(&out, "e2e --dump in a missing folder", &["dump.safetensors"]);
+    let keep = Keep::new(d.path(), "dump.txt");
+    let out = e2e(&m, &["--decode", "0", "--path", "cpu", "--dump", keep.path.to_str().unwrap()]);
+    assert_clean_error(&out, "e2e --dump .txt", &["dump.txt"]);
+    keep.assert_unchanged("e2e --dump .txt");
 }
 
 /// Prints the observed NaN / Inf behaviour of every op with a case (the "observed" columns of

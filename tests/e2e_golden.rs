@@ -279,6 +279,7 @@ fn cli_report_passes_on_the_fixture_and_dumps_golden_layout() {
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["pass"], true);
     assert!(v["first_divergent"].is_null(), "{v:#}");
+    assert!(v["largest_jump"].is_null(), "{v:#}");
     assert_eq!(v["layers"].as_array().map(|a| a.len()), Some(9));
     assert_eq!(v["speculative"]["matches_greedy"], true);
     for o in v["outputs"].as_array().expect("outputs") {
@@ -313,6 +314,10 @@ fn perturbed_first_divergent(layer: usize, tensor: &str) -> serde_json::Value {
         g.to_str().expect("utf8"),
     ]);
     assert_eq!(code, 1, "a perturbed model must fail: {v:#}");
+    assert_eq!(
+        v["largest_jump"]["hidden"], v["first_divergent"]["hidden"],
+        "{v:#}"
+    );
     v["first_divergent"].clone()
 }
 

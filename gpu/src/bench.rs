@@ -119,6 +119,7 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
         cfg: c,
         out_idx: idx.ptr(&g.stream),
         out_w: w.ptr(&g.stream),
+        f32_sigmoid_bench: false,
     };
     let bytes = (tokens * e * 4 + e * 4 + tokens * c.top_k * 8) as f64;
     let mut versions = vec![];
@@ -131,6 +132,13 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
             "gb_per_s": bytes / (best * 1e-6) / 1e9,
         }));
     }
+    // Cost attribution only: v2 with an f32 tanhf sigmoid (NOT bit-exact with the reference).
+    let lf = noaux_tc_router::Launch { f32_sigmoid_bench: true, ..l };
+    let (single, graph) = time_launch(g, true, || lf.run(g, "v2"))?;
+    versions.push(json!({
+        "version": "v2[f32 tanhf sigmoid, bench only, not exact]", "event": timing_json(&single),
+        "graph_per_launch": graph.as_ref().map(timing_json),
+    }));
     Ok(json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
               "bytes": bytes, "versions": versions}))
 }

@@ -84,29 +84,36 @@ fn compare_files(
         Ok(v)
     };
     let (va, vb) = (load(a)?, load(b)?);
-    let rows = |v: &serde_json::Value| -> Vec<(String, f64, Vec<f64>)> {
-        v["results"]
-            .as_array()
-            .map(|r| {
-                r.iter()
-                    .filter_map(|x| {
-                        let name = format!(
-                            "{} [{}]",
-                            x["case"].as_str()?,
-                            x["implementation"].as_str().unwrap_or("?")
-                        );
-                        let med = x["median_s"].as_f64()?;
-                        let samples = x["samples_s"]
-                            .as_array()
-                            .map(|s| s.iter().filter_map(|v| v.as_f64()).collect())
-                            .unwrap_or_default();
-                        Some((name, med, samples))
-                    })
-                    .collect()
+    type BenchRow = (String, f64, Vec<f64>);
+    let rows = |v: &serde_json::Value, p: &std::path::Path| -> anyhow::Result<Vec<BenchRow>> {
+        let list = v["results"].as_array().ok_or_else(|| {
+            anyhow::anyhow!("{}: \"results\" is missing or not a list", p.display())
+        })?;
+        list.iter()
+            .enumerate()
+            .map(|(i, x)| {
+                let case = x["case"].as_str().ok_or_else(|| {
+                    anyhow::anyhow!("{}: results[{i}] has no \"case\" string", p.display())
+                })?;
+                let med = x["median_s"]
+                    .as_f64()
+                    .filter(|m| m.is_finite() && *m > 0.0)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "{}: results[{i}] ({case}) has no positive \"median_s\"",
+                            p.display()
+                        )
+                    })?;
+                let name = format!("{case} [{}]", x["implementation"].as_str().unwrap_or("?"));
+                let samples = x["samples_s"]
+                    .as_array()
+                    .map(|s| s.iter().filter_map(|v| v.as_f64()).collect())
+                    .unwrap_or_default();
+                Ok((name, med, samples))
             })
-            .unwrap_or_default()
+            .collect()
     };
-    let (ra, rb) = (rows(&va), rows(&vb));
+    let (ra, rb) = (rows(&va, a)?, rows(&vb, b)?);
     let mut regressions = 0;
     println!(
         "{:<70} {:>12} {:>12} {:>9} {:>8}  verdict",

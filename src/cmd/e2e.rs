@@ -21,6 +21,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+/// Error growth between consecutive hidden states that counts as a jump.
+const JUMP_RATIO: f64 = 10.0;
+/// Errors below this (f32 noise) are treated as this when computing the growth.
+const JUMP_FLOOR: f64 = 1e-6;
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Model directory: config.json, model.safetensors (or shards + index), and optionally
@@ -155,8 +160,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let t_load = Instant::now();
     let (model, golden_path) = match (&args.model_dir, &args.preset) {
         (Some(dir), _) => {
-            let m = Model::load_dir(dir)
+            let (m, unused) = Model::load_dir_with_unused(dir)
                 .with_context(|| format!("loading the model in {}", dir.display()))?;
+            if !unused.is_empty() {
+                eprintln!(
+                    "note: {} checkpoint tensors are not used by the config (first: {}); check the layer pattern",
+                    unused.len(),
+                    unused[0]
+                );
+            }
             let g = args
                 .golden
                 .clone()
@@ -295,6 +307,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut ok = true;
     let mut layers = Vec::new();
     let mut first_bad: Option<usize> = None;
+    let mut largest_jump: Option<(usize, f64)> = None;
     let mut outs = Vec::new();
     let mut greedy = Value::Null;
     let labels = hidden_labels(&model);
@@ -307,6 +320,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     first_bad = Some(i);
                 }
                 layers.push((i, m));
+            }
+        }
+        // The largest step-to-step growth of the error (floored at f32 noise): where a
+        // path whose every layer is over tolerance (bf16 on the GPU) actually breaks.
+        for w in layers.windows(2) {
+            let (prev, cur) = (&w[0].1, &w[1].1);
+            let ratio = cur.max_rel / prev.max_rel.max(JUMP_FLOOR);
+            if ratio > JUMP_RATIO && largest_jump.is_none_or(|(_, r)| ratio > r) {
+                largest_jump = Some((w[1].0, ratio));
             }
         }
         let mut agree = BTreeMap::new();
@@ -371,6 +393,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "layer": if i == 0 { Value::Null } else { json!(i - 1) },
                 "label": labels.get(i).cloned().unwrap_or_default(),
             })),
+            "largest_jump": largest_jump.map(|(i, r)| json!({
+                "hidden": i,
+                "layer": if i == 0 { Value::Null } else { json!(i - 1) },
+                "label": labels.get(i).cloned().unwrap_or_default(),
+                "ratio": r,
+            })),
             "outputs": outs.iter().map(metric_json).collect::<Vec<_>>(),
             "greedy": greedy,
             "speculative": spec_json,
@@ -402,13 +430,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "tensor", "after", "nmse", "max rel", "max abs"
             );
             for (i, m) in &layers {
-                let mark = if Some(*i) == first_bad {
-                    "  <== first over tolerance"
+                let mut mark = if Some(*i) == first_bad {
+                    "  <== first over tolerance".to_string()
                 } else if m.pass {
-                    ""
+                    String::new()
                 } else {
-                    "  (over)"
+                    "  (over)".to_string()
                 };
+                if let Some((_, r)) = largest_jump.filter(|(j, _)| j == i) {
+                    mark.push_str(&format!("  <== largest jump (x{r:.0})"));
+                }
                 println!(
                     "  {:<8} {:<22} {:>11.3e} {:>11.3e} {:>11.3e}{mark}",
                     m.name,
@@ -424,6 +455,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     labels.get(i).map(String::as_str).unwrap_or("")
                 ),
                 None => println!("no layer over tolerance"),
+            }
+            if let Some((i, r)) = largest_jump {
+                println!(
+                    "largest error jump: hidden.{i} = {} (x{r:.0} over the previous row)",
+                    labels.get(i).map(String::as_str).unwrap_or("")
+                );
             }
             println!("\noutputs:");
             for m in &outs {

@@ -142,15 +142,31 @@ fn gen_kineto(path: &Path, events: usize) -> std::io::Result<()> {
     w.flush()
 }
 
-fn peak_rss_mib() -> f64 {
+/// A `/proc/self/status` field in MiB (VmHWM = peak RSS incl. file-backed mmap pages,
+/// RssAnon = anonymous memory now).
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// CPU seconds (user + system) of this process so far, from /proc/self/stat (100 Hz ticks).
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit(')').next()?.to_string();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let u: f64 = f.get(11)?.parse().ok()?;
+            let k: f64 = f.get(12)?.parse().ok()?;
+            Some((u + k) / 100.0)
+        })
         .unwrap_or(f64::NAN)
 }
 
@@ -166,10 +182,12 @@ fn run(path: &Path) -> i32 {
         Ok(s) => {
             let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
             println!(
-                "{}: {:.2} s, peak RSS {:.0} MiB, file {:.0} MiB, {} kernel instances, {} kernel rows, {} NVTX rows, {} API rows",
+                "{}: {:.2} s wall ({:.2} s CPU), peak RSS {:.0} MiB (anonymous at end {:.0} MiB), file {:.0} MiB, {} kernel instances, {} kernel rows, {} NVTX rows, {} API rows",
                 path.file_name().map(|f| f.to_string_lossy()).unwrap_or_default(),
                 dt,
-                peak_rss_mib(),
+                cpu_seconds(),
+                status_mib("VmHWM:"),
+                status_mib("RssAnon:"),
                 size as f64 / 1048576.0,
                 s.kernel_instances,
                 s.kernels.len(),

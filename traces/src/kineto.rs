@@ -232,31 +232,30 @@ pub fn read(
     let (mut reader, counter, len) = open_stream(path, gz)?;
     let bar = Progress::new(progress, len, "Kineto events", true);
     info.format = Some(Format::Kineto);
-    let mut buf: Vec<u8> = Vec::with_capacity(8 << 20);
+    // sliding window: valid bytes are buf[pos..end]; the buffer only grows when a single
+    // event is larger than it
+    let mut buf: Vec<u8> = vec![0u8; 8 << 20];
     let mut pos = 0usize;
+    let mut end = 0usize;
     let mut eof = false;
-    let mut refill = |buf: &mut Vec<u8>, pos: &mut usize, eof: &mut bool| -> Result<()> {
+    let mut refill = |buf: &mut Vec<u8>, pos: &mut usize, end: &mut usize, eof: &mut bool| -> Result<()> {
         if *pos > 0 {
-            buf.drain(..*pos);
+            buf.copy_within(*pos..*end, 0);
+            *end -= *pos;
             *pos = 0;
         }
-        if buf.capacity() - buf.len() < (1 << 20) {
-            buf.reserve(buf.capacity().max(1 << 20));
+        if *end == buf.len() {
+            let n = buf.len() * 2;
+            buf.resize(n, 0);
         }
-        let old = buf.len();
-        let cap = buf.capacity();
-        buf.resize(cap, 0);
         let n = loop {
-            match reader.read(&mut buf[old..]) {
+            match reader.read(&mut buf[*end..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    buf.truncate(old);
-                    return Err(crate::detect::stream_error(path, gz, e));
-                }
+                Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
             }
         };
-        buf.truncate(old + n);
+        *end += n;
         if n == 0 {
             *eof = true;
         }
@@ -282,11 +281,11 @@ pub fn read(
     let mut kept: Vec<(String, Vec<u8>)> = Vec::new();
 
     loop {
-        if pos >= buf.len() {
+        if pos >= end {
             if eof {
                 break;
             }
-            refill(&mut buf, &mut pos, &mut eof)?;
+            refill(&mut buf, &mut pos, &mut end, &mut eof)?;
             continue;
         }
         if in_events {
@@ -303,7 +302,7 @@ pub fn read(
                     in_events = false;
                 }
                 b'{' => {
-                    let slice = &buf[pos..];
+                    let slice = &buf[pos..end];
                     let mut stream =
                         serde_json::Deserializer::from_slice(slice).into_iter::<RawEvent<'_>>();
                     let parsed = match stream.next() {
@@ -322,7 +321,7 @@ pub fn read(
                             }
                         }
                         Err(e) if e.is_eof() && !eof => {
-                            refill(&mut buf, &mut pos, &mut eof)?;
+                            refill(&mut buf, &mut pos, &mut end, &mut eof)?;
                         }
                         Err(e) => {
                             let msg = if e.is_eof() {

@@ -169,8 +169,8 @@ pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: b
     )
     .map_err(|e| TraceError::sqlite(path, "opening", e))?;
     // memory-mapped reads: fewer copies on large exports
+    // memory-mapped reads (file-backed pages, reclaimable; not anonymous memory)
     let _ = conn.pragma_update(None, "mmap_size", 1i64 << 32);
-    let _ = conn.pragma_update(None, "cache_size", -65536i64);
     let mut db = Db {
         conn,
         path,
@@ -589,6 +589,7 @@ fn read_nvtx(
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| TraceError::sqlite(db.path, "opening", e))?;
+    // memory-mapped reads (file-backed pages, reclaimable; not anonymous memory)
     let _ = conn.pragma_update(None, "mmap_size", 1i64 << 32);
     let mut st = conn
         .prepare(&c.select(T, &filter))

@@ -5,6 +5,7 @@
 pub mod causal_conv1d;
 pub mod noaux_tc_router;
 pub mod nvfp4;
+pub mod nvfp4_fused;
 pub mod philox;
 pub mod ssd_chunk_scan;
 
@@ -75,6 +76,7 @@ pub fn all() -> Vec<GpuOp> {
     ]
     .into_iter()
     .chain(philox::ops())
+    .chain(nvfp4_fused::ops())
     .chain(causal_conv1d::ops())
     .chain(ssd_chunk_scan::ops())
     .filter(|o| reference::ops::find(o.name).is_ok())

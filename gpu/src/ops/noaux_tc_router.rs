@@ -106,6 +106,7 @@ pub fn run(
             cfg: c,
             out_idx: idx.ptr(&g.stream),
             out_w: w.ptr(&g.stream),
+            f32_sigmoid_bench: false,
         };
         launch.run(g, version)?;
     }
@@ -129,6 +130,8 @@ pub struct Launch {
     pub cfg: RouterConfig,
     pub out_idx: u64,
     pub out_w: u64,
+    /// Bench only: use CUDA's f32 tanhf (not bit-exact) to measure the f64 sigmoid's cost.
+    pub f32_sigmoid_bench: bool,
 }
 
 impl Launch {
@@ -143,6 +146,7 @@ impl Launch {
             NormMode::Fp32NoEps => 2,
         };
         let sig: i32 = match c.sigmoid {
+            _ if self.f32_sigmoid_bench => 2,
             SigmoidMode::Tanh => 0,
             SigmoidMode::Exp => 1,
         };

@@ -483,9 +483,16 @@ impl Model {
 
     /// Loads `dir/config.json` and the weights of `dir` (single file or sharded).
     pub fn load_dir(dir: &Path) -> Result<Model, ModelError> {
+        Model::load_dir_with_unused(dir).map(|(m, _)| m)
+    }
+
+    /// As [`Model::load_dir`], also returning the checkpoint tensors the config did not use
+    /// (a sign of a config / checkpoint mismatch, or of tensors duet does not model).
+    pub fn load_dir_with_unused(dir: &Path) -> Result<(Model, Vec<String>), ModelError> {
         let cfg = Config::from_file(&dir.join("config.json"))?;
         let mut store = WeightStore::load_dir(dir)?;
-        Model::from_store(cfg, &mut store)
+        let m = Model::from_store(cfg, &mut store)?;
+        Ok((m, store.unused()))
     }
 
     /// Seeded random weights for `cfg`; tensors above `lazy_above` elements are generated on
@@ -840,22 +847,17 @@ impl Model {
         let (keys, vals, p0): (std::borrow::Cow<[f32]>, std::borrow::Cow<[f32]>, usize) =
             match cache {
                 Some(cc) => {
-                    let st = &mut cc.layers[li];
-                    if !matches!(st, LayerState::Attention { .. }) {
-                        *st = LayerState::Attention {
-                            k: Vec::new(),
-                            v: Vec::new(),
+                    let (mut k, mut v) =
+                        match std::mem::replace(&mut cc.layers[li], LayerState::Stateless) {
+                            LayerState::Attention { k, v } => (k, v),
+                            _ => (Vec::new(), Vec::new()),
                         };
-                    }
-                    match st {
-                        LayerState::Attention { k, v } => {
-                            let p0 = k.len() / kvd;
-                            k.extend_from_slice(&kn);
-                            v.extend_from_slice(&vn);
-                            (k.clone().into(), v.clone().into(), p0)
-                        }
-                        _ => unreachable!("attention state set above"),
-                    }
+                    let p0 = k.len() / kvd;
+                    k.extend_from_slice(&kn);
+                    v.extend_from_slice(&vn);
+                    let view = (k.clone().into(), v.clone().into(), p0);
+                    cc.layers[li] = LayerState::Attention { k, v };
+                    view
                 }
                 None => (kn.as_slice().into(), vn.as_slice().into(), 0),
             };

@@ -172,3 +172,41 @@ fn presets_build() {
     assert!(bb > 3_000_000_000, "{bb}");
     assert_eq!(mtp, 0);
 }
+
+/// A prefill split in two chunks (the second continuing from the cached conv window, SSM
+/// state and KV cache) gives the rows of the one-shot forward; the same for the MTP head.
+#[test]
+fn chunked_prefill_and_mtp_continue_from_cache() {
+    let (m, _, ids) = golden();
+    let (v, hs) = (m.cfg.vocab_size, m.cfg.hidden_size);
+    let full = m.forward(&ids, None, Pass::Prefill, false).expect("full");
+    let mut cache = m.new_cache();
+    let a = m
+        .forward(&ids[..13], Some(&mut cache), Pass::Prefill, false)
+        .expect("chunk 1");
+    let b = m
+        .forward(&ids[13..], Some(&mut cache), Pass::Prefill, false)
+        .expect("chunk 2");
+    assert_eq!(cache.seen, ids.len());
+    let mut both = a.logits.clone();
+    both.extend_from_slice(&b.logits);
+    let e = max_rel(&full.logits, &both);
+    assert!(e < 1e-5, "chunked prefill max rel {e}");
+    // MTP: all rows at once vs two pieces through its cache.
+    let t = ids.len() - 1;
+    let (once, _) = m
+        .mtp_forward(&full.last_hidden[..t * hs], &ids[1..], None)
+        .expect("mtp");
+    let mut mc = m.new_mtp_cache().expect("mtp cache");
+    let (p1, _) = m
+        .mtp_forward(&full.last_hidden[..20 * hs], &ids[1..21], Some(&mut mc))
+        .expect("mtp 1");
+    let (p2, _) = m
+        .mtp_forward(&full.last_hidden[20 * hs..t * hs], &ids[21..], Some(&mut mc))
+        .expect("mtp 2");
+    let mut two = p1;
+    two.extend_from_slice(&p2);
+    assert_eq!(two.len(), t * v);
+    let e = max_rel(&once, &two);
+    assert!(e < 1e-5, "incremental mtp max rel {e}");
+}

@@ -59,6 +59,15 @@ pub fn activation(inp: &Inputs) -> Result<Operand, OpError> {
     inp.dtype("x_fp4", q, &[DType::U8])?;
     inp.rank("x_fp4", q, 2)?;
     let (m, k) = (q.shape[0], q.shape[1] * 2);
+    if k % 16 != 0 || k == 0 {
+        return Err(inp.err(
+            "x_fp4",
+            format!(
+                "K = 2 * {} = {k} must be a positive multiple of 16 (the NVFP4 block)",
+                q.shape[1]
+            ),
+        ));
+    }
     let sf = inp.req("sf")?;
     inp.dtype("sf", sf, &[DType::U8])?;
     inp.shape("sf", sf, &[m, k / 16], "(M, K/16) linear layout")?;
@@ -106,6 +115,15 @@ pub fn weights(inp: &Inputs, p: &str) -> Result<Operand, OpError> {
     inp.dtype(&qn, q, &[DType::U8])?;
     inp.rank(&qn, q, 3)?;
     let (e, n, k) = (q.shape[0], q.shape[1], q.shape[2] * 2);
+    if k % 16 != 0 || k == 0 || e == 0 {
+        return Err(inp.err(
+            &qn,
+            format!(
+                "needs E > 0 and K = 2 * {} = {k} a positive multiple of 16 (the NVFP4 block)",
+                q.shape[2]
+            ),
+        ));
+    }
     let sf = inp.req(&sn)?;
     inp.dtype(&sn, sf, &[DType::U8])?;
     inp.shape(&sn, sf, &[e, n, k / 16], "(E, N, K/16)")?;

@@ -8,6 +8,9 @@
 use crate::op::{self, ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params};
 use crate::tensor::{Tensor, TensorMap};
 
+/// Largest expert count (the router packs expert ids into 16 bits).
+pub const MAX_EXPERTS: usize = 65536;
+
 /// The permutation of one routing decision.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Permutation {
@@ -121,6 +124,13 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     let (t, idx) = inp.int("topk_indices")?;
     inp.rank("topk_indices", t, 2)?;
     let e = p.usize("num_experts")?;
+    if e == 0 || e > MAX_EXPERTS {
+        return Err(OpError::Param {
+            op: "moe_permute".into(),
+            name: "num_experts".into(),
+            msg: format!("{e} is outside 1..={MAX_EXPERTS} (the router's packed keys hold 16-bit expert ids)"),
+        });
+    }
     let (tok, k) = (t.shape[0], t.shape[1]);
     if tok.checked_mul(k).is_none_or(|n| n > i32::MAX as usize) {
         return Err(inp.err(
