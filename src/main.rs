@@ -30,6 +30,8 @@ enum Command {
     Check(cmd::check::Args),
     /// Time cases of the case table (CPU reference or GPU kernels); JSON results.
     Bench(cmd::bench::Args),
+    /// Profile an op's GPU kernels under Nsight Compute and print the key metrics.
+    Profile(cmd::profile::Args),
     /// Ingest, summarise, diff and convert nsys / ncu / Kineto traces.
     Trace(cmd::trace::Args),
     /// Run the Nemotron-H model end to end and compare it with a golden, layer by layer.
@@ -46,6 +48,7 @@ fn main() {
         Command::Trace(a) => cmd::trace::run(a),
         Command::E2e(a) => cmd::e2e::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Profile(a) => cmd::profile::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

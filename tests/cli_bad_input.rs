@@ -1351,6 +1351,8 @@ fn e2e_broken_config_json() {
         ("bad layer type", with("layers_block_type", serde_json::json!(["mamba", "nope"]))),
         ("empty layer list", with("layers_block_type", serde_json::json!([]))),
         ("eps NaN", with("layer_norm_epsilon", serde_json::json!({"__float__": "NaN"}))),
+        ("eps -1", with("layer_norm_epsilon", serde_json::json!(-1.0))),
+        ("scaling inf", with("routed_scaling_factor", serde_json::json!({"__float__": "Infinity"}))),
         ("no hidden_size", without("hidden_size")),
     ];
     let mut f = Findings::default();

@@ -20,7 +20,10 @@ fn text(o: &Output) -> String {
 }
 
 fn save(p: &Path, items: &[(&str, Tensor)]) {
-    let m: TensorMap = items.iter().map(|(k, t)| (k.to_string(), t.clone())).collect();
+    let m: TensorMap = items
+        .iter()
+        .map(|(k, t)| (k.to_string(), t.clone()))
+        .collect();
     io::save(p, &m).unwrap();
 }
 
@@ -30,13 +33,26 @@ fn ops_json_lists_the_foundation_ops_with_inputs_params_outputs() {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ops = v.as_array().unwrap();
-    for name in ["noaux_tc_router", "nvfp4_quantize", "nvfp4_dequantize", "philox", "stochastic_round_f16", "cast"] {
+    for name in [
+        "noaux_tc_router",
+        "nvfp4_quantize",
+        "nvfp4_dequantize",
+        "philox",
+        "stochastic_round_f16",
+        "cast",
+    ] {
         let op = ops
             .iter()
             .find(|o| o["name"] == name)
             .unwrap_or_else(|| panic!("{name} missing from duet ops --json"));
-        assert!(!op["inputs"].as_array().unwrap().is_empty(), "{name} has no inputs");
-        assert!(!op["outputs"].as_array().unwrap().is_empty(), "{name} has no outputs");
+        assert!(
+            !op["inputs"].as_array().unwrap().is_empty(),
+            "{name} has no inputs"
+        );
+        assert!(
+            !op["outputs"].as_array().unwrap().is_empty(),
+            "{name} has no outputs"
+        );
     }
     let router = ops.iter().find(|o| o["name"] == "noaux_tc_router").unwrap();
     let params: Vec<&str> = router["params"]
@@ -45,7 +61,13 @@ fn ops_json_lists_the_foundation_ops_with_inputs_params_outputs() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    for p in ["top_k", "n_group", "topk_group", "routed_scaling_factor", "norm_topk_prob"] {
+    for p in [
+        "top_k",
+        "n_group",
+        "topk_group",
+        "routed_scaling_factor",
+        "norm_topk_prob",
+    ] {
         assert!(params.contains(&p), "router param {p} missing: {params:?}");
     }
 }
@@ -57,16 +79,38 @@ fn compare_passes_fails_and_reports_missing_tensors() {
     let b = d.path().join("b.safetensors");
     let c = d.path().join("c.npz");
     let x = Tensor::from_f32(&[2, 2], vec![1.0, -2.0, 3.5, 4.25]);
-    save(&a, &[("x", x.clone()), ("y", Tensor::from_i32(&[3], vec![1, 2, 3]))]);
-    save(&b, &[("x", Tensor::from_f32(&[2, 2], vec![1.0, -2.0, 3.5, 4.2505])), ("y", Tensor::from_i32(&[3], vec![1, 2, 3]))]);
+    save(
+        &a,
+        &[
+            ("x", x.clone()),
+            ("y", Tensor::from_i32(&[3], vec![1, 2, 3])),
+        ],
+    );
+    save(
+        &b,
+        &[
+            ("x", Tensor::from_f32(&[2, 2], vec![1.0, -2.0, 3.5, 4.2505])),
+            ("y", Tensor::from_i32(&[3], vec![1, 2, 3])),
+        ],
+    );
     let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o));
-    let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--exact"]);
+    let o = duet(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--exact",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("mismatch at [1, 1]"), "{}", text(&o));
     // A file lacking 'y': reported, exit 1; JSON form is parseable.
     save(&c, &[("x", x)]);
-    let o = duet(&["compare", a.to_str().unwrap(), c.to_str().unwrap(), "--json"]);
+    let o = duet(&[
+        "compare",
+        a.to_str().unwrap(),
+        c.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["passed"], false);
@@ -79,12 +123,28 @@ fn run_router_writes_named_outputs_and_rejects_bad_names() {
     let inp = d.path().join("in.safetensors");
     let out = d.path().join("out.safetensors");
     let (t, e) = (3usize, 16usize);
-    let logits: Vec<f32> = (0..t * e).map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0).collect();
+    let logits: Vec<f32> = (0..t * e)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 17.0)
+        .collect();
     let bias: Vec<f32> = (0..e).map(|i| (i as f32 - 8.0) / 40.0).collect();
-    save(&inp, &[("logits", Tensor::from_f32(&[t, e], logits)), ("bias", Tensor::from_f32(&[e], bias))]);
+    save(
+        &inp,
+        &[
+            ("logits", Tensor::from_f32(&[t, e], logits)),
+            ("bias", Tensor::from_f32(&[e], bias)),
+        ],
+    );
     let o = duet(&[
-        "run", "noaux_tc_router", "--in", inp.to_str().unwrap(), "--out", out.to_str().unwrap(),
-        "--set", "top_k=4", "--set", "routed_scaling_factor=2.5",
+        "run",
+        "noaux_tc_router",
+        "--in",
+        inp.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "top_k=4",
+        "--set",
+        "routed_scaling_factor=2.5",
     ]);
     assert!(o.status.success(), "{}", text(&o));
     let m = io::load(&out).unwrap();
@@ -97,12 +157,36 @@ fn run_router_writes_named_outputs_and_rejects_bad_names() {
     }
     // An unknown param and a misspelt input name are clear errors; the output stays intact.
     let before = std::fs::read(&out).unwrap();
-    let o = duet(&["run", "noaux_tc_router", "--in", inp.to_str().unwrap(), "--out", out.to_str().unwrap(), "--set", "topk=4"]);
+    let o = duet(&[
+        "run",
+        "noaux_tc_router",
+        "--in",
+        inp.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "topk=4",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("param 'topk'"), "{}", text(&o));
     let bad = d.path().join("bad.safetensors");
-    save(&bad, &[("logit", Tensor::from_f32(&[1, 16], vec![0.5; 16])), ("bias", Tensor::from_f32(&[16], vec![0.1; 16]))]);
-    let o = duet(&["run", "noaux_tc_router", "--in", bad.to_str().unwrap(), "--out", out.to_str().unwrap(), "--set", "top_k=2"]);
+    save(
+        &bad,
+        &[
+            ("logit", Tensor::from_f32(&[1, 16], vec![0.5; 16])),
+            ("bias", Tensor::from_f32(&[16], vec![0.1; 16])),
+        ],
+    );
+    let o = duet(&[
+        "run",
+        "noaux_tc_router",
+        "--in",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "top_k=2",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("unknown input 'logit'"), "{}", text(&o));
     assert!(!text(&o).contains("panicked"));
@@ -119,4 +203,44 @@ fn check_runs_the_table_and_filters() {
     let o = duet(&["check", "--op", "^no_such_op_anywhere$"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("no case matches"));
+}
+
+#[test]
+fn profile_reads_an_ncu_raw_export_of_the_h200() {
+    // A real `ncu --csv --page raw` capture of a vector add on the H200 (fixtures/traces).
+    let csv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/traces/h200_vadd_transpose_raw.csv"
+    );
+    let o = duet(&[
+        "profile",
+        "vadd",
+        "--from-csv",
+        csv,
+        "--kernel",
+        "^void vadd",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert!(r["kernel"].as_str().unwrap().starts_with("void vadd"));
+        // 3 x 4-byte x 2^24 floats... the capture reads ~537 MB and writes ~251 MB.
+        let rd = r["dram_read_bytes"].as_f64().unwrap();
+        assert!((5.0e8..6.0e8).contains(&rd), "dram read {rd}");
+        assert!(r["duration_ns"].as_f64().unwrap() > 1e5);
+        assert_eq!(r["registers"].as_f64().unwrap(), 22.0);
+    }
+    let o = duet(&[
+        "profile",
+        "vadd",
+        "--from-csv",
+        csv,
+        "--kernel",
+        "^no_such_kernel$",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("no profiled kernel"), "{}", text(&o));
 }

@@ -16,8 +16,8 @@ __device__ __forceinline__ float ldg_f32(const void* p, i64 i, int dt) {
 
 // silu as the reference writes it: x / (1 + exp(-x)).
 __device__ __forceinline__ float silu_exact(float v) { return v / (1.0f + expf(-v)); }
-// Fast silu: SFU exp and reciprocal (a few ulp off the reference).
-__device__ __forceinline__ float silu_fast(float v) { return v * __frcp_rn(1.0f + __expf(-v)); }
+// Fast silu: SFU exp and approximate division (a few ulp off the reference; -0 for v < -88).
+__device__ __forceinline__ float silu_fast(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
 
 // ---------------------------------------------------------------------------------------------
 // v1: one thread per output element (any width, any L, any alignment), plus final states.
@@ -80,10 +80,13 @@ template <> struct VecIO<float> {
 __device__ __forceinline__ float h16_to_f32(u16 b, int dt) {
     return dt == DT_BF16 ? bf16_to_f32(b) : f16_to_f32(b);
 }
+// cvt.rn.{bf16x2,f16x2}.f32: round to nearest even as f32_to_bf16 / f32_to_f16 do (only a NaN's
+// payload may differ: the hardware returns the canonical NaN).
 __device__ __forceinline__ u32 f32x2_to_h16x2(float lo, float hi, int dt) {
-    u16 a = dt == DT_BF16 ? f32_to_bf16(lo) : f32_to_f16(lo);
-    u16 b = dt == DT_BF16 ? f32_to_bf16(hi) : f32_to_f16(hi);
-    return (u32)a | ((u32)b << 16);
+    u32 r;
+    if (dt == DT_BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else asm("{ .reg .b16 l, h;\n cvt.rn.f16.f32 l, %1;\n cvt.rn.f16.f32 h, %2;\n mov.b32 %0, {l, h};\n}" : "=r"(r) : "f"(lo), "f"(hi));
+    return r;
 }
 
 template <> struct VecIO<u16> {
@@ -141,60 +144,46 @@ __device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, in
             }
         }
         const i64 row_v = r * nv;
-        // Software pipeline: the next tile's two vectors are in flight while this one computes.
-        uint4 ua = make_uint4(0, 0, 0, 0), ub = make_uint4(0, 0, 0, 0);
-        if (v0 + lane < nv) ua = __ldg(xv + row_v + v0 + lane);
-        if (v0 + lane + 32 < nv) ub = __ldg(xv + row_v + v0 + lane + 32);
-#pragma unroll 1
-        for (int tile = 0; tile < SEG; ++tile) {
-            const i64 va = v0 + (i64)tile * 64 + lane;
-            const i64 vb = va + 32;
-            if (v0 + (i64)tile * 64 >= nv) break;  // warp-uniform
-            uint4 na = make_uint4(0, 0, 0, 0), nb = make_uint4(0, 0, 0, 0);
-            if (tile + 1 < SEG) {
-                if (va + 64 < nv) na = __ldg(xv + row_v + va + 64);
-                if (vb + 64 < nv) nb = __ldg(xv + row_v + vb + 64);
-            }
-            float a[H + VE], b[H + VE];
-            VecIO<S>::unpack(ua, a + H, xdt);
-            VecIO<S>::unpack(ub, b + H, xdt);
+        // Every load of the segment is issued before the first use (2*SEG x 16 bytes per lane
+        // in flight); the tile loop is unrolled so `raw` stays in registers.
+        uint4 raw[2 * SEG];
+#pragma unroll
+        for (int q = 0; q < 2 * SEG; ++q) {
+            const i64 v = v0 + (i64)q * 32 + lane;
+            raw[q] = v < nv ? __ldg(xv + row_v + v) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int q = 0; q < 2 * SEG; ++q) {
+            const i64 v = v0 + (i64)q * 32 + lane;
+            if (v0 + (i64)q * 32 >= nv) break;  // warp-uniform
+            float a[H + VE];
+            VecIO<S>::unpack(raw[q], a + H, xdt);
 #pragma unroll
             for (int k = 0; k < H; ++k) {
                 const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
-                const float pb = __shfl_up_sync(DUET_FULL_MASK, b[VE + k], 1);
                 const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
-                const float b31 = __shfl_sync(DUET_FULL_MASK, b[VE + k], 31);
                 a[k] = lane == 0 ? carry[k] : pa;
-                b[k] = lane == 0 ? a31 : pb;
-                carry[k] = b31;
+                carry[k] = a31;
             }
-            float oa[VE], ob[VE];
+            float o[VE];
 #pragma unroll
-            for (int j = 0; j < VE; ++j) {
+            for (int j = 0; j < VE; j += 2) {
+                // two independent accumulators per step (ILP), FMA in the taps' order
                 float acc0 = b0, acc1 = b0;
 #pragma unroll
                 for (int k = 0; k < W; ++k) {
                     acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
-                    acc1 = __fmaf_rn(wk[k], b[j + k], acc1);
+                    acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
                 }
-                oa[j] = act ? silu_fast(acc0) : acc0;
-                ob[j] = act ? silu_fast(acc1) : acc1;
+                o[j] = act ? silu_fast(acc0) : acc0;
+                o[j + 1] = act ? silu_fast(acc1) : acc1;
             }
-            if (va < nv) __stcs(ov + row_v + va, VecIO<S>::pack(oa, xdt));
-            if (vb < nv) __stcs(ov + row_v + vb, VecIO<S>::pack(ob, xdt));
+            if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
             // final_states: the last H elements of the row lie in its last vector (VE >= H).
-            if (H > 0) {
-                if (va == nv - 1) {
+            if (H > 0 && v == nv - 1) {
 #pragma unroll
-                    for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
-                }
-                if (vb == nv - 1) {
-#pragma unroll
-                    for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, b[VE + k]);
-                }
+                for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
             }
-            ua = na;
-            ub = nb;
         }
     }
 }

@@ -52,7 +52,29 @@ extern "C" __global__ void ssd_cumsum(const void* dt, int dtdt, const void* A, i
     }
 }
 
-// Shared tiled GEMM core: acc[TM][TN] += A_s[k][m] * B_s[k][n] over one K step in smem.
+// Shared tiled GEMM core: acc[TM][TN] += A_s[k][m] * B_s[k][n] over one K step in smem. Thread
+// (ty, tx) owns rows ty*TM.. and cols tx*TN.. (contiguous: 16-byte shared loads when TM or
+// TN is a multiple of 4; rows are padded by 4 floats so every row starts 16-byte aligned).
+template <int T>
+__device__ __forceinline__ void lds_vec(const float* p, float* v) {
+    if constexpr (T % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < T; i += 4) {
+            const float4 q = *reinterpret_cast<const float4*>(p + i);
+            v[i] = q.x; v[i + 1] = q.y; v[i + 2] = q.z; v[i + 3] = q.w;
+        }
+    } else if constexpr (T % 2 == 0) {
+#pragma unroll
+        for (int i = 0; i < T; i += 2) {
+            const float2 q = *reinterpret_cast<const float2*>(p + i);
+            v[i] = q.x; v[i + 1] = q.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < T; ++i) v[i] = p[i];
+    }
+}
+
 template <int BM, int BN>
 __device__ __forceinline__ void tile_fma(const float (*As)[BM + 4], const float (*Bs)[BN + 4],
                                          float (*acc)[BN / 16], int ty, int tx) {
@@ -60,10 +82,8 @@ __device__ __forceinline__ void tile_fma(const float (*As)[BM + 4], const float 
 #pragma unroll 8
     for (int k = 0; k < SSD_KT; ++k) {
         float a[TM], b[TN];
-#pragma unroll
-        for (int m = 0; m < TM; ++m) a[m] = As[k][ty + 16 * m];
-#pragma unroll
-        for (int n = 0; n < TN; ++n) b[n] = Bs[k][tx + 16 * n];
+        lds_vec<TM>(&As[k][ty * TM], a);
+        lds_vec<TN>(&Bs[k][tx * TN], b);
 #pragma unroll
         for (int m = 0; m < TM; ++m)
 #pragma unroll
@@ -116,7 +136,7 @@ __device__ __forceinline__ void ssd_bmm_cb_impl(const void* Bm, int bdt, const v
     for (int m = 0; m < TM; ++m)
 #pragma unroll
         for (int n = 0; n < TM; ++n) {
-            const i64 i = i0 + ty + 16 * m, j = j0 + tx + 16 * n;
+            const i64 i = i0 + ty * TM + m, j = j0 + tx * TM + n;
             if (i < qc && j < qc) dst[i * s.Q + j] = acc[m][n];
         }
 }
@@ -182,7 +202,7 @@ __device__ __forceinline__ void ssd_state_impl(const void* x, int xdt, const voi
     for (int m = 0; m < TM; ++m)
 #pragma unroll
         for (int n = 0; n < TN; ++n) {
-            const i64 p = p0 + ty + 16 * m, nn = n0 + tx + 16 * n;
+            const i64 p = p0 + ty * TM + m, nn = n0 + tx * TN + n;
             if (p < s.P && nn < s.N) dst[p * s.N + nn] = acc[m][n];
         }
 }
@@ -212,6 +232,60 @@ extern "C" __global__ void ssd_state_pass(const void* init, int idt, const i64* 
         }
         final_states[i] = S;
     }
+}
+
+// 4b. State passing, 4 elements per thread (float4) and 4 chunks in flight; needs P*N % 4 == 0.
+// grid.x = B*H*ceil(P*N / (4*blockDim.x)): a block walks one contiguous slab of one head.
+extern "C" __global__ void ssd_state_pass_v4(const void* init, int idt, const i64* seq,
+                                             const float* dacs, SsdDims s, float* states,
+                                             float* final_states) {
+    const i64 pn = s.P * s.N;
+    const i64 per_block = 4LL * blockDim.x;
+    const i64 slabs = (pn + per_block - 1) / per_block;
+    const i64 bh = blockIdx.x / slabs, slab = blockIdx.x % slabs;
+    const i64 h = bh % s.H, b = bh / s.H;
+    const i64 e = slab * per_block + 4LL * threadIdx.x;
+    if (e >= pn) return;
+    float4 S = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (init) {
+        const i64 at = bh * pn + e;
+        S = make_float4(load_as_f32(init, at, idt), load_as_f32(init, at + 1, idt),
+                        load_as_f32(init, at + 2, idt), load_as_f32(init, at + 3, idt));
+    }
+    i64 sseq = 0;
+    constexpr int U = 4;
+    for (i64 c0 = 0; c0 < s.nc; c0 += U) {
+        float4 cur[U];
+        float dec[U];
+        i64 last[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const i64 c = c0 + u;
+            if (c < s.nc) {
+                const i64 at = ((b * s.nc + c) * s.H + h) * pn + e;
+                cur[u] = *reinterpret_cast<const float4*>(states + at);
+                const i64 t0 = c * s.Q;
+                const i64 qc = min(s.Q, s.L - t0);
+                last[u] = ssd_seq(seq, b, s.L, t0 + qc - 1);
+                dec[u] = expf(dacs[((b * s.nc + c) * s.H + h) * s.Q + qc - 1]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const i64 c = c0 + u;
+            if (c < s.nc) {
+                const i64 at = ((b * s.nc + c) * s.H + h) * pn + e;
+                *reinterpret_cast<float4*>(states + at) = S;
+                const float d = last[u] == sseq ? dec[u] : 0.0f;
+                S.x = d * S.x + cur[u].x;
+                S.y = d * S.y + cur[u].y;
+                S.z = d * S.z + cur[u].z;
+                S.w = d * S.w + cur[u].w;
+                sseq = last[u];
+            }
+        }
+    }
+    *reinterpret_cast<float4*>(final_states + bh * pn + e) = S;
 }
 
 // 5. Chunk scan per (b, c, h, i-tile, p-tile): M = i (BM rows of the chunk), N = p (BN).
@@ -275,7 +349,7 @@ __device__ __forceinline__ void ssd_scan_impl(const void* x, int xdt, const void
     }
 #pragma unroll
     for (int m = 0; m < TM; ++m) {
-        const int r = ty + 16 * m;
+        const int r = ty * TM + m;
         const float sc = sq_i[r] == prev_seq ? expf(cs_i[r]) : 0.0f;
 #pragma unroll
         for (int n = 0; n < TN; ++n) acc[m][n] *= sc;
@@ -315,7 +389,7 @@ __device__ __forceinline__ void ssd_scan_impl(const void* x, int xdt, const void
     for (int m = 0; m < TM; ++m)
 #pragma unroll
         for (int n = 0; n < TN; ++n) {
-            const i64 i = i0 + ty + 16 * m, p = p0 + tx + 16 * n;
+            const i64 i = i0 + ty * TM + m, p = p0 + tx * TN + n;
             if (i < qc && p < s.P) {
                 const i64 at = ((b * s.L + t0 + i) * s.H + h) * s.P + p;
                 float v = acc[m][n];

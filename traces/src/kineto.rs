@@ -440,6 +440,7 @@ pub fn read(
                 }
             }
             b' ' | b'\t' | b'\r' => {}
+            0xEF | 0xBB | 0xBF if !first_byte_seen => {} // UTF-8 byte order mark
             _ => {
                 if !first_byte_seen {
                     return Err(TraceError::NotKineto {

@@ -23,6 +23,8 @@ pub enum StatsKind {
     GpuTrace,
     ApiTrace,
     NvtxPushPopTrace,
+    /// A report this reader does not model (OS runtime, memory sizes, ...): skipped.
+    Other,
 }
 
 /// A header column: name without unit suffix, and the ns multiplier of its unit.
@@ -117,12 +119,36 @@ pub fn classify_header_line(line: &str) -> Option<StatsKind> {
 
 fn kind_from_text(s: &str) -> Option<StatsKind> {
     let l = s.to_ascii_lowercase();
-    if l.contains("cuda_gpu_kern_sum") || l.contains("gpukernsum") || l.contains("kernel summary")
+    if l.contains("cuda_gpu_kern_sum")
+        || l.contains("cuda_gpu_kern_gb_sum")
+        || l.contains("gpukernsum")
+        || l.contains("kernel summary")
     {
         Some(StatsKind::KernSum)
     } else if l.contains("cuda_api_sum") || l.contains("cudaapisum") || l.contains("api summary")
     {
         Some(StatsKind::ApiSum)
+    } else if [
+        "osrt_sum",
+        "osrtsum",
+        "os runtime",
+        "cuda_gpu_mem_size_sum",
+        "gpumemsizesum",
+        "openmp_sum",
+        "vulkan_",
+        "opengl_",
+        "dx11_",
+        "dx12_",
+        "wddm_",
+        "um_sum",
+        "um_total_sum",
+        "um_cpu_page_faults_sum",
+        "mpi_event_sum",
+    ]
+    .iter()
+    .any(|k| l.contains(k))
+    {
+        Some(StatsKind::Other)
     } else {
         None
     }
@@ -204,6 +230,13 @@ pub fn read(
                 flush(&sec, &mut pending, banner_hint.or(file_hint), sink);
             }
             let cols: Vec<Col> = split(t).iter().map(|h| parse_col(h)).collect();
+            let k = if matches!(k, StatsKind::NameSum | StatsKind::NvtxSum | StatsKind::MemSum)
+                && banner_hint.or(file_hint) == Some(StatsKind::Other)
+            {
+                StatsKind::Other
+            } else {
+                k
+            };
             kinds_seen.push(match k {
                 StatsKind::NameSum => "kern/api sum",
                 StatsKind::KernSum => "cuda_gpu_kern_sum",
@@ -213,6 +246,7 @@ pub fn read(
                 StatsKind::GpuTrace => "cuda_gpu_trace",
                 StatsKind::ApiTrace => "cuda_api_trace",
                 StatsKind::NvtxPushPopTrace => "nvtx_pushpop_trace",
+                StatsKind::Other => "unsupported report (skipped)",
             });
             section = Some(Section {
                 kind: k,
@@ -253,6 +287,7 @@ pub fn read(
                 emit_sum(&sec.cols, &fields, sec.kind, sink)
             }
             StatsKind::GpuTrace => emit_gpu_trace(&sec.cols, &fields, sink),
+            StatsKind::Other => {}
             StatsKind::ApiTrace => emit_api_trace(&sec.cols, &fields, sink),
             StatsKind::NvtxPushPopTrace => emit_pushpop(&sec.cols, &fields, sink),
         }

@@ -697,7 +697,13 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
     if c.idx("start").is_none() || c.idx("end").is_none() {
         return Ok(());
     }
-    let total = db.count(T, "");
+    // eventClass 67 (TRACE_PROCESS_EVENT_CUDABACKTRACE) duplicates calls in older exports
+    let filter = if present.iter().any(|p| p == "eventClass") {
+        "WHERE eventClass != 67"
+    } else {
+        ""
+    };
+    let total = db.count(T, filter);
     let bar = Progress::new(progress, total, "CUDA API calls", false);
     let conn = Connection::open_with_flags(
         db.path,
@@ -705,7 +711,7 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
     )
     .map_err(|e| TraceError::sqlite(db.path, "opening", e))?;
     let mut st = conn
-        .prepare(&c.select(T, ""))
+        .prepare(&c.select(T, filter))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;
     let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
     let mut n = 0u64;

@@ -351,7 +351,7 @@ impl Sink for Aggregator {
             }
             AggregateKind::Api => self
                 .api
-                .entry(a.name.to_string())
+                .entry(strip_api_version(a.name).to_string())
                 .or_default()
                 .push_aggregate(a),
             AggregateKind::Nvtx => self
@@ -399,11 +399,12 @@ impl Sink for Aggregator {
     }
 
     fn api(&mut self, a: &ApiEvent<'_>) {
-        match self.api.get_mut(a.name) {
+        let name = strip_api_version(a.name);
+        match self.api.get_mut(name) {
             Some(acc) => acc.push(Some(a.dur_ns as f64)),
             None => self
                 .api
-                .entry(a.name.to_string())
+                .entry(name.to_string())
                 .or_default()
                 .push(Some(a.dur_ns as f64)),
         }
@@ -412,6 +413,17 @@ impl Sink for Aggregator {
     fn ncu_kernel(&mut self, k: &NcuKernel) {
         self.ncu.push(k.clone());
     }
+}
+
+/// `cudaLaunchKernel_v7000` -> `cudaLaunchKernel` (nsys appends the API version).
+pub fn strip_api_version(name: &str) -> &str {
+    if let Some(p) = name.rfind("_v") {
+        let tail = &name[p + 2..];
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
+            return &name[..p];
+        }
+    }
+    name
 }
 
 /// One kernel row of a summary.

@@ -301,15 +301,24 @@ impl SsdLaunch {
             }
             3 => {
                 // Also writes final_states (= initial states or zeros) when seqlen == 0.
-                let n = u(s.b * s.h * s.p * s.n);
+                let pn = u(s.p * s.n);
+                let n = u(s.b * s.h) * pn;
                 if n > 0 {
-                    let f = g.function("ssd_chunk_scan", "ssd_state_pass")?;
+                    // float4 path (4 chunks in flight) where P*N % 4 == 0, else one element per thread.
+                    let v4 = pn % 4 == 0;
+                    let (name, launch) = if v4 {
+                        let blocks = u(s.b * s.h) * pn.div_ceil(4 * 256);
+                        ("ssd_state_pass_v4", cfg(grid_1d(blocks)?, 256, 0))
+                    } else {
+                        ("ssd_state_pass", cfg(grid_for(g, n, 256), 256, 0))
+                    };
+                    let f = g.function("ssd_chunk_scan", name)?;
                     let mut a = st.launch_builder(&f);
                     a.arg(&self.init.0).arg(&self.init.1).arg(&self.seq_idx).arg(&dacs).arg(&s);
                     a.arg(&states).arg(&self.final_states);
-                    // SAFETY: matches ssd_state_pass.
-                    unsafe { a.launch(cfg(grid_for(g, n, 256), 256, 0)) }
-                        .map_err(drv("ssd_state_pass"))?;
+                    // SAFETY: matches ssd_state_pass / ssd_state_pass_v4 (16-byte aligned rows
+                    // when P*N % 4 == 0: every buffer starts 256-byte aligned).
+                    unsafe { a.launch(launch) }.map_err(drv("ssd_state_pass"))?;
                 }
             }
             4 if scan && s.p > 0 => {

@@ -844,56 +844,23 @@ impl Model {
         let vn = linear(x, t, &w.v, w.vb.as_deref());
         let kvd = nkv * hd;
         // Keys / values of every visible position: the cache then the new rows.
-        let (keys, vals, p0): (std::borrow::Cow<[f32]>, std::borrow::Cow<[f32]>, usize) =
-            match cache {
-                Some(cc) => {
-                    let (mut k, mut v) =
-                        match std::mem::replace(&mut cc.layers[li], LayerState::Stateless) {
-                            LayerState::Attention { k, v } => (k, v),
-                            _ => (Vec::new(), Vec::new()),
-                        };
-                    let p0 = k.len() / kvd;
-                    k.extend_from_slice(&kn);
-                    v.extend_from_slice(&vn);
-                    let view = (k.clone().into(), v.clone().into(), p0);
-                    cc.layers[li] = LayerState::Attention { k, v };
-                    view
-                }
-                None => (kn.as_slice().into(), vn.as_slice().into(), 0),
-            };
-        let scale = 1.0 / (hd as f32).sqrt();
-        let rep = nq / nkv;
-        let mut out = vec![0f32; t * nq * hd];
-        out.par_chunks_mut(nq * hd)
-            .enumerate()
-            .for_each(|(i, orow)| {
-                let pos = p0 + i;
-                let mut sc = vec![0f32; pos + 1];
-                for hh in 0..nq {
-                    let g = hh / rep;
-                    let qv = &q[i * nq * hd + hh * hd..i * nq * hd + (hh + 1) * hd];
-                    let mut mx = f32::NEG_INFINITY;
-                    for (j, s) in sc.iter_mut().enumerate() {
-                        let kv = &keys[j * kvd + g * hd..j * kvd + (g + 1) * hd];
-                        let d: f32 = qv.iter().zip(kv).map(|(a, b)| a * b).sum();
-                        *s = d * scale;
-                        mx = mx.max(*s);
-                    }
-                    let mut den = 0f32;
-                    for s in sc.iter_mut() {
-                        *s = (*s - mx).exp();
-                        den += *s;
-                    }
-                    let o = &mut orow[hh * hd..(hh + 1) * hd];
-                    for (j, s) in sc.iter().enumerate() {
-                        let p = s / den;
-                        let vv = &vals[j * kvd + g * hd..j * kvd + (g + 1) * hd];
-                        for (a, b) in o.iter_mut().zip(vv) {
-                            *a += p * b;
-                        }
-                    }
-                }
-            });
+        let geo = AttnGeometry { nq, nkv, hd, t };
+        let out = match cache {
+            Some(cc) => {
+                let (mut k, mut v) =
+                    match std::mem::replace(&mut cc.layers[li], LayerState::Stateless) {
+                        LayerState::Attention { k, v } => (k, v),
+                        _ => (Vec::new(), Vec::new()),
+                    };
+                let p0 = k.len() / kvd;
+                k.extend_from_slice(&kn);
+                v.extend_from_slice(&vn);
+                let out = causal_attention(&q, &k, &v, p0, geo);
+                cc.layers[li] = LayerState::Attention { k, v };
+                out
+            }
+            None => causal_attention(&q, &kn, &vn, 0, geo),
+        };
         Ok(linear(&out, t, &w.o, w.ob.as_deref()))
     }
 
@@ -1090,6 +1057,57 @@ impl Model {
         stats.tokens = toks;
         Ok(stats)
     }
+}
+
+/// Head counts of one attention call: `t` query rows of `nq` heads, `nkv` KV heads, `hd` dims.
+#[derive(Clone, Copy)]
+struct AttnGeometry {
+    nq: usize,
+    nkv: usize,
+    hd: usize,
+    t: usize,
+}
+
+/// GQA causal softmax attention (eager, as transformers' `eager_attention_forward`): query
+/// row i sits at absolute position p0 + i and sees keys 0..=p0+i; scale 1/sqrt(head_dim);
+/// softmax in f32 with the max subtracted. q (t, nq*hd); keys, vals (len, nkv*hd).
+fn causal_attention(q: &[f32], keys: &[f32], vals: &[f32], p0: usize, g: AttnGeometry) -> Vec<f32> {
+    let AttnGeometry { nq, nkv, hd, t } = g;
+    let kvd = nkv * hd;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let rep = nq / nkv;
+    let mut out = vec![0f32; t * nq * hd];
+    out.par_chunks_mut(nq * hd)
+        .enumerate()
+        .for_each(|(i, orow)| {
+            let pos = p0 + i;
+            let mut sc = vec![0f32; pos + 1];
+            for hh in 0..nq {
+                let g = hh / rep;
+                let qv = &q[i * nq * hd + hh * hd..i * nq * hd + (hh + 1) * hd];
+                let mut mx = f32::NEG_INFINITY;
+                for (j, s) in sc.iter_mut().enumerate() {
+                    let kv = &keys[j * kvd + g * hd..j * kvd + (g + 1) * hd];
+                    let d: f32 = qv.iter().zip(kv).map(|(a, b)| a * b).sum();
+                    *s = d * scale;
+                    mx = mx.max(*s);
+                }
+                let mut den = 0f32;
+                for s in sc.iter_mut() {
+                    *s = (*s - mx).exp();
+                    den += *s;
+                }
+                let o = &mut orow[hh * hd..(hh + 1) * hd];
+                for (j, s) in sc.iter().enumerate() {
+                    let p = s / den;
+                    let vv = &vals[j * kvd + g * hd..j * kvd + (g + 1) * hd];
+                    for (a, b) in o.iter_mut().zip(vv) {
+                        *a += p * b;
+                    }
+                }
+            }
+        });
+    out
 }
 
 fn new_cache(cfg: &Config, blocks: &[Block]) -> Cache {

@@ -1,0 +1,233 @@
+//! `duet profile OP [--kernel REGEX] [--metrics LIST]`: runs the op's GPU benchmark under
+//! Nsight Compute (`--clock-control none`, CSV raw page), ingests the CSV with the traces
+//! layer and prints, per kernel, duration, DRAM bytes read/written, memory and SM throughput,
+//! occupancy, registers and shared-memory bank conflicts next to the bytes the case table
+//! counts ("DRAM read 134 MB of 134 MB counted"). `--from-csv` reads an existing ncu CSV.
+
+use anyhow::{bail, Context};
+use std::path::PathBuf;
+use traces::model::NcuKernel;
+
+/// The metrics asked of ncu by default (names as `ncu --query-metrics` spells them).
+pub const DEFAULT_METRICS: &[&str] = &[
+    "gpu__time_duration.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "launch__registers_per_thread",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Op (regex over case names) whose GPU benchmark is profiled.
+    op: String,
+    /// Only kernels whose name matches this regex (passed to ncu as `regex:`).
+    #[arg(long)]
+    kernel: Option<String>,
+    /// Comma-separated ncu metric names (default: duration, DRAM bytes, throughputs,
+    /// occupancy, registers, bank conflicts).
+    #[arg(long)]
+    metrics: Option<String>,
+    /// Path of the ncu executable (default: `ncu` on PATH, then /usr/local/cuda/bin/ncu).
+    #[arg(long)]
+    ncu: Option<PathBuf>,
+    /// Parse this ncu CSV (`--csv --page raw`) instead of running ncu.
+    #[arg(long)]
+    from_csv: Option<PathBuf>,
+    /// How many kernel launches ncu profiles.
+    #[arg(long, default_value_t = 20)]
+    launch_count: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Default)]
+struct Collect(Vec<NcuKernel>);
+impl traces::Sink for Collect {
+    fn ncu_kernel(&mut self, k: &NcuKernel) {
+        self.0.push(k.clone());
+    }
+}
+
+fn find_ncu(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.clone());
+    }
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("ncu"))
+                .find(|c| c.is_file())
+        })
+        .unwrap_or(None);
+    on_path
+        .or_else(|| Some(PathBuf::from("/usr/local/cuda/bin/ncu")).filter(|p| p.is_file()))
+        .context("ncu (Nsight Compute) was not found on PATH or in /usr/local/cuda/bin; pass --ncu PATH, or --from-csv FILE to read an existing export")
+}
+
+fn metric(k: &NcuKernel, names: &[&str]) -> Option<f64> {
+    k.metrics
+        .iter()
+        .find(|(n, _, v)| names.contains(&n.as_str()) && v.is_finite())
+        .map(|(_, _, v)| *v)
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let re = regex::Regex::new(&args.op)
+        .map_err(|e| anyhow::anyhow!("'{}' is not a valid regex: {e}", args.op))?;
+    let counted: Option<u64> = compare::cases::all()
+        .into_iter()
+        .find(|c| re.is_match(&c.name()))
+        .map(|c| c.bytes());
+    let dir = tempfile_dir()?;
+    let csv = match &args.from_csv {
+        Some(p) => p.clone(),
+        None => {
+            let ncu = find_ncu(&args.ncu)?;
+            let exe = std::env::current_exe().context("cannot locate the duet executable")?;
+            let metrics = args
+                .metrics
+                .clone()
+                .unwrap_or_else(|| DEFAULT_METRICS.join(","));
+            let mut cmd = std::process::Command::new(&ncu);
+            cmd.args([
+                "--clock-control",
+                "none",
+                "--csv",
+                "--page",
+                "raw",
+                "--metrics",
+                &metrics,
+            ]);
+            cmd.args(["--launch-count", &args.launch_count.to_string()]);
+            if let Some(k) = &args.kernel {
+                cmd.args(["--kernel-name", &format!("regex:{k}")]);
+            }
+            cmd.arg(&exe).args([
+                "bench",
+                &args.op,
+                "--backend",
+                "gpu",
+                "--reps",
+                "1",
+                "--max-seconds",
+                "0",
+            ]);
+            cmd.arg("--out").arg(dir.join("bench.json"));
+            let out = cmd
+                .output()
+                .with_context(|| format!("cannot run {}", ncu.display()))?;
+            let p = dir.join("ncu.csv");
+            std::fs::write(&p, &out.stdout)?;
+            if !out.status.success() {
+                bail!(
+                    "ncu exited with {}: {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                        .lines()
+                        .rev()
+                        .take(8)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+            }
+            p
+        }
+    };
+    let mut sink = Collect::default();
+    traces::read_trace(&csv, &mut sink, traces::ReadOptions::default())?;
+    let kre = match &args.kernel {
+        Some(k) => Some(
+            regex::Regex::new(k)
+                .map_err(|e| anyhow::anyhow!("--kernel '{k}' is not a valid regex: {e}"))?,
+        ),
+        None => None,
+    };
+    let kernels: Vec<&NcuKernel> = sink
+        .0
+        .iter()
+        .filter(|k| kre.as_ref().is_none_or(|r| r.is_match(&k.name)))
+        .collect();
+    if kernels.is_empty() {
+        bail!(
+            "no profiled kernel in {} matches; check --kernel and that the op has a GPU kernel",
+            csv.display()
+        );
+    }
+    let mut rows = vec![];
+    for k in &kernels {
+        let dur = metric(k, &["gpu__time_duration.sum", "Duration"]);
+        let rd = metric(k, &["dram__bytes_read.sum", "DRAM Bytes Read"]);
+        let wr = metric(k, &["dram__bytes_write.sum", "DRAM Bytes Write"]);
+        let row = serde_json::json!({
+            "kernel": k.name,
+            "duration_ns": dur,
+            "dram_read_bytes": rd,
+            "dram_write_bytes": wr,
+            "memory_throughput_pct": metric(k, &["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "Memory Throughput"]),
+            "sm_throughput_pct": metric(k, &["sm__throughput.avg.pct_of_peak_sustained_elapsed", "Compute (SM) Throughput"]),
+            "occupancy_pct": metric(k, &["sm__warps_active.avg.pct_of_peak_sustained_active", "Achieved Occupancy"]),
+            "registers": metric(k, &["launch__registers_per_thread", "Registers Per Thread"]),
+            "smem_bank_conflicts": metric(k, &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"]),
+            "counted_bytes": counted,
+        });
+        rows.push(row);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    let f = |v: &serde_json::Value, scale: f64, prec: usize| {
+        v.as_f64()
+            .map_or("-".to_string(), |x| format!("{:.*}", prec, x / scale))
+    };
+    println!(
+        "{:<50} {:>10} {:>11} {:>11} {:>7} {:>7} {:>7} {:>5} {:>9}",
+        "kernel",
+        "dur us",
+        "DRAM rd MB",
+        "DRAM wr MB",
+        "mem %",
+        "SM %",
+        "occ %",
+        "regs",
+        "bank cfl"
+    );
+    for r in &rows {
+        let name = r["kernel"].as_str().unwrap_or("?");
+        let short: String = name.chars().take(50).collect();
+        println!(
+            "{:<50} {:>10} {:>11} {:>11} {:>7} {:>7} {:>7} {:>5} {:>9}",
+            short,
+            f(&r["duration_ns"], 1e3, 2),
+            f(&r["dram_read_bytes"], 1e6, 2),
+            f(&r["dram_write_bytes"], 1e6, 2),
+            f(&r["memory_throughput_pct"], 1.0, 1),
+            f(&r["sm_throughput_pct"], 1.0, 1),
+            f(&r["occupancy_pct"], 1.0, 1),
+            f(&r["registers"], 1.0, 0),
+            f(&r["smem_bank_conflicts"], 1.0, 0),
+        );
+        if let (Some(c), Some(rd), Some(wr)) = (
+            counted,
+            r["dram_read_bytes"].as_f64(),
+            r["dram_write_bytes"].as_f64(),
+        ) {
+            println!(
+                "    DRAM read+write {:.2} MB of {:.2} MB counted by the case table",
+                (rd + wr) / 1e6,
+                c as f64 / 1e6
+            );
+        }
+    }
+    Ok(0)
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("duet-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
+    Ok(d)
+}
