@@ -244,3 +244,62 @@ fn profile_reads_an_ncu_raw_export_of_the_h200() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("no profiled kernel"), "{}", text(&o));
 }
+
+#[test]
+fn compare_treats_topk_rows_as_sets_and_aligns_weights() {
+    let d = tempfile::tempdir().unwrap();
+    let a = d.path().join("ours.safetensors");
+    let b = d.path().join("torch.safetensors");
+    save(
+        &a,
+        &[
+            (
+                "topk_indices",
+                Tensor::from_i32(&[2, 3], vec![5, 1, 9, 2, 3, 4]),
+            ),
+            (
+                "topk_weights",
+                Tensor::from_f32(&[2, 3], vec![0.5, 0.3, 0.2, 0.7, 0.2, 0.1]),
+            ),
+        ],
+    );
+    // Same choices in another order (torch.topk(sorted=False)), weights permuted with them.
+    save(
+        &b,
+        &[
+            (
+                "topk_indices",
+                Tensor::from_i64(&[2, 3], vec![9, 5, 1, 4, 2, 3]),
+            ),
+            (
+                "topk_weights",
+                Tensor::from_f32(&[2, 3], vec![0.2, 0.5, 0.3, 0.1, 0.7, 0.2]),
+            ),
+        ],
+    );
+    let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = duet(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--ordered",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // A different set still fails.
+    save(
+        &b,
+        &[
+            (
+                "topk_indices",
+                Tensor::from_i64(&[2, 3], vec![9, 5, 1, 4, 2, 8]),
+            ),
+            (
+                "topk_weights",
+                Tensor::from_f32(&[2, 3], vec![0.2, 0.5, 0.3, 0.1, 0.7, 0.2]),
+            ),
+        ],
+    );
+    let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}

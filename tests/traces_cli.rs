@@ -55,7 +55,15 @@ fn diff_exit_code_reports_and_json() {
     let html = dir.path().join("d.html");
     let md = dir.path().join("d.md");
     let (code, out, err) = duet(&[
-        "trace", "diff", p(&b), p(&a), "--fail-on-regression", "50", "--html", p(&html), "--md",
+        "trace",
+        "diff",
+        p(&b),
+        p(&a),
+        "--fail-on-regression",
+        "50",
+        "--html",
+        p(&html),
+        "--md",
         p(&md),
     ]);
     assert_eq!(code, 1, "expected CI failure exit code\n{out}\n{err}");
@@ -63,7 +71,9 @@ fn diff_exit_code_reports_and_json() {
     assert!(out.contains("regressed"), "{out}");
     let h = std::fs::read_to_string(&html).unwrap_or_default();
     assert!(h.contains("<svg") && h.contains("ncclDevKernel_SendRecv") && h.ends_with("</html>\n"));
-    assert!(std::fs::read_to_string(&md).unwrap_or_default().contains("| regressed |"));
+    assert!(std::fs::read_to_string(&md)
+        .unwrap_or_default()
+        .contains("| regressed |"));
     // a threshold above the worst regression passes
     let (code, _, err) = duet(&["trace", "diff", p(&b), p(&a), "--fail-on-regression", "500"]);
     assert_eq!(code, 0, "{err}");
@@ -84,8 +94,11 @@ fn convert_to_chrome() {
     let (code, _, err) = duet(&["trace", "convert", p(&f), "--to", "chrome", "-o", p(&out)]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default()).unwrap_or_default();
-    assert!(v["traceEvents"].as_array().is_some_and(|a| a.iter().any(|e| e["name"] == "triton_poi_fused_add_cos_sin_0")));
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap_or_default())
+            .unwrap_or_default();
+    assert!(v["traceEvents"].as_array().is_some_and(|a| a
+        .iter()
+        .any(|e| e["name"] == "triton_poi_fused_add_cos_sin_0")));
 }
 
 #[test]
@@ -95,7 +108,12 @@ fn malformed_inputs_exit_nonzero_without_panic() {
     std::fs::write(&empty, b"").unwrap_or_else(|e| panic!("{e}"));
     let junk = dir.path().join("junk.json.gz");
     std::fs::write(&junk, [0x1f, 0x8b, 8, 0, 1, 2, 3]).unwrap_or_else(|e| panic!("{e}"));
-    for path in [&empty, &junk, &dir.path().to_path_buf(), &dir.path().join("missing.csv")] {
+    for path in [
+        &empty,
+        &junk,
+        &dir.path().to_path_buf(),
+        &dir.path().join("missing.csv"),
+    ] {
         let (code, _, err) = duet(&["trace", "summary", p(path)]);
         assert_eq!(code, 2, "{}: {err}", path.display());
         assert!(err.starts_with("error:"), "{err}");

@@ -7,7 +7,7 @@
 mod mamba_common;
 
 use compare::gen::Rng;
-use mamba_common::{check_all_versions, sets, table_cases, by_dtype};
+use mamba_common::{by_dtype, check_all_versions, sets, table_cases};
 use proptest::prelude::*;
 use reference::{DType, Tensor, TensorMap};
 
@@ -30,8 +30,14 @@ struct FnCase {
 fn fn_inputs(c: &FnCase, seed: u64) -> TensorMap {
     let mut r = Rng::new(seed);
     let mut m = TensorMap::new();
-    m.insert("x".into(), r.normal_tensor(&[c.batch, c.dim, c.seqlen], 1.0, c.x));
-    m.insert("weight".into(), r.normal_tensor(&[c.dim, c.width], 0.5, c.w));
+    m.insert(
+        "x".into(),
+        r.normal_tensor(&[c.batch, c.dim, c.seqlen], 1.0, c.x),
+    );
+    m.insert(
+        "weight".into(),
+        r.normal_tensor(&[c.dim, c.width], 0.5, c.w),
+    );
     if c.bias {
         m.insert("bias".into(), r.normal_tensor(&[c.dim], 0.3, c.w));
     }
@@ -73,18 +79,77 @@ fn conv1d_fn_hand_cases() {
     };
     let cases = [
         base,
-        FnCase { dim: 7, seqlen: 64, ..base },
-        FnCase { batch: 1, dim: 9, seqlen: 200, x: BF16, w: BF16, init: false, ..base },
-        FnCase { batch: 3, dim: 4, seqlen: 1000, width: 3, x: BF16, silu: false, ..base },
-        FnCase { dim: 3, seqlen: 16, width: 2, x: F16, w: F16, ..base },
-        FnCase { dim: 3, seqlen: 24, width: 1, x: BF16, init: false, ..base },
-        FnCase { dim: 6, seqlen: 8, x: BF16, ..base },
+        FnCase {
+            dim: 7,
+            seqlen: 64,
+            ..base
+        },
+        FnCase {
+            batch: 1,
+            dim: 9,
+            seqlen: 200,
+            x: BF16,
+            w: BF16,
+            init: false,
+            ..base
+        },
+        FnCase {
+            batch: 3,
+            dim: 4,
+            seqlen: 1000,
+            width: 3,
+            x: BF16,
+            silu: false,
+            ..base
+        },
+        FnCase {
+            dim: 3,
+            seqlen: 16,
+            width: 2,
+            x: F16,
+            w: F16,
+            ..base
+        },
+        FnCase {
+            dim: 3,
+            seqlen: 24,
+            width: 1,
+            x: BF16,
+            init: false,
+            ..base
+        },
+        FnCase {
+            dim: 6,
+            seqlen: 8,
+            x: BF16,
+            ..base
+        },
         FnCase { seqlen: 1, ..base },
         FnCase { seqlen: 2, ..base },
         FnCase { seqlen: 0, ..base },
-        FnCase { batch: 1, dim: 33, seqlen: 5000, x: BF16, w: BF16, ..base },
-        FnCase { batch: 1, dim: 3, seqlen: 4100, bias: false, ..base },
-        FnCase { batch: 2, dim: 3, seqlen: 4104, x: F16, w: F32, ..base },
+        FnCase {
+            batch: 1,
+            dim: 33,
+            seqlen: 5000,
+            x: BF16,
+            w: BF16,
+            ..base
+        },
+        FnCase {
+            batch: 1,
+            dim: 3,
+            seqlen: 4100,
+            bias: false,
+            ..base
+        },
+        FnCase {
+            batch: 2,
+            dim: 3,
+            seqlen: 4104,
+            x: F16,
+            w: F32,
+            ..base
+        },
     ];
     let mut runs = 0;
     for (i, c) in cases.iter().enumerate() {
@@ -139,15 +204,24 @@ fn upd_inputs(c: &UpdCase, seed: u64) -> TensorMap {
         "conv_state".into(),
         r.normal_tensor(&[c.slots, c.dim, c.state_len], 1.0, c.state),
     );
-    m.insert("weight".into(), r.normal_tensor(&[c.dim, c.width], 0.5, DType::F32));
+    m.insert(
+        "weight".into(),
+        r.normal_tensor(&[c.dim, c.width], 0.5, DType::F32),
+    );
     if c.bias {
         m.insert("bias".into(), r.normal_tensor(&[c.dim], 0.3, DType::F32));
     }
     if let Some(cs) = &c.circular {
-        m.insert("cache_seqlens".into(), Tensor::from_i32(&[c.batch], cs.iter().map(|&v| v as i32).collect()));
+        m.insert(
+            "cache_seqlens".into(),
+            Tensor::from_i32(&[c.batch], cs.iter().map(|&v| v as i32).collect()),
+        );
     }
     if let Some(ix) = &c.indices {
-        m.insert("conv_state_indices".into(), Tensor::from_i64(&[c.batch], ix.clone()));
+        m.insert(
+            "conv_state_indices".into(),
+            Tensor::from_i64(&[c.batch], ix.clone()),
+        );
     }
     m
 }
@@ -184,15 +258,70 @@ fn conv1d_update_hand_cases() {
     };
     let cases = vec![
         base.clone(),
-        UpdCase { state_len: 5, x: BF16, state: BF16, ..base.clone() },
-        UpdCase { batch: 5, slots: 8, indices: Some(vec![3, -1, 0, 7, 5]), ..base.clone() },
-        UpdCase { seqlen: Some(3), state_len: 6, circular: Some(vec![0, 5, 2, 13]), ..base.clone() },
-        UpdCase { batch: 5, slots: 9, seqlen: Some(4), x: BF16, state: BF16, indices: Some(vec![8, 2, -1, 0, 4]), ..base.clone() },
-        UpdCase { seqlen: Some(7), circular: Some(vec![1, 0, 9, 4]), silu: false, ..base.clone() },
-        UpdCase { seqlen: Some(2), state_len: 8, x: F16, state: F32, ..base.clone() },
-        UpdCase { width: 2, state_len: 1, seqlen: Some(3), ..base.clone() },
-        UpdCase { width: 1, state_len: 2, seqlen: Some(2), bias: false, ..base.clone() },
-        UpdCase { batch: 3, slots: 5, seqlen: Some(5), state_len: 4, circular: Some(vec![7, 0, 3]), indices: Some(vec![-1, 4, 1]), x: BF16, state: F16, ..base.clone() },
+        UpdCase {
+            state_len: 5,
+            x: BF16,
+            state: BF16,
+            ..base.clone()
+        },
+        UpdCase {
+            batch: 5,
+            slots: 8,
+            indices: Some(vec![3, -1, 0, 7, 5]),
+            ..base.clone()
+        },
+        UpdCase {
+            seqlen: Some(3),
+            state_len: 6,
+            circular: Some(vec![0, 5, 2, 13]),
+            ..base.clone()
+        },
+        UpdCase {
+            batch: 5,
+            slots: 9,
+            seqlen: Some(4),
+            x: BF16,
+            state: BF16,
+            indices: Some(vec![8, 2, -1, 0, 4]),
+            ..base.clone()
+        },
+        UpdCase {
+            seqlen: Some(7),
+            circular: Some(vec![1, 0, 9, 4]),
+            silu: false,
+            ..base.clone()
+        },
+        UpdCase {
+            seqlen: Some(2),
+            state_len: 8,
+            x: F16,
+            state: F32,
+            ..base.clone()
+        },
+        UpdCase {
+            width: 2,
+            state_len: 1,
+            seqlen: Some(3),
+            ..base.clone()
+        },
+        UpdCase {
+            width: 1,
+            state_len: 2,
+            seqlen: Some(2),
+            bias: false,
+            ..base.clone()
+        },
+        UpdCase {
+            batch: 3,
+            slots: 5,
+            seqlen: Some(5),
+            state_len: 4,
+            circular: Some(vec![7, 0, 3]),
+            indices: Some(vec![-1, 4, 1]),
+            x: BF16,
+            state: F16,
+            ..base.clone()
+        },
     ];
     let mut runs = 0;
     for (i, c) in cases.iter().enumerate() {
@@ -272,7 +401,9 @@ fn conv1d_fn_index_past_2_pow_31() {
         g.stream
             .memcpy_htod(&vec![guard; TAIL], &mut out.slice_mut(n..n + TAIL))
             .expect("guard");
-        let fin = g.alloc_raw::<u16>(batch * dim * (width - 1)).expect("alloc fin");
+        let fin = g
+            .alloc_raw::<u16>(batch * dim * (width - 1))
+            .expect("alloc fin");
         let l = FnLaunch {
             x: xd.device_ptr(&g.stream).0,
             xdt: 1,
@@ -293,10 +424,21 @@ fn conv1d_fn_index_past_2_pow_31() {
         l.run(&g, version).expect("launch");
         g.sync().expect("sync");
         let tail = g.stream.clone_dtoh(&out.slice(n..n + TAIL)).expect("tail");
-        assert!(tail.iter().all(|&v| v == guard), "{version}: guard after the output was overwritten");
+        assert!(
+            tail.iter().all(|&v| v == guard),
+            "{version}: guard after the output was overwritten"
+        );
         let fins = g.stream.clone_dtoh(&fin).expect("fin");
         let first_past = (1usize << 31) / seqlen; // row holding element 2^31
-        let rows = [0usize, 1, first_past - 1, first_past, first_past + 1, dim - 2, dim - 1];
+        let rows = [
+            0usize,
+            1,
+            first_past - 1,
+            first_past,
+            first_past + 1,
+            dim - 2,
+            dim - 1,
+        ];
         for &row in &rows {
             let got = g
                 .stream
@@ -318,9 +460,22 @@ fn conv1d_fn_index_past_2_pow_31() {
             .expect("reference");
             let got_t = Tensor::from_bf16_bits(&[seqlen], got);
             let want_t = Tensor::from_f32_as(&[seqlen], &want.out, DType::BF16);
-            let rep = compare::compare("out", &want_t, &got_t, compare::Tolerance::for_dtype(DType::BF16));
-            assert!(rep.passed, "{version} row {row} (elements from {}): {}", row * seqlen, rep.render());
-            let fin_t = Tensor::from_bf16_bits(&[width - 1], fins[row * (width - 1)..(row + 1) * (width - 1)].to_vec());
+            let rep = compare::compare(
+                "out",
+                &want_t,
+                &got_t,
+                compare::Tolerance::for_dtype(DType::BF16),
+            );
+            assert!(
+                rep.passed,
+                "{version} row {row} (elements from {}): {}",
+                row * seqlen,
+                rep.render()
+            );
+            let fin_t = Tensor::from_bf16_bits(
+                &[width - 1],
+                fins[row * (width - 1)..(row + 1) * (width - 1)].to_vec(),
+            );
             let fin_w = Tensor::from_f32_as(&[width - 1], &want.final_states, DType::BF16);
             let rep = compare::compare("final_states", &fin_w, &fin_t, compare::Tolerance::Exact);
             assert!(rep.passed, "{version} row {row}: {}", rep.render());

@@ -68,10 +68,16 @@ fn inputs(c: &Case, seed: u64) -> TensorMap {
         m.insert("z".into(), r.normal_tensor(&[b, l, h, p], 1.0, c.x));
     }
     if c.dt_bias {
-        m.insert("dt_bias".into(), r.uniform_tensor(&[h], -0.5, 0.5, DType::F32));
+        m.insert(
+            "dt_bias".into(),
+            r.uniform_tensor(&[h], -0.5, 0.5, DType::F32),
+        );
     }
     if c.init {
-        m.insert("initial_states".into(), r.normal_tensor(&[b, h, p, n], 1.0, DType::F32));
+        m.insert(
+            "initial_states".into(),
+            r.normal_tensor(&[b, h, p, n], 1.0, DType::F32),
+        );
     }
     if c.seq_every > 0 {
         let mut v = Vec::with_capacity(b * l);
@@ -98,7 +104,13 @@ fn params(c: &Case) -> Vec<(String, String)> {
 }
 
 fn run_case(c: &Case, seed: u64) -> usize {
-    check_all_versions(&format!("{c:?}"), OP, &inputs(c, seed), &params(c), &by_dtype)
+    check_all_versions(
+        &format!("{c:?}"),
+        OP,
+        &inputs(c, seed),
+        &params(c),
+        &by_dtype,
+    )
 }
 
 const BASE: Case = Case {
@@ -132,21 +144,77 @@ fn ssd_hand_cases() {
     let cases = [
         BASE,
         // Super-like head shape, one partial chunk, bf16
-        Case { batch: 1, seqlen: 300, nheads: 8, headdim: 64, ngroups: 2, dstate: 128, chunk: 128, x: BF16, d: DMode::Full, z: false, init: false, seq_every: 0, ..BASE },
+        Case {
+            batch: 1,
+            seqlen: 300,
+            nheads: 8,
+            headdim: 64,
+            ngroups: 2,
+            dstate: 128,
+            chunk: 128,
+            x: BF16,
+            d: DMode::Full,
+            z: false,
+            init: false,
+            seq_every: 0,
+            ..BASE
+        },
         // chunk larger than the sequence
-        Case { seqlen: 5, chunk: 128, ..BASE },
+        Case {
+            seqlen: 5,
+            chunk: 128,
+            ..BASE
+        },
         // seq_idx starting at 1: the initial state (sequence 0) is never used
-        Case { seq_start: 1, seq_every: 9, ..BASE },
+        Case {
+            seq_start: 1,
+            seq_every: 9,
+            ..BASE
+        },
         // empty sequence: final_states = initial_states
         Case { seqlen: 0, ..BASE },
         // chunk 1
-        Case { seqlen: 19, chunk: 1, ..BASE },
+        Case {
+            seqlen: 19,
+            chunk: 1,
+            ..BASE
+        },
         // one group per head, P = N = 1, f16, no softplus, no D
-        Case { nheads: 3, ngroups: 3, headdim: 1, dstate: 1, x: F16, softplus: false, d: DMode::None, ..BASE },
+        Case {
+            nheads: 3,
+            ngroups: 3,
+            headdim: 1,
+            dstate: 1,
+            x: F16,
+            softplus: false,
+            d: DMode::None,
+            ..BASE
+        },
         // several full chunks plus a partial one, z gate, bf16
-        Case { batch: 1, seqlen: 1000, nheads: 4, headdim: 64, ngroups: 1, dstate: 64, chunk: 128, x: BF16, seq_every: 0, ..BASE },
+        Case {
+            batch: 1,
+            seqlen: 1000,
+            nheads: 4,
+            headdim: 64,
+            ngroups: 1,
+            dstate: 64,
+            chunk: 128,
+            x: BF16,
+            seq_every: 0,
+            ..BASE
+        },
         // odd everything, headdim and dstate above one tile
-        Case { batch: 3, seqlen: 131, nheads: 6, headdim: 70, ngroups: 3, dstate: 131, chunk: 64, dt_bias: false, ..BASE },
+        Case {
+            batch: 3,
+            seqlen: 131,
+            nheads: 6,
+            headdim: 70,
+            ngroups: 3,
+            dstate: 131,
+            chunk: 64,
+            dt_bias: false,
+            ..BASE
+        },
     ];
     let mut runs = 0;
     for (i, c) in cases.iter().enumerate() {
@@ -159,26 +227,66 @@ fn ssd_hand_cases() {
 #[test]
 #[ignore = "gpu"]
 fn ssd_matches_sequential_oracle() {
-    let c = Case { seqlen: 200, chunk: 32, ..BASE };
+    let c = Case {
+        seqlen: 200,
+        chunk: 32,
+        ..BASE
+    };
     let inp = inputs(&c, 77);
     let oracle = reference::ops::find("selective_scan").expect("selective_scan");
     let p = sets(&[("dt_softplus", "true")]);
     let want = oracle.call(&inp, &p).expect("selective_scan");
     let g = gpu::runtime::gpu().expect("GPU");
     let op = gpu::ops::find(OP).expect("op");
-    let got = gpu::ops::run_version(&g, &op, "v1", &inp, &params(&c), &gpu::ops::RunOpts::default())
-        .expect("gpu run");
+    let got = gpu::ops::run_version(
+        &g,
+        &op,
+        "v1",
+        &inp,
+        &params(&c),
+        &gpu::ops::RunOpts::default(),
+    )
+    .expect("gpu run");
     for name in ["y", "final_states"] {
-        let rep = compare::compare(name, &want[name], &got[name], compare::Tolerance::Close { atol: 2e-3, rtol: 1e-3 });
+        let rep = compare::compare(
+            name,
+            &want[name],
+            &got[name],
+            compare::Tolerance::Close {
+                atol: 2e-3,
+                rtol: 1e-3,
+            },
+        );
         assert!(rep.passed, "{}", rep.render());
     }
     // The comparison can fail: a different A must change y.
     let mut bad = inp.clone();
-    bad.insert("A".into(), Tensor::from_f32(&[c.nheads], vec![-0.1; c.nheads]));
-    let got_bad = gpu::ops::run_version(&g, &op, "v1", &bad, &params(&c), &gpu::ops::RunOpts::default())
-        .expect("gpu run");
-    let rep = compare::compare("y", &want["y"], &got_bad["y"], compare::Tolerance::Close { atol: 2e-3, rtol: 1e-3 });
-    assert!(!rep.passed, "a different A gave the same y: the comparison cannot fail");
+    bad.insert(
+        "A".into(),
+        Tensor::from_f32(&[c.nheads], vec![-0.1; c.nheads]),
+    );
+    let got_bad = gpu::ops::run_version(
+        &g,
+        &op,
+        "v1",
+        &bad,
+        &params(&c),
+        &gpu::ops::RunOpts::default(),
+    )
+    .expect("gpu run");
+    let rep = compare::compare(
+        "y",
+        &want["y"],
+        &got_bad["y"],
+        compare::Tolerance::Close {
+            atol: 2e-3,
+            rtol: 1e-3,
+        },
+    );
+    assert!(
+        !rep.passed,
+        "a different A gave the same y: the comparison cannot fail"
+    );
 }
 
 proptest! {

@@ -487,10 +487,12 @@ fn parse_npz(bytes: &[u8], path: &Path) -> Result<TensorMap, IoError> {
                 "entry claims more than 1 TiB uncompressed",
             ));
         }
-        // Reserve what the entry can really hold: a deflate stream expands at most ~1032x, so a
-        // header claiming more than that is not trusted for the up-front reservation.
+        // Reserve only what the entry can really hold: its compressed bytes lie inside this
+        // file, and deflate expands at most ~1032x, so larger claimed sizes (compressed or
+        // not) are not trusted for the up-front reservation.
         let plausible = usize::try_from(f.compressed_size())
             .unwrap_or(usize::MAX)
+            .min(bytes.len())
             .saturating_mul(1032)
             .saturating_add(4096);
         let mut buf = Vec::with_capacity(cap.min(plausible).min(1 << 30));

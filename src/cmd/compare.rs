@@ -2,7 +2,7 @@
 //! tensor by tensor (A is the reference). Exit 1 when any tensor fails or is missing.
 
 use compare::Tolerance;
-use reference::io;
+use reference::{io, Tensor};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -23,10 +23,53 @@ pub struct Args {
     exact: bool,
     #[arg(long)]
     json: bool,
+    /// Compare `topk_indices` / `topk_weights` in row order instead of as sets (by default,
+    /// when both files hold them, each row's indices are compared as a set and the weights
+    /// after aligning B's row to A's expert order: torch.topk's order on ties is unspecified).
+    #[arg(long)]
+    ordered: bool,
+}
+
+/// Reorders each row of B's (indices, weights) to follow A's index order where the sets match.
+fn align_topk(ai: &Tensor, bi: &Tensor, bw: &Tensor) -> Option<(Tensor, Tensor)> {
+    if ai.shape != bi.shape || bi.shape != bw.shape || ai.rank() != 2 {
+        return None;
+    }
+    let (a, b) = (ai.to_i64_vec()?, bi.to_i64_vec()?);
+    let w = bw.to_f32_vec();
+    let k = ai.shape[1];
+    let (mut ni, mut nw) = (b.clone(), w.clone());
+    for r in 0..ai.shape[0] {
+        let row = r * k..(r + 1) * k;
+        let mut used = vec![false; k];
+        let mut perm = vec![];
+        for &want in &a[row.clone()] {
+            match (0..k).find(|&j| !used[j] && b[r * k + j] == want) {
+                Some(j) => {
+                    used[j] = true;
+                    perm.push(j);
+                }
+                None => break,
+            }
+        }
+        if perm.len() == k {
+            for (dst, &src) in perm.iter().enumerate() {
+                ni[r * k + dst] = b[r * k + src];
+                nw[r * k + dst] = w[r * k + src];
+            }
+        }
+    }
+    let idx = Tensor::from_i64(&bi.shape, ni);
+    let idx = Tensor::from_f32_as(&bi.shape, &idx.to_f32_vec(), bi.dtype());
+    Some((idx, Tensor::from_f32_as(&bw.shape, &nw, bw.dtype())))
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    for (flag, v) in [("--atol", args.atol), ("--rtol", args.rtol), ("--nmse", args.nmse)] {
+    for (flag, v) in [
+        ("--atol", args.atol),
+        ("--rtol", args.rtol),
+        ("--nmse", args.nmse),
+    ] {
         if let Some(x) = v.filter(|x| !(x.is_finite() && *x >= 0.0)) {
             anyhow::bail!("{flag} {x}: a tolerance must be a finite number >= 0");
         }
@@ -40,6 +83,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             b.insert(name.clone(), t);
         }
     }
+    let mut set_compared = vec![];
+    if !args.ordered {
+        if let (Some(ai), Some(bi), Some(bw)) = (
+            a.get("topk_indices"),
+            b.get("topk_indices"),
+            b.get("topk_weights"),
+        ) {
+            if let Some((ni, nw)) = align_topk(ai, bi, bw) {
+                b.insert("topk_indices".into(), ni);
+                b.insert("topk_weights".into(), nw);
+                set_compared.push("topk_indices");
+                eprintln!("note: topk_indices compared as per-row sets and topk_weights aligned to A's expert order (--ordered to disable)");
+            }
+        }
+    }
     let mut reports = vec![];
     let mut missing = vec![];
     for (name, ta) in &a {
@@ -51,7 +109,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             ));
             continue;
         };
-        let tol = if args.exact {
+        let tol = if set_compared.contains(&name.as_str()) {
+            Tolerance::SameSet
+        } else if args.exact {
             Tolerance::Exact
         } else if let Some(m) = args.nmse {
             Tolerance::Nmse { max: m }

@@ -83,7 +83,13 @@ fn gen_sqlite(path: &Path, kernels: usize) -> rusqlite::Result<()> {
         let mut n = tx.prepare(
             "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?1, ?2, 59, ?3, 281477409407121)",
         )?;
-        let ops = ["aten::mm", "aten::add", "aten::linear", "aten::copy_", "aten::empty"];
+        let ops = [
+            "aten::mm",
+            "aten::add",
+            "aten::linear",
+            "aten::copy_",
+            "aten::empty",
+        ];
         let mut t: i64 = 1_000_000;
         for i in 0..kernels {
             let text = format!("{}, seq = {}, op_id = {}", ops[i % ops.len()], i / 3, i);
@@ -208,10 +214,18 @@ fn gen(dir: &Path, kernels: usize, events: usize) -> Result<(PathBuf, PathBuf), 
     let js = dir.join("big_kineto.json");
     let t = Instant::now();
     gen_sqlite(&db, kernels).map_err(|e| format!("generating sqlite: {e}"))?;
-    eprintln!("generated {} in {:.1} s", db.display(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "generated {} in {:.1} s",
+        db.display(),
+        t.elapsed().as_secs_f64()
+    );
     let t = Instant::now();
     gen_kineto(&js, events).map_err(|e| format!("generating kineto: {e}"))?;
-    eprintln!("generated {} in {:.1} s", js.display(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "generated {} in {:.1} s",
+        js.display(),
+        t.elapsed().as_secs_f64()
+    );
     Ok((db, js))
 }
 

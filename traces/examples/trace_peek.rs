@@ -13,7 +13,14 @@ fn main() {
     let code = match a[1].as_str() {
         "summary" => {
             let g = a.get(3).and_then(|g| GroupBy::parse(g)).unwrap_or_default();
-            match traces::summarize(Path::new(&a[2]), SummaryOptions { group_by: g, merge_devices: false }, ro) {
+            match traces::summarize(
+                Path::new(&a[2]),
+                SummaryOptions {
+                    group_by: g,
+                    merge_devices: false,
+                },
+                ro,
+            ) {
                 Ok(s) => {
                     print!("{}", traces::report::summary_text(&s, 25));
                     0
@@ -26,14 +33,21 @@ fn main() {
         }
         "diff" => {
             let g = a.get(4).and_then(|g| GroupBy::parse(g)).unwrap_or_default();
-            let o = SummaryOptions { group_by: g, merge_devices: false };
+            let o = SummaryOptions {
+                group_by: g,
+                merge_devices: false,
+            };
             let r = traces::summarize(Path::new(&a[2]), o, ro).and_then(|b| {
                 let c = traces::summarize(Path::new(&a[3]), o, ro)?;
                 traces::diff::diff(&b, &c, &Default::default())
             });
             match r {
                 Ok(d) => {
-                    if std::env::var("PEEK_JSON").is_ok() { println!("{}", serde_json::to_string(&d).unwrap_or_default()); } else { print!("{}", traces::report::diff_text(&d, 25, false)); }
+                    if std::env::var("PEEK_JSON").is_ok() {
+                        println!("{}", serde_json::to_string(&d).unwrap_or_default());
+                    } else {
+                        print!("{}", traces::report::diff_text(&d, 25, false));
+                    }
                     0
                 }
                 Err(e) => {

@@ -160,8 +160,7 @@ fn sniff_bytes(path: &Path, head: &[u8], gz: bool) -> Result<Format> {
             });
         }
         let l = line.trim();
-        if l.starts_with("==PROF==") || l.starts_with("==WARNING==") || l.starts_with("==ERROR==")
-        {
+        if l.starts_with("==PROF==") || l.starts_with("==WARNING==") || l.starts_with("==ERROR==") {
             saw_prof = true;
             continue;
         }

@@ -274,9 +274,7 @@ fn row(
         notes.push(format!("instances {} -> {}", b.instances, c.instances));
     }
     let samples_ok = !b.samples.is_empty() && !c.samples.is_empty();
-    let pv = if samples_ok
-        && (o.compare == Compare::Mean || b.instances == c.instances)
-    {
+    let pv = if samples_ok && (o.compare == Compare::Mean || b.instances == c.instances) {
         mann_whitney(&b.samples, &c.samples)
     } else {
         None
@@ -293,9 +291,7 @@ fn row(
     if big && matters && samples_ok && o.compare == Compare::Mean {
         r.mean_delta_ci_ns = bootstrap_mean_diff_ci(&b.samples, &c.samples, o.alpha, 400);
     }
-    let ci_excludes_zero = r
-        .mean_delta_ci_ns
-        .map(|(lo, hi)| lo > 0.0 || hi < 0.0);
+    let ci_excludes_zero = r.mean_delta_ci_ns.map(|(lo, hi)| lo > 0.0 || hi < 0.0);
     let significant = match (pv, ci_excludes_zero) {
         (None, None) => true,
         (p, ci) => p.is_some_and(|p| p < o.alpha) || ci.unwrap_or(false),
@@ -360,8 +356,7 @@ pub fn diff(base: &Summary, cand: &Summary, o: &DiffOptions) -> Result<Diff> {
             "both summaries must use the same --group-by and device merging".into(),
         ));
     }
-    if !(o.threshold_pct >= 0.0) || !(o.min_delta_ns >= 0.0) || !(o.alpha > 0.0 && o.alpha <= 1.0)
-    {
+    if !(o.threshold_pct >= 0.0) || !(o.min_delta_ns >= 0.0) || !(o.alpha > 0.0 && o.alpha <= 1.0) {
         return Err(TraceError::Option(format!(
             "thresholds must be >= 0 and alpha in (0, 1]; got threshold {}%, min delta {} ns, alpha {}",
             o.threshold_pct, o.min_delta_ns, o.alpha
@@ -406,7 +401,11 @@ pub fn diff(base: &Summary, cand: &Summary, o: &DiffOptions) -> Result<Diff> {
     let rows = if base.group_by == GroupBy::Nvtx {
         nvtx.clone()
     } else {
-        classify_rows(kernel_items(base, None), kernel_items(cand, Some(&remap)), o)
+        classify_rows(
+            kernel_items(base, None),
+            kernel_items(cand, Some(&remap)),
+            o,
+        )
     };
     let memops = classify_rows(memop_items(base, None), memop_items(cand, Some(&remap)), o);
     let mut counts = Counts::default();

@@ -28,7 +28,9 @@ pub enum TraceError {
     },
     #[error("{path}: not an nsys SQLite export: {what}")]
     NotNsys { path: PathBuf, what: String },
-    #[error("{path}: gzip stream is corrupt or truncated: {source}; re-copy or re-compress the file")]
+    #[error(
+        "{path}: gzip stream is corrupt or truncated: {source}; re-copy or re-compress the file"
+    )]
     Gzip {
         path: PathBuf,
         #[source]

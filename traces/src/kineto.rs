@@ -92,7 +92,10 @@ impl<'de> Deserialize<'de> for Dims {
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("launch dimensions")
             }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut a: A) -> std::result::Result<Dims, A::Error> {
+            fn visit_seq<A: de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> std::result::Result<Dims, A::Error> {
                 let mut v = [1u32; 3];
                 let mut n = 0usize;
                 while let Some(x) = a.next_element::<serde_json::Value>()? {
@@ -121,7 +124,10 @@ impl<'de> Deserialize<'de> for Dims {
             fn visit_bool<E: de::Error>(self, _v: bool) -> std::result::Result<Dims, E> {
                 Ok(Dims(None))
             }
-            fn visit_map<A: de::MapAccess<'de>>(self, mut a: A) -> std::result::Result<Dims, A::Error> {
+            fn visit_map<A: de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> std::result::Result<Dims, A::Error> {
                 while a.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
                 Ok(Dims(None))
             }
@@ -238,29 +244,30 @@ pub fn read(
     let mut pos = 0usize;
     let mut end = 0usize;
     let mut eof = false;
-    let mut refill = |buf: &mut Vec<u8>, pos: &mut usize, end: &mut usize, eof: &mut bool| -> Result<()> {
-        if *pos > 0 {
-            buf.copy_within(*pos..*end, 0);
-            *end -= *pos;
-            *pos = 0;
-        }
-        if *end == buf.len() {
-            let n = buf.len() * 2;
-            buf.resize(n, 0);
-        }
-        let n = loop {
-            match reader.read(&mut buf[*end..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
+    let mut refill =
+        |buf: &mut Vec<u8>, pos: &mut usize, end: &mut usize, eof: &mut bool| -> Result<()> {
+            if *pos > 0 {
+                buf.copy_within(*pos..*end, 0);
+                *end -= *pos;
+                *pos = 0;
             }
+            if *end == buf.len() {
+                let n = buf.len() * 2;
+                buf.resize(n, 0);
+            }
+            let n = loop {
+                match reader.read(&mut buf[*end..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
+                }
+            };
+            *end += n;
+            if n == 0 {
+                *eof = true;
+            }
+            Ok(())
         };
-        *end += n;
-        if n == 0 {
-            *eof = true;
-        }
-        Ok(())
-    };
 
     // scanner state (outside the events array)
     let mut depth: u32 = 0;

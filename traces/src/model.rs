@@ -169,7 +169,11 @@ pub trait Sink {
 
 /// Normalise the many spellings of a memcpy kind to `Memcpy HtoD` style.
 pub fn canonical_memcpy_name(raw: &str) -> String {
-    let s = raw.trim().trim_start_matches('[').trim_end_matches(']').trim();
+    let s = raw
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim();
     let lower = s.to_ascii_lowercase();
     if lower.contains("memset") {
         return "Memset".to_string();

@@ -385,7 +385,10 @@ mod tests {
     fn literal_casts_and_whitespace() {
         let nsys = "void vadd<(int)1, float4>(const T2 *, const T2 *, T2 *, int)";
         let filt = "void vadd<1, float4>(T2 const*, T2 const*, T2*, int)";
-        assert_eq!(canonical_full(nsys), "vadd<1,float4>(const T2*,const T2*,T2*,int)");
+        assert_eq!(
+            canonical_full(nsys),
+            "vadd<1,float4>(const T2*,const T2*,T2*,int)"
+        );
         assert_ne!(canonical_full(filt), canonical_full(nsys)); // const placement differs
         assert_eq!(canonical_full("k<(unsigned int)4u>"), "k<4>");
         assert_eq!(canonical_full("k<4u, 8ul>"), "k<4,8>");
@@ -413,9 +416,18 @@ mod tests {
             c.template,
             "at::native::vectorized_elementwise_kernel<...>(int,at::native::CUDAFunctor_add<...>,at::detail::Array<...>)"
         );
-        assert_eq!(CanonicalName::new("saxpy(double *, double *, double *, double, int)").base, "saxpy");
-        assert_eq!(CanonicalName::new("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN").base, "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN");
-        assert_eq!(CanonicalName::new("_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_").base, "elementwise_kernel");
+        assert_eq!(
+            CanonicalName::new("saxpy(double *, double *, double *, double, int)").base,
+            "saxpy"
+        );
+        assert_eq!(
+            CanonicalName::new("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN").base,
+            "nvjet_tst_192x192_64x4_2x1_v_bz_coopB_bias_TNN"
+        );
+        assert_eq!(
+            CanonicalName::new("_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_").base,
+            "elementwise_kernel"
+        );
         assert_eq!(CanonicalName::new("_Z5saxpyPfS_fi").base, "saxpy");
         let lam = CanonicalName::new("void clover::par_ranged2d_kernel<PdV_kernel(bool, int)::[lambda(int, int) (instance 2)]>(clover::Range2d, T1)");
         assert_eq!(lam.base, "par_ranged2d_kernel");
@@ -431,8 +443,14 @@ mod tests {
 
     #[test]
     fn range_suffixes() {
-        assert_eq!(canonical_range_name("aten::empty, op_id = 990346"), "aten::empty");
-        assert_eq!(canonical_range_name("aten::add, seq = 3, sizes = [[1]]"), "aten::add");
+        assert_eq!(
+            canonical_range_name("aten::empty, op_id = 990346"),
+            "aten::empty"
+        );
+        assert_eq!(
+            canonical_range_name("aten::add, seq = 3, sizes = [[1]]"),
+            "aten::add"
+        );
         assert_eq!(canonical_range_name("step"), "step");
     }
 }

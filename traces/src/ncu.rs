@@ -35,8 +35,19 @@ pub fn normalize_unit(value: f64, unit: &str) -> (f64, String) {
         None => (u, None),
     };
     let bases = [
-        "byte", "hz", "cycle", "inst", "sector", "request", "wavefront", "warp", "thread",
-        "block", "register", "cluster", "SM",
+        "byte",
+        "hz",
+        "cycle",
+        "inst",
+        "sector",
+        "request",
+        "wavefront",
+        "warp",
+        "thread",
+        "block",
+        "register",
+        "cluster",
+        "SM",
     ];
     let mut scale = 1.0;
     let mut base = num.to_string();
@@ -135,7 +146,11 @@ fn cell<'a>(f: &'a [String], i: Option<usize>) -> &'a str {
 }
 
 /// Duration metric names, in order of preference.
-const DURATION: &[&str] = &["gpu__time_duration.sum", "Duration", "gpu__time_duration.avg"];
+const DURATION: &[&str] = &[
+    "gpu__time_duration.sum",
+    "Duration",
+    "gpu__time_duration.avg",
+];
 
 fn duration_of(k: &NcuKernel) -> Option<f64> {
     for d in DURATION {
@@ -180,7 +195,13 @@ fn emit(k: &NcuKernel, sink: &mut dyn Sink) {
             .metrics
             .iter()
             .find(|m| m.0 == "launch__registers_per_thread" || m.0 == "Registers Per Thread")
-            .and_then(|m| if m.2.is_finite() { Some(m.2 as u32) } else { None }),
+            .and_then(|m| {
+                if m.2.is_finite() {
+                    Some(m.2 as u32)
+                } else {
+                    None
+                }
+            }),
         ..Default::default()
     });
 }
@@ -263,7 +284,10 @@ pub fn read(
         let f = split(t);
         if first_data {
             first_data = false;
-            if matches!(layout, Layout::Wide) && cell(&f, i_id).is_empty() && cell(&f, i_name).is_empty() {
+            if matches!(layout, Layout::Wide)
+                && cell(&f, i_id).is_empty()
+                && cell(&f, i_name).is_empty()
+            {
                 // units row
                 for (i, u) in f.iter().enumerate() {
                     if i < units.len() {
@@ -384,7 +408,10 @@ mod tests {
         assert!((v - 4.2e12).abs() < 1.0);
         assert_eq!(u, "byte/s");
         assert_eq!(normalize_unit(3.2, "Ghz").1, "hz");
-        assert_eq!(normalize_unit(4.096, "Kbyte/block"), (4096.0, "byte/block".into()));
+        assert_eq!(
+            normalize_unit(4.096, "Kbyte/block"),
+            (4096.0, "byte/block".into())
+        );
         assert_eq!(normalize_unit(22.0, "register/thread").1, "register/thread");
         assert_eq!(normalize_unit(1.0, "msecond"), (1e6, "ns".into()));
     }

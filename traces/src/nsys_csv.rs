@@ -125,8 +125,7 @@ fn kind_from_text(s: &str) -> Option<StatsKind> {
         || l.contains("kernel summary")
     {
         Some(StatsKind::KernSum)
-    } else if l.contains("cuda_api_sum") || l.contains("cudaapisum") || l.contains("api summary")
-    {
+    } else if l.contains("cuda_api_sum") || l.contains("cudaapisum") || l.contains("api summary") {
         Some(StatsKind::ApiSum)
     } else if [
         "osrt_sum",
@@ -203,7 +202,9 @@ pub fn read(
                     .and_then(|i| r.get(i))
                     .map(|n| {
                         let n = n.trim();
-                        n.starts_with("cuda") || n.starts_with("cu") && n.chars().nth(2).is_some_and(|c| c.is_ascii_uppercase())
+                        n.starts_with("cuda")
+                            || n.starts_with("cu")
+                                && n.chars().nth(2).is_some_and(|c| c.is_ascii_uppercase())
                     })
                     .unwrap_or(false)
             });
@@ -230,8 +231,10 @@ pub fn read(
                 flush(&sec, &mut pending, banner_hint.or(file_hint), sink);
             }
             let cols: Vec<Col> = split(t).iter().map(|h| parse_col(h)).collect();
-            let k = if matches!(k, StatsKind::NameSum | StatsKind::NvtxSum | StatsKind::MemSum)
-                && banner_hint.or(file_hint) == Some(StatsKind::Other)
+            let k = if matches!(
+                k,
+                StatsKind::NameSum | StatsKind::NvtxSum | StatsKind::MemSum
+            ) && banner_hint.or(file_hint) == Some(StatsKind::Other)
             {
                 StatsKind::Other
             } else {
@@ -347,7 +350,9 @@ fn emit_gpu_trace(cols: &[Col], f: &[String], sink: &mut dyn Sink) {
     };
     let start = num(cols, f, &["Start"]).map(|v| v.round() as i64);
     let dur = num(cols, f, &["Duration"]).map(|v| v.round() as i64);
-    let device = get(f, find(cols, &["Device"])).and_then(device_of).unwrap_or(0);
+    let device = get(f, find(cols, &["Device"]))
+        .and_then(device_of)
+        .unwrap_or(0);
     let stream = num(cols, f, &["Strm", "Stream"]).map(|v| v as i64);
     let n = name.trim();
     if n.starts_with("[CUDA mem") || n.starts_with("[CUDA Mem") {
@@ -405,7 +410,9 @@ fn emit_pushpop(cols: &[Col], f: &[String], sink: &mut dyn Sink) {
     let start = num(cols, f, &["Start"]).unwrap_or(0.0) as i64;
     let dur = match num(cols, f, &["Duration"]) {
         Some(d) => d as i64,
-        None => num(cols, f, &["End"]).map(|e| e as i64 - start).unwrap_or(0),
+        None => num(cols, f, &["End"])
+            .map(|e| e as i64 - start)
+            .unwrap_or(0),
     };
     sink.range(&RangeEvent {
         name: name.trim(),
@@ -439,7 +446,10 @@ mod tests {
         assert_eq!(classify_header_line(tr_us), Some(StatsKind::GpuTrace));
         let pp = "Start (ns),End (ns),Duration (ns),DurChild (ns),DurNonChild (ns),Name,PID,TID,Lvl,NumChild,RangeId,ParentId,RangeStack,NameTree";
         assert_eq!(classify_header_line(pp), Some(StatsKind::NvtxPushPopTrace));
-        assert_eq!(classify_header_line("NOTICE: Existing SQLite export found: x.sqlite"), None);
+        assert_eq!(
+            classify_header_line("NOTICE: Existing SQLite export found: x.sqlite"),
+            None
+        );
         assert_eq!(parse_col("Start (us)").scale, 1e3);
     }
 }

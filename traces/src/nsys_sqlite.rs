@@ -197,7 +197,10 @@ pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: b
     let nsys_like = ["StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA"]
         .iter()
         .any(|t| db.has(t))
-        || db.tables.iter().any(|t| t.starts_with("CUPTI_ACTIVITY_KIND_"));
+        || db
+            .tables
+            .iter()
+            .any(|t| t.starts_with("CUPTI_ACTIVITY_KIND_"));
     if !nsys_like {
         return Err(TraceError::NotNsys {
             path: path.to_path_buf(),
@@ -245,8 +248,16 @@ fn read_meta(db: &mut Db<'_>, info: &mut SourceInfo) -> Result<()> {
         .next()
         .map_err(|e| TraceError::sqlite(db.path, table, e))?
     {
-        let k: String = r.get::<_, Option<String>>(0).ok().flatten().unwrap_or_default();
-        let v: String = r.get::<_, Option<String>>(1).ok().flatten().unwrap_or_default();
+        let k: String = r
+            .get::<_, Option<String>>(0)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let v: String = r
+            .get::<_, Option<String>>(1)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         match k.as_str() {
             "EXPORT_SCHEMA_VERSION" => schema = Some(v),
             "EXPORT_PRODUCT_VERSION" => info.tool_version = Some(format!("nsys {v}")),
@@ -282,7 +293,11 @@ fn read_devices(db: &mut Db<'_>, info: &mut SourceInfo) -> Result<()> {
         .map_err(|e| TraceError::sqlite(db.path, "TARGET_INFO_GPU", e))?
     {
         let id = int(r, Some(ii)).unwrap_or(-1);
-        let name: String = r.get::<_, Option<String>>(ni).ok().flatten().unwrap_or_default();
+        let name: String = r
+            .get::<_, Option<String>>(ni)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         if !devs.iter().any(|(d, _)| *d == id) {
             devs.push((id, name));
         }
@@ -368,7 +383,9 @@ fn read_kernels(
     let conn = &db.conn;
     let path = db.path;
     let strings = &mut db.strings;
-    let mut st = conn.prepare(&sql).map_err(|e| TraceError::sqlite(path, T, e))?;
+    let mut st = conn
+        .prepare(&sql)
+        .map_err(|e| TraceError::sqlite(path, T, e))?;
     let mut rows = st.query([]).map_err(|e| TraceError::sqlite(path, T, e))?;
     let mut n: u64 = 0;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(path, T, e))? {
@@ -436,11 +453,12 @@ fn read_memcpy(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
         } else {
             "name"
         };
-        if let Ok(mut st) = db
-            .conn
-            .prepare(&format!("SELECT id, {label_col} FROM ENUM_CUDA_MEMCPY_OPER"))
-        {
-            if let Ok(rows) = st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))) {
+        if let Ok(mut st) = db.conn.prepare(&format!(
+            "SELECT id, {label_col} FROM ENUM_CUDA_MEMCPY_OPER"
+        )) {
+            if let Ok(rows) =
+                st.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            {
                 for (id, label) in rows.flatten() {
                     kinds.insert(id, canonical_memcpy_name(&label));
                 }
@@ -459,7 +477,9 @@ fn read_memcpy(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
         .conn
         .prepare(&c.select(T, ""))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
+    let mut rows = st
+        .query([])
+        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
         let kind = int(r, c.idx("copyKind")).unwrap_or(0);
         let name = kinds
@@ -494,7 +514,9 @@ fn read_memset(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
         .conn
         .prepare(&c.select(T, ""))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
+    let mut rows = st
+        .query([])
+        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
         let s = int(r, c.idx("start")).unwrap_or(0);
         let e = int(r, c.idx("end")).unwrap_or(s);
@@ -572,7 +594,9 @@ fn read_nvtx(
         let mut st = conn
             .prepare(&sql)
             .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-        let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
+        let mut rows = st
+            .query([])
+            .map_err(|e| TraceError::sqlite(db.path, T, e))?;
         while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
             if let (Some(d), Some(t)) = (int(r, i_dom), text_of(&mut db.strings, &db.conn, r)?) {
                 domains.insert(d, t);
@@ -594,7 +618,9 @@ fn read_nvtx(
     let mut st = conn
         .prepare(&c.select(T, &filter))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
+    let mut rows = st
+        .query([])
+        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
     // Nesting of push/pop ranges per thread, computed while rows arrive in start order.
     struct Stack {
         ends: Vec<i64>,
@@ -713,7 +739,9 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
     let mut st = conn
         .prepare(&c.select(T, filter))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    let mut rows = st.query([]).map_err(|e| TraceError::sqlite(db.path, T, e))?;
+    let mut rows = st
+        .query([])
+        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
     let mut n = 0u64;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
         n += 1;
@@ -723,9 +751,7 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
         let name = match int(r, c.idx("nameId")) {
             Some(id) => db.strings.get(&db.conn, db.path, id)?,
             None => match c.idx("name").map(|i| r.get_ref(i)) {
-                Some(Ok(ValueRef::Text(t))) => {
-                    Some(Rc::from(String::from_utf8_lossy(t).as_ref()))
-                }
+                Some(Ok(ValueRef::Text(t))) => Some(Rc::from(String::from_utf8_lossy(t).as_ref())),
                 _ => None,
             },
         };

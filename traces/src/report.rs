@@ -97,7 +97,11 @@ fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
     out.push_str(&header.join(" | "));
     out.push_str(" |\n|");
     for (i, _) in header.iter().enumerate() {
-        out.push_str(if i + 1 == header.len() { "---|" } else { "---:|" });
+        out.push_str(if i + 1 == header.len() {
+            "---|"
+        } else {
+            "---:|"
+        });
     }
     out.push('\n');
     for r in rows {
@@ -134,7 +138,15 @@ fn summary_kernel_rows(s: &Summary, top: usize, width: usize) -> Vec<Vec<String>
         .collect()
 }
 
-const KHDR: [&str; 7] = ["Time%", "Total", "Instances", "Mean", "Median", "Dev", "Kernel"];
+const KHDR: [&str; 7] = [
+    "Time%",
+    "Total",
+    "Instances",
+    "Mean",
+    "Median",
+    "Dev",
+    "Kernel",
+];
 
 fn named_rows(rows: &[crate::summary::NamedRow], top: usize, width: usize) -> Vec<Vec<String>> {
     rows.iter()
@@ -166,11 +178,9 @@ fn header_lines(s: &Summary) -> String {
     let devs: Vec<String> = s
         .devices
         .iter()
-        .map(|d| {
-            match s.source.devices.iter().find(|(i, _)| i == d) {
-                Some((_, n)) => format!("{d} ({n})"),
-                None => d.to_string(),
-            }
+        .map(|d| match s.source.devices.iter().find(|(i, _)| i == d) {
+            Some((_, n)) => format!("{d} ({n})"),
+            None => d.to_string(),
         })
         .collect();
     let _ = writeln!(
@@ -179,7 +189,11 @@ fn header_lines(s: &Summary) -> String {
         s.kernel_instances,
         s.kernels.len(),
         fmt_ns(s.total_kernel_ns),
-        if devs.is_empty() { "-".into() } else { devs.join(", ") }
+        if devs.is_empty() {
+            "-".into()
+        } else {
+            devs.join(", ")
+        }
     );
     for w in &s.source.warnings {
         let _ = writeln!(out, "warning: {w}");
@@ -439,8 +453,18 @@ fn diff_cells(r: &DiffRow, width: usize) -> Vec<String> {
 }
 
 const DHDR: [&str; 12] = [
-    "Class", "Base total", "Cand total", "Delta", "Delta%", "Inst b/c", "Base mean",
-    "Cand mean", "Mean%", "p", "Dev", "Name",
+    "Class",
+    "Base total",
+    "Cand total",
+    "Delta",
+    "Delta%",
+    "Inst b/c",
+    "Base mean",
+    "Cand mean",
+    "Mean%",
+    "p",
+    "Dev",
+    "Name",
 ];
 
 fn diff_header(d: &Diff) -> String {
@@ -639,13 +663,19 @@ pub fn diff_html(d: &Diff, top: usize, all: bool) -> String {
             )
         })
         .collect();
-    out.push_str(&svg_bars("Top total-time deltas (candidate - baseline)", &items, &|v| {
-        fmt_signed_ns(v)
-    }));
+    out.push_str(&svg_bars(
+        "Top total-time deltas (candidate - baseline)",
+        &items,
+        &|v| fmt_signed_ns(v),
+    ));
     // share of time, baseline vs candidate
     let mut share: Vec<(String, f64, &str)> = Vec::new();
     for r in d.rows.iter().take(12) {
-        let label = format!("{} [{}]", r.name, r.device.map(dev_label).unwrap_or_default());
+        let label = format!(
+            "{} [{}]",
+            r.name,
+            r.device.map(dev_label).unwrap_or_default()
+        );
         share.push((
             format!("base {label}"),
             r.baseline.as_ref().map(|s| s.share * 100.0).unwrap_or(0.0),
@@ -658,9 +688,11 @@ pub fn diff_html(d: &Diff, top: usize, all: bool) -> String {
         ));
     }
     out.push_str("<br>");
-    out.push_str(&svg_bars("Share of kernel time (%), baseline vs candidate", &share, &|v| {
-        format!("{v:.1}%")
-    }));
+    out.push_str(&svg_bars(
+        "Share of kernel time (%), baseline vs candidate",
+        &share,
+        &|v| format!("{v:.1}%"),
+    ));
     let rows: Vec<(String, Vec<String>)> = shown_rows(d, top, all)
         .iter()
         .map(|r| (r.class.label().to_string(), diff_cells(r, 400)))

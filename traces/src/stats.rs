@@ -62,7 +62,8 @@ pub fn erfc(x: f64) -> f64 {
                         + t * (-0.186_288_06
                             + t * (0.278_868_07
                                 + t * (-1.135_203_98
-                                    + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
             .exp();
     if x >= 0.0 {
         r
@@ -101,7 +102,12 @@ mod tests {
 /// Percentile bootstrap confidence interval of `mean(b) - mean(a)` at level `1 - alpha`.
 /// Deterministic (fixed-seed xorshift); at most 1024 values per side are resampled.
 /// `None` when either side has fewer than 3 values.
-pub fn bootstrap_mean_diff_ci(a: &[f64], b: &[f64], alpha: f64, resamples: usize) -> Option<(f64, f64)> {
+pub fn bootstrap_mean_diff_ci(
+    a: &[f64],
+    b: &[f64],
+    alpha: f64,
+    resamples: usize,
+) -> Option<(f64, f64)> {
     if a.len() < 3 || b.len() < 3 || resamples < 10 {
         return None;
     }

@@ -515,9 +515,7 @@ impl Aggregator {
             let c = &canon[ni as usize];
             let key_name = match (&self.names[ni as usize].short, level) {
                 // the tool's own short name is the most reliable base name
-                (Some(short), crate::names::NameLevel::Base) if !short.is_empty() => {
-                    short.clone()
-                }
+                (Some(short), crate::names::NameLevel::Base) if !short.is_empty() => short.clone(),
                 _ => c.at(level).to_string(),
             };
             if !devices.contains(&dev) {
@@ -588,7 +586,12 @@ impl Aggregator {
                 .into_iter()
                 .flat_map(|(d, m)| {
                     m.into_iter().map(move |(n, a)| {
-                        (n, if d.is_empty() { None } else { Some(d.clone()) }, None, a)
+                        (
+                            n,
+                            if d.is_empty() { None } else { Some(d.clone()) },
+                            None,
+                            a,
+                        )
                     })
                 })
                 .collect(),
@@ -604,7 +607,12 @@ impl Aggregator {
                 .map(|((n, d), a)| (n, None, Some(d), a))
                 .collect(),
         );
-        let api = named(self.api.into_iter().map(|(n, a)| (n, None, None, a)).collect());
+        let api = named(
+            self.api
+                .into_iter()
+                .map(|(n, a)| (n, None, None, a))
+                .collect(),
+        );
         let ncu = self.ncu.iter().map(ncu_row).collect();
         let mut span: Vec<(i64, i64)> = self.span.iter().map(|(d, (s, e))| (*d, e - s)).collect();
         span.sort();

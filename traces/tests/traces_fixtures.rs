@@ -56,10 +56,16 @@ fn range(s: &Summary, name: &str) -> (u64, f64) {
 
 #[test]
 fn nsys_schema_2_9_export_meta_data_and_registered_strings() {
-    let s = summary("nsys-2022.2.1_pipit_saxpy-mpi-cuda_A100.sqlite.gz", GroupBy::Kernel);
+    let s = summary(
+        "nsys-2022.2.1_pipit_saxpy-mpi-cuda_A100.sqlite.gz",
+        GroupBy::Kernel,
+    );
     assert!(s.source.detail.contains("2.9.1"), "{}", s.source.detail);
     assert!(s.source.detail.contains("EXPORT_META_DATA"));
-    assert_eq!(s.source.devices, vec![(0, "NVIDIA A100-SXM4-40GB".to_string())]);
+    assert_eq!(
+        s.source.devices,
+        vec![(0, "NVIDIA A100-SXM4-40GB".to_string())]
+    );
     // ground truth: saxpy(double *, double *, double *, double, int) | 0 | 5 | 88573480
     assert_eq!(
         kernel(&s, "saxpy(double*,double*,double*,double,int)", 0),
@@ -70,7 +76,10 @@ fn nsys_schema_2_9_export_meta_data_and_registered_strings() {
     let send = s.nvtx.iter().find(|r| r.name == "MPI_Send");
     let send = send.unwrap_or_else(|| panic!("MPI_Send missing: {:?}", s.nvtx));
     assert_eq!(send.domain.as_deref(), Some("MPI"));
-    assert_eq!((send.stats.instances, send.stats.total_ns), (10, 136_342_959.0));
+    assert_eq!(
+        (send.stats.instances, send.stats.total_ns),
+        (10, 136_342_959.0)
+    );
     assert_eq!(range(&s, "MPI_Init"), (1, 645_678_983.0));
     assert_eq!(range(&s, "saxpy"), (5, 231_248.0));
     // memcpy kinds via the built-in (old-style) copyKind names; user-added `name` column ignored
@@ -78,11 +87,19 @@ fn nsys_schema_2_9_export_meta_data_and_registered_strings() {
     let htod = htod.unwrap_or_else(|| panic!("{:?}", s.memops));
     assert_eq!(htod.stats.instances, 10);
     assert_eq!(htod.stats.bytes, 2_621_440_000);
+    // runtime API: eventClass 67 (CUDA backtrace) duplicates are dropped, `_v3020` folded;
+    // ground truth: nameId -> 'cudaMemcpy_v3020', eventClass 0: 15 calls, 374336827 ns
+    let mc = s.api.iter().find(|a| a.name == "cudaMemcpy");
+    let mc = mc.unwrap_or_else(|| panic!("{:?}", s.api));
+    assert_eq!((mc.stats.instances, mc.stats.total_ns), (15, 374_336_827.0));
 }
 
 #[test]
 fn nsys_schema_3_13_lazy_tables_gzip() {
-    let s = summary("nsys-2024.5.1_pipit_cloverleaf-cuda_A100.sqlite.gz", GroupBy::Kernel);
+    let s = summary(
+        "nsys-2024.5.1_pipit_cloverleaf-cuda_A100.sqlite.gz",
+        GroupBy::Kernel,
+    );
     assert!(s.source.detail.contains("3.13.2"));
     // ground truth: count(*) = 1312, sum(end-start) = 294404540
     assert_eq!(s.kernel_instances, 1312);
@@ -90,8 +107,13 @@ fn nsys_schema_3_13_lazy_tables_gzip() {
     // no NVTX_EVENTS / MEMSET tables: normal, not an error
     assert!(s.nvtx.is_empty());
     let top = &s.kernels[0];
-    assert_eq!((top.stats.instances, top.stats.total_ns), (10, 19_404_589.0));
-    assert!(top.name.starts_with("clover::par_ranged2d_kernel<PdV_kernel(bool,int,"));
+    assert_eq!(
+        (top.stats.instances, top.stats.total_ns),
+        (10, 19_404_589.0)
+    );
+    assert!(top
+        .name
+        .starts_with("clover::par_ranged2d_kernel<PdV_kernel(bool,int,"));
     assert!(top.name.contains("[lambda(int,int)(instance 2)]"));
     assert_eq!(top.base_name, "par_ranged2d_kernel");
     // 4 GPUs listed in TARGET_INFO_GPU, kernels only on device 0
@@ -101,11 +123,23 @@ fn nsys_schema_3_13_lazy_tables_gzip() {
 
 #[test]
 fn nsys_schema_3_25_two_gpu_pair_per_device_ground_truth() {
-    let b = summary("nsys-2026.2.1_nsysai_mfu_2xH100_before.sqlite.gz", GroupBy::Base);
-    let a = summary("nsys-2026.2.1_nsysai_mfu_2xH100_after.sqlite.gz", GroupBy::Base);
+    let b = summary(
+        "nsys-2026.2.1_nsysai_mfu_2xH100_before.sqlite.gz",
+        GroupBy::Base,
+    );
+    let a = summary(
+        "nsys-2026.2.1_nsysai_mfu_2xH100_after.sqlite.gz",
+        GroupBy::Base,
+    );
     assert!(b.source.detail.contains("3.25.0"));
-    assert_eq!((b.kernel_instances, b.total_kernel_ns), (4010, 535_200_650.0));
-    assert_eq!((a.kernel_instances, a.total_kernel_ns), (3587, 488_835_406.0));
+    assert_eq!(
+        (b.kernel_instances, b.total_kernel_ns),
+        (4010, 535_200_650.0)
+    );
+    assert_eq!(
+        (a.kernel_instances, a.total_kernel_ns),
+        (3587, 488_835_406.0)
+    );
     assert_eq!(b.devices, vec![0, 1]);
     // ground truth by shortName and deviceId
     assert_eq!(kernel(&b, "flash_fwd_kernel", 1), (34, 136_355_595.0));
@@ -117,7 +151,10 @@ fn nsys_schema_3_25_two_gpu_pair_per_device_ground_truth() {
     assert_eq!(kernel(&a, "ncclDevKernel_SendRecv", 1), (31, 23_753_085.0));
     assert_eq!(kernel(&a, "elementwise_kernel", 0), (394, 39_394_876.0));
     // `elementwise_kernel` must not swallow `vectorized_elementwise_kernel` (no substrings)
-    assert_eq!(kernel(&b, "vectorized_elementwise_kernel", 0), (926, 21_713_137.0));
+    assert_eq!(
+        kernel(&b, "vectorized_elementwise_kernel", 0),
+        (926, 21_713_137.0)
+    );
     // PyTorch NVTX text with `, seq = N, op_id = N` suffixes folds to the op name;
     // ground truth: text = 'aten::linear' OR text LIKE 'aten::linear,%' -> 336, 34985556
     assert_eq!(range(&b, "aten::linear"), (336, 34_985_556.0));
@@ -129,9 +166,15 @@ fn nsys_schema_3_25_two_gpu_pair_per_device_ground_truth() {
         .iter()
         .find(|m| m.name == "Memcpy DtoD" && m.device == Some(0));
     let dtod0 = dtod0.unwrap_or_else(|| panic!("{:?}", b.memops));
-    assert_eq!((dtod0.stats.instances, dtod0.stats.total_ns), (493, 2_831_071.0));
+    assert_eq!(
+        (dtod0.stats.instances, dtod0.stats.total_ns),
+        (493, 2_831_071.0)
+    );
     assert_eq!(dtod0.stats.bytes, 4_023_067_136);
-    let ms1 = b.memops.iter().find(|m| m.name == "Memset" && m.device == Some(1));
+    let ms1 = b
+        .memops
+        .iter()
+        .find(|m| m.name == "Memset" && m.device == Some(1));
     assert_eq!(ms1.map(|m| m.stats.instances), Some(136));
 }
 
@@ -164,11 +207,17 @@ fn before_after_diff_names_the_kernels_that_changed() {
         .collect();
     assert_eq!(
         regressed,
-        vec![("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096>)", Some(1))]
+        vec![(
+            "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096>)",
+            Some(1)
+        )]
     );
     // the largest per-instance changes are the NCCL kernels on both GPUs, listed first
     let top2: Vec<&str> = d.rows.iter().take(2).map(|r| r.name.as_str()).collect();
-    assert!(top2.iter().all(|n| n.starts_with("ncclDevKernel_SendRecv")), "{top2:?}");
+    assert!(
+        top2.iter().all(|n| n.starts_with("ncclDevKernel_SendRecv")),
+        "{top2:?}"
+    );
     // flash attention: fewer instances in the window but same per-instance time -> unchanged
     let flash = d
         .rows
@@ -176,7 +225,11 @@ fn before_after_diff_names_the_kernels_that_changed() {
         .find(|r| r.name.starts_with("flash::flash_fwd_kernel") && r.device == Some(1));
     let flash = flash.unwrap_or_else(|| panic!("flash row missing"));
     assert_eq!(flash.class, Class::Unchanged);
-    assert!(flash.reason.contains("instances 34 -> 30"), "{}", flash.reason);
+    assert!(
+        flash.reason.contains("instances 34 -> 30"),
+        "{}",
+        flash.reason
+    );
     assert_eq!(d.counts.new + d.counts.removed, 0);
     // JSON carries both sides and the classification
     let j = serde_json::to_value(&d).unwrap_or_default();
@@ -200,7 +253,10 @@ fn before_after_diff_names_the_kernels_that_changed() {
 
 #[test]
 fn nsys_stats_nvtx_pushpop_trace_csv() {
-    let s = summary("nsys-stats_nvtx_pushpop_trace_pipit_nbody.csv", GroupBy::Kernel);
+    let s = summary(
+        "nsys-stats_nvtx_pushpop_trace_pipit_nbody.csv",
+        GroupBy::Kernel,
+    );
     assert_eq!(s.source.format, Some(traces::Format::NsysStatsCsv));
     assert!(s.kernels.is_empty());
     let n: u64 = s.nvtx.iter().map(|r| r.stats.instances).sum();
@@ -212,14 +268,27 @@ fn nsys_stats_nvtx_pushpop_trace_csv() {
 
 #[test]
 fn kineto_two_generations() {
-    let s = summary("kineto_hta_trace_diff_control_A100.json.gz", GroupBy::Kernel);
+    let s = summary(
+        "kineto_hta_trace_diff_control_A100.json.gz",
+        GroupBy::Kernel,
+    );
     // ground truth: 8568 kernel events, sum(dur) = 446813 us
-    assert_eq!((s.kernel_instances, s.total_kernel_ns), (8568, 446_813_000.0));
     assert_eq!(
-        kernel(&s, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 3),
+        (s.kernel_instances, s.total_kernel_ns),
+        (8568, 446_813_000.0)
+    );
+    assert_eq!(
+        kernel(
+            &s,
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)",
+            3
+        ),
         (42, 130_655_000.0)
     );
-    assert_eq!(s.source.devices.first().map(|d| d.1.as_str()), Some("NVIDIA A100-PG509-200"));
+    assert_eq!(
+        s.source.devices.first().map(|d| d.1.as_str()),
+        Some("NVIDIA A100-PG509-200")
+    );
     let mc: u64 = s
         .memops
         .iter()
@@ -244,9 +313,15 @@ fn kineto_diff_across_gpus_warns_and_matches() {
         (Ok(b), Ok(c)) => (b, c),
         (Err(e), _) | (_, Err(e)) => panic!("{e}"),
     };
-    assert_eq!((c.kernel_instances, c.total_kernel_ns), (9876, 801_858_000.0));
+    assert_eq!(
+        (c.kernel_instances, c.total_kernel_ns),
+        (9876, 801_858_000.0)
+    );
     let d = traces::diff::diff(&b, &c, &DiffOptions::default()).unwrap_or_else(|e| panic!("{e}"));
-    assert!(d.warnings.iter().any(|w| w.contains("device 3") && w.contains("device 1")));
+    assert!(d
+        .warnings
+        .iter()
+        .any(|w| w.contains("device 3") && w.contains("device 1")));
     let nccl = d
         .rows
         .iter()
@@ -304,7 +379,10 @@ fn ncu_pages_agree_with_ground_truth() {
 fn ncu_failed_flash_attention_row() {
     let s = summary("sglang-fork_H800_s_raw.csv", GroupBy::Kernel);
     // ground truth: 4 distribution kernels totalling 87136 ns; flash row is nan / -nan
-    let (n, t, f) = ncu_dur("sglang-fork_H800_s_raw.csv", "at::(anonymous namespace)::distribution_elementwise_grid_stride_kernel");
+    let (n, t, f) = ncu_dur(
+        "sglang-fork_H800_s_raw.csv",
+        "at::(anonymous namespace)::distribution_elementwise_grid_stride_kernel",
+    );
     assert_eq!((n, f), (4, 0));
     assert!((t - 87_136.0).abs() < 0.5, "{t}");
     let (n, t, f) = ncu_dur("sglang-fork_H800_s_raw.csv", "flash_fwd_kernel<");
@@ -332,7 +410,10 @@ fn ncu_metrics_normalised_across_unit_modes() {
     // auto units (Mbyte, us) vs base units (byte, ns)
     for key in ["dram_bytes", "duration_ns", "registers_per_thread"] {
         let (x, y) = (m(&a, 0, key), m(&b, 0, key));
-        assert!((x - y).abs() <= 1e-6 * y.abs().max(1.0), "{key}: {x} vs {y}");
+        assert!(
+            (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+            "{key}: {x} vs {y}"
+        );
     }
     assert_eq!(m(&b, 0, "dram_bytes"), 536_890_880.0 + 250_782_720.0);
     // the bank-conflicting transpose; thousands separators ("16,381,318")
@@ -346,7 +427,13 @@ fn ncu_metrics_normalised_across_unit_modes() {
     assert_eq!(d.ncu.len(), 2);
     for k in &d.ncu {
         for md in &k.metrics {
-            assert!(md.pct.unwrap_or(0.0).abs() < 0.1, "{} {}: {:?}", k.name, md.metric, md.pct);
+            assert!(
+                md.pct.unwrap_or(0.0).abs() < 0.1,
+                "{} {}: {:?}",
+                k.name,
+                md.metric,
+                md.pct
+            );
         }
     }
 }

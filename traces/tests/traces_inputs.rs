@@ -40,10 +40,17 @@ fn summarize(p: &Path) -> traces::Result<Summary> {
 
 fn expect_err(p: &Path) -> TraceError {
     match summarize(p) {
-        Ok(s) => panic!("{} parsed but should fail: {} kernels", p.display(), s.kernels.len()),
+        Ok(s) => panic!(
+            "{} parsed but should fail: {} kernels",
+            p.display(),
+            s.kernels.len()
+        ),
         Err(e) => {
             let msg = e.to_string();
-            let fname = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let fname = p
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             assert!(msg.contains(&fname), "error should name the file: {msg}");
             e
         }
@@ -67,11 +74,22 @@ fn malformed_files_give_clear_errors() {
     assert!(e.to_string().contains("half-written"));
     // truncated export
     let e = expect_err(&write(d.path(), "trunc.sqlite", &db[..db.len() / 3]));
-    assert!(matches!(e, TraceError::Sqlite { .. } | TraceError::NotNsys { .. }), "{e}");
+    assert!(
+        matches!(e, TraceError::Sqlite { .. } | TraceError::NotNsys { .. }),
+        "{e}"
+    );
     // wrong magic / binary garbage
-    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     let e = expect_err(&write(d.path(), "garbage.sqlite", &garbage));
-    assert!(matches!(e, TraceError::UnknownFormat { .. } | TraceError::NotUtf8 { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            TraceError::UnknownFormat { .. } | TraceError::NotUtf8 { .. }
+        ),
+        "{e}"
+    );
     // truncated gzip
     let gz = std::fs::read(fx("kineto_hta_triton_example_A100.json.gz")).unwrap_or_default();
     let e = expect_err(&write(d.path(), "trunc.json.gz", &gz[..gz.len() / 2]));
@@ -90,7 +108,11 @@ fn malformed_files_give_clear_errors() {
     let e = expect_err(&write(d.path(), "latin1.csv", &csv));
     assert!(e.to_string().contains("UTF-8"), "{e}");
     // binary report instead of an export
-    let e = expect_err(&write(d.path(), "run.nsys-rep", b"\x00\x01binary nsys report"));
+    let e = expect_err(&write(
+        d.path(),
+        "run.nsys-rep",
+        b"\x00\x01binary nsys report",
+    ));
     assert!(e.to_string().contains("nsys export"), "{e}");
     // a CSV of something else
     let e = expect_err(&write(d.path(), "other.csv", b"a,b,c\n1,2,3\n"));
@@ -99,7 +121,8 @@ fn malformed_files_give_clear_errors() {
     let p = d.path().join("other.sqlite");
     {
         let c = rusqlite::Connection::open(&p).unwrap_or_else(|e| panic!("{e}"));
-        c.execute("CREATE TABLE foo (x INTEGER)", []).unwrap_or_else(|e| panic!("{e}"));
+        c.execute("CREATE TABLE foo (x INTEGER)", [])
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     let e = expect_err(&p);
     assert!(matches!(e, TraceError::NotNsys { .. }), "{e}");
@@ -135,7 +158,8 @@ Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (n
 
 ";
 
-const GPUKERNSUM_2021: &str = "Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Name
+const GPUKERNSUM_2021: &str =
+    "Time(%),Total Time (ns),Instances,Average,Minimum,Maximum,StdDev,Name
 80.0,1300000,10,130000.0,120000,140000,3000.5,\"void gemm<float, 128>(int, float const*)\"
 20.0,330000,3,110000.0,100000,120000,10000.0,vadd
 ";
@@ -154,12 +178,19 @@ const GPUTRACE_OLD_US: &str = "Start (us),Duration (us),CorrId,GrdX,GrdY,GrdZ,Bl
 #[test]
 fn nsys_stats_csv_generations_and_units() {
     let d = tmp();
-    let s = summarize(&write(d.path(), "report_cuda_gpu_kern_sum.csv", KERN_SUM_2023.as_bytes()))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let s = summarize(&write(
+        d.path(),
+        "report_cuda_gpu_kern_sum.csv",
+        KERN_SUM_2023.as_bytes(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(s.aggregated_only);
     let g = &s.kernels[0];
     assert_eq!(g.name, "gemm<float,128>(int,const float*)");
-    assert_eq!((g.stats.instances, g.stats.total_ns, g.stats.median_ns), (10, 1_234_567.0, 123_000.0));
+    assert_eq!(
+        (g.stats.instances, g.stats.total_ns, g.stats.median_ns),
+        (10, 1_234_567.0, 123_000.0)
+    );
     assert_eq!(s.kernels[1].name, "vadd");
     // old report name without a banner: classified from the (non-API) names
     let s = summarize(&write(d.path(), "old.csv", GPUKERNSUM_2021.as_bytes()))
@@ -169,7 +200,8 @@ fn nsys_stats_csv_generations_and_units() {
     // `float const*` (c++filt) and `const float *` (nsys) differ only in const placement; the
     // diff joins gemm at the base level
     // gpu trace, new style: per-device kernels, new memcpy names
-    let s = summarize(&write(d.path(), "t.csv", GPU_TRACE_NEW.as_bytes())).unwrap_or_else(|e| panic!("{e}"));
+    let s = summarize(&write(d.path(), "t.csv", GPU_TRACE_NEW.as_bytes()))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.devices, vec![0, 1]);
     assert_eq!(s.kernel_instances, 2);
     assert_eq!(s.memops[0].name, "Memcpy HtoD");
@@ -177,8 +209,12 @@ fn nsys_stats_csv_generations_and_units() {
     // old style, microsecond columns, minimal quoting with commas inside an unquoted name is
     // not valid CSV, so nsys quotes; here the old name has no quotes and must still parse the
     // first fields right
-    let s = summarize(&write(d.path(), "old_trace.csv", GPUTRACE_OLD_US.as_bytes()))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let s = summarize(&write(
+        d.path(),
+        "old_trace.csv",
+        GPUTRACE_OLD_US.as_bytes(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.memops[0].name, "Memcpy HtoD");
     assert_eq!(s.memops[0].stats.total_ns, 300.0);
     assert_eq!(s.kernel_instances, 1);
@@ -187,8 +223,32 @@ fn nsys_stats_csv_generations_and_units() {
     let a = summarize(&d.path().join("t.csv")).unwrap_or_else(|e| panic!("{e}"));
     let b = summarize(&d.path().join("old_trace.csv")).unwrap_or_else(|e| panic!("{e}"));
     let df = traces::diff::diff(&a, &b, &DiffOptions::default()).unwrap_or_else(|e| panic!("{e}"));
-    let m = df.memops.iter().find(|r| r.name == "Memcpy HtoD" && r.device == Some(0));
-    assert!(m.is_some_and(|m| m.baseline.is_some() && m.candidate.is_some()), "{:?}", df.memops);
+    let m = df
+        .memops
+        .iter()
+        .find(|r| r.name == "Memcpy HtoD" && r.device == Some(0));
+    assert!(
+        m.is_some_and(|m| m.baseline.is_some() && m.candidate.is_some()),
+        "{:?}",
+        df.memops
+    );
+}
+
+#[test]
+fn nsys_stats_multi_report_file_skips_unsupported_reports() {
+    let text = format!(
+        "{}\n ** OS Runtime Summary (osrt_sum):\n\nTime (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n90.0,5000000,10,500000.0,500000.0,1000,900000,100.0,poll\n\n ** CUDA API Summary (cuda_api_sum):\n\nTime (%),Total Time (ns),Num Calls,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n100.0,4000,2,2000.0,2000.0,1000,3000,1414.2,cudaLaunchKernel_v7000\n",
+        KERN_SUM_2023
+    );
+    let d = tmp();
+    let s = summarize(&write(d.path(), "all_reports.csv", text.as_bytes()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // kernels from the kernel summary only; `poll` (OS runtime) is not a kernel
+    assert_eq!(s.kernels.len(), 2);
+    assert!(s.kernels.iter().all(|k| k.name != "poll"));
+    assert_eq!(s.api.len(), 1);
+    assert_eq!(s.api[0].name, "cudaLaunchKernel");
+    assert_eq!(s.api[0].stats.instances, 2);
 }
 
 /// Generate a Kineto trace: (name, device, durations in µs).
@@ -204,7 +264,10 @@ fn kineto(kernels: &[(&str, i64, Vec<f64>)]) -> String {
             ts += d + 1.0;
         }
     }
-    format!(r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#, ev.join(",\n"))
+    format!(
+        r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#,
+        ev.join(",\n")
+    )
 }
 
 fn noisy(n: usize, base: f64, seed: u64) -> Vec<f64> {
@@ -245,7 +308,8 @@ fn diff_classifies_generated_changes() {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => panic!("{e}"),
     };
-    let df = traces::diff::diff(&sb, &sc, &DiffOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let df =
+        traces::diff::diff(&sb, &sc, &DiffOptions::default()).unwrap_or_else(|e| panic!("{e}"));
     let class = |n: &str| {
         df.rows
             .iter()
@@ -298,9 +362,16 @@ fn two_gpu_diff_warns_when_a_device_is_on_one_side_only() {
         (Ok(x), Ok(y)) => (x, y),
         (Err(e), _) | (_, Err(e)) => panic!("{e}"),
     };
-    let df = traces::diff::diff(&sb, &sc, &DiffOptions::default()).unwrap_or_else(|e| panic!("{e}"));
-    assert!(df.warnings.iter().any(|w| w.contains("device 1 appears only in the baseline")));
-    assert!(df.warnings.iter().any(|w| w.contains("device 2 appears only in the candidate")));
+    let df =
+        traces::diff::diff(&sb, &sc, &DiffOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(df
+        .warnings
+        .iter()
+        .any(|w| w.contains("device 1 appears only in the baseline")));
+    assert!(df
+        .warnings
+        .iter()
+        .any(|w| w.contains("device 2 appears only in the candidate")));
     assert_eq!(df.counts.removed, 1);
     assert_eq!(df.counts.new, 1);
 }
@@ -309,8 +380,12 @@ fn two_gpu_diff_warns_when_a_device_is_on_one_side_only() {
 fn chrome_conversion_is_valid_json_and_atomic() {
     let d = tmp();
     let out = d.path().join("out.json");
-    let n = traces::chrome::convert(&fx("nsys-2022.2.1_pipit_saxpy-mpi-cuda_A100.sqlite.gz"), &out, false)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let n = traces::chrome::convert(
+        &fx("nsys-2022.2.1_pipit_saxpy-mpi-cuda_A100.sqlite.gz"),
+        &out,
+        false,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
     let evs = v["traceEvents"].as_array().cloned().unwrap_or_default();
@@ -319,11 +394,20 @@ fn chrome_conversion_is_valid_json_and_atomic() {
     // 5 kernels + 15 memcpy + 22 NVTX ranges + 95 runtime calls
     let kernels = x.iter().filter(|e| e["cat"] == "kernel").count();
     assert_eq!(kernels, 5);
-    let k0 = x.iter().find(|e| e["cat"] == "kernel").cloned().cloned().unwrap_or_default();
+    let k0 = x
+        .iter()
+        .find(|e| e["cat"] == "kernel")
+        .cloned()
+        .cloned()
+        .unwrap_or_default();
     assert!(k0["dur"].as_f64().unwrap_or(0.0) > 17_000.0); // µs
-    // only the output file is left in the directory (temp file renamed)
+                                                           // only the output file is left in the directory (temp file renamed)
     let names: Vec<String> = std::fs::read_dir(d.path())
-        .map(|r| r.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(names, vec!["out.json".to_string()]);
     // an aggregated report has no timeline: clear error, no output file
@@ -344,7 +428,8 @@ fn kineto_top_level_array_and_string_ids() {
     let js = r#"[{"ph":"X","cat":"Kernel","name":"k1","pid":"GPU 2","tid":"stream 7","ts":10,"dur":3},
                 {"ph":"X","cat":"gpu_memset","name":"Memset (Device)","pid":2,"tid":7,"ts":20,"dur":1,"args":{"device":2,"bytes":64}},
                 {"ph":"i","name":"marker","ts":5}]"#;
-    let s = summarize(&write(d.path(), "arr.json", js.as_bytes())).unwrap_or_else(|e| panic!("{e}"));
+    let s =
+        summarize(&write(d.path(), "arr.json", js.as_bytes())).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(s.kernels[0].device, 2);
     assert_eq!(s.kernels[0].stats.total_ns, 3000.0);
     assert_eq!(s.memops[0].stats.bytes, 64);

@@ -154,7 +154,8 @@ impl FnLaunch {
         let act = (self.act == Activation::Silu) as i32;
         match version {
             "v1" => {
-                let total = (self.batch * self.dim * (self.seqlen + self.width.saturating_sub(1))) as u64;
+                let total =
+                    (self.batch * self.dim * (self.seqlen + self.width.saturating_sub(1))) as u64;
                 if total == 0 {
                     return Ok(());
                 }
@@ -162,10 +163,20 @@ impl FnLaunch {
                 let f = g.function("causal_conv1d", "conv1d_fn_v1")?;
                 let mut a = g.stream.launch_builder(&f);
                 a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
-                a.arg(&self.bias).arg(&self.bdt).arg(&self.init).arg(&self.idt);
-                a.arg(&rows).arg(&dim).arg(&l).arg(&width).arg(&act).arg(&self.out).arg(&self.fin);
+                a.arg(&self.bias)
+                    .arg(&self.bdt)
+                    .arg(&self.init)
+                    .arg(&self.idt);
+                a.arg(&rows)
+                    .arg(&dim)
+                    .arg(&l)
+                    .arg(&width)
+                    .arg(&act)
+                    .arg(&self.out)
+                    .arg(&self.fin);
                 // SAFETY: matches conv1d_fn_v1; buffers hold the shapes in the module doc.
-                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }.map_err(drv("conv1d_fn_v1"))?;
+                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
+                    .map_err(drv("conv1d_fn_v1"))?;
                 Ok(())
             }
             "v2" => {
@@ -192,8 +203,16 @@ impl FnLaunch {
                 let f = g.function("causal_conv1d", &name)?;
                 let mut a = g.stream.launch_builder(&f);
                 a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
-                a.arg(&self.bias).arg(&self.bdt).arg(&self.init).arg(&self.idt);
-                a.arg(&rows).arg(&dim).arg(&l).arg(&act).arg(&self.out).arg(&self.fin);
+                a.arg(&self.bias)
+                    .arg(&self.bdt)
+                    .arg(&self.init)
+                    .arg(&self.idt);
+                a.arg(&rows)
+                    .arg(&dim)
+                    .arg(&l)
+                    .arg(&act)
+                    .arg(&self.out)
+                    .arg(&self.fin);
                 // SAFETY: matches conv1d_fn_v2_*; rows are 16-byte aligned (checked above) and
                 // device buffers start 256-byte aligned.
                 unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v2"))?;
@@ -222,7 +241,12 @@ pub fn run_fn(
     let width = wt.shape[1];
     inp.shape("weight", wt, &[dim, width], "(dim, width)")?;
     if width == 0 {
-        return Err(inp.err("weight", "width is 0; pass weight of shape (dim, width >= 1)").into());
+        return Err(inp
+            .err(
+                "weight",
+                "width is 0; pass weight of shape (dim, width >= 1)",
+            )
+            .into());
     }
     let bias = match inp.opt_float("bias", 1)? {
         None => None,
@@ -234,7 +258,12 @@ pub fn run_fn(
     let init = match inp.opt_float("initial_states", 3)? {
         None => None,
         Some((t, _)) => {
-            inp.shape("initial_states", t, &[batch, dim, width - 1], "(batch, dim, width - 1)")?;
+            inp.shape(
+                "initial_states",
+                t,
+                &[batch, dim, width - 1],
+                "(batch, dim, width - 1)",
+            )?;
             Some(upload_float(g, t)?)
         }
     };
@@ -272,7 +301,10 @@ pub fn run_fn(
     g.sync()?;
     Ok(reference::op::outputs([
         ("out", as_dtype(g.download(&out, "out")?, xt.dtype())),
-        ("final_states", as_dtype(g.download(&fin, "final_states")?, xt.dtype())),
+        (
+            "final_states",
+            as_dtype(g.download(&fin, "final_states")?, xt.dtype()),
+        ),
     ]))
 }
 
@@ -281,7 +313,10 @@ pub fn run_fn(
 pub fn applicable_update(_version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
     let w = inputs.get("weight")?;
     if w.rank() == 2 && (w.shape[1] == 0 || w.shape[1] > MAX_WIDTH) {
-        return Some(format!("update v1 needs width 1..={MAX_WIDTH} (width = {})", w.shape[1]));
+        return Some(format!(
+            "update v1 needs width 1..={MAX_WIDTH} (width = {})",
+            w.shape[1]
+        ));
     }
     None
 }
@@ -324,7 +359,10 @@ impl UpdateLaunch {
         if n == 0 {
             return Ok(());
         }
-        let f = g.function("causal_conv1d", &format!("conv1d_update_v1_w{}", self.width))?;
+        let f = g.function(
+            "causal_conv1d",
+            &format!("conv1d_update_v1_w{}", self.width),
+        )?;
         let (b, d, l, sl) = (
             self.batch as i64,
             self.dim as i64,
@@ -333,10 +371,19 @@ impl UpdateLaunch {
         );
         let act = (self.act == Activation::Silu) as i32;
         let mut a = g.stream.launch_builder(&f);
-        a.arg(&self.x).arg(&self.xdt).arg(&self.state).arg(&self.sdt);
+        a.arg(&self.x)
+            .arg(&self.xdt)
+            .arg(&self.state)
+            .arg(&self.sdt);
         a.arg(&self.w).arg(&self.wdt).arg(&self.bias).arg(&self.bdt);
         a.arg(&self.cache_seqlens).arg(&self.slots);
-        a.arg(&b).arg(&d).arg(&l).arg(&sl).arg(&act).arg(&self.out).arg(&self.inter);
+        a.arg(&b)
+            .arg(&d)
+            .arg(&l)
+            .arg(&sl)
+            .arg(&act)
+            .arg(&self.out)
+            .arg(&self.inter);
         // SAFETY: matches conv1d_update_v1_w*; shapes validated by run_update.
         unsafe { a.launch(cfg(grid_for(g, n, 128), 128, 0)) }.map_err(drv("conv1d_update_v1"))?;
         Ok(())
@@ -358,7 +405,12 @@ pub fn run_update(
     let seqlen = if multi { xt.shape[2] } else { 1 };
     let (st, _) = inp.float("conv_state", 3)?;
     let (slots, state_len) = (st.shape[0], st.shape[2]);
-    inp.shape("conv_state", st, &[slots, dim, state_len], "(batch|cache, dim, state_len)")?;
+    inp.shape(
+        "conv_state",
+        st,
+        &[slots, dim, state_len],
+        "(batch|cache, dim, state_len)",
+    )?;
     let (wt, _) = inp.float("weight", 2)?;
     let width = wt.shape[1];
     inp.shape("weight", wt, &[dim, width], "(dim, width)")?;
@@ -375,7 +427,12 @@ pub fn run_update(
             .into());
     }
     if state_len == 0 && seqlen > 0 && inputs.contains_key("cache_seqlens") {
-        return Err(inp.err("conv_state", "a ring buffer (cache_seqlens) needs state_len >= 1").into());
+        return Err(inp
+            .err(
+                "conv_state",
+                "a ring buffer (cache_seqlens) needs state_len >= 1",
+            )
+            .into());
     }
     let bias = match inp.opt_float("bias", 1)? {
         None => None,
@@ -390,7 +447,10 @@ pub fn run_update(
             inp.shape("cache_seqlens", t, &[batch], "(batch,)")?;
             if let Some(i) = v.iter().position(|&s| s < 0) {
                 return Err(inp
-                    .err("cache_seqlens", format!("entry {i} is {} (must be >= 0)", v[i]))
+                    .err(
+                        "cache_seqlens",
+                        format!("entry {i} is {} (must be >= 0)", v[i]),
+                    )
                     .into());
             }
             Some(upload_i64(g, &v)?)
@@ -465,7 +525,10 @@ pub fn run_update(
     g.sync()?;
     let mut m = reference::op::outputs([
         ("out", as_dtype(g.download(&out, "out")?, xt.dtype())),
-        ("conv_state", as_dtype(g.download(&state, "conv_state")?, st.dtype())),
+        (
+            "conv_state",
+            as_dtype(g.download(&state, "conv_state")?, st.dtype()),
+        ),
     ]);
     if let Some(it) = &inter {
         m.insert(
@@ -553,8 +616,10 @@ pub fn bench_prefill(
     for v in ["v1", "v2"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
-        versions.push(serde_json::json!({"version": v, "time": timing_json(&t), "gb_per_s": gbs,
-                                         "pct_of_copy": 100.0 * gbs / cgbs}));
+        versions.push(
+            serde_json::json!({"version": v, "time": timing_json(&t), "gb_per_s": gbs,
+                                         "pct_of_copy": 100.0 * gbs / cgbs}),
+        );
     }
     Ok(serde_json::json!({"op": OP_FN,
         "shape": {"batch": batch, "dim": dim, "seqlen": seqlen, "width": width, "dtype": "bf16", "activation": "silu"},

@@ -231,7 +231,13 @@ fn drv(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
 const THREADS: u32 = 256;
 
 /// The five stages in launch order (for per-stage timing).
-pub const STAGES: [&str; 5] = ["cumsum", "bmm_cb", "chunk_state", "state_pass", "chunk_scan"];
+pub const STAGES: [&str; 5] = [
+    "cumsum",
+    "bmm_cb",
+    "chunk_state",
+    "state_pass",
+    "chunk_scan",
+];
 
 impl SsdLaunch {
     /// All five stages, in order, on `g.stream`.
@@ -272,9 +278,15 @@ impl SsdLaunch {
                 let f = g.function("ssd_chunk_scan", "ssd_cumsum")?;
                 let sp = self.dt_cfg.softplus as i32;
                 let mut a = st.launch_builder(&f);
-                a.arg(&self.dt.0).arg(&self.dt.1).arg(&self.a.0).arg(&self.a.1);
+                a.arg(&self.dt.0)
+                    .arg(&self.dt.1)
+                    .arg(&self.a.0)
+                    .arg(&self.a.1);
                 a.arg(&self.dt_bias.0).arg(&self.dt_bias.1).arg(&s).arg(&sp);
-                a.arg(&self.dt_cfg.dt_min).arg(&self.dt_cfg.dt_max).arg(&dtp).arg(&dacs);
+                a.arg(&self.dt_cfg.dt_min)
+                    .arg(&self.dt_cfg.dt_max)
+                    .arg(&dtp)
+                    .arg(&dacs);
                 // SAFETY: matches ssd_cumsum; workspaces sized by SsdDims::workspace_elems.
                 unsafe { a.launch(cfg(grid_for(g, n, 128), 128, 0)) }.map_err(drv("ssd_cumsum"))?;
             }
@@ -283,9 +295,15 @@ impl SsdLaunch {
                 let blocks = u(s.b * s.nc * s.g) * tq * tq;
                 let f = g.function("ssd_chunk_scan", &format!("ssd_bmm_cb_m{}", c.cb_m))?;
                 let mut a = st.launch_builder(&f);
-                a.arg(&self.b.0).arg(&self.b.1).arg(&self.c.0).arg(&self.c.1).arg(&s).arg(&cb);
+                a.arg(&self.b.0)
+                    .arg(&self.b.1)
+                    .arg(&self.c.0)
+                    .arg(&self.c.1)
+                    .arg(&s)
+                    .arg(&cb);
                 // SAFETY: matches ssd_bmm_cb_m*.
-                unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }.map_err(drv("ssd_bmm_cb"))?;
+                unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }
+                    .map_err(drv("ssd_bmm_cb"))?;
             }
             2 if scan && s.p > 0 && s.n > 0 => {
                 let blocks = u(s.b * s.nc * s.h)
@@ -294,7 +312,11 @@ impl SsdLaunch {
                 let name = format!("ssd_state_m{}_n{}", c.state_m, c.state_n);
                 let f = g.function("ssd_chunk_scan", &name)?;
                 let mut a = st.launch_builder(&f);
-                a.arg(&self.x.0).arg(&self.x.1).arg(&self.b.0).arg(&self.b.1).arg(&self.seq_idx);
+                a.arg(&self.x.0)
+                    .arg(&self.x.1)
+                    .arg(&self.b.0)
+                    .arg(&self.b.1)
+                    .arg(&self.seq_idx);
                 a.arg(&dtp).arg(&dacs).arg(&s).arg(&states);
                 // SAFETY: matches ssd_state_m*_n*.
                 unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }.map_err(drv("ssd_state"))?;
@@ -314,7 +336,11 @@ impl SsdLaunch {
                     };
                     let f = g.function("ssd_chunk_scan", name)?;
                     let mut a = st.launch_builder(&f);
-                    a.arg(&self.init.0).arg(&self.init.1).arg(&self.seq_idx).arg(&dacs).arg(&s);
+                    a.arg(&self.init.0)
+                        .arg(&self.init.1)
+                        .arg(&self.seq_idx)
+                        .arg(&dacs)
+                        .arg(&s);
                     a.arg(&states).arg(&self.final_states);
                     // SAFETY: matches ssd_state_pass / ssd_state_pass_v4 (16-byte aligned rows
                     // when P*N % 4 == 0: every buffer starts 256-byte aligned).
@@ -328,9 +354,21 @@ impl SsdLaunch {
                 let name = format!("ssd_scan_m{}_n{}", c.scan_m, c.scan_n);
                 let f = g.function("ssd_chunk_scan", &name)?;
                 let mut a = st.launch_builder(&f);
-                a.arg(&self.x.0).arg(&self.x.1).arg(&self.c.0).arg(&self.c.1);
-                a.arg(&self.d.0).arg(&self.d.1).arg(&self.z.0).arg(&self.z.1).arg(&self.seq_idx);
-                a.arg(&dtp).arg(&dacs).arg(&cb).arg(&states).arg(&s).arg(&self.y);
+                a.arg(&self.x.0)
+                    .arg(&self.x.1)
+                    .arg(&self.c.0)
+                    .arg(&self.c.1);
+                a.arg(&self.d.0)
+                    .arg(&self.d.1)
+                    .arg(&self.z.0)
+                    .arg(&self.z.1)
+                    .arg(&self.seq_idx);
+                a.arg(&dtp)
+                    .arg(&dacs)
+                    .arg(&cb)
+                    .arg(&states)
+                    .arg(&s)
+                    .arg(&self.y);
                 // SAFETY: matches ssd_scan_m*_n*.
                 unsafe { a.launch(cfg(grid_1d(blocks)?, THREADS, 0)) }.map_err(drv("ssd_scan"))?;
             }
@@ -365,12 +403,19 @@ pub fn run(
     inp.shape("A", at, &[h], "(nheads,)")?;
     let (btn, _) = inp.float("B", 4)?;
     let (ng, n) = (btn.shape[2], btn.shape[3]);
-    inp.shape("B", btn, &[bt, l, ng, n], "(batch, seqlen, ngroups, dstate)")?;
+    inp.shape(
+        "B",
+        btn,
+        &[bt, l, ng, n],
+        "(batch, seqlen, ngroups, dstate)",
+    )?;
     if ng == 0 || h % ng != 0 {
         return Err(inp
             .err(
                 "B",
-                format!("ngroups {ng} does not divide nheads {h}; pass B with ngroups dividing nheads"),
+                format!(
+                    "ngroups {ng} does not divide nheads {h}; pass B with ngroups dividing nheads"
+                ),
             )
             .into());
     }
@@ -380,7 +425,9 @@ pub fn run(
         None => None,
         Some(t) => {
             if !t.dtype().is_float() {
-                return Err(inp.err("D", format!("dtype {} is not a float type", t.dtype())).into());
+                return Err(inp
+                    .err("D", format!("dtype {} is not a float type", t.dtype()))
+                    .into());
             }
             let v = t.to_f32_vec();
             let full: Vec<f32> = if t.shape == [h] {
@@ -404,7 +451,12 @@ pub fn run(
     let z = match inp.opt_float("z", 4)? {
         None => None,
         Some((t, _)) => {
-            inp.shape("z", t, &xt.shape, "x's shape (batch, seqlen, nheads, headdim)")?;
+            inp.shape(
+                "z",
+                t,
+                &xt.shape,
+                "x's shape (batch, seqlen, nheads, headdim)",
+            )?;
             Some(upload_float(g, t)?)
         }
     };
@@ -418,7 +470,12 @@ pub fn run(
     let init = match inp.opt_float("initial_states", 4)? {
         None => None,
         Some((t, _)) => {
-            inp.shape("initial_states", t, &[bt, h, hd, n], "(batch, nheads, headdim, dstate)")?;
+            inp.shape(
+                "initial_states",
+                t,
+                &[bt, h, hd, n],
+                "(batch, nheads, headdim, dstate)",
+            )?;
             Some(upload_float(g, t)?)
         }
     };
@@ -460,7 +517,10 @@ pub fn run(
     };
     if dt_cfg.dt_min.is_nan() || dt_cfg.dt_max.is_nan() || dt_cfg.dt_min > dt_cfg.dt_max {
         return Err(inp
-            .invalid(format!("dt_min {} must be <= dt_max {}", dt_cfg.dt_min, dt_cfg.dt_max))
+            .invalid(format!(
+                "dt_min {} must be <= dt_max {}",
+                dt_cfg.dt_min, dt_cfg.dt_max
+            ))
             .into());
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
@@ -563,12 +623,24 @@ pub fn bench_scan(
     };
     let (ws_dt, ws_cb, ws_st) = dims.workspace_elems();
     let flops = {
-        let (b, nc, h, q, g_, p, n) = (batch as f64, dims.nc as f64, nheads as f64, dims.q as f64, ngroups as f64, headdim as f64, dstate as f64);
+        let (b, nc, h, q, g_, p, n) = (
+            batch as f64,
+            dims.nc as f64,
+            nheads as f64,
+            dims.q as f64,
+            ngroups as f64,
+            headdim as f64,
+            dstate as f64,
+        );
         // C·B (lower-triangle tiles ~ half) + chunk state + C·state + intra-chunk (half)
         b * nc * (g_ * q * q * n + 2.0 * h * p * q * n + 2.0 * h * q * p * n + h * q * q * p)
     };
     let mut configs = vec![];
-    let list = if sweep { SsdConfig::candidates() } else { vec![SsdConfig::default()] };
+    let list = if sweep {
+        SsdConfig::candidates()
+    } else {
+        vec![SsdConfig::default()]
+    };
     for c in list {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, &ws, &c))?;
         configs.push(serde_json::json!({"config": c, "time": timing_json(&t),

@@ -9,7 +9,10 @@ use gpu::ops::{self, RunOpts};
 use reference::{DType, TensorMap};
 
 pub fn sets(params: &[(&str, &str)]) -> Vec<(String, String)> {
-    params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Runs `op` on GPU kernel `version` and on the reference; compares every reference output.
@@ -50,7 +53,11 @@ pub fn check_op(
 }
 
 /// Every version of `op` that applies to these inputs.
-pub fn versions_for(op: &str, inputs: &TensorMap, params: &[(String, String)]) -> Vec<&'static str> {
+pub fn versions_for(
+    op: &str,
+    inputs: &TensorMap,
+    params: &[(String, String)],
+) -> Vec<&'static str> {
     let Ok(gop) = ops::find(op) else {
         return vec![];
     };
@@ -109,12 +116,18 @@ pub fn table_cases(op: &str) -> (usize, usize) {
                     (None, Some(e)) => e.clone(),
                     _ => "failed".into(),
                 };
-                failures.push(format!("{} [{}] {}: {detail}", row.case, row.implementation, row.output));
+                failures.push(format!(
+                    "{} [{}] {}: {detail}",
+                    row.case, row.implementation, row.output
+                ));
             }
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    eprintln!("{op}: {} table cases, {n} GPU output rows compared", cases.len());
+    eprintln!(
+        "{op}: {} table cases, {n} GPU output rows compared",
+        cases.len()
+    );
     (cases.len(), n)
 }
 

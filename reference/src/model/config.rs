@@ -522,8 +522,9 @@ impl Config {
     /// The `super` preset: Nemotron 3 Super dimensions (SPEC.md), full 88-layer pattern.
     pub fn super_() -> Config {
         let unit = "MEMEMEM*E";
-        // 88 layers, 40 M, 40 E, 8 *: eight groups of (MEMEMEM*E + ME) minus the trailing
-        // pair ... the hub pattern; the exact order matters only for the full-size run.
+        // SPEC.md gives the counts (88 layers: 40 M, 40 E, 8 *) and the start of the pattern
+        // (`MEMEMEM*EMEMEMEM*...`); this preset uses eight groups of `MEMEMEM*E` + `ME`, which
+        // has those counts. Pass the checkpoint's own pattern (--pattern) where order matters.
         let mut p = String::new();
         for _ in 0..8 {
             p.push_str(unit);

@@ -165,6 +165,17 @@ fn presets_build() {
         .expect("fwd");
     assert_eq!(o.logits.len(), 3 * 512);
     assert!(o.logits.iter().all(|v| v.is_finite()));
+    let sp = Config::super_();
+    let count = |k| sp.layers.iter().filter(|&&x| x == k).count();
+    assert_eq!(sp.layers.len(), 88);
+    assert_eq!(
+        (
+            count(LayerKind::Mamba),
+            count(LayerKind::Moe),
+            count(LayerKind::Attention)
+        ),
+        (40, 40, 8)
+    );
     assert!(Model::preset("super", None, None, 7).is_err());
     assert!(Model::preset("super", Some("MEMEMEM*EME"), None, 7).is_err());
     let s = Model::preset("super", Some("M*E"), Some(""), 7).expect("super builds lazily");
@@ -202,7 +213,11 @@ fn chunked_prefill_and_mtp_continue_from_cache() {
         .mtp_forward(&full.last_hidden[..20 * hs], &ids[1..21], Some(&mut mc))
         .expect("mtp 1");
     let (p2, _) = m
-        .mtp_forward(&full.last_hidden[20 * hs..t * hs], &ids[21..], Some(&mut mc))
+        .mtp_forward(
+            &full.last_hidden[20 * hs..t * hs],
+            &ids[21..],
+            Some(&mut mc),
+        )
         .expect("mtp 2");
     let mut two = p1;
     two.extend_from_slice(&p2);
