@@ -19,6 +19,10 @@
 //       they are compacted one per lane through shared memory and bitonic-sorted: lanes 0..k-1
 //       hold the winners in order. Otherwise (ties, adversarial data) fall back to k rounds of
 //       a warp-wide u64 max over the registers.
+//   v3  one block per token, one key per thread (block = P = next power of two >= max(E, 32),
+//       P <= 1024, padding keys 0), n_group == 1: a bitonic sort of the P packed keys, strides
+//       < 32 through warp shuffles, larger strides through shared memory; threads 0..k-1 then
+//       hold the winners in order. Latency ~ log2(P)^2/2 short steps: the small-T version.
 
 #define NORM_FP64 0
 #define NORM_FP32_DIV_MUL 1
@@ -288,3 +292,55 @@ ROUTER_V2(16)
 ROUTER_V2(20)
 ROUTER_V2(24)
 ROUTER_V2(32)
+
+// v3: grid = T, block = P (power of two, 32..1024), dynamic smem = 8P (keys) + 4E (s) + 4k.
+extern "C" __global__ void router_v3(const void* __restrict__ logits, int logits_dt,
+                                     const void* __restrict__ bias, int bias_dt, int E, int k,
+                                     double r, int norm, int norm_mode, int sig_mode,
+                                     int* __restrict__ out_idx, float* __restrict__ out_w) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int P = blockDim.x;
+    u64* sk = (u64*)smem;
+    float* s = (float*)(sk + P);
+    float* ws = s + E;
+    __shared__ float sum_sh;
+    const int tid = threadIdx.x;
+    const i64 t = blockIdx.x;
+    u64 v = 0ull;
+    if (tid < E) {
+        float x = load_as_f32(logits, t * (i64)E + tid, logits_dt);
+        float sv = router_sigmoid(x, sig_mode);
+        s[tid] = sv;
+        v = router_pack(sv + load_as_f32(bias, tid, bias_dt), tid);
+    }
+    for (int size = 2; size <= P; size <<= 1) {
+        const bool up = (tid & size) == 0;  // this run sorts descending
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            u64 o;
+            if (stride >= 32) {
+                sk[tid] = v;
+                __syncthreads();
+                o = sk[tid ^ stride];
+                __syncthreads();
+            } else {
+                o = __shfl_xor_sync(DUET_FULL_MASK, v, stride);
+            }
+            const bool lower = (tid & stride) == 0;
+            const u64 mx = o > v ? o : v, mn = o > v ? v : o;
+            v = (lower == up) ? mx : mn;
+        }
+    }
+    int w = router_unpack(v);
+    if (tid < k) ws[tid] = s[w];
+    __syncthreads();
+    if (tid == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < k; ++i) sum = sum + ws[i];
+        sum_sh = sum;
+    }
+    __syncthreads();
+    if (tid < k) {
+        out_idx[t * k + tid] = w;
+        out_w[t * k + tid] = router_weight(ws[tid], sum_sh, r, norm, norm_mode);
+    }
+}

@@ -10,6 +10,9 @@
 //   v1  one thread per 16-element block: 16- or 32-byte vector loads, codes stored as one u64,
 //       one scale byte; the grid covers the padded scale tensor so swizzle padding is written
 //       (zeros). Dequantize: one thread per block, 4 x float4 stores.
+//   v2  same math; a 2-D grid (x: scale columns, y: rows, grid-stride over rows) so there is no
+//       64-bit division per block (v1's b / kb_p), and E2M1 encoding by bit arithmetic (RNE to
+//       one mantissa bit on the f32 bits; below 1, rint(2a)) instead of a 7-way compare chain.
 
 #define MODE_KERNEL 0
 #define MODE_EXACT 1
@@ -80,6 +83,62 @@ __device__ __forceinline__ u8 nvfp4_block(const float v[16], float global, int m
     for (int i = 0; i < 16; ++i) {
         float s = v[i] * out_scale;
         u32 code = (mode == MODE_EXACT && s != s) ? 0u : f32_to_e2m1(s);
+        c |= (u64)code << (4 * i);
+    }
+    *codes = c;
+    return sf;
+}
+
+// E2M1 code by bit arithmetic; identical to f32_to_e2m1 for every input (checked by the tests).
+__device__ __forceinline__ u32 f32_to_e2m1_fast(float x) {
+    u32 b = __float_as_uint(x);
+    u32 sign = (b >> 28) & 0x8u;
+    u32 ab = b & 0x7fffffffu;
+    float a = __uint_as_float(ab);
+    u32 idx;
+    if (a < 1.0f) {
+        idx = (u32)rintf(a * 2.0f);  // 0, 1 or 2; ties (0.25, 0.75) to even
+    } else {
+        u32 r = (ab + 0x1fffffu + ((ab >> 22) & 1u)) >> 22;  // RNE to one mantissa bit
+        idx = r >= 259u ? 7u : r - 252u;                      // 1.0 -> 2 ... 6.0 -> 7, saturate
+    }
+    if (ab > 0x7f800000u) return 0x7u;  // NaN
+    return sign | idx;
+}
+
+__device__ __forceinline__ u8 nvfp4_block_fast(const float v[16], float global, int mode, u64* codes) {
+    float vmax, sf_f;
+    u8 sf;
+    float rcp_g;
+    if (mode == MODE_KERNEL) {
+        vmax = fabsf(v[0]);
+#pragma unroll
+        for (int i = 1; i < 16; ++i) vmax = fmaxf(vmax, fabsf(v[i]));
+        sf_f = global * (vmax * rcp_approx_ftz(6.0f));
+        sf = f32_to_e4m3_sat(sf_f);
+        rcp_g = rcp_approx_ftz(global);
+    } else {
+        bool nan = false;
+        vmax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            nan |= v[i] != v[i];
+            vmax = fmaxf(vmax, fabsf(v[i]));
+        }
+        if (nan) vmax = __uint_as_float(0x7fc00000u);
+        sf_f = global * (vmax * (1.0f / 6.0f));
+        sf = f32_to_e4m3_nonsat(sf_f);
+        rcp_g = exact_rcp(global);
+    }
+    float sf_val = e4m3_to_f32(sf);
+    float out_scale = 0.0f;
+    if (sf_val != 0.0f)
+        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
+    u64 c = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        float s = v[i] * out_scale;
+        u32 code = (mode == MODE_EXACT && s != s) ? 0u : f32_to_e2m1_fast(s);
         c |= (u64)code << (4 * i);
     }
     *codes = c;
@@ -172,5 +231,37 @@ extern "C" __global__ void nvfp4_dequantize_v1(const u64* __restrict__ x_fp4,
             f.w = e2m1_to_f32((u32)(c >> (16 * q + 12)) & 0xfu) * s / g;
             o[q] = f;
         }
+    }
+}
+
+// grid = (ceil(kb_p / blockDim.x), min(rows_p, 65535)); rows by grid-stride on y.
+extern "C" __global__ void nvfp4_quantize_v2(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+                                             const float* __restrict__ global_p, int mode,
+                                             int layout, i64 rows_p, i64 kb_p,
+                                             u64* __restrict__ x_fp4, u8* __restrict__ sf) {
+    const i64 kb = cols / 16;
+    const float global = *global_p;
+    const i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= kb_p) return;
+    for (i64 m = blockIdx.y; m < rows_p; m += gridDim.y) {
+        if (m >= rows || k >= kb) {
+            sf[sf_offset(m, k, kb, layout)] = 0;
+            continue;
+        }
+        float v[16];
+        load16(x, m * cols + k * 16, dt, v);
+        u64 codes;
+        u8 s = nvfp4_block_fast(v, global, mode, &codes);
+        x_fp4[m * kb + k] = codes;
+        sf[sf_offset(m, k, kb, layout)] = s;
+    }
+}
+
+// Checks f32_to_e2m1_fast against f32_to_e2m1 for 2^32 inputs split over launches:
+// inputs lo .. lo+n-1 (as f32 bits); counts mismatches.
+extern "C" __global__ void e2m1_fast_check(u64 lo, u64 n, unsigned long long* count) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        float x = __uint_as_float((u32)(lo + i));
+        if (f32_to_e2m1_fast(x) != f32_to_e2m1(x)) atomicAdd(count, 1ull);
     }
 }

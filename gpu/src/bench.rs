@@ -123,7 +123,7 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
     };
     let bytes = (tokens * e * 4 + e * 4 + tokens * c.top_k * 8) as f64;
     let mut versions = vec![];
-    for v in ["v1", "v2"] {
+    for v in ["v1", "v2", "v3"] {
         let (single, graph) = time_launch(g, true, || l.run(g, v))?;
         let best = graph.as_ref().map_or(single.median_us, |t| t.median_us);
         versions.push(json!({
@@ -132,11 +132,11 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
             "gb_per_s": bytes / (best * 1e-6) / 1e9,
         }));
     }
-    // Cost attribution only: v2 with an f32 tanhf sigmoid (NOT bit-exact with the reference).
+    // Cost attribution only: v3 with an f32 tanhf sigmoid (NOT bit-exact with the reference).
     let lf = noaux_tc_router::Launch { f32_sigmoid_bench: true, ..l };
-    let (single, graph) = time_launch(g, true, || lf.run(g, "v2"))?;
+    let (single, graph) = time_launch(g, true, || lf.run(g, "v3"))?;
     versions.push(json!({
-        "version": "v2[f32 tanhf sigmoid, bench only, not exact]", "event": timing_json(&single),
+        "version": "v3[f32 tanhf sigmoid, bench only, not exact]", "event": timing_json(&single),
         "graph_per_launch": graph.as_ref().map(timing_json),
     }));
     Ok(json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
@@ -150,12 +150,13 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
     let gd = g.upload(&Tensor::from_f32(&[1], vec![gs]))?;
     let (ct, cgbs) = copy_ceiling(g, rows * cols * 2)?;
     let mut out = vec![];
-    for l in [SfLayout::Linear, SfLayout::Swizzled128x4] {
+    for (ver, l) in [("v1", SfLayout::Linear), ("v2", SfLayout::Linear), ("v2", SfLayout::Swizzled128x4)] {
         let q = g.alloc_poisoned(&[rows, cols / 2], DType::U8, 0xFF)?;
         let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, 0xFF)?;
         let (t, _) = time_launch(g, false, || {
             nvfp4::launch_quantize(
                 g,
+                ver,
                 x.ptr(&g.stream),
                 1,
                 rows,
@@ -169,7 +170,7 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
         })?;
         let bytes = (rows * cols * 2 + rows * cols / 2 + l.len(rows, cols)) as f64;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
-        out.push(json!({"version": "v1", "layout": l.name(), "time": timing_json(&t), "bytes": bytes,
+        out.push(json!({"version": ver, "layout": l.name(), "time": timing_json(&t), "bytes": bytes,
                         "gb_per_s": gbs, "pct_of_copy": 100.0 * gbs / cgbs}));
     }
     Ok(json!({"op": "nvfp4_quantize", "shape": {"rows": rows, "cols": cols, "dtype": "bf16", "mode": "kernel"},

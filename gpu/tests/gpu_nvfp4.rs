@@ -32,7 +32,9 @@ fn quantize_case(rows: usize, cols: usize, seed: u64, dt: DType, mode: &str, lay
     }
     let s = sets(&[("mode", mode.into()), ("layout", layout.into())]);
     let name = format!("rows={rows},cols={cols},{dt},{mode},{layout},given={given},specials={specials}");
-    diff("nvfp4_quantize", "v1", &name, &m, &s, &exact)?;
+    for v in ["v2", "v1"] {
+        diff("nvfp4_quantize", v, &name, &m, &s, &exact)?;
+    }
     // Round trip: dequantize the reference's quantization on the GPU too.
     let q = reference::ops::find("nvfp4_quantize").and_then(|d| d.call(&m, &s)).map_err(|e| e.to_string())?;
     let mut dq = TensorMap::new();
@@ -71,4 +73,21 @@ proptest! {
             prop_assert!(false, "{}", msg);
         }
     }
+}
+
+#[test]
+#[ignore = "gpu"]
+fn fast_e2m1_encoder_equals_the_threshold_table_on_every_f32() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = common::gpu();
+    let count = g.alloc_raw::<u64>(1).expect("alloc");
+    let (cp, _c) = count.device_ptr(&g.stream);
+    let f = g.function("nvfp4", "e2m1_fast_check").expect("kernel");
+    let (lo, n) = (0u64, 1u64 << 32);
+    let mut a = g.stream.launch_builder(&f);
+    a.arg(&lo).arg(&n).arg(&cp);
+    // SAFETY: matches e2m1_fast_check.
+    unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 64, 256, 0)) }.expect("launch");
+    let c: Vec<u64> = g.stream.clone_dtoh(&count).expect("download");
+    assert_eq!(c[0], 0, "f32_to_e2m1_fast differs from f32_to_e2m1 on {} inputs", c[0]);
 }

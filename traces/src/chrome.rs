@@ -199,7 +199,7 @@ pub fn convert(input: &std::path::Path, output: &std::path::Path, progress: bool
         match (r, n) {
             (Err(e), _) => {
                 result = Some(Err(e));
-                Err(std::io::Error::new(std::io::ErrorKind::Other, "read failed"))
+                Err(std::io::Error::other("read failed"))
             }
             (Ok(_), Err(e)) => Err(e),
             (Ok(_), Ok(0)) if skipped > 0 => {
@@ -208,7 +208,7 @@ pub fn convert(input: &std::path::Path, output: &std::path::Path, progress: bool
                     what: "an aggregated report (summary tables only)".into(),
                     why: "it has no timeline to convert; use `nsys stats --report cuda_gpu_trace` or the .sqlite export".into(),
                 }));
-                Err(std::io::Error::new(std::io::ErrorKind::Other, "no timeline"))
+                Err(std::io::Error::other("no timeline"))
             }
             (Ok(_), Ok(n)) => {
                 result = Some(Ok(n));
@@ -216,9 +216,9 @@ pub fn convert(input: &std::path::Path, output: &std::path::Path, progress: bool
             }
         }
     })
-    .or_else(|e| match result.take() {
-        Some(Err(inner)) => Err(inner),
-        _ => Err(e),
+    .map_err(|e| match result.take() {
+        Some(Err(inner)) => inner,
+        _ => e,
     })?;
     result.unwrap_or(Ok(0))
 }

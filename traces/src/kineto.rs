@@ -323,7 +323,7 @@ pub fn read(
                             line += slice[..n].iter().filter(|&&c| c == b'\n').count();
                             pos += n;
                             n_events += 1;
-                            if n_events % 65536 == 0 {
+                            if n_events.is_multiple_of(65536) {
                                 bar.set(counter.get());
                             }
                         }

@@ -313,9 +313,8 @@ pub fn base_name(full: &str) -> String {
     }
     // the name is the last `::`-separated component of the last space-separated word
     let word = top
-        .split(|c: char| c == ' ')
-        .filter(|w| !w.trim_matches('\u{1}').is_empty())
-        .last()
+        .split(' ')
+        .rfind(|w| !w.trim_matches('\u{1}').is_empty())
         .unwrap_or("");
     let comp = word
         .split("::")

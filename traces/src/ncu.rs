@@ -141,7 +141,7 @@ impl Hdr {
     }
 }
 
-fn cell<'a>(f: &'a [String], i: Option<usize>) -> &'a str {
+fn cell(f: &[String], i: Option<usize>) -> &str {
     i.and_then(|i| f.get(i)).map(|s| s.as_str()).unwrap_or("")
 }
 

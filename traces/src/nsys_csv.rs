@@ -81,10 +81,13 @@ fn classify(cols: &[Col]) -> Option<StatsKind> {
     let has = |n: &[&str]| find(cols, n).is_some();
     let count = has(&["Instances", "Num Calls", "Calls", "Count"]);
     let total = has(&["Total Time"]);
-    if has(&["Start"]) && has(&["End"]) && has(&["Duration"]) && has(&["Name"]) {
-        if has(&["Lvl", "RangeId", "NameTree", "Level"]) {
-            return Some(StatsKind::NvtxPushPopTrace);
-        }
+    if has(&["Start"])
+        && has(&["End"])
+        && has(&["Duration"])
+        && has(&["Name"])
+        && has(&["Lvl", "RangeId", "NameTree", "Level"])
+    {
+        return Some(StatsKind::NvtxPushPopTrace);
     }
     if has(&["Start"]) && has(&["Duration"]) && has(&["Name"]) {
         if has(&["GrdX", "Strm", "GridX", "Stream"]) {
@@ -308,7 +311,7 @@ pub fn read(
     Ok(())
 }
 
-fn get<'a>(f: &'a [String], i: Option<usize>) -> Option<&'a str> {
+fn get(f: &[String], i: Option<usize>) -> Option<&str> {
     i.and_then(|i| f.get(i)).map(|s| s.as_str())
 }
 

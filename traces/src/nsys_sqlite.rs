@@ -390,7 +390,7 @@ fn read_kernels(
     let mut n: u64 = 0;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(path, T, e))? {
         n += 1;
-        if n % 65536 == 0 {
+        if n.is_multiple_of(65536) {
             bar.set(n);
         }
         let start = int(r, i_start);
@@ -632,7 +632,7 @@ fn read_nvtx(
     let mut open_ended = 0u64;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
         n += 1;
-        if n % 65536 == 0 {
+        if n.is_multiple_of(65536) {
             bar.set(n);
         }
         let start = int(r, i_start).unwrap_or(0);
@@ -745,7 +745,7 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
     let mut n = 0u64;
     while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
         n += 1;
-        if n % 65536 == 0 {
+        if n.is_multiple_of(65536) {
             bar.set(n);
         }
         let name = match int(r, c.idx("nameId")) {

@@ -15,8 +15,7 @@ where
         source: e,
     };
     if path.is_dir() {
-        return Err(werr(std::io::Error::new(
-            std::io::ErrorKind::Other,
+        return Err(werr(std::io::Error::other(
             "is a directory; give a file name",
         )));
     }

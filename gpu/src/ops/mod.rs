@@ -57,13 +57,13 @@ pub fn all() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: "noaux_tc_router",
-            versions: &["auto", "v1", "v2"],
+            versions: &["auto", "v1", "v2", "v3"],
             run: noaux_tc_router::run,
             applicable: noaux_tc_router::applicable,
         },
         GpuOp {
             name: "nvfp4_quantize",
-            versions: &["v1"],
+            versions: &["v2", "v1"],
             run: nvfp4::run_quantize,
             applicable: always,
         },

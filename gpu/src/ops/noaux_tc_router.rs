@@ -1,6 +1,6 @@
 //! `noaux_tc_router` on the GPU (gpu/kernels/noaux_tc_router.cu): v1 block per token (any
-//! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32); `auto` picks v2 where it
-//! applies, else v1.
+//! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
+//! bitonic sort (E <= 1024, one group); `auto` picks v3 where it applies, else v1.
 
 use super::RunOpts;
 use crate::runtime::{cfg, dtype_code, Gpu};
@@ -14,6 +14,17 @@ const OP: &str = "noaux_tc_router";
 /// E/32 values with a compiled v2 kernel.
 const V2_N: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32];
 const V1_MAX_E: usize = 4096;
+const V3_MAX_E: usize = 1024;
+
+fn v3_ok(experts: usize, c: &RouterConfig) -> Option<String> {
+    if c.n_group != 1 {
+        return Some(format!("v3 is single-group (n_group = {})", c.n_group));
+    }
+    if experts > V3_MAX_E {
+        return Some(format!("v3 needs E <= {V3_MAX_E} (E = {experts})"));
+    }
+    None
+}
 
 fn config(p: &Params) -> Result<RouterConfig, GpuError> {
     let perr = |name: &str, msg: String| reference::op::OpError::Param {
@@ -51,12 +62,23 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
+/// The version `auto` runs: v3 (block per token, bitonic) where it applies, else v1. (v2, warp
+/// per token, measured slower than v3 at every T on the H200.)
+pub fn auto_version(_tokens: usize, experts: usize, c: &RouterConfig) -> &'static str {
+    if v3_ok(experts, c).is_none() {
+        "v3"
+    } else {
+        "v1"
+    }
+}
+
 /// Which versions can run these inputs.
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
     let experts = inputs.get("logits").and_then(|t| t.shape.get(1).copied())?;
     let c = config(p).ok()?;
     match version {
         "v2" => v2_ok(experts, &c),
+        "v3" => v3_ok(experts, &c),
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -86,8 +108,7 @@ pub fn run(
     let c = config(p)?;
     c.validate(experts).map_err(|e| inp.invalid(e))?;
     let version = match version {
-        "auto" if v2_ok(experts, &c).is_none() => "v2",
-        "auto" => "v1",
+        "auto" => auto_version(tokens, experts, &c),
         v => v,
     };
     let logits = g.upload(lt)?;
@@ -196,11 +217,34 @@ impl Launch {
                 unsafe { a.launch(cfg(blocks as u32, 128, 0)) }
                     .map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
             }
+            "v3" => {
+                if let Some(why) = v3_ok(self.experts, c) {
+                    return Err(GpuError::Unsupported(why));
+                }
+                if self.tokens > i32::MAX as usize {
+                    return Err(GpuError::Unsupported("router v3: more than 2^31-1 tokens".into()));
+                }
+                let p = self.experts.next_power_of_two().max(32);
+                let smem = 8 * p + 4 * self.experts + 4 * c.top_k;
+                let f = g.function("noaux_tc_router", "router_v3")?;
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.logits).arg(&self.logits_dt).arg(&self.bias).arg(&self.bias_dt);
+                a.arg(&e).arg(&k).arg(&r).arg(&norm).arg(&norm_mode).arg(&sig);
+                a.arg(&self.out_idx).arg(&self.out_w);
+                // SAFETY: matches router_v3; block = P threads (power of two >= E), smem as
+                // documented in the kernel.
+                unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
+                    .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
+            }
+            "auto" => {
+                let v = auto_version(self.tokens, self.experts, c);
+                return self.run(g, v);
+            }
             other => {
                 return Err(GpuError::NoVersion {
                     op: OP.into(),
                     version: other.into(),
-                    known: "auto, v1, v2".into(),
+                    known: "auto, v1, v2, v3".into(),
                 })
             }
         }

@@ -84,6 +84,7 @@ pub fn global_from_device_amax(g: &Gpu, x: u64, dt: i32, n: usize) -> Result<f32
 #[allow(clippy::too_many_arguments)]
 pub fn launch_quantize(
     g: &Gpu,
+    version: &str,
     x: u64,
     dt: i32,
     rows: usize,
@@ -95,7 +96,18 @@ pub fn launch_quantize(
     sf: u64,
 ) -> Result<(), GpuError> {
     let [rows_p, kb_p] = l.shape(rows, cols);
-    let f = g.function("nvfp4", "nvfp4_quantize_v1")?;
+    let name = match version {
+        "v1" => "nvfp4_quantize_v1",
+        "v2" => "nvfp4_quantize_v2",
+        other => {
+            return Err(GpuError::NoVersion {
+                op: "nvfp4_quantize".into(),
+                version: other.into(),
+                known: "v2, v1".into(),
+            })
+        }
+    };
+    let f = g.function("nvfp4", name)?;
     let (r, c) = (rows as i64, cols as i64);
     let (rp, kp) = (rows_p as i64, kb_p as i64);
     let (mc, lc) = (mode_code(m), layout_code(l));
@@ -103,16 +115,25 @@ pub fn launch_quantize(
     a.arg(&x).arg(&dt).arg(&r).arg(&c).arg(&global).arg(&mc).arg(&lc);
     a.arg(&rp).arg(&kp).arg(&x_fp4).arg(&sf);
     let total = (rows_p * kb_p) as u64;
-    // SAFETY: matches nvfp4_quantize_v1; x holds rows*cols elements, x_fp4 rows*cols/2 bytes,
-    // sf layout.len(rows, cols) bytes, global one f32.
-    unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
-        .map_err(|e| GpuError::Driver(format!("launch nvfp4_quantize_v1: {e}")))?;
+    let launch_cfg = if version == "v1" {
+        cfg(grid_for(g, total, 256), 256, 0)
+    } else {
+        let bx = (kb_p as u32).clamp(32, 256).next_power_of_two().min(256);
+        cudarc::driver::LaunchConfig {
+            grid_dim: ((kb_p as u32).div_ceil(bx).max(1), (rows_p.min(65535) as u32).max(1), 1),
+            block_dim: (bx, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    };
+    // SAFETY: matches nvfp4_quantize_v1/v2 (same signature); x holds rows*cols elements, x_fp4
+    // rows*cols/2 bytes, sf layout.len(rows, cols) bytes, global one f32.
+    unsafe { a.launch(launch_cfg) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
     Ok(())
 }
 
 pub fn run_quantize(
     g: &Gpu,
-    _version: &str,
+    version: &str,
     inputs: &TensorMap,
     p: &Params,
     opts: &RunOpts,
@@ -160,6 +181,7 @@ pub fn run_quantize(
     let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, opts.poison)?;
     launch_quantize(
         g,
+        version,
         x.ptr(&g.stream),
         dt,
         rows,

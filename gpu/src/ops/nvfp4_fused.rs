@@ -95,6 +95,7 @@ fn epilogue(g: &Gpu, y: &DevTensor, rows: usize, cols: usize, q: &Quant, opts: &
     let sf = g.alloc_poisoned(&q.layout.shape(rows, cols), DType::U8, opts.poison)?;
     launch_quantize(
         g,
+        "v2",
         y.ptr(&g.stream),
         0,
         rows,
