@@ -75,7 +75,10 @@ fn check_no_crash(out: &Output, what: &str) -> Result<(), String> {
         return Err(format!("{what}: timed out after {TIMEOUT_S}s"));
     }
     if out.status.code().is_none() {
-        return Err(format!("{what}: killed by a signal ({:?}):\n{err}", out.status));
+        return Err(format!(
+            "{what}: killed by a signal ({:?}):\n{err}",
+            out.status
+        ));
     }
     Ok(())
 }
@@ -92,7 +95,9 @@ fn check_clean_error(out: &Output, what: &str, needles: &[&str]) -> Result<Strin
         ));
     }
     if !(err.trim_start().starts_with("error") && err.trim().len() > 12) {
-        return Err(format!("{what}: stderr is not a clear error message:\n{err}"));
+        return Err(format!(
+            "{what}: stderr is not a clear error message:\n{err}"
+        ));
     }
     for n in needles {
         if !err.contains(n) {
@@ -178,7 +183,9 @@ impl Keep {
 fn f32_tensor(shape: &[usize], seed: u32) -> Tensor {
     let n: usize = shape.iter().product();
     let v: Vec<f32> = (0..n)
-        .map(|i| ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 250.0 - 1.9)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 250.0 - 1.9
+        })
         .collect();
     Tensor::from_f32(shape, v)
 }
@@ -213,7 +220,6 @@ fn raw_npy(dict: &str, data: &[u8]) -> Vec<u8> {
 #[derive(Clone, Debug)]
 struct Arg {
     name: String,
-    shape: String,
     dtypes: String,
     optional: bool,
 }
@@ -230,7 +236,11 @@ fn ops() -> &'static [OpInfo] {
     static OPS: OnceLock<Vec<OpInfo>> = OnceLock::new();
     OPS.get_or_init(|| {
         let out = duet(["ops", "--json"]);
-        assert!(out.status.success(), "duet ops --json failed: {}", stderr_of(&out));
+        assert!(
+            out.status.success(),
+            "duet ops --json failed: {}",
+            stderr_of(&out)
+        );
         let v: Value = serde_json::from_slice(&out.stdout).expect("duet ops --json is not JSON");
         let args = |a: &Value| -> Vec<Arg> {
             a.as_array()
@@ -238,7 +248,6 @@ fn ops() -> &'static [OpInfo] {
                 .iter()
                 .map(|x| Arg {
                     name: x["name"].as_str().unwrap().to_string(),
-                    shape: x["shape"].as_str().unwrap_or("").to_string(),
                     dtypes: x["dtypes"].as_str().unwrap_or("").to_string(),
                     optional: x["optional"].as_bool().unwrap_or(false),
                 })
@@ -297,7 +306,12 @@ fn set_args(params: &[(String, String)]) -> Vec<OsString> {
 }
 
 /// `duet run OP --in IN --out OUT [--set ..]` as an argument vector.
-fn run_args(op: &str, inputs: &[&OsStr], out: &OsStr, params: &[(String, String)]) -> Vec<OsString> {
+fn run_args(
+    op: &str,
+    inputs: &[&OsStr],
+    out: &OsStr,
+    params: &[(String, String)],
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec!["run".into(), op.into()];
     for i in inputs {
         a.push("--in".into());
@@ -384,13 +398,21 @@ fn tensor_file_empty() {
 #[test]
 fn tensor_file_truncated_data() {
     let b = good_safetensors_bytes();
-    bad_tensor_file("cut.safetensors", &b[..b.len() - 5], &["tensor '", "truncated"]);
+    bad_tensor_file(
+        "cut.safetensors",
+        &b[..b.len() - 5],
+        &["tensor '", "truncated"],
+    );
 }
 
 #[test]
 fn tensor_file_truncated_header() {
     let b = good_safetensors_bytes();
-    bad_tensor_file("cuthdr.safetensors", &b[..20], &["header length", "exceeds"]);
+    bad_tensor_file(
+        "cuthdr.safetensors",
+        &b[..20],
+        &["header length", "exceeds"],
+    );
     bad_tensor_file("tiny.safetensors", &b[..5], &["truncated"]);
 }
 
@@ -410,7 +432,11 @@ fn tensor_file_wrong_magic() {
     b[1] = b'X';
     bad_tensor_file("badmagic.npy", &b, &[]);
     // Zip magic, then garbage.
-    bad_tensor_file("garbage.npz", b"PK\x03\x04garbage garbage garbage", &["zip"]);
+    bad_tensor_file(
+        "garbage.npz",
+        b"PK\x03\x04garbage garbage garbage",
+        &["zip"],
+    );
 }
 
 #[test]
@@ -433,26 +459,56 @@ fn tensor_file_truncated_npy_and_npz() {
 #[test]
 fn tensor_file_wrong_dtype_in_header() {
     let h = br#"{"x":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}}"#;
-    bad_tensor_file("f8.safetensors", &raw_safetensors(h, &[1, 2]), &["'x'", "unsupported dtype"]);
+    bad_tensor_file(
+        "f8.safetensors",
+        &raw_safetensors(h, &[1, 2]),
+        &["'x'", "unsupported dtype"],
+    );
     let h = br#"{"x":{"dtype":7,"shape":[2],"data_offsets":[0,8]}}"#;
-    bad_tensor_file("dt7.safetensors", &raw_safetensors(h, &[1; 8]), &["'x'", "dtype"]);
-    let n = raw_npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", &[0; 8]);
+    bad_tensor_file(
+        "dt7.safetensors",
+        &raw_safetensors(h, &[1; 8]),
+        &["'x'", "dtype"],
+    );
+    let n = raw_npy(
+        "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }",
+        &[0; 8],
+    );
     bad_tensor_file("complex.npy", &n, &["unsupported numpy dtype"]);
     // Bool bytes other than 0/1.
     let h = br#"{"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}}"#;
-    bad_tensor_file("bool.safetensors", &raw_safetensors(h, &[1, 7]), &["'m'", "bool"]);
+    bad_tensor_file(
+        "bool.safetensors",
+        &raw_safetensors(h, &[1, 7]),
+        &["'m'", "bool"],
+    );
 }
 
 #[test]
 fn tensor_file_wrong_shape_in_header() {
     // Shape and data_offsets disagree.
     let h = br#"{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
-    bad_tensor_file("short.safetensors", &raw_safetensors(h, &[1; 8]), &["'x'", "needs 12 bytes"]);
+    bad_tensor_file(
+        "short.safetensors",
+        &raw_safetensors(h, &[1; 8]),
+        &["'x'", "needs 12 bytes"],
+    );
     let h = br#"{"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}"#;
-    bad_tensor_file("neg.safetensors", &raw_safetensors(h, &[1; 4]), &["'x'", "shape"]);
+    bad_tensor_file(
+        "neg.safetensors",
+        &raw_safetensors(h, &[1; 4]),
+        &["'x'", "shape"],
+    );
     let h = br#"{"x":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}"#;
-    bad_tensor_file("offs.safetensors", &raw_safetensors(h, &[1; 4]), &["'x'", "data_offsets"]);
-    let n = raw_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }", &[0; 8]);
+    bad_tensor_file(
+        "offs.safetensors",
+        &raw_safetensors(h, &[1; 4]),
+        &["'x'", "data_offsets"],
+    );
+    let n = raw_npy(
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }",
+        &[0; 8],
+    );
     bad_tensor_file("shape.npy", &n, &["shape"]);
 }
 
@@ -460,9 +516,17 @@ fn tensor_file_wrong_shape_in_header() {
 fn tensor_file_absurd_dimensions() {
     // A header claiming 2^60 elements: rejected before anything is allocated.
     let h = br#"{"x":{"dtype":"F32","shape":[1152921504606846976],"data_offsets":[0,4]}}"#;
-    bad_tensor_file("huge.safetensors", &raw_safetensors(h, &[1; 4]), &["'x'", "1152921504606846976"]);
+    bad_tensor_file(
+        "huge.safetensors",
+        &raw_safetensors(h, &[1; 4]),
+        &["'x'", "1152921504606846976"],
+    );
     let h = br#"{"x":{"dtype":"F32","shape":[1073741824,1073741824,1024],"data_offsets":[0,4]}}"#;
-    bad_tensor_file("huge3.safetensors", &raw_safetensors(h, &[1; 4]), &["'x'", "absurdly large"]);
+    bad_tensor_file(
+        "huge3.safetensors",
+        &raw_safetensors(h, &[1; 4]),
+        &["'x'", "absurdly large"],
+    );
     // 2^60 elements in a .npy header.
     let n = raw_npy(
         "{'descr': '<f4', 'fortran_order': False, 'shape': (1152921504606846976,), }",
@@ -475,7 +539,11 @@ fn tensor_file_absurd_dimensions() {
     bad_tensor_file("hlen.safetensors", &b, &["header length"]);
     // Shape fits, but the data would need 2^40 bytes (allocation must not be attempted).
     let h = br#"{"x":{"dtype":"F64","shape":[137438953472],"data_offsets":[0,8]}}"#;
-    bad_tensor_file("big.safetensors", &raw_safetensors(h, &[1; 8]), &["'x'", "needs"]);
+    bad_tensor_file(
+        "big.safetensors",
+        &raw_safetensors(h, &[1; 8]),
+        &["'x'", "needs"],
+    );
 }
 
 #[test]
@@ -503,9 +571,16 @@ fn tensor_file_npz_entry_claiming_huge_size() {
     let p = d.path().join("bigentry.npz");
     std::fs::write(&p, &z).unwrap();
     // 512 MiB of address space: enough for duet, not for a 4 GiB (or 1 GiB) reservation.
-    let out = duet_mem([OsStr::new("compare"), p.as_os_str(), p.as_os_str()], 512 << 10);
+    let out = duet_mem(
+        [OsStr::new("compare"), p.as_os_str(), p.as_os_str()],
+        512 << 10,
+    );
     check_no_crash(&out, "npz entry claiming 3.75 GiB").unwrap_or_else(|e| panic!("{e}"));
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr_of(&out));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr_of(&out)
+    );
     assert!(
         matches!(out.status.code(), Some(0) | Some(2)),
         "npz entry claiming 3.75 GiB: {:?}\n{all}",
@@ -527,7 +602,12 @@ fn tensor_file_non_utf8_tensor_name() {
     let d = tempfile::tempdir().unwrap();
     let p = save(d.path(), "a.npz", &m);
     let mut z = std::fs::read(&p).unwrap();
-    let pos: Vec<usize> = z.windows(6).enumerate().filter(|(_, w)| w == b"ab.npy").map(|(i, _)| i).collect();
+    let pos: Vec<usize> = z
+        .windows(6)
+        .enumerate()
+        .filter(|(_, w)| w == b"ab.npy")
+        .map(|(i, _)| i)
+        .collect();
     for i in pos {
         z[i] = 0xff;
     }
@@ -542,18 +622,36 @@ fn tensor_file_nan_inf_values_are_data_not_errors() {
     // (a NaN where the reference has none fails with exit 1; an Inf of the wrong sign too).
     let d = tempfile::tempdir().unwrap();
     let mut a = TensorMap::new();
-    a.insert("x".into(), Tensor::from_f32(&[4], vec![1.0, 2.0, f32::INFINITY, 4.0]));
+    a.insert(
+        "x".into(),
+        Tensor::from_f32(&[4], vec![1.0, 2.0, f32::INFINITY, 4.0]),
+    );
     let mut b = a.clone();
-    b.insert("x".into(), Tensor::from_f32(&[4], vec![1.0, f32::NAN, f32::INFINITY, 4.0]));
+    b.insert(
+        "x".into(),
+        Tensor::from_f32(&[4], vec![1.0, f32::NAN, f32::INFINITY, 4.0]),
+    );
     let pa = save(d.path(), "a.safetensors", &a);
     let pb = save(d.path(), "b.safetensors", &b);
     let out = duet([OsStr::new("compare"), pa.as_os_str(), pa.as_os_str()]);
     assert_no_crash(&out, "compare inf with itself");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = duet([OsStr::new("compare"), pa.as_os_str(), pb.as_os_str()]);
     assert_no_crash(&out, "compare nan vs finite");
-    assert_eq!(out.status.code(), Some(1), "a NaN where the reference has none must fail");
-    b.insert("x".into(), Tensor::from_f32(&[4], vec![1.0, 2.0, f32::NEG_INFINITY, 4.0]));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a NaN where the reference has none must fail"
+    );
+    b.insert(
+        "x".into(),
+        Tensor::from_f32(&[4], vec![1.0, 2.0, f32::NEG_INFINITY, 4.0]),
+    );
     let pb = save(d.path(), "b.safetensors", &b);
     let out = duet([OsStr::new("compare"), pa.as_os_str(), pb.as_os_str()]);
     assert_eq!(out.status.code(), Some(1), "inf vs -inf must fail");
@@ -565,7 +663,12 @@ fn tensor_file_is_a_directory() {
     let sub = d.path().join("dir.safetensors");
     std::fs::create_dir(&sub).unwrap();
     let keep = Keep::new(d.path(), "out.safetensors");
-    let out = duet(run_args(&any_op().name, &[sub.as_os_str()], keep.arg(), &[]));
+    let out = duet(run_args(
+        &any_op().name,
+        &[sub.as_os_str()],
+        keep.arg(),
+        &[],
+    ));
     assert_clean_error(&out, "run --in DIR", &["dir.safetensors", "directory"]);
     keep.assert_unchanged("run --in DIR");
     let out = duet([OsStr::new("compare"), sub.as_os_str(), sub.as_os_str()]);
@@ -594,9 +697,16 @@ fn tensor_file_non_utf8_paths() {
     // `compare` takes paths: a non-UTF-8 file name works (both sides are the same file).
     let out = duet([OsStr::new("compare"), p.as_os_str(), p.as_os_str()]);
     assert_no_crash(&out, "compare non-UTF-8 path");
-    assert_eq!(out.status.code(), Some(0), "compare of a non-UTF-8 path with itself: {}", stderr_of(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "compare of a non-UTF-8 path with itself: {}",
+        stderr_of(&out)
+    );
     // A missing non-UTF-8 path: a clean error naming it (lossily).
-    let missing = d.path().join(OsString::from_vec(b"gone-\xfe.safetensors".to_vec()));
+    let missing = d
+        .path()
+        .join(OsString::from_vec(b"gone-\xfe.safetensors".to_vec()));
     let out = duet([OsStr::new("compare"), missing.as_os_str(), p.as_os_str()]);
     assert_clean_error(&out, "compare missing non-UTF-8 path", &["gone-"]);
     // `run --in` takes NAME=FILE strings: a non-UTF-8 argument is refused by the parser,
@@ -628,36 +738,83 @@ fn output_path_unwritable() {
     let inp = save(d.path(), "in.safetensors", &inputs);
     // The sanity row: the same run with a good output path succeeds.
     let good = d.path().join("good.safetensors");
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], good.as_os_str(), &params));
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        good.as_os_str(),
+        &params,
+    ));
     assert_no_crash(&out, "good run");
-    assert!(out.status.success(), "the base run of {} fails: {}", o.name, stderr_of(&out));
+    assert!(
+        out.status.success(),
+        "the base run of {} fails: {}",
+        o.name,
+        stderr_of(&out)
+    );
 
     // Output is a directory.
     let sub = d.path().join("outdir.safetensors");
     std::fs::create_dir(&sub).unwrap();
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], sub.as_os_str(), &params));
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        sub.as_os_str(),
+        &params,
+    ));
     assert_clean_error(&out, "--out DIR", &["outdir.safetensors", "directory"]);
     // Parent folder missing.
     let p = d.path().join("no/such/dir/out.safetensors");
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], p.as_os_str(), &params));
-    assert_clean_error(&out, "--out in a missing folder", &["out.safetensors", "cannot write"]);
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        p.as_os_str(),
+        &params,
+    ));
+    assert_clean_error(
+        &out,
+        "--out in a missing folder",
+        &["out.safetensors", "cannot write"],
+    );
     // Parent is a regular file.
     let file = Keep::new(d.path(), "plainfile");
     let p = file.path.join("out.safetensors");
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], p.as_os_str(), &params));
-    assert_clean_error(&out, "--out under a file", &["out.safetensors", "cannot write"]);
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        p.as_os_str(),
+        &params,
+    ));
+    assert_clean_error(
+        &out,
+        "--out under a file",
+        &["out.safetensors", "cannot write"],
+    );
     file.assert_unchanged("--out under a file");
     // A read-only file system (root ignores permission bits, /proc does not take new files).
     let p = Path::new("/proc/duet-cannot-write-here.safetensors");
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], p.as_os_str(), &params));
-    assert_clean_error(&out, "--out on /proc", &["duet-cannot-write-here", "cannot write"]);
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        p.as_os_str(),
+        &params,
+    ));
+    assert_clean_error(
+        &out,
+        "--out on /proc",
+        &["duet-cannot-write-here", "cannot write"],
+    );
     // Unknown extension: refused before anything is written; an existing file survives.
     let keep = Keep::new(d.path(), "out.txt");
     let out = duet(run_args(&o.name, &[inp.as_os_str()], keep.arg(), &params));
     assert_clean_error(&out, "--out .txt", &["out.txt", "extension"]);
     keep.assert_unchanged("--out .txt");
     // No file name at all.
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], OsStr::new("/"), &params));
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        OsStr::new("/"),
+        &params,
+    ));
     assert_clean_error(&out, "--out /", &[]);
 }
 
@@ -678,7 +835,11 @@ fn output_npy_with_several_outputs_keeps_existing_file() {
     let inp = save(d.path(), "in.safetensors", &inputs);
     let keep = Keep::new(d.path(), "out.npy");
     let out = duet(run_args(&o.name, &[inp.as_os_str()], keep.arg(), &params));
-    assert_clean_error(&out, "--out .npy for several outputs", &["out.npy", "one tensor"]);
+    assert_clean_error(
+        &out,
+        "--out .npy for several outputs",
+        &["out.npy", "one tensor"],
+    );
     keep.assert_unchanged("--out .npy for several outputs");
 }
 
@@ -689,10 +850,21 @@ fn output_non_utf8_file_name_is_written() {
     };
     let d = tempfile::tempdir().unwrap();
     let inp = save(d.path(), "in.safetensors", &inputs);
-    let p = d.path().join(OsString::from_vec(b"out-\xff.safetensors".to_vec()));
-    let out = duet(run_args(&o.name, &[inp.as_os_str()], p.as_os_str(), &params));
+    let p = d
+        .path()
+        .join(OsString::from_vec(b"out-\xff.safetensors".to_vec()));
+    let out = duet(run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        p.as_os_str(),
+        &params,
+    ));
     assert_no_crash(&out, "--out non-UTF-8");
-    assert!(out.status.success(), "--out with a non-UTF-8 file name fails: {}", stderr_of(&out));
+    assert!(
+        out.status.success(),
+        "--out with a non-UTF-8 file name fails: {}",
+        stderr_of(&out)
+    );
     assert!(io::load(&p).is_ok());
 }
 
@@ -704,7 +876,11 @@ fn output_non_utf8_file_name_is_written() {
 fn cli_unknown_op_and_bad_sets() {
     let d = tempfile::tempdir().unwrap();
     let o = any_op();
-    let inp = save(d.path(), "in.safetensors", &generic_inputs(o, |a| !a.optional));
+    let inp = save(
+        d.path(),
+        "in.safetensors",
+        &generic_inputs(o, |a| !a.optional),
+    );
     let keep = Keep::new(d.path(), "out.safetensors");
     let out = duet(run_args("no_such_op", &[inp.as_os_str()], keep.arg(), &[]));
     assert_clean_error(&out, "unknown op", &["no_such_op", "duet ops"]);
@@ -712,10 +888,20 @@ fn cli_unknown_op_and_bad_sets() {
     a.extend(["--set".into(), "novalue".into()]);
     let out = duet(&a);
     assert_clean_error(&out, "--set without =", &["novalue", "KEY=VALUE"]);
-    let a = run_args(&o.name, &[inp.as_os_str()], keep.arg(), &[("no_such_param".into(), "1".into())]);
+    let a = run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        keep.arg(),
+        &[("no_such_param".into(), "1".into())],
+    );
     let out = duet(&a);
     assert_clean_error(&out, "--set unknown", &["no_such_param", "unknown param"]);
-    let a = run_args(&o.name, &[inp.as_os_str()], keep.arg(), &[("=1".into(), String::new())]);
+    let a = run_args(
+        &o.name,
+        &[inp.as_os_str()],
+        keep.arg(),
+        &[("=1".into(), String::new())],
+    );
     let out = duet(&a);
     assert_clean_error(&out, "--set =1", &["KEY=VALUE"]);
     keep.assert_unchanged("bad --set");
@@ -746,8 +932,17 @@ fn cli_in_rename_and_duplicates() {
     let keep = Keep::new(d.path(), "out.safetensors");
     let spec = OsString::from(format!("x={}", p.display()));
     let out = duet(run_args(&o.name, &[&spec], keep.arg(), &[]));
-    assert_clean_error(&out, "NAME=FILE with two tensors", &["two.safetensors", "renames a single tensor"]);
-    let out = duet(run_args(&o.name, &[p.as_os_str(), p.as_os_str()], keep.arg(), &[]));
+    assert_clean_error(
+        &out,
+        "NAME=FILE with two tensors",
+        &["two.safetensors", "renames a single tensor"],
+    );
+    let out = duet(run_args(
+        &o.name,
+        &[p.as_os_str(), p.as_os_str()],
+        keep.arg(),
+        &[],
+    ));
     assert_clean_error(&out, "same file twice", &["given twice"]);
     keep.assert_unchanged("--in rename/duplicates");
 }
@@ -758,9 +953,20 @@ fn cli_compare_bad_tolerances() {
     let mut m = TensorMap::new();
     m.insert("x".into(), f32_tensor(&[8], 1));
     let p = save(d.path(), "a.safetensors", &m);
-    for (flag, v) in [("--atol", "nan"), ("--rtol", "-1"), ("--nmse", "NaN"), ("--atol", "inf"), ("--nmse", "-0.5")] {
+    for (flag, v) in [
+        ("--atol", "nan"),
+        ("--rtol", "-1"),
+        ("--nmse", "NaN"),
+        ("--atol", "inf"),
+        ("--nmse", "-0.5"),
+    ] {
         let arg = format!("{flag}={v}");
-        let out = duet([OsStr::new("compare"), p.as_os_str(), p.as_os_str(), OsStr::new(&arg)]);
+        let out = duet([
+            OsStr::new("compare"),
+            p.as_os_str(),
+            p.as_os_str(),
+            OsStr::new(&arg),
+        ]);
         assert_clean_error(&out, &format!("compare {flag} {v}"), &[flag]);
     }
 }
@@ -791,7 +997,13 @@ fn cli_check_bad_regex_goldens_and_corrupt_golden() {
     assert_clean_error(&out, "check --op (", &["(unclosed", "regex"]);
     let d = tempfile::tempdir().unwrap();
     let missing = d.path().join("nogoldens");
-    let out = duet([OsStr::new("check"), OsStr::new("--goldens"), missing.as_os_str(), OsStr::new("--op"), OsStr::new("^$")]);
+    let out = duet([
+        OsStr::new("check"),
+        OsStr::new("--goldens"),
+        missing.as_os_str(),
+        OsStr::new("--op"),
+        OsStr::new("^$"),
+    ]);
     assert_clean_error(&out, "check --goldens missing", &["nogoldens"]);
     // A folder with a corrupt golden: the row fails naming the file; exit 1; no panic.
     let g = d.path().join("goldens");
@@ -807,13 +1019,26 @@ fn cli_check_bad_regex_goldens_and_corrupt_golden() {
     ]);
     assert_no_crash(&out, "check corrupt golden");
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr_of(&out));
-    assert!(all.contains("zz_corrupt-golden"), "the report does not name the corrupt golden:\n{all}");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr_of(&out)
+    );
+    assert!(
+        all.contains("zz_corrupt-golden"),
+        "the report does not name the corrupt golden:\n{all}"
+    );
     // A golden that is fine as a file but has no 'op' metadata.
     let mut m = TensorMap::new();
     m.insert("x".into(), f32_tensor(&[2], 1));
     io::save(&g.join("zz_noop.safetensors"), &m).unwrap();
-    let out = duet([OsStr::new("check"), OsStr::new("--goldens"), g.as_os_str(), OsStr::new("--op"), OsStr::new("zz_noop")]);
+    let out = duet([
+        OsStr::new("check"),
+        OsStr::new("--goldens"),
+        g.as_os_str(),
+        OsStr::new("--op"),
+        OsStr::new("zz_noop"),
+    ]);
     assert_no_crash(&out, "check golden without metadata");
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
 }
@@ -852,7 +1077,11 @@ fn every_op_missing_input() {
                 duet(run_args(&o.name, &[p.as_os_str()], keep.arg(), &[]))
             };
             let quoted = format!("'{}'", miss.name);
-            f.add(check_clean_error(&out, &what, &[&o.name, &quoted, "missing input"]));
+            f.add(check_clean_error(
+                &out,
+                &what,
+                &[&o.name, &quoted, "missing input"],
+            ));
             f.add(keep.check_unchanged(&what));
         }
     }
@@ -870,7 +1099,11 @@ fn every_op_unknown_input() {
         let p = save(d.path(), "in.safetensors", &m);
         let out = duet(run_args(&o.name, &[p.as_os_str()], keep.arg(), &[]));
         let what = format!("{}: unknown input", o.name);
-        f.add(check_clean_error(&out, &what, &[&o.name, "not_an_input_of_any_op"]));
+        f.add(check_clean_error(
+            &out,
+            &what,
+            &[&o.name, "not_an_input_of_any_op"],
+        ));
         f.add(keep.check_unchanged(&what));
     }
     f.assert_none("unknown inputs");
@@ -894,7 +1127,11 @@ fn every_op_truncated_input_file() {
         std::fs::write(&p, &b[..b.len() - 1]).unwrap();
         let out = duet(run_args(&o.name, &[p.as_os_str()], keep.arg(), &[]));
         let what = format!("{}: truncated input", o.name);
-        f.add(check_clean_error(&out, &what, &["trunc.safetensors", "tensor '"]));
+        f.add(check_clean_error(
+            &out,
+            &what,
+            &["trunc.safetensors", "tensor '"],
+        ));
         f.add(keep.check_unchanged(&what));
     }
     f.assert_none("truncated inputs");
@@ -921,11 +1158,19 @@ fn runnable_ops() -> &'static [Runnable] {
 fn every_op_base_case_runs() {
     let d = tempfile::tempdir().unwrap();
     let mut f = Findings::default();
-    assert!(!runnable_ops().is_empty(), "no op has a case in the case table");
+    assert!(
+        !runnable_ops().is_empty(),
+        "no op has a case in the case table"
+    );
     for (o, m, params) in runnable_ops() {
         let p = save(d.path(), "in.safetensors", m);
         let outp = d.path().join("out.safetensors");
-        let out = duet(run_args(&o.name, &[p.as_os_str()], outp.as_os_str(), params));
+        let out = duet(run_args(
+            &o.name,
+            &[p.as_os_str()],
+            outp.as_os_str(),
+            params,
+        ));
         let what = format!("{}: base case", o.name);
         f.add(check_no_crash(&out, &what));
         if !out.status.success() {
@@ -946,7 +1191,10 @@ fn every_op_wrong_dtype() {
                 continue;
             };
             let mut mm = m.clone();
-            mm.insert(a.name.clone(), Tensor::from_f32_as(&t.shape, &t.to_f32_vec(), bad));
+            mm.insert(
+                a.name.clone(),
+                Tensor::from_f32_as(&t.shape, &t.to_f32_vec(), bad),
+            );
             let p = save(d.path(), "in.safetensors", &mm);
             let out = duet(run_args(&o.name, &[p.as_os_str()], keep.arg(), params));
             let what = format!("{}: '{}' as {bad} (accepts {})", o.name, a.name, a.dtypes);
@@ -1062,14 +1310,21 @@ fn every_op_extreme_params() {
     for (o, m, params) in runnable_ops() {
         for (pname, kind, _) in &o.params {
             let values: &[&str] = match kind.as_str() {
-                Some("int") => &["-1", "9223372036854775807", "-9223372036854775808", "4294967296", "0"],
+                Some("int") => &[
+                    "-1",
+                    "9223372036854775807",
+                    "-9223372036854775808",
+                    "4294967296",
+                    "0",
+                ],
                 Some("float") => &["nan", "inf", "-inf", "1e308", "-1e-45"],
                 Some("bool") => &["maybe"],
                 Some("str") => &["\u{1F600}", ""],
                 _ => &["not-an-option"],
             };
             for v in values {
-                let mut ps: Vec<(String, String)> = params.iter().filter(|(k, _)| k != pname).cloned().collect();
+                let mut ps: Vec<(String, String)> =
+                    params.iter().filter(|(k, _)| k != pname).cloned().collect();
                 ps.push((pname.clone(), v.to_string()));
                 let what = format!("{}: --set {pname}={v}", o.name);
                 let r = check_mutant(d.path(), &keep, o, m, &ps, &what);
@@ -1093,7 +1348,10 @@ fn run_ok(op: &str, m: &TensorMap, params: &[(&str, &str)]) -> TensorMap {
     let d = tempfile::tempdir().unwrap();
     let p = save(d.path(), "in.safetensors", m);
     let outp = d.path().join("out.safetensors");
-    let ps: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let ps: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let out = duet(run_args(op, &[p.as_os_str()], outp.as_os_str(), &ps));
     assert_no_crash(&out, op);
     assert!(out.status.success(), "{op}: {}", stderr_of(&out));
@@ -1110,8 +1368,15 @@ fn nan_router_logits_select_the_expert_and_poison_the_token() {
     logits[5] = f32::NAN;
     let mut m = TensorMap::new();
     m.insert("logits".into(), Tensor::from_f32(&[2, 8], logits));
-    m.insert("bias".into(), Tensor::from_f32(&[8], (0..8).map(|i| i as f32 * 0.01).collect()));
-    let out = run_ok("noaux_tc_router", &m, &[("top_k", "2"), ("routed_scaling_factor", "2.5")]);
+    m.insert(
+        "bias".into(),
+        Tensor::from_f32(&[8], (0..8).map(|i| i as f32 * 0.01).collect()),
+    );
+    let out = run_ok(
+        "noaux_tc_router",
+        &m,
+        &[("top_k", "2"), ("routed_scaling_factor", "2.5")],
+    );
     let idx = out["topk_indices"].to_i64_vec().unwrap();
     let w = out["topk_weights"].to_f32_vec();
     // Documented: a NaN key ranks above everything (always selected, first) ...
@@ -1119,7 +1384,10 @@ fn nan_router_logits_select_the_expert_and_poison_the_token() {
     // ... and its NaN weight poisons every weight of that token through the normalising sum.
     assert!(w[0].is_nan() && w[1].is_nan(), "token 0 weights {w:?}");
     // The other token is unaffected.
-    assert!(w[2].is_finite() && w[3].is_finite(), "token 1 weights {w:?}");
+    assert!(
+        w[2].is_finite() && w[3].is_finite(),
+        "token 1 weights {w:?}"
+    );
     // +-inf logits are fine: sigmoid gives 1 / 0, finite weights.
     let mut logits: Vec<f32> = (0..8).map(|i| i as f32 * 0.1).collect();
     logits[2] = f32::INFINITY;
@@ -1139,7 +1407,9 @@ fn inf_in_an_nvfp4_quantization_block() {
         panic!("nvfp4_quantize is not in `duet ops`");
     }
     // One row, two blocks of 16; block 0 holds +inf at element 3 and -inf at element 9.
-    let mut x: Vec<f32> = (0..32).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3 + 0.05).collect();
+    let mut x: Vec<f32> = (0..32)
+        .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3 + 0.05)
+        .collect();
     x[3] = f32::INFINITY;
     x[9] = f32::NEG_INFINITY;
     let mut m = TensorMap::new();
@@ -1148,8 +1418,17 @@ fn inf_in_an_nvfp4_quantization_block() {
     let d = tempfile::tempdir().unwrap();
     let p = save(d.path(), "in.safetensors", &m);
     let keep = Keep::new(d.path(), "out.safetensors");
-    let out = duet(run_args("nvfp4_quantize", &[p.as_os_str()], keep.arg(), &[]));
-    assert_clean_error(&out, "nvfp4_quantize inf without global_scale", &["nvfp4_quantize", "global_scale"]);
+    let out = duet(run_args(
+        "nvfp4_quantize",
+        &[p.as_os_str()],
+        keep.arg(),
+        &[],
+    ));
+    assert_clean_error(
+        &out,
+        "nvfp4_quantize inf without global_scale",
+        &["nvfp4_quantize", "global_scale"],
+    );
     keep.assert_unchanged("nvfp4_quantize inf without global_scale");
 
     m.insert("global_scale".into(), Tensor::from_f32(&[1], vec![100.0]));
@@ -1163,14 +1442,23 @@ fn inf_in_an_nvfp4_quantization_block() {
     assert_eq!(code(&q, 3), 0x7, "kernel: +inf code");
     assert_eq!(code(&q, 9), 0xF, "kernel: -inf code");
     assert_ne!(sf[1], 0x7E, "kernel: the finite block is scaled normally");
-    assert!((16..32).any(|i| code(&q, i) & 7 != 0), "kernel: the finite block is not all zero");
+    assert!(
+        (16..32).any(|i| code(&q, i) & 7 != 0),
+        "kernel: the finite block is not all zero"
+    );
     // exact mode: the non-saturating E4M3 cast overflows: sf = 0x7F (NaN), codes all 0.
     let out = run_ok("nvfp4_quantize", &m, &[("mode", "exact")]);
     let q = out["x_fp4"].as_u8().unwrap().to_vec();
     let sf = out["sf"].as_u8().unwrap().to_vec();
     assert_eq!(sf[0] & 0x7F, 0x7F, "exact: sf of the inf block is NaN");
-    assert!((0..16).all(|i| code(&q, i) == 0), "exact: codes of the inf block");
-    assert!((16..32).any(|i| code(&q, i) & 7 != 0), "exact: the finite block");
+    assert!(
+        (0..16).all(|i| code(&q, i) == 0),
+        "exact: codes of the inf block"
+    );
+    assert!(
+        (16..32).any(|i| code(&q, i) & 7 != 0),
+        "exact: the finite block"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1183,9 +1471,20 @@ fn bad_trace(name: &str, bytes: &[u8], needles: &[&str]) {
     std::fs::write(&p, bytes).unwrap();
     let mut all = vec![name];
     all.extend_from_slice(needles);
-    let out = duet([OsStr::new("trace"), OsStr::new("summary"), p.as_os_str(), OsStr::new("--no-progress")]);
+    let out = duet([
+        OsStr::new("trace"),
+        OsStr::new("summary"),
+        p.as_os_str(),
+        OsStr::new("--no-progress"),
+    ]);
     assert_clean_error(&out, &format!("trace summary {name}"), &all);
-    let out = duet([OsStr::new("trace"), OsStr::new("diff"), p.as_os_str(), p.as_os_str(), OsStr::new("--no-progress")]);
+    let out = duet([
+        OsStr::new("trace"),
+        OsStr::new("diff"),
+        p.as_os_str(),
+        p.as_os_str(),
+        OsStr::new("--no-progress"),
+    ]);
     assert_clean_error(&out, &format!("trace diff {name}"), &all);
 }
 
@@ -1203,17 +1502,22 @@ fn trace_zeroed_sqlite_header() {
 
 #[test]
 fn trace_truncated_sqlite() {
-    // A real (non-nsys) SQLite file, cut after the header page.
-    let d = tempfile::tempdir().unwrap();
-    let db = d.path().join("real.sqlite");
-    let c = rusqlite_free_db(&db);
-    bad_trace("cut.sqlite", &c[..c.len().min(4096 + 100)], &[]);
-    bad_trace("header-only.sqlite", &c[..100], &[]);
+    // A small nsys-shaped export (the fuzz seed, 512-byte pages), cut at several places.
+    let db = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/trace_sqlite/seed-nsys_small"),
+    )
+    .unwrap();
+    assert!(db.starts_with(b"SQLite format 3\0") && db.len() > 3000);
+    bad_trace("header-only.sqlite", &db[..100], &[]);
+    bad_trace("two-pages.sqlite", &db[..1024], &[]);
+    bad_trace("cut.sqlite", &db[..db.len() - 700], &[]);
+    let img = tiny_sqlite_image();
+    bad_trace("cut-image.sqlite", &img[..4096 + 100], &[]);
 }
 
 /// Bytes of a small SQLite database (one table, a few rows) built without a SQLite library:
 /// a minimal valid database image is written by hand (header + one leaf table page).
-fn rusqlite_free_db(_p: &Path) -> Vec<u8> {
+fn tiny_sqlite_image() -> Vec<u8> {
     // The smallest valid database file: a 100-byte header on a 4096-byte page 1 that is an
     // empty sqlite_master leaf table b-tree, plus a second (garbage) page.
     let mut b = vec![0u8; 8192];
@@ -1241,20 +1545,29 @@ fn rusqlite_free_db(_p: &Path) -> Vec<u8> {
 
 #[test]
 fn trace_valid_sqlite_that_is_not_nsys() {
-    let d = tempfile::tempdir().unwrap();
-    let b = rusqlite_free_db(&d.path().join("x"));
+    let b = tiny_sqlite_image();
     bad_trace("notnsys.sqlite", &b[..4096], &[]);
 }
 
 #[test]
 fn trace_garbage() {
-    let g: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let g: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     bad_trace("garbage.bin", &g, &[]);
     bad_trace("garbage.sqlite", &g, &[]);
     bad_trace("words.csv", b"hello,world\nthis,is not,a trace\n", &[]);
-    bad_trace("trunc.json", br#"{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "#, &[]);
+    bad_trace(
+        "trunc.json",
+        br#"{"traceEvents": [{"ph": "X", "name": "k", "ts": 1, "#,
+        &[],
+    );
     bad_trace("notkineto.json", br#"{"hello": [1, 2, 3]}"#, &[]);
-    bad_trace("gz.json.gz", &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3], &[]);
+    bad_trace(
+        "gz.json.gz",
+        &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3],
+        &[],
+    );
 }
 
 #[test]
@@ -1262,7 +1575,12 @@ fn trace_directory() {
     let d = tempfile::tempdir().unwrap();
     let sub = d.path().join("trace.sqlite");
     std::fs::create_dir(&sub).unwrap();
-    let out = duet([OsStr::new("trace"), OsStr::new("summary"), sub.as_os_str(), OsStr::new("--no-progress")]);
+    let out = duet([
+        OsStr::new("trace"),
+        OsStr::new("summary"),
+        sub.as_os_str(),
+        OsStr::new("--no-progress"),
+    ]);
     assert_clean_error(&out, "trace summary DIR", &["trace.sqlite", "directory"]);
 }
 
@@ -1275,11 +1593,79 @@ fn trace_non_utf8_csv() {
 }
 
 #[test]
-fn trace_missing_file_and_unwritable_report() {
+fn trace_missing_file_and_unwritable_reports() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("nope.sqlite");
     let out = duet([OsStr::new("trace"), OsStr::new("summary"), p.as_os_str()]);
     assert_clean_error(&out, "trace summary missing", &["nope.sqlite"]);
+    // A valid nsys stats CSV (the fuzz seed), so only the report paths are wrong.
+    let good =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/trace_nsys_csv/seed-kern_sum");
+    let ok = duet([
+        OsStr::new("trace"),
+        OsStr::new("summary"),
+        good.as_os_str(),
+        OsStr::new("--no-progress"),
+    ]);
+    assert_no_crash(&ok, "trace summary seed");
+    assert!(
+        ok.status.success(),
+        "trace summary of the seed fails: {}",
+        stderr_of(&ok)
+    );
+    for flag in ["--md", "--html", "--json-out"] {
+        let bad = d.path().join("no/such/dir/report.out");
+        let out = duet([
+            OsStr::new("trace"),
+            OsStr::new("summary"),
+            good.as_os_str(),
+            OsStr::new(flag),
+            bad.as_os_str(),
+        ]);
+        assert_clean_error(
+            &out,
+            &format!("trace summary {flag} in a missing folder"),
+            &["report.out"],
+        );
+        // A bad trace fails before any report is written: an existing report survives.
+        let keep = Keep::new(d.path(), "report.md");
+        let out = duet([
+            OsStr::new("trace"),
+            OsStr::new("summary"),
+            p.as_os_str(),
+            OsStr::new(flag),
+            keep.arg(),
+        ]);
+        assert_clean_error(
+            &out,
+            &format!("trace summary missing {flag}"),
+            &["nope.sqlite"],
+        );
+        keep.assert_unchanged(&format!("trace summary {flag}"));
+    }
+    let bad = d.path().join("no/such/dir/trace.chrome.json");
+    let out = duet([
+        OsStr::new("trace"),
+        OsStr::new("convert"),
+        good.as_os_str(),
+        OsStr::new("-o"),
+        bad.as_os_str(),
+    ]);
+    assert_clean_error(
+        &out,
+        "trace convert -o in a missing folder",
+        &["trace.chrome.json"],
+    );
+    let keep = Keep::new(d.path(), "out.chrome.json");
+    let out = duet([
+        OsStr::new("trace"),
+        OsStr::new("convert"),
+        p.as_os_str(),
+        OsStr::new("-o"),
+        keep.arg(),
+    ]);
+    assert_clean_error(&out, "trace convert missing", &["nope.sqlite"]);
+    keep.assert_unchanged("trace convert missing");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1318,7 +1704,11 @@ fn e2e_model_dir_missing_or_not_a_dir() {
     assert_clean_error(&e2e(&file.path, &[]), "e2e on a file", &["afile"]);
     let empty = d.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    assert_clean_error(&e2e(&empty, &[]), "e2e without config.json", &["config.json"]);
+    assert_clean_error(
+        &e2e(&empty, &[]),
+        "e2e without config.json",
+        &["config.json"],
+    );
 }
 
 #[test]
@@ -1337,22 +1727,64 @@ fn e2e_broken_config_json() {
     };
     let rows: Vec<(&str, Vec<u8>)> = vec![
         ("empty", b"".to_vec()),
-        ("truncated", br#"{"hidden_size": 256, "num_hidden_la"#.to_vec()),
-        ("not UTF-8", b"{\"hidden_size\": 256, \"model_type\": \"nemotron_h\xff\"}".to_vec()),
+        (
+            "truncated",
+            br#"{"hidden_size": 256, "num_hidden_la"#.to_vec(),
+        ),
+        (
+            "not UTF-8",
+            b"{\"hidden_size\": 256, \"model_type\": \"nemotron_h\xff\"}".to_vec(),
+        ),
         ("not an object", b"[1, 2, 3]".to_vec()),
-        ("hidden_size is a string", with("hidden_size", serde_json::json!("256"))),
-        ("hidden_size 2^60", with("hidden_size", serde_json::json!(1u64 << 60))),
-        ("vocab_size 2^60", with("vocab_size", serde_json::json!(1u64 << 60))),
+        (
+            "hidden_size is a string",
+            with("hidden_size", serde_json::json!("256")),
+        ),
+        (
+            "hidden_size 2^60",
+            with("hidden_size", serde_json::json!(1u64 << 60)),
+        ),
+        (
+            "vocab_size 2^60",
+            with("vocab_size", serde_json::json!(1u64 << 60)),
+        ),
         ("hidden_size 0", with("hidden_size", serde_json::json!(0))),
         ("hidden_size -1", with("hidden_size", serde_json::json!(-1))),
         ("heads 0", with("num_attention_heads", serde_json::json!(0))),
-        ("experts 2^40", with("n_routed_experts", serde_json::json!(1u64 << 40))),
-        ("top-k > experts", with("num_experts_per_tok", serde_json::json!(17))),
-        ("bad layer type", with("layers_block_type", serde_json::json!(["mamba", "nope"]))),
-        ("empty layer list", with("layers_block_type", serde_json::json!([]))),
-        ("eps NaN", with("layer_norm_epsilon", serde_json::json!({"__float__": "NaN"}))),
-        ("eps -1", with("layer_norm_epsilon", serde_json::json!(-1.0))),
-        ("scaling inf", with("routed_scaling_factor", serde_json::json!({"__float__": "Infinity"}))),
+        (
+            "experts 2^40",
+            with("n_routed_experts", serde_json::json!(1u64 << 40)),
+        ),
+        (
+            "top-k > experts",
+            with("num_experts_per_tok", serde_json::json!(17)),
+        ),
+        (
+            "bad layer type",
+            with("layers_block_type", serde_json::json!(["mamba", "nope"])),
+        ),
+        (
+            "empty layer list",
+            with("layers_block_type", serde_json::json!([])),
+        ),
+        (
+            "eps NaN",
+            with(
+                "layer_norm_epsilon",
+                serde_json::json!({"__float__": "NaN"}),
+            ),
+        ),
+        (
+            "eps -1",
+            with("layer_norm_epsilon", serde_json::json!(-1.0)),
+        ),
+        (
+            "scaling inf",
+            with(
+                "routed_scaling_factor",
+                serde_json::json!({"__float__": "Infinity"}),
+            ),
+        ),
         ("no hidden_size", without("hidden_size")),
     ];
     let mut f = Findings::default();
@@ -1361,13 +1793,21 @@ fn e2e_broken_config_json() {
         let m = model_dir(d.path(), &["config.json"]);
         std::fs::write(m.join("config.json"), &cfg).unwrap();
         let out = e2e(&m, &["--decode", "0"]);
-        f.add(check_clean_error(&out, &format!("e2e config: {label}"), &["config"]));
+        f.add(check_clean_error(
+            &out,
+            &format!("e2e config: {label}"),
+            &["config"],
+        ));
     }
     // config.json is a directory.
     let d = tempfile::tempdir().unwrap();
     let m = model_dir(d.path(), &["config.json"]);
     std::fs::create_dir(m.join("config.json")).unwrap();
-    f.add(check_clean_error(&e2e(&m, &[]), "e2e config.json is a directory", &["config.json"]));
+    f.add(check_clean_error(
+        &e2e(&m, &[]),
+        "e2e config.json is a directory",
+        &["config.json"],
+    ));
     f.assert_none("e2e configs");
 }
 
@@ -1381,16 +1821,43 @@ fn e2e_broken_weights() {
     let mut m2 = full.clone();
     m2.insert(victim.clone(), f32_tensor(&[3], 1));
     let mut m3 = full.clone();
-    m3.insert(victim.clone(), Tensor::from_f32_as(&vt.shape, &vec![1.0; vt.numel()], DType::I32));
+    m3.insert(
+        victim.clone(),
+        Tensor::from_f32_as(&vt.shape, &vec![1.0; vt.numel()], DType::I32),
+    );
     type Write<'a> = Box<dyn Fn(&Path) + 'a>;
     let rows: Vec<(&str, Write, Vec<&str>)> = vec![
         ("no weight file", Box::new(|_| {}), vec!["model"]),
-        ("empty", Box::new(|p| std::fs::write(p, b"").unwrap()), vec!["model.safetensors"]),
-        ("truncated", Box::new(|p| std::fs::write(p, &bytes[..bytes.len() / 2]).unwrap()), vec!["model.safetensors"]),
-        ("directory", Box::new(|p| std::fs::create_dir(p).unwrap()), vec!["model.safetensors"]),
-        ("missing tensor", Box::new(|p| io::save(p, &m1).unwrap()), vec![victim.as_str()]),
-        ("wrong shape", Box::new(|p| io::save(p, &m2).unwrap()), vec![victim.as_str()]),
-        ("wrong dtype", Box::new(|p| io::save(p, &m3).unwrap()), vec![victim.as_str()]),
+        (
+            "empty",
+            Box::new(|p| std::fs::write(p, b"").unwrap()),
+            vec!["model.safetensors"],
+        ),
+        (
+            "truncated",
+            Box::new(|p| std::fs::write(p, &bytes[..bytes.len() / 2]).unwrap()),
+            vec!["model.safetensors"],
+        ),
+        (
+            "directory",
+            Box::new(|p| std::fs::create_dir(p).unwrap()),
+            vec!["model.safetensors"],
+        ),
+        (
+            "missing tensor",
+            Box::new(|p| io::save(p, &m1).unwrap()),
+            vec![victim.as_str()],
+        ),
+        (
+            "wrong shape",
+            Box::new(|p| io::save(p, &m2).unwrap()),
+            vec![victim.as_str()],
+        ),
+        (
+            "wrong dtype",
+            Box::new(|p| io::save(p, &m3).unwrap()),
+            vec![victim.as_str()],
+        ),
     ];
     let mut f = Findings::default();
     for (label, write, needles) in rows {
@@ -1398,7 +1865,11 @@ fn e2e_broken_weights() {
         let m = model_dir(d.path(), &["model.safetensors"]);
         write(&m.join("model.safetensors"));
         let out = e2e(&m, &["--decode", "0"]);
-        f.add(check_clean_error(&out, &format!("e2e weights: {label}"), &needles));
+        f.add(check_clean_error(
+            &out,
+            &format!("e2e weights: {label}"),
+            &needles,
+        ));
     }
     f.assert_none("e2e weights");
 }
@@ -1415,7 +1886,10 @@ fn e2e_nan_weight_fails_the_golden_comparison() {
     let mut v = vt.to_f32_vec();
     v[0] = f32::NAN;
     let mut m = full.clone();
-    m.insert(victim.clone(), Tensor::from_f32_as(&vt.shape, &v, vt.dtype()));
+    m.insert(
+        victim.clone(),
+        Tensor::from_f32_as(&vt.shape, &v, vt.dtype()),
+    );
     let d = tempfile::tempdir().unwrap();
     let dir = model_dir(d.path(), &["model.safetensors"]);
     io::save(&dir.join("model.safetensors"), &m).unwrap();
@@ -1435,10 +1909,34 @@ fn e2e_unwritable_dump_keeps_existing_file() {
     let d = tempfile::tempdir().unwrap();
     let m = model_dir(d.path(), &[]);
     let bad = d.path().join("no/such/dir/dump.safetensors");
-    let out = e2e(&m, &["--decode", "0", "--path", "cpu", "--dump", bad.to_str().unwrap()]);
-    assert_clean_error(&out, "e2e --dump in a missing folder", &["dump.safetensors"]);
+    let out = e2e(
+        &m,
+        &[
+            "--decode",
+            "0",
+            "--path",
+            "cpu",
+            "--dump",
+            bad.to_str().unwrap(),
+        ],
+    );
+    assert_clean_error(
+        &out,
+        "e2e --dump in a missing folder",
+        &["dump.safetensors"],
+    );
     let keep = Keep::new(d.path(), "dump.txt");
-    let out = e2e(&m, &["--decode", "0", "--path", "cpu", "--dump", keep.path.to_str().unwrap()]);
+    let out = e2e(
+        &m,
+        &[
+            "--decode",
+            "0",
+            "--path",
+            "cpu",
+            "--dump",
+            keep.path.to_str().unwrap(),
+        ],
+    );
     assert_clean_error(&out, "e2e --dump .txt", &["dump.txt"]);
     keep.assert_unchanged("e2e --dump .txt");
 }
@@ -1491,11 +1989,15 @@ fn nan_inf_policy_table() {
                 }
                 let mut mm = m.clone();
                 mm.insert(name.clone(), Tensor::from_f32_as(&t.shape, &v, t.dtype()));
-                let r = std::panic::catch_unwind(|| def.call(&mm, params).map_err(|e| e.to_string()))
-                    .unwrap_or_else(|_| Err("PANIC".into()));
+                let r =
+                    std::panic::catch_unwind(|| def.call(&mm, params).map_err(|e| e.to_string()))
+                        .unwrap_or_else(|_| Err("PANIC".into()));
                 cells.push(summarize(&r));
             }
-            println!("| {} | {name} | {} | {} | {} |", o.name, cells[0], cells[1], cells[2]);
+            println!(
+                "| {} | {name} | {} | {} | {} |",
+                o.name, cells[0], cells[1], cells[2]
+            );
         }
     }
 }
@@ -1520,7 +2022,12 @@ fn bench_compare(name: &str, bytes: &[u8]) -> (Output, PathBuf, tempfile::TempDi
     std::fs::write(&bad, bytes).unwrap();
     let good = d.path().join("good.json");
     std::fs::write(&good, good_bench_json()).unwrap();
-    let out = duet([OsStr::new("bench"), OsStr::new("compare"), good.as_os_str(), bad.as_os_str()]);
+    let out = duet([
+        OsStr::new("bench"),
+        OsStr::new("compare"),
+        good.as_os_str(),
+        bad.as_os_str(),
+    ]);
     (out, bad, d)
 }
 
@@ -1532,8 +2039,16 @@ fn bench_compare_bad_files() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     for (name, bytes, needle) in [
         ("empty.json", &b""[..], "empty.json"),
-        ("trunc.json", &br#"{"schema": "duet.bench/1", "results": [{"case": "#[..], "trunc.json"),
-        ("nonutf8.json", &b"{\"schema\": \"duet.bench/1\xff\"}"[..], "nonutf8.json"),
+        (
+            "trunc.json",
+            &br#"{"schema": "duet.bench/1", "results": [{"case": "#[..],
+            "trunc.json",
+        ),
+        (
+            "nonutf8.json",
+            &b"{\"schema\": \"duet.bench/1\xff\"}"[..],
+            "nonutf8.json",
+        ),
         ("noschema.json", &br#"{"results": []}"#[..], "schema"),
         ("list.json", &b"[1, 2, 3]"[..], "schema"),
     ] {
@@ -1541,7 +2056,12 @@ fn bench_compare_bad_files() {
         assert_clean_error(&out, &format!("bench compare {name}"), &[needle]);
     }
     let d = tempfile::tempdir().unwrap();
-    let out = duet([OsStr::new("bench"), OsStr::new("compare"), d.path().as_os_str(), d.path().as_os_str()]);
+    let out = duet([
+        OsStr::new("bench"),
+        OsStr::new("compare"),
+        d.path().as_os_str(),
+        d.path().as_os_str(),
+    ]);
     assert_clean_error(&out, "bench compare DIR DIR", &[]);
 }
 
@@ -1550,8 +2070,14 @@ fn bench_compare_malformed_results_are_errors_not_a_pass() {
     // Right schema, but the results are not a list / rows lack their numbers: this must not
     // be reported as "no regression" (exit 0) -- a CI gate would pass on a broken file.
     for (label, v) in [
-        ("results not a list", serde_json::json!({"schema": "duet.bench/1", "results": "oops"})),
-        ("results missing", serde_json::json!({"schema": "duet.bench/1"})),
+        (
+            "results not a list",
+            serde_json::json!({"schema": "duet.bench/1", "results": "oops"}),
+        ),
+        (
+            "results missing",
+            serde_json::json!({"schema": "duet.bench/1"}),
+        ),
         (
             "row without median_s",
             serde_json::json!({"schema": "duet.bench/1", "results": [{"case": "philox/x", "implementation": "cpu"}]}),
@@ -1567,13 +2093,23 @@ fn bench_unwritable_output_keeps_existing_file() {
     let d = tempfile::tempdir().unwrap();
     let bad = d.path().join("missing/dir/bench.json");
     let fast = ["--reps", "1", "--max-seconds", "0"];
-    let mut a: Vec<OsString> = vec!["bench".into(), "^philox".into(), "--out".into(), bad.clone().into()];
+    let mut a: Vec<OsString> = vec![
+        "bench".into(),
+        "^philox".into(),
+        "--out".into(),
+        bad.clone().into(),
+    ];
     a.extend(fast.iter().map(OsString::from));
     let out = duet(&a);
     assert_clean_error(&out, "bench --out in a missing folder", &["bench.json"]);
     // An existing --out is replaced only by a complete file; a bad regex fails first.
     let keep = Keep::new(d.path(), "bench.json");
-    let mut a: Vec<OsString> = vec!["bench".into(), "(unclosed".into(), "--out".into(), keep.arg().to_owned()];
+    let mut a: Vec<OsString> = vec![
+        "bench".into(),
+        "(unclosed".into(),
+        "--out".into(),
+        keep.arg().to_owned(),
+    ];
     a.extend(fast.iter().map(OsString::from));
     let out = duet(&a);
     assert_clean_error(&out, "bench bad regex", &["(unclosed"]);

@@ -74,7 +74,9 @@ fuzz_target!(|data: &[u8]| {
         let vals = if dtype.is_float() {
             vals
         } else {
-            vals.iter().map(|v| if v.is_finite() { v.round() } else { 1.0 }).collect()
+            vals.iter()
+                .map(|v| if v.is_finite() { v.round() } else { 1.0 })
+                .collect()
         };
         inputs.insert(name, Tensor::from_f32_as(&shape, &vals, dtype));
     }

@@ -6,10 +6,16 @@ use std::io::Write;
 
 fuzz_target!(|data: &[u8]| {
     let (ext, body) = match data.split_first() {
-        Some((b, rest)) => (["safetensors", "npy", "npz", "bin"][(*b & 3) as usize], rest),
+        Some((b, rest)) => (
+            ["safetensors", "npy", "npz", "bin"][(*b & 3) as usize],
+            rest,
+        ),
         None => ("safetensors", data),
     };
-    let Ok(mut f) = tempfile::Builder::new().suffix(&format!(".{ext}")).tempfile() else {
+    let Ok(mut f) = tempfile::Builder::new()
+        .suffix(&format!(".{ext}"))
+        .tempfile()
+    else {
         return;
     };
     if f.write_all(body).is_err() || f.flush().is_err() {

@@ -5,7 +5,14 @@ use libfuzzer_sys::fuzz_target;
 use std::io::Write;
 
 const EXT: [&str; 8] = [
-    ".sqlite", ".csv", ".json", ".json.gz", ".sqlite.gz", ".csv.gz", ".nsys-rep", ".txt",
+    ".sqlite",
+    ".csv",
+    ".json",
+    ".json.gz",
+    ".sqlite.gz",
+    ".csv.gz",
+    ".nsys-rep",
+    ".txt",
 ];
 
 fuzz_target!(|data: &[u8]| {

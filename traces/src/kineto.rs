@@ -244,36 +244,42 @@ pub fn read(
     let mut pos = 0usize;
     let mut end = 0usize;
     let mut eof = false;
-    let mut refill =
-        |buf: &mut Vec<u8>, pos: &mut usize, end: &mut usize, eof: &mut bool| -> Result<()> {
-            if *pos > 0 {
-                buf.copy_within(*pos..*end, 0);
-                *end -= *pos;
-                *pos = 0;
+    let mut refill = |buf: &mut Vec<u8>,
+                      pos: &mut usize,
+                      end: &mut usize,
+                      eof: &mut bool,
+                      dropped: &mut u64|
+     -> Result<()> {
+        if *pos > 0 {
+            *dropped += *pos as u64;
+            buf.copy_within(*pos..*end, 0);
+            *end -= *pos;
+            *pos = 0;
+        }
+        if *end == buf.len() {
+            let n = buf.len() * 2;
+            buf.resize(n, 0);
+        }
+        let n = loop {
+            match reader.read(&mut buf[*end..]) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
             }
-            if *end == buf.len() {
-                let n = buf.len() * 2;
-                buf.resize(n, 0);
-            }
-            let n = loop {
-                match reader.read(&mut buf[*end..]) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(crate::detect::stream_error(path, gz, e)),
-                }
-            };
-            *end += n;
-            if n == 0 {
-                *eof = true;
-            }
-            Ok(())
         };
+        *end += n;
+        if n == 0 {
+            *eof = true;
+        }
+        Ok(())
+    };
 
     // scanner state (outside the events array)
     let mut depth: u32 = 0;
     let mut in_str = false;
     let mut esc = false;
-    let mut line: usize = 1;
+    // bytes dropped from the front of the window so far (absolute offset = dropped + pos)
+    let mut dropped: u64 = 0;
     let mut top_is_array = false;
     let mut expect_key = false;
     let mut collecting_key = false;
@@ -292,17 +298,14 @@ pub fn read(
             if eof {
                 break;
             }
-            refill(&mut buf, &mut pos, &mut end, &mut eof)?;
+            refill(&mut buf, &mut pos, &mut end, &mut eof, &mut dropped)?;
             continue;
         }
         if in_events {
             let b = buf[pos];
             match b {
                 b' ' | b'\t' | b'\r' | b',' => pos += 1,
-                b'\n' => {
-                    line += 1;
-                    pos += 1;
-                }
+                b'\n' => pos += 1,
                 b']' => {
                     pos += 1;
                     depth -= 1;
@@ -320,7 +323,6 @@ pub fn read(
                         Ok(ev) => {
                             let n = stream.byte_offset();
                             handle_event(ev, sink, &mut n_kernels);
-                            line += slice[..n].iter().filter(|&&c| c == b'\n').count();
                             pos += n;
                             n_events += 1;
                             if n_events.is_multiple_of(65536) {
@@ -328,7 +330,7 @@ pub fn read(
                             }
                         }
                         Err(e) if e.is_eof() && !eof => {
-                            refill(&mut buf, &mut pos, &mut end, &mut eof)?;
+                            refill(&mut buf, &mut pos, &mut end, &mut eof, &mut dropped)?;
                         }
                         Err(e) => {
                             let msg = if e.is_eof() {
@@ -341,7 +343,8 @@ pub fn read(
                             };
                             return Err(TraceError::Json {
                                 path: path.to_path_buf(),
-                                line: line + e.line().saturating_sub(1),
+                                line: line_at(path, gz, dropped + pos as u64)
+                                    + e.line().saturating_sub(1),
                                 column: e.column(),
                                 msg,
                             });
@@ -351,7 +354,7 @@ pub fn read(
                 other => {
                     return Err(TraceError::Json {
                         path: path.to_path_buf(),
-                        line,
+                        line: line_at(path, gz, dropped + pos as u64),
                         column: 0,
                         msg: format!(
                             "unexpected {:?} in traceEvents (expected an event object)",
@@ -382,13 +385,9 @@ pub fn read(
             } else if collecting_key {
                 key_buf.push(b);
             }
-            if b == b'\n' {
-                line += 1;
-            }
             continue;
         }
         match b {
-            b'\n' => line += 1,
             b'"' => {
                 in_str = true;
                 if depth == 1 && !top_is_array && expect_key {
@@ -420,7 +419,7 @@ pub fn read(
                 if depth == 0 {
                     return Err(TraceError::Json {
                         path: path.to_path_buf(),
-                        line,
+                        line: line_at(path, gz, dropped + pos as u64),
                         column: 0,
                         msg: "unbalanced closing bracket".into(),
                     });
@@ -446,7 +445,7 @@ pub fn read(
                     meta_capture = Some((k, Vec::new()));
                 }
             }
-            b' ' | b'\t' | b'\r' => {}
+            b' ' | b'\t' | b'\r' | b'\n' => {}
             0xEF | 0xBB | 0xBF if !first_byte_seen => {} // UTF-8 byte order mark
             _ => {
                 if !first_byte_seen {
@@ -462,7 +461,7 @@ pub fn read(
     if depth != 0 || in_str || in_events {
         return Err(TraceError::Json {
             path: path.to_path_buf(),
-            line,
+            line: line_at(path, gz, u64::MAX),
             column: 0,
             msg: format!(
                 "unexpected end of file ({depth} brackets still open after {n_events} events): the trace is truncated; re-export it"
@@ -506,6 +505,30 @@ pub fn read(
     }
     info.detail = format!("{detail}, {n_events} events, {n_kernels} kernels");
     Ok(())
+}
+
+/// 1-based line of byte `offset` (or of the end of the stream), computed only on errors by
+/// reading the file again.
+fn line_at(path: &Path, gz: bool, offset: u64) -> usize {
+    let Ok((r, _, _)) = open_stream(path, gz) else {
+        return 0;
+    };
+    let mut line = 1usize;
+    let mut seen = 0u64;
+    let mut r = std::io::BufReader::with_capacity(1 << 20, r.take(offset));
+    loop {
+        let n = match std::io::BufRead::fill_buf(&mut r) {
+            Ok(b) if !b.is_empty() => {
+                line += b.iter().filter(|&&c| c == b'\n').count();
+                b.len()
+            }
+            _ => break,
+        };
+        seen += n as u64;
+        std::io::BufRead::consume(&mut r, n);
+    }
+    let _ = seen;
+    line
 }
 
 fn handle_event(ev: RawEvent<'_>, sink: &mut dyn Sink, n_kernels: &mut u64) {

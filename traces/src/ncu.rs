@@ -56,7 +56,7 @@ pub fn normalize_unit(value: f64, unit: &str) -> (f64, String) {
             base = b.to_string();
             break;
         }
-        if num.len() == b.len() + 1 && num[1..].eq_ignore_ascii_case(b) {
+        if num.len() == b.len() + 1 && num.get(1..).is_some_and(|r| r.eq_ignore_ascii_case(b)) {
             let p = num.as_bytes()[0].to_ascii_uppercase();
             let s = match p {
                 b'K' => Some(1e3),

@@ -5,7 +5,66 @@
 use crate::model::*;
 use crate::names::{canonical_range_name, CanonicalName, NameLevel};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::HashMap as StdHashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A small multiplicative hasher (FxHash style) for the per-event name lookups: names are
+/// hashed once per event, so SipHash's cost shows on multi-million-event traces.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(c);
+            self.add(u64::from_le_bytes(v));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut v = [0u8; 8];
+            v[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(v) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_i64(&mut self, i: i64) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Instance durations kept per (kernel, device): exact statistics up to this many instances,
 /// a uniform random sample beyond.
@@ -508,7 +567,7 @@ impl Aggregator {
             .map(|n| CanonicalName::new(&n.raw))
             .collect();
         let mut groups: HashMap<(String, i64), (Acc, Vec<String>, String, Option<LaunchInfo>)> =
-            HashMap::new();
+            HashMap::default();
         let mut order: Vec<(String, i64)> = Vec::new();
         let mut devices: Vec<i64> = Vec::new();
         for (s, &(ni, dev)) in self.slot_keys.iter().enumerate() {
@@ -596,7 +655,7 @@ impl Aggregator {
                 })
                 .collect(),
         );
-        let mut memop_map: HashMap<(String, i64), Acc> = HashMap::new();
+        let mut memop_map: HashMap<(String, i64), Acc> = HashMap::default();
         for ((n, d), a) in self.memops {
             let d = if opts.merge_devices { -1 } else { d };
             memop_map.entry((n, d)).or_default().merge(&a);

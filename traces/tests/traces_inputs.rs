@@ -99,6 +99,10 @@ fn malformed_files_give_clear_errors() {
     let e = expect_err(&write(d.path(), "trunc.json", &js[..js.len() * 2 / 3]));
     assert!(matches!(e, TraceError::Json { .. }), "{e}");
     assert!(e.to_string().contains("truncated"), "{e}");
+    // a malformed event: the error names its line
+    let bad = b"{\"traceEvents\": [\n{\"ph\": \"X\", \"dur\": 1},\n{\"ph\": X}\n]}";
+    let e = expect_err(&write(d.path(), "bad_event.json", bad));
+    assert!(matches!(e, TraceError::Json { line: 3, .. }), "{e:?}");
     // JSON that is not a Kineto trace
     let e = expect_err(&write(d.path(), "other.json", br#"{"hello": [1, 2, 3]}"#));
     assert!(matches!(e, TraceError::NotKineto { .. }), "{e}");

@@ -16,7 +16,7 @@ use crate::ops::selective_state_update_multi_token::{
     selective_state_update_multi_token as ssu_mt_op, ChainFrom, MtpConfig, StateUpdate,
 };
 
-fn op_err(op: &str, e: impl std::fmt::Display) -> ModelError {
+pub(crate) fn op_err(op: &str, e: impl std::fmt::Display) -> ModelError {
     ModelError::Op(format!("{op}: {e}"))
 }
 

@@ -882,39 +882,12 @@ impl Model {
             Some(f) => linear(x, t, f, None),
             None => x.to_vec(),
         };
-        let lw = c.moe_width();
-        // Tokens per expert, in token order.
-        let mut per: Vec<Vec<(usize, f32)>> = vec![Vec::new(); ne];
-        for (ti, (ids, ws)) in routes.iter().enumerate() {
-            for (&e, &wt) in ids.iter().zip(ws) {
-                per[e].push((ti, wt));
-            }
-        }
-        let outs: Vec<(usize, Vec<f32>)> = per
-            .par_iter()
-            .enumerate()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(e, toks)| {
-                let mut xs = Vec::with_capacity(toks.len() * lw);
-                for &(ti, _) in toks {
-                    xs.extend_from_slice(&lat[ti * lw..(ti + 1) * lw]);
-                }
-                let (up, down) = &w.experts[e];
-                let u = kernels::relu2(&linear(&xs, toks.len(), up, None));
-                (e, linear(&u, toks.len(), down, None))
-            })
-            .collect();
-        let mut acc = vec![0f32; t * lw];
-        for (e, o) in outs {
-            for (r, &(ti, wt)) in per[e].iter().enumerate() {
-                for (a, b) in acc[ti * lw..(ti + 1) * lw]
-                    .iter_mut()
-                    .zip(&o[r * lw..(r + 1) * lw])
-                {
-                    *a += b * wt;
-                }
-            }
-        }
+        // Routed experts: moe_permute -> per-expert GEMM pair -> moe_finalize (op latent_moe).
+        let k = routes.first().map_or(c.num_experts_per_tok, |r| r.0.len());
+        let idx: Vec<i64> = routes.iter().flat_map(|(ids, _)| ids.iter().map(|&e| e as i64)).collect();
+        let wts: Vec<f32> = routes.iter().flat_map(|(_, ws)| ws.iter().copied()).collect();
+        let acc = crate::ops::latent_moe::routed_experts(&lat, t, &idx, &wts, k, &w.experts)
+            .map_err(|e| kernels::op_err("latent_moe", e))?;
         let mut y = match &w.fc2 {
             Some(f) => linear(&acc, t, f, None),
             None => acc,

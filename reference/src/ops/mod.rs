@@ -15,6 +15,7 @@ pub mod mamba_cache_promote;
 pub mod moe_expert_gemm1_relu2_nvfp4;
 pub mod moe_expert_gemm2;
 pub mod moe_finalize;
+pub mod latent_moe;
 pub mod moe_gemm;
 pub mod moe_permute;
 pub mod noaux_tc_router;
@@ -60,6 +61,7 @@ pub fn registry() -> Vec<OpDef> {
         moe_expert_gemm1_relu2_nvfp4::def(),
         moe_expert_gemm2::def(),
         moe_finalize::def(),
+        latent_moe::def(),
     ];
     v
 }
