@@ -105,7 +105,10 @@ fn rand_f32(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
     let e = 512;
     let c = RouterConfig::nemotron_super();
-    let logits = g.upload(&Tensor::from_f32(&[tokens, e], rand_f32(tokens * e, 1, 2.0)))?;
+    let logits = g.upload(&Tensor::from_f32(
+        &[tokens, e],
+        rand_f32(tokens * e, 1, 2.0),
+    ))?;
     let bias = g.upload(&Tensor::from_f32(&[e], rand_f32(e, 2, 0.1)))?;
     let idx = g.alloc_poisoned(&[tokens, c.top_k], DType::I32, 0xFF)?;
     let w = g.alloc_poisoned(&[tokens, c.top_k], DType::F32, 0xFF)?;
@@ -133,24 +136,37 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
         }));
     }
     // Cost attribution only: v3 with an f32 tanhf sigmoid (NOT bit-exact with the reference).
-    let lf = noaux_tc_router::Launch { f32_sigmoid_bench: true, ..l };
+    let lf = noaux_tc_router::Launch {
+        f32_sigmoid_bench: true,
+        ..l
+    };
     let (single, graph) = time_launch(g, true, || lf.run(g, "v3"))?;
     versions.push(json!({
         "version": "v3[f32 tanhf sigmoid, bench only, not exact]", "event": timing_json(&single),
         "graph_per_launch": graph.as_ref().map(timing_json),
     }));
-    Ok(json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
-              "bytes": bytes, "versions": versions}))
+    Ok(
+        json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
+              "bytes": bytes, "versions": versions}),
+    )
 }
 
 /// NVFP4 quantize of a rows x cols bf16 tensor (kernel mode), both layouts, vs the copy ceiling.
 pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::Value, GpuError> {
-    let x = g.upload(&Tensor::from_f32_as(&[rows, cols], &rand_f32(rows * cols, 3, 1.0), DType::BF16))?;
+    let x = g.upload(&Tensor::from_f32_as(
+        &[rows, cols],
+        &rand_f32(rows * cols, 3, 1.0),
+        DType::BF16,
+    ))?;
     let gs = nvfp4::global_from_device_amax(g, x.ptr(&g.stream), 1, rows * cols)?;
     let gd = g.upload(&Tensor::from_f32(&[1], vec![gs]))?;
     let (ct, cgbs) = copy_ceiling(g, rows * cols * 2)?;
     let mut out = vec![];
-    for (ver, l) in [("v1", SfLayout::Linear), ("v2", SfLayout::Linear), ("v2", SfLayout::Swizzled128x4)] {
+    for (ver, l) in [
+        ("v1", SfLayout::Linear),
+        ("v2", SfLayout::Linear),
+        ("v2", SfLayout::Swizzled128x4),
+    ] {
         let q = g.alloc_poisoned(&[rows, cols / 2], DType::U8, 0xFF)?;
         let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, 0xFF)?;
         let (t, _) = time_launch(g, false, || {
@@ -170,12 +186,16 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
         })?;
         let bytes = (rows * cols * 2 + rows * cols / 2 + l.len(rows, cols)) as f64;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
-        out.push(json!({"version": ver, "layout": l.name(), "time": timing_json(&t), "bytes": bytes,
-                        "gb_per_s": gbs, "pct_of_copy": 100.0 * gbs / cgbs}));
+        out.push(
+            json!({"version": ver, "layout": l.name(), "time": timing_json(&t), "bytes": bytes,
+                        "gb_per_s": gbs, "pct_of_copy": 100.0 * gbs / cgbs}),
+        );
     }
-    Ok(json!({"op": "nvfp4_quantize", "shape": {"rows": rows, "cols": cols, "dtype": "bf16", "mode": "kernel"},
+    Ok(
+        json!({"op": "nvfp4_quantize", "shape": {"rows": rows, "cols": cols, "dtype": "bf16", "mode": "kernel"},
               "copy": {"bytes": 2 * rows * cols * 2, "time": timing_json(&ct), "gb_per_s": cgbs},
-              "versions": out}))
+              "versions": out}),
+    )
 }
 
 /// A named preset (module doc).
@@ -213,8 +233,10 @@ pub fn case(c: &dyn compare::Case) -> Result<serde_json::Value, GpuError> {
         ops::run_version(&g, &op, op.default_version(), &inputs, &params, &opts).map(|_| ())
     })?;
     let gbs = c.bytes() as f64 / (t.median_us * 1e-6) / 1e9;
-    Ok(json!({"case": c.name(), "op": c.op(), "implementation": format!("gpu:{}:{}", c.op(), op.default_version()),
+    Ok(
+        json!({"case": c.name(), "op": c.op(), "implementation": format!("gpu:{}:{}", c.op(), op.default_version()),
               "median_s": t.median_us * 1e-6, "p10_s": t.p10_us * 1e-6, "p90_s": t.p90_us * 1e-6,
               "bytes": c.bytes(), "flops": c.flops(), "gb_per_s": gbs,
-              "note": "end to end: includes host<->device transfers; kernel-only numbers: gpu::bench::preset"}))
+              "note": "end to end: includes host<->device transfers; kernel-only numbers: gpu::bench::preset"}),
+    )
 }

@@ -255,7 +255,10 @@ pub fn annotate_log(log: &str, k: &KernelSource) -> String {
                 None
             };
             if let Some(src_line) = text.and_then(|t| t.lines().nth(n.saturating_sub(1))) {
-                out.push_str(&format!("    gpu/kernels/{file}:{n}: {}\n", src_line.trim_end()));
+                out.push_str(&format!(
+                    "    gpu/kernels/{file}:{n}: {}\n",
+                    src_line.trim_end()
+                ));
             }
         }
     }
@@ -285,7 +288,10 @@ mod tests {
         let log = "x.cu(2): error: identifier \"nope\" is undefined\n";
         let a = annotate_log(log, &k);
         assert!(a.contains("gpu/kernels/x.cu:2: int b = nope;"), "{a}");
-        assert_eq!(parse_loc("common.cuh(10): warning: w"), Some(("common.cuh".into(), 10)));
+        assert_eq!(
+            parse_loc("common.cuh(10): warning: w"),
+            Some(("common.cuh".into(), 10))
+        );
         assert_eq!(parse_loc("no location here"), None);
     }
 

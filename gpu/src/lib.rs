@@ -73,10 +73,21 @@ pub fn backends(filter: Option<&str>) -> Result<Vec<Box<dyn Backend>>, GpuError>
 }
 
 /// Runs `op` with its default GPU kernel.
-pub fn run(op: &str, inputs: &TensorMap, params: &[(String, String)]) -> Result<TensorMap, GpuError> {
+pub fn run(
+    op: &str,
+    inputs: &TensorMap,
+    params: &[(String, String)],
+) -> Result<TensorMap, GpuError> {
     let o = ops::find(op)?;
     let g = runtime::gpu()?;
-    ops::run_version(&g, &o, o.default_version(), inputs, params, &ops::RunOpts::default())
+    ops::run_version(
+        &g,
+        &o,
+        o.default_version(),
+        inputs,
+        params,
+        &ops::RunOpts::default(),
+    )
 }
 
 /// Times one case on its default GPU kernel (CUDA events; median, p10, p90) and returns a JSON

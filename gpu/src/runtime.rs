@@ -44,7 +44,11 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Gpu({}, {}, {} SMs)", self.name, self.arch, self.sm_count)
+        write!(
+            f,
+            "Gpu({}, {}, {} SMs)",
+            self.name, self.arch, self.sm_count
+        )
     }
 }
 
@@ -74,13 +78,17 @@ fn open() -> Result<Gpu, GpuError> {
                 .into(),
         ));
     }
-    let n = CudaContext::device_count()
-        .map_err(|e| GpuError::NoDevice(format!("the CUDA driver reports no usable device ({e})")))?;
+    let n = CudaContext::device_count().map_err(|e| {
+        GpuError::NoDevice(format!("the CUDA driver reports no usable device ({e})"))
+    })?;
     if n < 1 {
         return Err(GpuError::NoDevice("the CUDA driver sees 0 GPUs".into()));
     }
-    let ctx = CudaContext::new(0).map_err(|e| GpuError::NoDevice(format!("cuCtxCreate on device 0: {e}")))?;
-    let (major, minor) = ctx.compute_capability().map_err(drv("compute capability"))?;
+    let ctx = CudaContext::new(0)
+        .map_err(|e| GpuError::NoDevice(format!("cuCtxCreate on device 0: {e}")))?;
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(drv("compute capability"))?;
     let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
     if major < 8 {
         return Err(GpuError::NoDevice(format!(
@@ -146,7 +154,9 @@ impl Gpu {
     }
 
     pub fn sync(&self) -> Result<(), GpuError> {
-        self.stream.synchronize().map_err(drv("stream synchronize (a kernel failed)"))
+        self.stream
+            .synchronize()
+            .map_err(drv("stream synchronize (a kernel failed)"))
     }
 
     /// Uploads a host tensor into a guarded device buffer.
@@ -164,7 +174,12 @@ impl Gpu {
     }
 
     /// An output buffer filled with `poison` (every byte), surrounded by guards.
-    pub fn alloc_poisoned(&self, shape: &[usize], dtype: DType, poison: u8) -> Result<DevTensor, GpuError> {
+    pub fn alloc_poisoned(
+        &self,
+        shape: &[usize],
+        dtype: DType,
+        poison: u8,
+    ) -> Result<DevTensor, GpuError> {
         let len = shape.iter().product::<usize>() * dtype.size();
         let mut host = vec![GUARD_BYTE; GUARD + len + GUARD];
         host[GUARD..GUARD + len].fill(poison);
@@ -194,7 +209,9 @@ impl Gpu {
             )));
         }
         Tensor::from_le_bytes(&d.shape, d.dtype, &host[GUARD..GUARD + d.len]).ok_or_else(|| {
-            GpuError::Driver(format!("'{what}': downloaded byte count does not match shape"))
+            GpuError::Driver(format!(
+                "'{what}': downloaded byte count does not match shape"
+            ))
         })
     }
 

@@ -7,7 +7,14 @@
 #[ignore = "gpu"]
 fn target_presets() {
     let mut all = vec![];
-    for p in ["copy", "router_t1", "router_t64", "router_t4096", "router_t32768", "nvfp4_8192"] {
+    for p in [
+        "copy",
+        "router_t1",
+        "router_t64",
+        "router_t4096",
+        "router_t32768",
+        "nvfp4_8192",
+    ] {
         let v = match gpu::bench::preset(p) {
             Ok(v) => v,
             Err(e) => {

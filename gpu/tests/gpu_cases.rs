@@ -34,9 +34,17 @@ fn every_case_through_every_kernel_version() {
                 }
             }
         }
-        eprintln!("{}: {} cases x {} versions", op.name, cases.len(), op.versions.len());
+        eprintln!(
+            "{}: {} cases x {} versions",
+            op.name,
+            cases.len(),
+            op.versions.len()
+        );
     }
-    eprintln!("ran {ran} (case, version, seed) combinations, {} failed", failures.len());
+    eprintln!(
+        "ran {ran} (case, version, seed) combinations, {} failed",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -62,7 +70,10 @@ fn unknown_version_and_bad_input_are_clear_errors() {
     let g = common::gpu();
     let op = gpu::ops::find("nvfp4_quantize").expect("op");
     let mut m = reference::TensorMap::new();
-    m.insert("x".into(), reference::Tensor::from_f32(&[2, 15], vec![1.0; 30]));
+    m.insert(
+        "x".into(),
+        reference::Tensor::from_f32(&[2, 15], vec![1.0; 30]),
+    );
     let e = gpu::ops::run_version(&g, &op, "v1", &m, &[], &Default::default()).unwrap_err();
     assert!(e.to_string().contains("multiple of 16"), "{e}");
     let e = gpu::ops::run_version(&g, &op, "v9", &m, &[], &Default::default()).unwrap_err();

@@ -24,35 +24,75 @@ fn x_input(rows: usize, cols: usize, seed: u64, dt: DType, specials: bool) -> Te
     Tensor::from_f32_as(&[rows, cols], &v, dt)
 }
 
-fn quantize_case(rows: usize, cols: usize, seed: u64, dt: DType, mode: &str, layout: &str, given: bool, specials: bool) -> Result<(), String> {
+fn quantize_case(
+    rows: usize,
+    cols: usize,
+    seed: u64,
+    dt: DType,
+    mode: &str,
+    layout: &str,
+    given: bool,
+    specials: bool,
+) -> Result<(), String> {
     let mut m = TensorMap::new();
     m.insert("x".into(), x_input(rows, cols, seed, dt, specials));
     if given || specials {
-        m.insert("global_scale".into(), Tensor::from_f32(&[1], vec![37.5 + (seed % 100) as f32]));
+        m.insert(
+            "global_scale".into(),
+            Tensor::from_f32(&[1], vec![37.5 + (seed % 100) as f32]),
+        );
     }
     let s = sets(&[("mode", mode.into()), ("layout", layout.into())]);
-    let name = format!("rows={rows},cols={cols},{dt},{mode},{layout},given={given},specials={specials}");
+    let name =
+        format!("rows={rows},cols={cols},{dt},{mode},{layout},given={given},specials={specials}");
     for v in ["v2", "v1"] {
         diff("nvfp4_quantize", v, &name, &m, &s, &exact)?;
     }
     // Round trip: dequantize the reference's quantization on the GPU too.
-    let q = reference::ops::find("nvfp4_quantize").and_then(|d| d.call(&m, &s)).map_err(|e| e.to_string())?;
+    let q = reference::ops::find("nvfp4_quantize")
+        .and_then(|d| d.call(&m, &s))
+        .map_err(|e| e.to_string())?;
     let mut dq = TensorMap::new();
     for k in ["x_fp4", "sf", "global_scale"] {
         dq.insert(k.into(), q[k].clone());
     }
-    diff("nvfp4_dequantize", "v1", &format!("dequantize {name}"), &dq, &sets(&[("layout", layout.into())]), &exact)
+    diff(
+        "nvfp4_dequantize",
+        "v1",
+        &format!("dequantize {name}"),
+        &dq,
+        &sets(&[("layout", layout.into())]),
+        &exact,
+    )
 }
 
 #[test]
 #[ignore = "gpu"]
 fn fixed_shapes_all_modes() {
-    for (rows, cols) in [(1usize, 16usize), (3, 48), (130, 64), (257, 4096), (128, 80)] {
+    for (rows, cols) in [
+        (1usize, 16usize),
+        (3, 48),
+        (130, 64),
+        (257, 4096),
+        (128, 80),
+    ] {
         for mode in ["kernel", "exact"] {
             for layout in ["linear", "swizzled128x4"] {
-                for (i, dt) in [DType::F32, DType::BF16, DType::F16].into_iter().enumerate() {
-                    quantize_case(rows, cols, (rows * 31 + cols + i) as u64, dt, mode, layout, i == 1, rows > 100)
-                        .unwrap_or_else(|e| panic!("{e}"));
+                for (i, dt) in [DType::F32, DType::BF16, DType::F16]
+                    .into_iter()
+                    .enumerate()
+                {
+                    quantize_case(
+                        rows,
+                        cols,
+                        (rows * 31 + cols + i) as u64,
+                        dt,
+                        mode,
+                        layout,
+                        i == 1,
+                        rows > 100,
+                    )
+                    .unwrap_or_else(|e| panic!("{e}"));
                 }
             }
         }
@@ -89,5 +129,9 @@ fn fast_e2m1_encoder_equals_the_threshold_table_on_every_f32() {
     // SAFETY: matches e2m1_fast_check.
     unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 64, 256, 0)) }.expect("launch");
     let c: Vec<u64> = g.stream.clone_dtoh(&count).expect("download");
-    assert_eq!(c[0], 0, "f32_to_e2m1_fast differs from f32_to_e2m1 on {} inputs", c[0]);
+    assert_eq!(
+        c[0], 0,
+        "f32_to_e2m1_fast differs from f32_to_e2m1 on {} inputs",
+        c[0]
+    );
 }

@@ -22,7 +22,11 @@ fn inputs(t: usize, e: usize, seed: u64, dt: DType, ties: bool, nan: bool) -> Te
         l[1] = f32::INFINITY;
         l[2] = f32::NEG_INFINITY;
     }
-    let b: Vec<f32> = if ties { vec![0.0; e] } else { r.normal_vec(e, 0.1) };
+    let b: Vec<f32> = if ties {
+        vec![0.0; e]
+    } else {
+        r.normal_vec(e, 0.1)
+    };
     let mut m = TensorMap::new();
     m.insert("logits".into(), Tensor::from_f32_as(&[t, e], &l, dt));
     m.insert("bias".into(), Tensor::from_f32_as(&[e], &b, dt));
@@ -47,7 +51,10 @@ fn run_all(m: &TensorMap, s: &[(String, String)], name: &str) -> Result<(), Stri
 fn super_shape_every_token_count() {
     for t in [1usize, 7, 64, 1000, 4096] {
         let m = inputs(t, 512, t as u64, DType::F32, false, false);
-        let s = sets(&[("top_k", "22".into()), ("routed_scaling_factor", "5.0".into())]);
+        let s = sets(&[
+            ("top_k", "22".into()),
+            ("routed_scaling_factor", "5.0".into()),
+        ]);
         run_all(&m, &s, &format!("T={t},E=512,k=22")).unwrap_or_else(|e| panic!("{e}"));
     }
 }
@@ -71,7 +78,8 @@ fn ties_nans_and_modes() {
                 ("sigmoid", sig.to_string()),
                 ("routed_scaling_factor", "2.5".into()),
             ]);
-            run_all(&m, &s, &format!("ties={ties},nan={nan},{norm},{sig}")).unwrap_or_else(|e| panic!("{e}"));
+            run_all(&m, &s, &format!("ties={ties},nan={nan},{norm},{sig}"))
+                .unwrap_or_else(|e| panic!("{e}"));
         }
     }
     let m = inputs(5, 64, 9, DType::F16, false, false);

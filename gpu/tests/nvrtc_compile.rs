@@ -35,7 +35,11 @@ fn every_kernel_compiles_for_sm90a() {
         match compile::compile(k.name, "sm_90a") {
             Ok(cubin) => {
                 assert!(cubin.len() > 64, "{}: empty cubin", k.name);
-                eprintln!("compiled {}.cu: {} bytes of sm_90a cubin", k.name, cubin.len());
+                eprintln!(
+                    "compiled {}.cu: {} bytes of sm_90a cubin",
+                    k.name,
+                    cubin.len()
+                );
             }
             Err(e) => failures.push(e.to_string()),
         }
@@ -52,7 +56,12 @@ fn a_compile_error_names_the_file_and_line() {
         name: "broken",
         src: "extern \"C\" __global__ void f(float* o) {\n    o[0] = undefined_thing;\n}\n",
     };
-    let log = compile::compile_source(&k, "sm_90a").expect_err("must fail").to_string();
+    let log = compile::compile_source(&k, "sm_90a")
+        .expect_err("must fail")
+        .to_string();
     assert!(log.contains("broken.cu(2)"), "{log}");
-    assert!(log.contains("gpu/kernels/broken.cu:2:     o[0] = undefined_thing;"), "{log}");
+    assert!(
+        log.contains("gpu/kernels/broken.cu:2:     o[0] = undefined_thing;"),
+        "{log}"
+    );
 }

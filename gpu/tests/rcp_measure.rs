@@ -50,7 +50,11 @@ fn rcp_approx_ftz_matches_the_cpu_model() {
     if let Ok(dir) = std::env::var("DUET_OUT") {
         let p = std::path::Path::new(&dir).join("rcp_corrections.bin");
         std::fs::write(&p, table.to_bytes_corrections()).expect("write corrections");
-        println!("wrote {} ({} corrections)", p.display(), table.corrections().len());
+        println!(
+            "wrote {} ({} corrections)",
+            p.display(),
+            table.corrections().len()
+        );
     }
     // 2. all 2^32 inputs on the GPU against the table skeleton.
     let count = g.alloc_raw::<u64>(1).expect("alloc");
@@ -65,15 +69,32 @@ fn rcp_approx_ftz_matches_the_cpu_model() {
     unsafe { a.launch(cfg(g.sm_count * 64, 256, 0)) }.expect("launch");
     let c: Vec<u64> = g.stream.clone_dtoh(&count).expect("download");
     let fv: Vec<u32> = g.stream.clone_dtoh(&first).expect("download");
-    println!("all 2^32 inputs vs the table-driven model: {} mismatches", c[0]);
+    println!(
+        "all 2^32 inputs vs the table-driven model: {} mismatches",
+        c[0]
+    );
     for i in 0..(c[0] as usize).min(16) {
         println!("  input {:#010x}: hw {:#010x}", fv[2 * i], fv[2 * i + 1]);
     }
     // 3. the Rust functions on random inputs and specials.
     let mut rng = compare::gen::Rng::new(42);
     let mut inputs: Vec<u32> = (0..1 << 20).map(|_| rng.next_u32()).collect();
-    inputs.extend([0, 0x8000_0000, 1, 0x807F_FFFF, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0000, 0xFFFF_FFFF,
-                   0x7E80_0000, 0x7E80_0001, 0x7E7F_FFFF, 0x0080_0000, 0x7F7F_FFFF, 0x40C0_0000]);
+    inputs.extend([
+        0,
+        0x8000_0000,
+        1,
+        0x807F_FFFF,
+        0x7F80_0000,
+        0xFF80_0000,
+        0x7FC0_0000,
+        0xFFFF_FFFF,
+        0x7E80_0000,
+        0x7E80_0001,
+        0x7E7F_FFFF,
+        0x0080_0000,
+        0x7F7F_FFFF,
+        0x40C0_0000,
+    ]);
     let in_dev = g.stream.clone_htod(&inputs).expect("upload");
     let out_dev = g.alloc_raw::<u32>(inputs.len()).expect("alloc");
     let (ip, _i) = in_dev.device_ptr(&g.stream);
@@ -91,7 +112,10 @@ fn rcp_approx_ftz_matches_the_cpu_model() {
         if !same(rcp_approx_ftz_with_table(xf, &table).to_bits(), h) {
             bad_table += 1;
             if bad_table < 8 {
-                println!("  table model: rcp({x:#010x}) hw {h:#010x} model {:#010x}", rcp_approx_ftz_with_table(xf, &table).to_bits());
+                println!(
+                    "  table model: rcp({x:#010x}) hw {h:#010x} model {:#010x}",
+                    rcp_approx_ftz_with_table(xf, &table).to_bits()
+                );
             }
         }
         if !same(rcp_approx_ftz(xf).to_bits(), h) {
@@ -102,7 +126,13 @@ fn rcp_approx_ftz_matches_the_cpu_model() {
         "{} random+special inputs: table-driven Rust model {bad_table} mismatches; reference::num::rcp_approx_ftz (the model the reference uses now) {bad_default} mismatches",
         inputs.len()
     );
-    assert_eq!(c[0], 0, "the table-driven model differs from the hardware on some inputs");
-    assert_eq!(bad_table, 0, "the Rust table-driven model differs from the hardware");
+    assert_eq!(
+        c[0], 0,
+        "the table-driven model differs from the hardware on some inputs"
+    );
+    assert_eq!(
+        bad_table, 0,
+        "the Rust table-driven model differs from the hardware"
+    );
     assert_eq!(bad_default, 0, "reference::num::rcp_approx_ftz is not bit-exact: {diffs} mantissas differ; install the measured corrections");
 }

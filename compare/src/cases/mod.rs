@@ -3,26 +3,26 @@
 use crate::case::Case;
 
 // (case modules are declared here, one line each)
+pub mod cast;
 pub mod causal_conv1d_fn;
 pub mod causal_conv1d_update;
-pub mod ssd_chunk_scan;
-pub mod selective_scan;
-pub mod rmsnorm;
 pub mod fused_add_rmsnorm;
-pub mod gated_rmsnorm;
-pub mod relu2;
-pub mod rmsnorm_nvfp4;
 pub mod fused_add_rmsnorm_nvfp4;
+pub mod gated_rmsnorm;
 pub mod gated_rmsnorm_nvfp4;
-pub mod relu2_nvfp4;
-pub mod selective_state_update;
-pub mod selective_state_update_multi_token;
-pub mod cast;
 pub mod moe;
 pub mod noaux_tc_router;
 pub mod nvfp4_dequantize;
 pub mod nvfp4_quantize;
 pub mod philox;
+pub mod relu2;
+pub mod relu2_nvfp4;
+pub mod rmsnorm;
+pub mod rmsnorm_nvfp4;
+pub mod selective_scan;
+pub mod selective_state_update;
+pub mod selective_state_update_multi_token;
+pub mod ssd_chunk_scan;
 pub mod stochastic_round_f16;
 
 /// Every case, in table order.

@@ -156,6 +156,84 @@ pub fn cases() -> Vec<Box<dyn Case>> {
             .boxed(),
         );
     }
+    // The whole block at tiny-golden dimensions (H 256, latent 64, 16 experts, top-4, width 128,
+    // shared 192), reference modes of the router's normalisation compared.
+    v.push(
+        CaseDef::new("latent_moe", |seed| {
+            let (t, h, l, e, i, s) = (6usize, 256usize, 64usize, 16usize, 128usize, 192usize);
+            let mut r = Rng::new(seed);
+            let mut m = TensorMap::new();
+            let sc = |n: usize| 1.0 / (n as f32).sqrt();
+            m.insert("hidden".into(), r.normal_tensor(&[t, h], 1.0, DType::F32));
+            m.insert(
+                "gate_weight".into(),
+                r.normal_tensor(&[e, h], sc(h), DType::F32),
+            );
+            m.insert(
+                "e_score_correction_bias".into(),
+                r.normal_tensor(&[e], 0.1, DType::F32),
+            );
+            m.insert(
+                "fc1_latent_proj".into(),
+                r.normal_tensor(&[l, h], sc(h), DType::F32),
+            );
+            m.insert(
+                "fc2_latent_proj".into(),
+                r.normal_tensor(&[h, l], sc(l), DType::F32),
+            );
+            m.insert(
+                "up_proj".into(),
+                r.normal_tensor(&[e, i, l], sc(l), DType::F32),
+            );
+            m.insert(
+                "down_proj".into(),
+                r.normal_tensor(&[e, l, i], sc(i), DType::F32),
+            );
+            m.insert(
+                "shared_up_proj".into(),
+                r.normal_tensor(&[s, h], sc(h), DType::F32),
+            );
+            m.insert(
+                "shared_down_proj".into(),
+                r.normal_tensor(&[h, s], sc(s), DType::F32),
+            );
+            m
+        })
+        .var("T", 6)
+        .var("H", 256)
+        .var("L", 64)
+        .var("E", 16)
+        .param("top_k", 4)
+        .param("routed_scaling_factor", 5.0)
+        .model("Nemotron-H tiny LatentMoE block")
+        .tol("topk_indices", Tolerance::Exact)
+        .tol(
+            "topk_weights",
+            Tolerance::Close {
+                atol: 1e-6,
+                rtol: 1e-6,
+            },
+        )
+        .variant(crate::case::Variant {
+            label: "norm_mode=fp64".into(),
+            params: vec![("norm_mode".into(), "fp64".into())],
+            outputs: vec![
+                ("topk_indices".into(), Tolerance::Exact),
+                (
+                    "out".into(),
+                    Tolerance::Close {
+                        atol: 1e-5,
+                        rtol: 1e-5,
+                    },
+                ),
+            ],
+        })
+        .cost(
+            ((6 * 256 + 16 * 256 + 2 * 64 * 256 + 2 * 16 * 128 * 64 + 2 * 192 * 256) * 4) as u64,
+            (2 * 6 * (16 * 256 + 2 * 64 * 256 + 4 * 2 * 128 * 64 + 2 * 192 * 256)) as u64,
+        )
+        .boxed(),
+    );
     v.push(
         CaseDef::new("moe_finalize", |seed| {
             let (t, k, h) = (5usize, 22usize, 96usize);

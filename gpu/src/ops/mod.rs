@@ -110,7 +110,10 @@ pub fn run_version(
     def.check_input_names(inputs)?;
     let p = Params::resolve(&def, sets)?;
     if let Some(why) = (op.applicable)(version, inputs, &p) {
-        return Err(GpuError::Unsupported(format!("{} {version}: {why}", op.name)));
+        return Err(GpuError::Unsupported(format!(
+            "{} {version}: {why}",
+            op.name
+        )));
     }
     (op.run)(g, version, inputs, &p, opts)
 }

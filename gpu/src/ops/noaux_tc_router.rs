@@ -175,13 +175,22 @@ impl Launch {
         match version {
             "v1" => {
                 if self.experts > V1_MAX_E {
-                    return Err(GpuError::Unsupported(format!("router v1 needs E <= {V1_MAX_E}")));
+                    return Err(GpuError::Unsupported(format!(
+                        "router v1 needs E <= {V1_MAX_E}"
+                    )));
                 }
                 if self.tokens > i32::MAX as usize {
-                    return Err(GpuError::Unsupported("router v1: more than 2^31-1 tokens".into()));
+                    return Err(GpuError::Unsupported(
+                        "router v1: more than 2^31-1 tokens".into(),
+                    ));
                 }
                 let (ng, tg) = (c.n_group as i32, c.topk_group as i32);
-                let smem = 8 * self.experts + 8 * 32 + 8 * c.n_group + 8 * self.experts + 4 * c.top_k + 4 * c.n_group;
+                let smem = 8 * self.experts
+                    + 8 * 32
+                    + 8 * c.n_group
+                    + 8 * self.experts
+                    + 4 * c.top_k
+                    + 4 * c.n_group;
                 let f = g.function("noaux_tc_router", "router_v1")?;
                 if smem > 48 * 1024 {
                     f.set_attribute(
@@ -191,8 +200,18 @@ impl Launch {
                     .map_err(|e| GpuError::Driver(format!("router_v1 smem attribute: {e}")))?;
                 }
                 let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.logits).arg(&self.logits_dt).arg(&self.bias).arg(&self.bias_dt);
-                a.arg(&e).arg(&k).arg(&ng).arg(&tg).arg(&r).arg(&norm).arg(&norm_mode).arg(&sig);
+                a.arg(&self.logits)
+                    .arg(&self.logits_dt)
+                    .arg(&self.bias)
+                    .arg(&self.bias_dt);
+                a.arg(&e)
+                    .arg(&k)
+                    .arg(&ng)
+                    .arg(&tg)
+                    .arg(&r)
+                    .arg(&norm)
+                    .arg(&norm_mode)
+                    .arg(&sig);
                 a.arg(&self.out_idx).arg(&self.out_w);
                 // SAFETY: argument types and order match router_v1's signature; buffers hold
                 // T*E logits, E biases and T*k outputs; smem is sized as the kernel documents.
@@ -210,8 +229,16 @@ impl Launch {
                     return Err(GpuError::Unsupported("router v2: too many tokens".into()));
                 }
                 let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.logits).arg(&self.logits_dt).arg(&self.bias).arg(&self.bias_dt);
-                a.arg(&t).arg(&k).arg(&r).arg(&norm).arg(&norm_mode).arg(&sig);
+                a.arg(&self.logits)
+                    .arg(&self.logits_dt)
+                    .arg(&self.bias)
+                    .arg(&self.bias_dt);
+                a.arg(&t)
+                    .arg(&k)
+                    .arg(&r)
+                    .arg(&norm)
+                    .arg(&norm_mode)
+                    .arg(&sig);
                 a.arg(&self.out_idx).arg(&self.out_w);
                 // SAFETY: matches router_v2_n<N>'s signature; 4 tokens per 128-thread block.
                 unsafe { a.launch(cfg(blocks as u32, 128, 0)) }
@@ -222,14 +249,24 @@ impl Launch {
                     return Err(GpuError::Unsupported(why));
                 }
                 if self.tokens > i32::MAX as usize {
-                    return Err(GpuError::Unsupported("router v3: more than 2^31-1 tokens".into()));
+                    return Err(GpuError::Unsupported(
+                        "router v3: more than 2^31-1 tokens".into(),
+                    ));
                 }
                 let p = self.experts.next_power_of_two().max(32);
                 let smem = 8 * p + 4 * self.experts + 4 * c.top_k;
                 let f = g.function("noaux_tc_router", "router_v3")?;
                 let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.logits).arg(&self.logits_dt).arg(&self.bias).arg(&self.bias_dt);
-                a.arg(&e).arg(&k).arg(&r).arg(&norm).arg(&norm_mode).arg(&sig);
+                a.arg(&self.logits)
+                    .arg(&self.logits_dt)
+                    .arg(&self.bias)
+                    .arg(&self.bias_dt);
+                a.arg(&e)
+                    .arg(&k)
+                    .arg(&r)
+                    .arg(&norm)
+                    .arg(&norm_mode)
+                    .arg(&sig);
                 a.arg(&self.out_idx).arg(&self.out_w);
                 // SAFETY: matches router_v3; block = P threads (power of two >= E), smem as
                 // documented in the kernel.

@@ -112,7 +112,13 @@ pub fn launch_quantize(
     let (rp, kp) = (rows_p as i64, kb_p as i64);
     let (mc, lc) = (mode_code(m), layout_code(l));
     let mut a = g.stream.launch_builder(&f);
-    a.arg(&x).arg(&dt).arg(&r).arg(&c).arg(&global).arg(&mc).arg(&lc);
+    a.arg(&x)
+        .arg(&dt)
+        .arg(&r)
+        .arg(&c)
+        .arg(&global)
+        .arg(&mc)
+        .arg(&lc);
     a.arg(&rp).arg(&kp).arg(&x_fp4).arg(&sf);
     let total = (rows_p * kb_p) as u64;
     let launch_cfg = if version == "v1" {
@@ -120,7 +126,11 @@ pub fn launch_quantize(
     } else {
         let bx = (kb_p as u32).clamp(32, 256).next_power_of_two().min(256);
         cudarc::driver::LaunchConfig {
-            grid_dim: ((kb_p as u32).div_ceil(bx).max(1), (rows_p.min(65535) as u32).max(1), 1),
+            grid_dim: (
+                (kb_p as u32).div_ceil(bx).max(1),
+                (rows_p.min(65535) as u32).max(1),
+                1,
+            ),
             block_dim: (bx, 1, 1),
             shared_mem_bytes: 0,
         }
@@ -148,7 +158,10 @@ pub fn run_quantize(
         return Err(inp
             .err(
                 "x",
-                format!("shape {:?}: cols = {cols} must be a positive multiple of 16", xt.shape),
+                format!(
+                    "shape {:?}: cols = {cols} must be a positive multiple of 16",
+                    xt.shape
+                ),
             )
             .into());
     }
@@ -171,7 +184,9 @@ pub fn run_quantize(
         }
         None => {
             if rows == 0 {
-                return Err(inp.invalid("cannot derive global_scale from an empty x").into());
+                return Err(inp
+                    .invalid("cannot derive global_scale from an empty x")
+                    .into());
             }
             global_from_device_amax(g, x.ptr(&g.stream), dt, rows * cols)?
         }
@@ -215,7 +230,13 @@ pub fn run_dequantize(
     let (rows, cols) = (xt.shape[0], xt.shape[1] * 2);
     if cols % 16 != 0 || cols == 0 {
         return Err(inp
-            .err("x_fp4", format!("shape {:?}: cols = {cols} is not a positive multiple of 16", xt.shape))
+            .err(
+                "x_fp4",
+                format!(
+                    "shape {:?}: cols = {cols} is not a positive multiple of 16",
+                    xt.shape
+                ),
+            )
             .into());
     }
     let l = layout(p, OP)?;
@@ -224,7 +245,15 @@ pub fn run_dequantize(
     let want = l.shape(rows, cols);
     if st.numel() != want[0] * want[1] {
         return Err(inp
-            .err("sf", format!("shape {:?} does not match the {} layout {:?}", st.shape, l.name(), want))
+            .err(
+                "sf",
+                format!(
+                    "shape {:?} does not match the {} layout {:?}",
+                    st.shape,
+                    l.name(),
+                    want
+                ),
+            )
             .into());
     }
     let (gt, _) = inp.float("global_scale", 1)?;
@@ -235,10 +264,21 @@ pub fn run_dequantize(
     let gd = g.upload(gt)?;
     let out = g.alloc_poisoned(&[rows, cols], DType::F32, opts.poison)?;
     let f = g.function("nvfp4", "nvfp4_dequantize_v1")?;
-    let (qp, sp, gp, op) = (q.ptr(&g.stream), sf.ptr(&g.stream), gd.ptr(&g.stream), out.ptr(&g.stream));
+    let (qp, sp, gp, op) = (
+        q.ptr(&g.stream),
+        sf.ptr(&g.stream),
+        gd.ptr(&g.stream),
+        out.ptr(&g.stream),
+    );
     let (r, c, lc) = (rows as i64, cols as i64, layout_code(l));
     let mut a = g.stream.launch_builder(&f);
-    a.arg(&qp).arg(&sp).arg(&gp).arg(&r).arg(&c).arg(&lc).arg(&op);
+    a.arg(&qp)
+        .arg(&sp)
+        .arg(&gp)
+        .arg(&r)
+        .arg(&c)
+        .arg(&lc)
+        .arg(&op);
     // SAFETY: matches nvfp4_dequantize_v1; sizes checked above.
     unsafe { a.launch(cfg(grid_for(g, (rows * cols / 16) as u64, 256), 256, 0)) }
         .map_err(|e| GpuError::Driver(format!("launch nvfp4_dequantize_v1: {e}")))?;

@@ -59,7 +59,10 @@ fn quant(inp: &Inputs, p: &Params, cols: usize) -> Result<Quant, GpuError> {
             inp.shape("global_scale", t, &[1], "(1,)")?;
             if !(v[0].is_finite() && v[0] > 0.0) {
                 return Err(inp
-                    .invalid(format!("global_scale = {} must be finite and > 0 (it is 448*6/amax)", v[0]))
+                    .invalid(format!(
+                        "global_scale = {} must be finite and > 0 (it is 448*6/amax)",
+                        v[0]
+                    ))
                     .into());
             }
             Some(v[0])
@@ -69,13 +72,25 @@ fn quant(inp: &Inputs, p: &Params, cols: usize) -> Result<Quant, GpuError> {
     let round_bf16 = match r {
         "bf16" => true,
         "none" => false,
-        other => return Err(perr(inp.op, "round_before_quant", format!("'{other}' is not bf16 or none"))),
+        other => {
+            return Err(perr(
+                inp.op,
+                "round_before_quant",
+                format!("'{other}' is not bf16 or none"),
+            ))
+        }
     };
     let m = p.str("mode")?;
-    let mode = Nvfp4Mode::parse(m).ok_or_else(|| perr(inp.op, "mode", format!("'{m}' is not kernel or exact")))?;
+    let mode = Nvfp4Mode::parse(m)
+        .ok_or_else(|| perr(inp.op, "mode", format!("'{m}' is not kernel or exact")))?;
     let l = p.str("layout")?;
-    let layout = SfLayout::parse(l)
-        .ok_or_else(|| perr(inp.op, "layout", format!("'{l}' is not linear or swizzled128x4")))?;
+    let layout = SfLayout::parse(l).ok_or_else(|| {
+        perr(
+            inp.op,
+            "layout",
+            format!("'{l}' is not linear or swizzled128x4"),
+        )
+    })?;
     Ok(Quant {
         global,
         round_bf16,
@@ -85,7 +100,14 @@ fn quant(inp: &Inputs, p: &Params, cols: usize) -> Result<Quant, GpuError> {
 }
 
 /// Quantizes the f32 `y` [rows, cols] on the device into the three quantized outputs.
-fn epilogue(g: &Gpu, y: &DevTensor, rows: usize, cols: usize, q: &Quant, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn epilogue(
+    g: &Gpu,
+    y: &DevTensor,
+    rows: usize,
+    cols: usize,
+    q: &Quant,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     let gs = match q.global {
         Some(v) => v,
         None => global_from_device_amax(g, y.ptr(&g.stream), 0, rows * cols)?,
@@ -181,8 +203,21 @@ fn norm(
             .map_err(|e| GpuError::Unsupported(format!("segment of {group} floats needs {smem} bytes of shared memory: {e}")))?;
         }
         let mut a = s.launch_builder(&f);
-        a.arg(&xp).arg(&xdt).arg(&rp).arg(&rdt).arg(&zp).arg(&zdt).arg(&wp).arg(&wdt);
-        a.arg(&dd).arg(&ll).arg(&order).arg(&eps).arg(&rb).arg(&yp).arg(&rop);
+        a.arg(&xp)
+            .arg(&xdt)
+            .arg(&rp)
+            .arg(&rdt)
+            .arg(&zp)
+            .arg(&zdt)
+            .arg(&wp)
+            .arg(&wdt);
+        a.arg(&dd)
+            .arg(&ll)
+            .arg(&order)
+            .arg(&eps)
+            .arg(&rb)
+            .arg(&yp)
+            .arg(&rop);
         // SAFETY: matches norm_seg_v1; every buffer holds rows*d elements (weight d); smem 4*L.
         unsafe { a.launch(cfg(blocks as u32, 256, smem as u32)) }
             .map_err(|e| GpuError::Driver(format!("launch norm_seg_v1: {e}")))?;
@@ -190,17 +225,39 @@ fn norm(
     Ok(y)
 }
 
-fn run_rmsnorm(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn run_rmsnorm(
+    g: &Gpu,
+    _v: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     let inp = Inputs::new("rmsnorm_nvfp4", inputs);
     let x = float2(&inp, "x")?;
     let (rows, d) = (x.shape[0], x.shape[1]);
     let w = weight(&inp, d)?;
     let q = quant(&inp, p, d)?;
-    let y = norm(g, x, None, None, w, d, 0, p.float("eps")? as f32, q.round_bf16)?;
+    let y = norm(
+        g,
+        x,
+        None,
+        None,
+        w,
+        d,
+        0,
+        p.float("eps")? as f32,
+        q.round_bf16,
+    )?;
     epilogue(g, &y, rows, d, &q, opts)
 }
 
-fn run_fused_add(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn run_fused_add(
+    g: &Gpu,
+    _v: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     let inp = Inputs::new("fused_add_rmsnorm_nvfp4", inputs);
     let x = float2(&inp, "x")?;
     let (rows, d) = (x.shape[0], x.shape[1]);
@@ -209,13 +266,29 @@ fn run_fused_add(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOp
     let w = weight(&inp, d)?;
     let q = quant(&inp, p, d)?;
     let res_out = g.alloc_poisoned(&r.shape, r.dtype(), opts.poison)?;
-    let y = norm(g, x, Some((r, &res_out)), None, w, d, 0, p.float("eps")? as f32, q.round_bf16)?;
+    let y = norm(
+        g,
+        x,
+        Some((r, &res_out)),
+        None,
+        w,
+        d,
+        0,
+        p.float("eps")? as f32,
+        q.round_bf16,
+    )?;
     let mut m = epilogue(g, &y, rows, d, &q, opts)?;
     m.insert("residual".into(), g.download(&res_out, "residual")?);
     Ok(m)
 }
 
-fn run_gated(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn run_gated(
+    g: &Gpu,
+    _v: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     let inp = Inputs::new("gated_rmsnorm_nvfp4", inputs);
     let x = float2(&inp, "x")?;
     let (rows, d) = (x.shape[0], x.shape[1]);
@@ -225,15 +298,37 @@ fn run_gated(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) 
     let group = match p.opt_int("group_size")? {
         None => d,
         Some(gs) if gs > 0 && (d as i64) % gs == 0 => gs as usize,
-        Some(gs) => return Err(perr(inp.op, "group_size", format!("{gs} does not divide d = {d}; pass a positive divisor of d"))),
+        Some(gs) => {
+            return Err(perr(
+                inp.op,
+                "group_size",
+                format!("{gs} does not divide d = {d}; pass a positive divisor of d"),
+            ))
+        }
     };
     let order = if p.bool("norm_before_gate")? { 1 } else { 0 };
     let q = quant(&inp, p, d)?;
-    let y = norm(g, x, None, Some(z), w, group, order, p.float("eps")? as f32, q.round_bf16)?;
+    let y = norm(
+        g,
+        x,
+        None,
+        Some(z),
+        w,
+        group,
+        order,
+        p.float("eps")? as f32,
+        q.round_bf16,
+    )?;
     epilogue(g, &y, rows, d, &q, opts)
 }
 
-fn run_relu2(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn run_relu2(
+    g: &Gpu,
+    _v: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     let inp = Inputs::new("relu2_nvfp4", inputs);
     let x = float2(&inp, "x")?;
     let (rows, d) = (x.shape[0], x.shape[1]);
@@ -243,7 +338,12 @@ fn run_relu2(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) 
     let n = (rows * d) as i64;
     if n > 0 {
         let f = g.function("nvfp4_fused", "relu2_v1")?;
-        let (xp, yp, xdt, rb) = (xd.ptr(&g.stream), y.ptr(&g.stream), dtype_code(x.dtype())?, q.round_bf16 as i32);
+        let (xp, yp, xdt, rb) = (
+            xd.ptr(&g.stream),
+            y.ptr(&g.stream),
+            dtype_code(x.dtype())?,
+            q.round_bf16 as i32,
+        );
         let mut a = g.stream.launch_builder(&f);
         a.arg(&xp).arg(&xdt).arg(&n).arg(&rb).arg(&yp);
         // SAFETY: matches relu2_v1; x and y hold n elements.

@@ -35,23 +35,39 @@ fn words(inp: &Inputs, name: &str) -> Result<(Vec<usize>, Vec<u32>), GpuError> {
     let mut out = Vec::with_capacity(v.len());
     for (i, &x) in v.iter().enumerate() {
         out.push(u32::try_from(x).map_err(|_| {
-            inp.err(name, format!("element {i} = {x} is not a 32-bit unsigned word; store it as u32"))
+            inp.err(
+                name,
+                format!("element {i} = {x} is not a 32-bit unsigned word; store it as u32"),
+            )
         })?);
     }
     Ok((t.shape.clone(), out))
 }
 
-fn run_philox(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn run_philox(
+    g: &Gpu,
+    _v: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     const OP: &str = "philox";
     let inp = Inputs::new(OP, inputs);
     let (cs, c) = words(&inp, "counter")?;
     let (ks, k) = words(&inp, "key")?;
     if cs.len() != 2 || cs[1] != 4 {
-        return Err(inp.err("counter", format!("shape {cs:?} is not (N, 4)")).into());
+        return Err(inp
+            .err("counter", format!("shape {cs:?} is not (N, 4)"))
+            .into());
     }
     let n = cs[0];
     if ks != [n, 2] {
-        return Err(inp.err("key", format!("shape {ks:?} does not match (N, 2) = [{n}, 2]")).into());
+        return Err(inp
+            .err(
+                "key",
+                format!("shape {ks:?} does not match (N, 2) = [{n}, 2]"),
+            )
+            .into());
     }
     let rounds = p.usize("rounds")?;
     if rounds > 64 {
@@ -79,14 +95,25 @@ fn run_philox(g: &Gpu, _v: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts)
     Ok(reference::op::outputs([("out", g.download(&out, "out")?)]))
 }
 
-fn run_sr(g: &Gpu, _v: &str, inputs: &TensorMap, _p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
+fn run_sr(
+    g: &Gpu,
+    _v: &str,
+    inputs: &TensorMap,
+    _p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
     const OP: &str = "stochastic_round_f16";
     let inp = Inputs::new(OP, inputs);
     let xt = inp.req("x")?;
     inp.dtype("x", xt, &[DType::F32, DType::BF16, DType::F16])?;
     let (rs, r) = words(&inp, "rand")?;
     if rs != xt.shape {
-        return Err(inp.err("rand", format!("shape {rs:?} does not match x's shape {:?}", xt.shape)).into());
+        return Err(inp
+            .err(
+                "rand",
+                format!("shape {rs:?} does not match x's shape {:?}", xt.shape),
+            )
+            .into());
     }
     let n = xt.numel();
     let xd = g.upload(&Tensor::from_f32(&[n], xt.to_f32_vec()))?;

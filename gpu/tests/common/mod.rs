@@ -28,7 +28,9 @@ pub fn diff(
 ) -> Result<(), String> {
     let g = gpu();
     let def = reference::ops::find(op).map_err(|e| e.to_string())?;
-    let want = def.call(inputs, sets).map_err(|e| format!("{name}: reference failed: {e}"))?;
+    let want = def
+        .call(inputs, sets)
+        .map_err(|e| format!("{name}: reference failed: {e}"))?;
     let o = ops::find(op).map_err(|e| e.to_string())?;
     let mut runs = vec![];
     for poison in [0xFFu8, 0x00, 0x5A] {
@@ -56,7 +58,10 @@ pub fn diff(
 }
 
 pub fn sets(pairs: &[(&str, String)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
 }
 
 pub fn exact(_: &str, _: &reference::Tensor) -> Tolerance {

@@ -884,8 +884,14 @@ impl Model {
         };
         // Routed experts: moe_permute -> per-expert GEMM pair -> moe_finalize (op latent_moe).
         let k = routes.first().map_or(c.num_experts_per_tok, |r| r.0.len());
-        let idx: Vec<i64> = routes.iter().flat_map(|(ids, _)| ids.iter().map(|&e| e as i64)).collect();
-        let wts: Vec<f32> = routes.iter().flat_map(|(_, ws)| ws.iter().copied()).collect();
+        let idx: Vec<i64> = routes
+            .iter()
+            .flat_map(|(ids, _)| ids.iter().map(|&e| e as i64))
+            .collect();
+        let wts: Vec<f32> = routes
+            .iter()
+            .flat_map(|(_, ws)| ws.iter().copied())
+            .collect();
         let acc = crate::ops::latent_moe::routed_experts(&lat, t, &idx, &wts, k, &w.experts)
             .map_err(|e| kernels::op_err("latent_moe", e))?;
         let mut y = match &w.fc2 {

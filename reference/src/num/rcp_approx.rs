@@ -356,7 +356,9 @@ pub fn measured_significand_rcp(mantissa: u32) -> u32 {
 /// The measured H200 table as an [`RcpTable`] (32 MiB; built on each call).
 pub fn measured_table() -> RcpTable {
     RcpTable {
-        entries: (0..RCP_TABLE_LEN as u32).map(measured_significand_rcp).collect(),
+        entries: (0..RCP_TABLE_LEN as u32)
+            .map(measured_significand_rcp)
+            .collect(),
     }
 }
 
@@ -434,7 +436,11 @@ mod tests {
         let plus = corr.iter().filter(|c| c.1 > 0).count();
         assert!(plus > corr.len() / 2 && plus < corr.len() * 3 / 4, "{plus}");
         // Raw (mantissa, hardware bits) pairs from the H200 measurement file.
-        for (m, hw) in [(0x5A9u32, 0x3F7F_F4AEu32), (0x5AA, 0x3F7F_F4AC), (0x5AD, 0x3F7F_F4A6)] {
+        for (m, hw) in [
+            (0x5A9u32, 0x3F7F_F4AEu32),
+            (0x5AA, 0x3F7F_F4AC),
+            (0x5AD, 0x3F7F_F4A6),
+        ] {
             assert_eq!(measured_significand_rcp(m), hw, "mantissa {m:#x}");
             assert_ne!(correctly_rounded_significand_rcp(m), hw, "mantissa {m:#x}");
             let x = f32::from_bits(0x3F80_0000 | m) * 4.0;
@@ -442,7 +448,10 @@ mod tests {
         }
         let t = measured_table();
         assert_eq!(t.corrections().len(), MEASURED_SM90_CORRECTIONS);
-        assert_eq!(RcpTable::from_bytes(&t.to_bytes_corrections()).as_ref(), Ok(&t));
+        assert_eq!(
+            RcpTable::from_bytes(&t.to_bytes_corrections()).as_ref(),
+            Ok(&t)
+        );
     }
 
     #[test]

@@ -156,7 +156,12 @@ fn mat(inp: &Inputs, name: &str, rows: usize, cols: usize) -> Result<Option<Mat>
     match inp.opt_float(name, 2)? {
         None => Ok(None),
         Some((t, v)) => {
-            inp.shape(name, t, &[rows, cols], "the shape implied by the other weights")?;
+            inp.shape(
+                name,
+                t,
+                &[rows, cols],
+                "the shape implied by the other weights",
+            )?;
             Ok(Some(Mat::dense(rows, cols, v)))
         }
     }
@@ -171,17 +176,30 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     inp.shape("gate_weight", gt, &[e, h], "(E, H) with H from 'hidden'")?;
     let (bt, bv) = inp.float("e_score_correction_bias", 1)?;
     if bv.len() != e {
-        return Err(inp.err("e_score_correction_bias", format!("has {} entries but 'gate_weight' has {e} experts", bt.shape[0])));
+        return Err(inp.err(
+            "e_score_correction_bias",
+            format!(
+                "has {} entries but 'gate_weight' has {e} experts",
+                bt.shape[0]
+            ),
+        ));
     }
     let (ut, uv) = inp.float("up_proj", 3)?;
     let (i_w, l) = (ut.shape[1], ut.shape[2]);
-    inp.shape("up_proj", ut, &[e, i_w, l], "(E, I, L) with E from 'gate_weight'")?;
+    inp.shape(
+        "up_proj",
+        ut,
+        &[e, i_w, l],
+        "(E, I, L) with E from 'gate_weight'",
+    )?;
     let (dt_, dv) = inp.float("down_proj", 3)?;
     inp.shape("down_proj", dt_, &[e, l, i_w], "(E, L, I)")?;
     let fc1 = mat(&inp, "fc1_latent_proj", l, h)?;
     let fc2 = mat(&inp, "fc2_latent_proj", h, l)?;
     if fc1.is_some() != fc2.is_some() || (fc1.is_none() && l != h) {
-        return Err(inp.invalid("give both fc1_latent_proj and fc2_latent_proj, or neither (then L must equal H)"));
+        return Err(inp.invalid(
+            "give both fc1_latent_proj and fc2_latent_proj, or neither (then L must equal H)",
+        ));
     }
     let shared = match (inp.get("shared_up_proj"), inp.get("shared_down_proj")) {
         (None, None) => None,
@@ -216,12 +234,22 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         norm_mode,
         sigmoid: SigmoidMode::Exp,
     };
-    let w = LatentMoeWeights { gate: Mat::dense(e, h, gv), bias: bv, fc1, fc2, experts, shared };
+    let w = LatentMoeWeights {
+        gate: Mat::dense(e, h, gv),
+        bias: bv,
+        fc1,
+        fc2,
+        experts,
+        shared,
+    };
     let (y, idx, wts) = latent_moe(&hv, t, &w, &router).map_err(|m| inp.invalid(m))?;
     let k = router.top_k;
     Ok(op::outputs([
         ("out", Tensor::from_f32(&[t, h], y)),
-        ("topk_indices", Tensor::from_i32(&[t, k], idx.iter().map(|&i| i as i32).collect())),
+        (
+            "topk_indices",
+            Tensor::from_i32(&[t, k], idx.iter().map(|&i| i as i32).collect()),
+        ),
         ("topk_weights", Tensor::from_f32(&[t, k], wts)),
     ]))
 }
