@@ -32,6 +32,8 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Profile an op's GPU kernels under Nsight Compute and print the key metrics.
     Profile(cmd::profile::Args),
+    /// Autotune a kernel's tile configs with an accuracy filter; persist the winner.
+    Tune(cmd::tune::Args),
     /// Ingest, summarise, diff and convert nsys / ncu / Kineto traces.
     Trace(cmd::trace::Args),
     /// Run the Nemotron-H model end to end and compare it with a golden, layer by layer.
@@ -49,6 +51,7 @@ fn main() {
         Command::E2e(a) => cmd::e2e::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Profile(a) => cmd::profile::run(a),
+        Command::Tune(a) => cmd::tune::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod compile;
 pub mod ops;
 pub mod runtime;
+pub mod tune;
 
 use compare::Backend;
 use reference::TensorMap;

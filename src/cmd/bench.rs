@@ -16,6 +16,10 @@ pub struct Args {
     ops: Vec<String>,
     #[arg(long)]
     all: bool,
+    /// GPU: kernel-only benchmark presets at the Super shapes (repeatable), e.g. router_t1,
+    /// router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, copy.
+    #[arg(long = "shape")]
+    shapes: Vec<String>,
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
     /// Minimum measured repetitions per case.
@@ -176,6 +180,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             args.threshold,
             args.min_delta_us * 1e-6,
         );
+    }
+    if !args.shapes.is_empty() {
+        if args.backend != "gpu" {
+            anyhow::bail!("--shape presets are GPU kernel benchmarks; add --backend gpu");
+        }
+        let mut results = vec![];
+        for s in &args.shapes {
+            let v = gpu::bench::preset(s).with_context(|| format!("bench preset {s}"))?;
+            println!("{}", serde_json::to_string(&v)?);
+            results.push(v);
+        }
+        let doc = serde_json::json!({
+            "schema": "duet.bench/1", "backend": "gpu", "kind": "presets",
+            "git_revision": git_rev(), "duet_version": env!("CARGO_PKG_VERSION"), "results": results,
+        });
+        write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        eprintln!("-> {}", args.out.display());
+        return Ok(0);
     }
     if args.ops.is_empty() && !args.all {
         anyhow::bail!("name the ops to bench (e.g. `duet bench noaux_tc_router`) or pass --all");

@@ -6,3 +6,4 @@ pub mod ops;
 pub mod profile;
 pub mod run;
 pub mod trace;
+pub mod tune;

@@ -15,7 +15,8 @@ pub struct Args {
 #[derive(clap::Args, Clone)]
 struct Grouping {
     /// Group kernels by: kernel (full canonical signature), template (template args folded),
-    /// base (base function name), nvtx (NVTX ranges / annotations instead of kernels).
+    /// base (base function name), nvtx (NVTX ranges / annotations instead of kernels),
+    /// nvtx-kernels (kernel time per innermost NVTX range open at launch; nsys SQLite).
     #[arg(long, default_value = "kernel", value_parser = parse_group)]
     group_by: GroupBy,
     /// Fold all GPUs into one row per kernel.
@@ -103,8 +104,9 @@ fn emit(s: &str) -> anyhow::Result<()> {
 }
 
 fn parse_group(s: &str) -> Result<GroupBy, String> {
-    GroupBy::parse(s)
-        .ok_or_else(|| format!("unknown grouping {s:?}; use kernel, template, base or nvtx"))
+    GroupBy::parse(s).ok_or_else(|| {
+        format!("unknown grouping {s:?}; use kernel, template, base, nvtx or nvtx-kernels")
+    })
 }
 
 fn write_reports(
@@ -140,6 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 opts,
                 ReadOptions {
                     progress: !g.no_progress,
+                    ..Default::default()
                 },
             )?;
             let json = serde_json::to_string_pretty(&s).context("serialising the summary")?;
@@ -173,6 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             };
             let ro = ReadOptions {
                 progress: !g.no_progress,
+                ..Default::default()
             };
             let sb = traces::summarize(&base, opts, ro).context("reading the baseline")?;
             let sc = traces::summarize(&cand, opts, ro).context("reading the candidate")?;

@@ -59,7 +59,7 @@ fn gen_sqlite(path: &Path, kernels: usize) -> rusqlite::Result<()> {
         }
         s.execute(params![100_000i64, "cudaLaunchKernel_v7000"])?;
         let mut k = tx.prepare(
-            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?1,?2,?3,1,NULL,7,?4,1,?5,?6,NULL,0,0,32,?7,1,1,128,1,1,0,0,0,0,?4,0,NULL,0)",
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?1,?2,?3,1,NULL,7,?4,281477409406976,?5,?6,NULL,0,0,32,?7,1,1,128,1,1,0,0,0,0,?4,0,NULL,0)",
         )?;
         let mut t: i64 = 1_000_000;
         let mut x: u64 = 88172645463325252;
@@ -176,12 +176,15 @@ fn cpu_seconds() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn run(path: &Path) -> i32 {
+fn run(path: &Path, group: Option<&str>) -> i32 {
     let t = Instant::now();
     let r = traces::summarize(
         path,
-        traces::SummaryOptions::default(),
-        traces::ReadOptions { progress: false },
+        traces::SummaryOptions {
+            group_by: group.and_then(traces::GroupBy::parse).unwrap_or_default(),
+            merge_devices: false,
+        },
+        traces::ReadOptions::default(),
     );
     let dt = t.elapsed().as_secs_f64();
     match r {
@@ -234,7 +237,7 @@ fn main() {
     let mode = a.get(1).map(String::as_str).unwrap_or("all");
     let code = match mode {
         "run" => match a.get(2) {
-            Some(f) => run(Path::new(f)),
+            Some(f) => run(Path::new(f), a.get(3).map(String::as_str)),
             None => 2,
         },
         "gen" => {

@@ -9,7 +9,10 @@ fn main() {
         eprintln!("usage: trace_peek summary FILE [group] | diff BASE CAND [group]");
         std::process::exit(2);
     }
-    let ro = traces::ReadOptions { progress: true };
+    let ro = traces::ReadOptions {
+        progress: true,
+        ..Default::default()
+    };
     let code = match a[1].as_str() {
         "summary" => {
             let g = a.get(3).and_then(|g| GroupBy::parse(g)).unwrap_or_default();

@@ -193,7 +193,10 @@ pub fn convert(input: &std::path::Path, output: &std::path::Path, progress: bool
     let mut result: Option<Result<u64>> = None;
     crate::output::write_atomic(output, |w| {
         let mut cw = ChromeWriter::new(w);
-        let r = crate::read_trace(input, &mut cw, crate::ReadOptions { progress });
+        let r = crate::read_trace(input, &mut cw, crate::ReadOptions {
+                progress,
+                ..Default::default()
+            });
         let skipped = cw.skipped_aggregates;
         let n = cw.finish();
         match (r, n) {

@@ -32,6 +32,8 @@ use std::path::Path;
 pub struct ReadOptions {
     /// Show a progress bar on stderr (only drawn when stderr is a terminal).
     pub progress: bool,
+    /// Name kernel events after the innermost NVTX range open at launch (nsys SQLite only).
+    pub attribute_nvtx: bool,
 }
 
 /// Detect the format of `path` and stream its events into `sink`.
@@ -46,14 +48,15 @@ pub fn read_trace(path: &Path, sink: &mut dyn Sink, opts: ReadOptions) -> Result
         Format::Kineto => kineto::read(path, det.gzip, &mut info, sink, opts.progress)?,
         _ => match detect::open(path, &det)? {
             detect::Opened::Sqlite { path: db, _tmp } => {
-                nsys_sqlite::read(&db, &mut info, sink, opts.progress).map_err(|e| {
-                    // errors name the user's file, not the temp copy
-                    if det.gzip {
-                        rename_path(e, path)
-                    } else {
-                        e
-                    }
-                })?
+                nsys_sqlite::read_with(&db, &mut info, sink, opts.progress, opts.attribute_nvtx)
+                    .map_err(|e| {
+                        // errors name the user's file, not the temp copy
+                        if det.gzip {
+                            rename_path(e, path)
+                        } else {
+                            e
+                        }
+                    })?
             }
             detect::Opened::Text { reader } => match det.format {
                 Format::NcuCsv => ncu::read(path, reader, det.gzip, &mut info, sink)?,
@@ -84,6 +87,18 @@ fn rename_path(e: TraceError, user: &Path) -> TraceError {
 /// Read `path` and summarise it.
 pub fn summarize(path: &Path, opts: SummaryOptions, read: ReadOptions) -> Result<Summary> {
     let mut agg = summary::Aggregator::new();
+    let mut read = read;
+    if opts.group_by == GroupBy::NvtxKernels {
+        let det = detect::detect(path)?;
+        if det.format != Format::NsysSqlite {
+            return Err(TraceError::Unsupported {
+                path: path.to_path_buf(),
+                what: format!("a {}", det.format.label()),
+                why: "--group-by nvtx-kernels needs an nsys SQLite export (kernels are joined to NVTX ranges through their launch calls); use --group-by nvtx for range durations".into(),
+            });
+        }
+        read.attribute_nvtx = true;
+    }
     let info = read_trace(path, &mut agg, read)?;
     Ok(agg.finish(info, opts))
 }

@@ -12,9 +12,20 @@ use std::path::Path;
 /// Is this line an ncu CSV header?
 pub fn is_ncu_header(line: &str) -> bool {
     let l = line.trim_start();
-    (l.starts_with("\"ID\",") && l.contains("\"Kernel Name\""))
-        || (l.starts_with("\"Process ID\",") && l.contains("\"Kernel Name\""))
-        || (l.starts_with("ID,") && l.contains(",Kernel Name,"))
+    if l.starts_with("ID,") && l.contains(",Kernel Name,") {
+        return true;
+    }
+    l.starts_with('"')
+        && l.contains("\"Kernel Name\"")
+        && [
+            "\"ID\"",
+            "\"Process ID\"",
+            "\"Metric Name\"",
+            "\"Invocations\"",
+            "\"Context\"",
+        ]
+        .iter()
+        .any(|k| l.contains(k))
 }
 
 /// Normalise a value with an ncu unit to base units: ns, byte, byte/s, hz, cycle, ...

@@ -41,9 +41,9 @@ fn parse_col(h: &str) -> Col {
             let unit = &h[open + 1..h.len() - 1];
             let base = h[..open].trim().to_string();
             let scale = match unit {
-                "ns" => Some(1.0),
-                "us" | "µs" => Some(1e3),
-                "ms" => Some(1e6),
+                "ns" | "nsec" => Some(1.0),
+                "us" | "µs" | "μs" | "usec" => Some(1e3),
+                "ms" | "msec" => Some(1e6),
                 "s" | "sec" => Some(1e9),
                 "%" => Some(1.0),
                 "B" => Some(1.0),

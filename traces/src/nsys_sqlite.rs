@@ -163,6 +163,19 @@ fn name_cell(r: &rusqlite::Row<'_>, i: Option<usize>) -> NameCell {
 
 /// Read an nsys SQLite export and push its events into `sink`.
 pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: bool) -> Result<()> {
+    read_with(path, info, sink, progress, false)
+}
+
+/// Like [`read`]; with `attribute_nvtx`, kernel events are named after the innermost NVTX
+/// push/pop range that was open on the launching thread when the kernel was launched (joined
+/// through the CUDA runtime call's correlation id), instead of after the kernel.
+pub fn read_with(
+    path: &Path,
+    info: &mut SourceInfo,
+    sink: &mut dyn Sink,
+    progress: bool,
+    attribute_nvtx: bool,
+) -> Result<()> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -213,7 +226,11 @@ pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: b
     info.format = Some(Format::NsysSqlite);
     read_meta(&mut db, info)?;
     read_devices(&mut db, info)?;
-    read_kernels(&mut db, info, sink, progress)?;
+    if attribute_nvtx {
+        read_kernels_by_nvtx(&mut db, info, sink)?;
+    } else {
+        read_kernels(&mut db, info, sink, progress)?;
+    }
     read_memcpy(&mut db, sink)?;
     read_memset(&mut db, sink)?;
     read_nvtx(&mut db, info, sink, progress)?;
@@ -773,5 +790,165 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
         });
     }
     bar.finish();
+    Ok(())
+}
+
+/// Kernel time attributed to the innermost NVTX push/pop range open on the launching thread.
+/// Both sides are streamed in (thread, time) order by SQLite and merged with a per-thread range
+/// stack, so memory stays bounded by the nesting depth.
+fn read_kernels_by_nvtx(db: &mut Db<'_>, info: &mut SourceInfo, sink: &mut dyn Sink) -> Result<()> {
+    const K: &str = "CUPTI_ACTIVITY_KIND_KERNEL";
+    const R: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+    const N: &str = "NVTX_EVENTS";
+    for t in [K, R, N] {
+        if !db.has(t) {
+            return Err(TraceError::Unsupported {
+                path: db.path.to_path_buf(),
+                what: format!("an export without {t}"),
+                why: "grouping kernels by NVTX range needs kernels, CUDA runtime calls and NVTX ranges".into(),
+            });
+        }
+    }
+    let kc = db.columns(K)?;
+    let rc = db.columns(R)?;
+    let nc = db.columns(N)?;
+    let has = |cols: &[String], c: &str| cols.iter().any(|x| x == c);
+    for (cols, t, c) in [
+        (&kc, K, "correlationId"),
+        (&rc, R, "correlationId"),
+        (&rc, R, "globalTid"),
+        (&nc, N, "globalTid"),
+    ] {
+        if !has(cols, c) {
+            return Err(TraceError::NotNsys {
+                path: db.path.to_path_buf(),
+                what: format!("table {t} has no `{c}` column"),
+            });
+        }
+    }
+    let same_process = if has(&kc, "globalPid") {
+        " AND (r.globalTid >> 24) = (k.globalPid >> 24)"
+    } else {
+        ""
+    };
+    let ksql = format!(
+        "SELECT r.globalTid, r.start, k.start, k.\"end\", k.deviceId FROM {K} AS k \
+         LEFT JOIN {R} AS r ON r.correlationId = k.correlationId{same_process} \
+         ORDER BY r.globalTid, r.start"
+    );
+    let text_col = if has(&nc, "text") { "text" } else { "NULL" };
+    let tid_col = if has(&nc, "textId") { "textId" } else { "NULL" };
+    let nsql = format!(
+        "SELECT globalTid, start, \"end\", {text_col}, {tid_col} FROM {N} \
+         WHERE eventType IN ({NVTX_PUSHPOP},{NVTXT_PUSHPOP}) AND \"end\" IS NOT NULL AND globalTid IS NOT NULL \
+         ORDER BY globalTid, start"
+    );
+    let conn = &db.conn;
+    let path = db.path;
+    let strings = &mut db.strings;
+    let mut kst = conn
+        .prepare(&ksql)
+        .map_err(|e| TraceError::sqlite(path, "joining kernels to launches", e))?;
+    let mut nst = conn
+        .prepare(&nsql)
+        .map_err(|e| TraceError::sqlite(path, "reading NVTX ranges", e))?;
+    let mut krows = kst
+        .query([])
+        .map_err(|e| TraceError::sqlite(path, "joining kernels to launches", e))?;
+    let mut nrows = nst
+        .query([])
+        .map_err(|e| TraceError::sqlite(path, "reading NVTX ranges", e))?;
+    struct Nv {
+        g: i64,
+        start: i64,
+        end: i64,
+        name: Rc<str>,
+    }
+    let mut fetch = |strings: &mut StringCache| -> Result<Option<Nv>> {
+        let Some(r) = nrows
+            .next()
+            .map_err(|e| TraceError::sqlite(path, "reading NVTX ranges", e))?
+        else {
+            return Ok(None);
+        };
+        let text: Option<Rc<str>> = match r.get_ref(3) {
+            Ok(ValueRef::Text(t)) => Some(Rc::from(crate::names::canonical_range_name(
+                &String::from_utf8_lossy(t),
+            ))),
+            _ => match int(r, Some(4)) {
+                Some(id) => strings
+                    .get(conn, path, id)?
+                    .map(|s| Rc::from(crate::names::canonical_range_name(&s))),
+                None => None,
+            },
+        };
+        Ok(Some(Nv {
+            g: int(r, Some(0)).unwrap_or(0),
+            start: int(r, Some(1)).unwrap_or(0),
+            end: int(r, Some(2)).unwrap_or(0),
+            name: text.unwrap_or_else(|| Rc::from("<unnamed range>")),
+        }))
+    };
+    let outside: Rc<str> = Rc::from("(outside NVTX ranges)");
+    let unlinked: Rc<str> = Rc::from("(no launch record)");
+    let mut next = fetch(strings)?;
+    let mut cur: Option<i64> = None;
+    let mut stack: Vec<(i64, Rc<str>)> = Vec::new();
+    let mut n_unlinked = 0u64;
+    while let Some(r) = krows
+        .next()
+        .map_err(|e| TraceError::sqlite(path, "joining kernels to launches", e))?
+    {
+        let (ks, ke) = (int(r, Some(2)), int(r, Some(3)));
+        let dev = int(r, Some(4)).unwrap_or(0);
+        let name = match (int(r, Some(0)), int(r, Some(1))) {
+            (Some(g), Some(t)) => {
+                if cur != Some(g) {
+                    stack.clear();
+                    cur = Some(g);
+                }
+                while let Some(nv) = next.as_ref() {
+                    if (nv.g, nv.start) > (g, t) {
+                        break;
+                    }
+                    if nv.g == g {
+                        while stack.last().is_some_and(|(e, _)| *e < nv.start) {
+                            stack.pop();
+                        }
+                        stack.push((nv.end, nv.name.clone()));
+                    }
+                    next = fetch(strings)?;
+                }
+                while stack.last().is_some_and(|(e, _)| *e < t) {
+                    stack.pop();
+                }
+                stack
+                    .last()
+                    .map(|x| x.1.clone())
+                    .unwrap_or_else(|| outside.clone())
+            }
+            _ => {
+                n_unlinked += 1;
+                unlinked.clone()
+            }
+        };
+        sink.kernel(&KernelEvent {
+            name: &name,
+            device: dev,
+            start_ns: ks,
+            dur_ns: match (ks, ke) {
+                (Some(a), Some(b)) => Some(b - a),
+                _ => None,
+            },
+            ..Default::default()
+        });
+    }
+    if n_unlinked > 0 {
+        info.warnings.push(format!(
+            "{n_unlinked} kernels have no matching CUDA runtime call (correlation id) and are grouped as \"(no launch record)\""
+        ));
+    }
+    info.detail
+        .push_str("; kernels grouped by innermost NVTX range at launch");
     Ok(())
 }

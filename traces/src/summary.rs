@@ -258,14 +258,16 @@ pub enum GroupBy {
     Template,
     /// Base function name.
     Base,
-    /// NVTX / annotation ranges by name.
+    /// NVTX / annotation ranges by name (the ranges' own durations).
     Nvtx,
+    /// Kernel time attributed to the innermost NVTX range open at launch (nsys SQLite).
+    NvtxKernels,
 }
 
 impl GroupBy {
     pub fn level(self) -> NameLevel {
         match self {
-            GroupBy::Kernel | GroupBy::Nvtx => NameLevel::Full,
+            GroupBy::Kernel | GroupBy::Nvtx | GroupBy::NvtxKernels => NameLevel::Full,
             GroupBy::Template => NameLevel::Template,
             GroupBy::Base => NameLevel::Base,
         }
@@ -276,6 +278,7 @@ impl GroupBy {
             "template" | "templates" => Some(GroupBy::Template),
             "base" | "short" => Some(GroupBy::Base),
             "nvtx" | "range" | "ranges" => Some(GroupBy::Nvtx),
+            "nvtx-kernels" | "nvtx-kernel" | "kernels-by-nvtx" => Some(GroupBy::NvtxKernels),
             _ => None,
         }
     }

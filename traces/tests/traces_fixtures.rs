@@ -437,3 +437,39 @@ fn ncu_metrics_normalised_across_unit_modes() {
         }
     }
 }
+
+#[test]
+fn kernels_grouped_by_innermost_nvtx_range_at_launch() {
+    // Ground truth (Python one-off, independent algorithm): for every kernel, find the runtime
+    // call with the same correlationId in the same process, then among the NVTX push/pop ranges
+    // of that thread with start <= launch <= end take the one that started last; names with
+    // `, seq = / op_id =` suffixes folded. flash_attn::_flash_attn_forward on GPU 1: 33 kernels,
+    // 128489856 ns; aten::copy_ on GPU 0: 905, 31860675; aten::gelu on GPU 1: 17, 3124789;
+    // ncclGroupEnd on GPU 0: 32, 17072844.
+    let s = summary(
+        "nsys-2026.2.1_nsysai_mfu_2xH100_before.sqlite.gz",
+        GroupBy::NvtxKernels,
+    );
+    assert_eq!(
+        kernel(&s, "flash_attn::_flash_attn_forward", 1),
+        (33, 128_489_856.0)
+    );
+    assert_eq!(kernel(&s, "aten::copy_", 0), (905, 31_860_675.0));
+    assert_eq!(kernel(&s, "aten::gelu", 1), (17, 3_124_789.0));
+    assert_eq!(kernel(&s, "ncclGroupEnd", 0), (32, 17_072_844.0));
+    // every kernel is accounted for
+    assert_eq!(
+        (s.kernel_instances, s.total_kernel_ns),
+        (4010, 535_200_650.0)
+    );
+    // other formats say why they cannot do this
+    let e = traces::summarize(
+        &fx("kineto_hta_triton_example_A100.json.gz"),
+        SummaryOptions {
+            group_by: GroupBy::NvtxKernels,
+            merge_devices: false,
+        },
+        ReadOptions::default(),
+    );
+    assert!(e.is_err_and(|e| e.to_string().contains("nsys SQLite")));
+}

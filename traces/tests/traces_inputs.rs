@@ -475,7 +475,10 @@ fn progress_flag_is_harmless_without_a_tty() {
     let s = traces::summarize(
         &fx("nsys-2024.5.1_pipit_cloverleaf-cuda_A100.sqlite.gz"),
         SummaryOptions::default(),
-        ReadOptions { progress: true },
+        ReadOptions {
+            progress: true,
+            ..Default::default()
+        },
     );
     assert!(s.is_ok_and(|s| s.kernel_instances == 1312));
     let mut out = Vec::new();

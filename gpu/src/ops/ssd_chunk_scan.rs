@@ -25,7 +25,7 @@ const OP: &str = "ssd_chunk_scan";
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1", "v1_small"],
+        versions: &["v1", "v1_small", "tuned"],
         run,
         applicable,
     }]
@@ -109,10 +109,12 @@ impl SsdConfig {
         match version {
             "v1" => Ok(SsdConfig::default()),
             "v1_small" => Ok(SsdConfig::small()),
+            // Resolved per shape from the tuning cache in `run`; the default until tuned.
+            "tuned" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small".into(),
+                known: "v1, v1_small, tuned".into(),
             }),
         }
     }
@@ -399,7 +401,54 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    let conf = SsdConfig::for_version(version)?;
+    run_with(g, Chosen::Version(version), inputs, p, opts)
+}
+
+/// How the tile config is chosen: a named version (`tuned` reads the tuning cache for the
+/// problem's shape key) or an explicit config (the tuner).
+#[derive(Clone, Copy, Debug)]
+pub enum Chosen<'a> {
+    Version(&'a str),
+    Config(SsdConfig),
+}
+
+/// The tuning-cache shape key of a problem.
+pub fn shape_key(d: &SsdDims) -> String {
+    format!(
+        "b{}_l{}_h{}_p{}_g{}_n{}_q{}",
+        d.b, d.l, d.h, d.p, d.g, d.n, d.q
+    )
+}
+
+/// The config the tuning cache holds for `d` on `arch` (ignored when stale or unparsable).
+pub fn tuned_config(d: &SsdDims, arch: &str) -> Option<SsdConfig> {
+    let v = crate::tune::lookup(OP, "ssd_chunk_scan", &shape_key(d), arch)?;
+    let u = |k: &str| v[k].as_u64().map(|x| x as u32);
+    let c = SsdConfig {
+        cb_m: u("cb_m")?,
+        state_m: u("state_m")?,
+        state_n: u("state_n")?,
+        scan_m: u("scan_m")?,
+        scan_n: u("scan_n")?,
+    };
+    c.validate().ok().map(|_| c)
+}
+
+/// [`run`] with the config chosen explicitly or by version.
+pub fn run_with(
+    g: &Gpu,
+    chosen: Chosen,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    let mut conf = match chosen {
+        Chosen::Version(v) => SsdConfig::for_version(v)?,
+        Chosen::Config(c) => {
+            c.validate()?;
+            c
+        }
+    };
     let inp = Inputs::new(OP, inputs);
     let (xt, _) = inp.float("x", 4)?;
     let (bt, l, h, hd) = (xt.shape[0], xt.shape[1], xt.shape[2], xt.shape[3]);
@@ -530,6 +579,11 @@ pub fn run(
             .into());
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
+    if matches!(chosen, Chosen::Version("tuned")) {
+        if let Some(c) = tuned_config(&dims, &g.arch) {
+            conf = c;
+        }
+    }
     let x = upload_float(g, xt)?;
     let dtd = upload_float(g, dtt)?;
     let ad = upload_float(g, at)?;
@@ -665,4 +719,85 @@ pub fn bench_scan(
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
         "configs": configs, "default_config_stages": stages}))
+}
+
+/// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
+/// every `ssd_chunk_scan` case of the case table (configs that fail are dropped), timed at the
+/// given shape with CUDA events, ranked, and the fastest passing config is stored in the
+/// tuning cache for that shape (`version = tuned` then uses it).
+#[allow(clippy::too_many_arguments)]
+pub fn tune(
+    g: &Gpu,
+    batch: usize,
+    seqlen: usize,
+    nheads: usize,
+    headdim: usize,
+    ngroups: usize,
+    dstate: usize,
+    chunk: usize,
+) -> Result<serde_json::Value, GpuError> {
+    use crate::tune::{pareto, store, Trial};
+    use compare::check::compare_maps;
+    let cases: Vec<Box<dyn compare::Case>> = compare::cases::all().into_iter().filter(|c| c.op() == OP).collect();
+    let def = reference::ops::find(OP)?;
+    let mut refs = vec![];
+    for c in &cases {
+        let inputs = c.inputs(1);
+        let r = def.call(&inputs, &c.params())?;
+        refs.push((inputs, Params::resolve(&def, &c.params())?, r));
+    }
+    let timed = bench_scan(g, batch, seqlen, nheads, headdim, ngroups, dstate, chunk, true)?;
+    let mut trials = vec![];
+    for entry in timed["configs"].as_array().cloned().unwrap_or_default() {
+        let cv = entry["config"].clone();
+        let u = |k: &str| cv[k].as_u64().unwrap_or(0) as u32;
+        let c = SsdConfig { cb_m: u("cb_m"), state_m: u("state_m"), state_n: u("state_n"), scan_m: u("scan_m"), scan_n: u("scan_n") };
+        let mut worst = 0.0f64;
+        let mut passed = true;
+        let mut note = None;
+        for (case, (inputs, params, reference)) in cases.iter().zip(&refs) {
+            match run_with(g, Chosen::Config(c), inputs, params, &RunOpts::default()) {
+                Err(e) => {
+                    passed = false;
+                    note = Some(format!("{}: {e}", case.name()));
+                }
+                Ok(got) => {
+                    for row in compare_maps(&case.name(), "tune", reference, &got, |o, t| case.tolerance(o, t.dtype()), None) {
+                        passed &= row.passed;
+                        if let Some(rep) = &row.report {
+                            worst = worst.max(rep.worst_pct_of_tol);
+                        }
+                        if !row.passed && note.is_none() {
+                            note = Some(format!("{} output {} fails", case.name(), row.output));
+                        }
+                    }
+                }
+            }
+        }
+        trials.push(Trial {
+            config: cv,
+            passed,
+            worst_pct_of_tol: if passed { worst } else { f64::INFINITY },
+            median_us: entry["time"]["median_us"].as_f64().unwrap_or(f64::INFINITY),
+            note,
+        });
+    }
+    let mut ranked: Vec<Trial> = trials.iter().filter(|t| t.passed).cloned().collect();
+    ranked.sort_by(|a, b| a.median_us.total_cmp(&b.median_us));
+    let dims = SsdDims::new(batch, seqlen, nheads, headdim, ngroups, dstate, chunk);
+    let default_us = trials
+        .iter()
+        .find(|t| t.config == serde_json::json!(SsdConfig::default()))
+        .map(|t| t.median_us);
+    let winner = ranked.first().cloned();
+    let cache = match &winner {
+        Some(w) => Some(store(OP, "ssd_chunk_scan", &shape_key(&dims), &g.arch, w.config.clone(), w.median_us)?),
+        None => None,
+    };
+    Ok(serde_json::json!({
+        "op": OP, "shape_key": shape_key(&dims), "arch": g.arch, "device": g.name,
+        "accuracy_cases": cases.len(), "trials": trials, "pareto": pareto(&trials),
+        "winner": winner, "default_median_us": default_us,
+        "tuning_cache": cache.map(|p| p.display().to_string()),
+    }))
 }
