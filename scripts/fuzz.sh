@@ -29,15 +29,19 @@ for t in "${targets[@]}"; do
   log="target/fuzz-$t.log"
   # -max_len: parsers see whole files; 64 KiB is plenty to reach every branch.
   seeds=(); [ -d "seeds/$t" ] && seeds=("seeds/$t")
+  start=$SECONDS
   nice -n 10 cargo fuzz run -a "$t" "corpus/$t" "${seeds[@]}" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
     -max_len=65536 -print_final_stats=1 ${FUZZ_FLAGS:-} >"$log" 2>&1
   rc=$?
+  took=$((SECONDS - start))
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  # fork mode prints no final stats: take the last "#N" progress line
+  [ -n "$runs" ] || runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
   crashes=$(find "artifacts/$t" -type f | wc -l)
   nice -n 10 cargo fuzz cmin -a "$t" "corpus/$t" >"target/cmin-$t.log" 2>&1 || true
   files=$(find "corpus/$t" -type f | wc -l)
-  line="$(date -u +%FT%TZ) $t: ${secs}s, ${runs:-?} executions, exit $rc, $crashes artifact(s), corpus $files files"
+  line="$(date -u +%FT%TZ) $t: ${took}s of ${secs}s, ${runs:-?} executions, exit $rc, $crashes artifact(s), corpus $files files"
   echo "$line" | tee -a target/fuzz-summary.txt
   [ "$rc" -eq 0 ] || { status=1; grep -m5 -E 'panicked|ERROR|SUMMARY' "$log"; }
 done

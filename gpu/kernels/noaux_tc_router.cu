@@ -17,8 +17,10 @@
 //       Filter: tau = k-th largest of the 32 lane maxima (bitonic sort across the warp); only
 //       keys >= tau can be in the top k (k lane maxima are >= tau). If at most 32 keys pass,
 //       they are compacted one per lane through shared memory and bitonic-sorted: lanes 0..k-1
-//       hold the winners in order. Otherwise (ties, adversarial data) fall back to k rounds of
-//       a warp-wide u64 max over the registers.
+//       hold the winners in order; up to 64 pass as two per lane (two sorts + one bitonic
+//       merge of max(A[i], B[31-i])). Otherwise (adversarial data) fall back to k rounds of a
+//       warp-wide u64 max over the registers. (With random logits ~35 keys pass on average,
+//       more than 32 two times in three: the 64 path matters.)
 //   v3  one block per token, one key per thread (block = P = next power of two >= max(E, 32),
 //       P <= 1024, padding keys 0), n_group == 1: a bitonic sort of the P packed keys, strides
 //       < 32 through warp shuffles, larger strides through shared memory; threads 0..k-1 then
@@ -181,6 +183,19 @@ __device__ __forceinline__ u64 warp_sort_desc_u64(u64 v) {
     return v;
 }
 
+// Sorts a bitonic sequence (one u64 per lane) descending across the warp.
+__device__ __forceinline__ u64 warp_merge_desc_u64(u64 v) {
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int stride = 16; stride > 0; stride >>= 1) {
+        u64 o = __shfl_xor_sync(DUET_FULL_MASK, v, stride);
+        bool lower = (lane & stride) == 0;
+        u64 mx = o > v ? o : v, mn = o > v ? v : o;
+        v = lower ? mx : mn;
+    }
+    return v;
+}
+
 // v2 body for N keys per lane (E = 32 N). grid = ceil(T / 4), block = 128 (4 warps).
 template <int N>
 __device__ __forceinline__ void router_v2_body(const void* __restrict__ logits, int logits_dt,
@@ -188,7 +203,7 @@ __device__ __forceinline__ void router_v2_body(const void* __restrict__ logits, 
                                                int k, double r, int norm, int norm_mode,
                                                int sig_mode, int* __restrict__ out_idx,
                                                float* __restrict__ out_w) {
-    __shared__ u64 cand[4][32];
+    __shared__ u64 cand[4][64];
     __shared__ float wsum[4][32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const i64 t = (i64)blockIdx.x * 4 + warp;
@@ -221,15 +236,25 @@ __device__ __forceinline__ void router_v2_body(const void* __restrict__ logits, 
     }
     int total = __shfl_sync(DUET_FULL_MASK, incl, 31);
     u64 mine;
-    if (total <= 32) {
+    if (total <= 64) {
+        // <= 64 candidates: two per lane, two warp sorts, then the top 32 of both lists by
+        // max(A[i], B[31-i]) (a bitonic sequence) and one bitonic merge.
         int pos = incl - c;
 #pragma unroll
         for (int j = 0; j < N; ++j)
             if (p[j] >= tau) cand[warp][pos++] = p[j];
         __syncwarp();
-        mine = lane < total ? cand[warp][lane] : 0ull;
+        u64 a = lane < total ? cand[warp][lane] : 0ull;
+        u64 b = lane + 32 < total ? cand[warp][lane + 32] : 0ull;
         __syncwarp();
-        mine = warp_sort_desc_u64(mine);
+        a = warp_sort_desc_u64(a);
+        if (total > 32) {
+            b = warp_sort_desc_u64(b);
+            u64 br = __shfl_sync(DUET_FULL_MASK, b, 31 - lane);
+            a = a > br ? a : br;
+            a = warp_merge_desc_u64(a);
+        }
+        mine = a;
     } else {
         // Slow path: k rounds of warp max over the registers.
         u64 best = lm;

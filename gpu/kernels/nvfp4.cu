@@ -295,7 +295,7 @@ __device__ __forceinline__ void nvfp4_v3_body(const void* __restrict__ x, int dt
     const i64 k = t >> 1;
     const int half = (int)(t & 1);
     const bool col_ok = k < kb;
-    if (k >= kb_p) return;  // whole pairs leave together (blockDim is even)
+    const bool in_range = k < kb_p;  // no early return: the pair shuffle needs every lane
     for (i64 m0 = (i64)blockIdx.y * R; m0 < rows_p; m0 += (i64)gridDim.y * R) {
         float v[R][8];
 #pragma unroll
@@ -343,6 +343,7 @@ __device__ __forceinline__ void nvfp4_v3_body(const void* __restrict__ x, int dt
             }
             vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, 1));
             nan = __shfl_xor_sync(DUET_FULL_MASK, (int)nan, 1) | nan;
+            if (!in_range) continue;
             if (!col_ok || m >= rows) {
                 if (half == 0) sf[sf_offset(m, k, kb, layout)] = 0;  // swizzle padding
                 continue;

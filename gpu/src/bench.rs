@@ -165,7 +165,8 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
     for (ver, l) in [
         ("v1", SfLayout::Linear),
         ("v2", SfLayout::Linear),
-        ("v2", SfLayout::Swizzled128x4),
+        ("v3", SfLayout::Linear),
+        ("v3", SfLayout::Swizzled128x4),
     ] {
         let q = g.alloc_poisoned(&[rows, cols / 2], DType::U8, 0xFF)?;
         let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, 0xFF)?;
@@ -211,12 +212,16 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
         "conv1d_prefill_50k" => ops::causal_conv1d::bench_prefill(&g, 1, 10240, 50_000, 4),
         "ssd_50k" => ops::ssd_chunk_scan::bench_scan(&g, 1, 50_000, 128, 64, 8, 128, 128, false),
         "ssd_50k_sweep" => ops::ssd_chunk_scan::bench_scan(&g, 1, 50_000, 128, 64, 8, 128, 128, true),
+        "ssu_b1_bf16" => ops::selective_state_update::bench_super(&g, 1, DType::BF16),
+        "ssu_b64_bf16" => ops::selective_state_update::bench_super(&g, 64, DType::BF16),
+        "ssu_b256_bf16" => ops::selective_state_update::bench_super(&g, 256, DType::BF16),
+        "ssu_b256_f32" => ops::selective_state_update::bench_super(&g, 256, DType::F32),
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, copy"
         ))),
     }
 }

@@ -59,6 +59,10 @@ pub const SOURCES: &[KernelSource] = &[
         name: "ssd_chunk_scan",
         src: include_str!("../kernels/ssd_chunk_scan.cu"),
     },
+    KernelSource {
+        name: "selective_state_update",
+        src: include_str!("../kernels/selective_state_update.cu"),
+    },
 ];
 
 /// Looks a kernel file up by name.

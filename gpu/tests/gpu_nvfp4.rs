@@ -45,7 +45,7 @@ fn quantize_case(
     let s = sets(&[("mode", mode.into()), ("layout", layout.into())]);
     let name =
         format!("rows={rows},cols={cols},{dt},{mode},{layout},given={given},specials={specials}");
-    for v in ["v2", "v1"] {
+    for v in ["v3", "v2", "v1"] {
         diff("nvfp4_quantize", v, &name, &m, &s, &exact)?;
     }
     // Round trip: dequantize the reference's quantization on the GPU too.
@@ -122,12 +122,14 @@ fn fast_e2m1_encoder_equals_the_threshold_table_on_every_f32() {
     let g = common::gpu();
     let count = g.alloc_raw::<u64>(1).expect("alloc");
     let (cp, _c) = count.device_ptr(&g.stream);
-    let f = g.function("nvfp4", "e2m1_fast_check").expect("kernel");
-    let (lo, n) = (0u64, 1u64 << 32);
-    let mut a = g.stream.launch_builder(&f);
-    a.arg(&lo).arg(&n).arg(&cp);
-    // SAFETY: matches e2m1_fast_check.
-    unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 64, 256, 0)) }.expect("launch");
+    for kernel in ["e2m1_fast_check", "e2m1_v3_check"] {
+        let f = g.function("nvfp4", kernel).expect("kernel");
+        let (lo, n) = (0u64, 1u64 << 32);
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&lo).arg(&n).arg(&cp);
+        // SAFETY: matches e2m1_fast_check / e2m1_v3_check (same signature); both add to count.
+        unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 64, 256, 0)) }.expect("launch");
+    }
     let c: Vec<u64> = g.stream.clone_dtoh(&count).expect("download");
     assert_eq!(
         c[0], 0,

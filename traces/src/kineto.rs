@@ -184,7 +184,7 @@ fn uint(v: Option<Id>) -> Option<u64> {
     v.and_then(|i| i.0).map(|x| x.max(0) as u64)
 }
 
-struct Counting<R> {
+pub(crate) struct Counting<R> {
     inner: R,
     n: Rc<Cell<u64>>,
 }

@@ -58,10 +58,20 @@ pub fn read_trace(path: &Path, sink: &mut dyn Sink, opts: ReadOptions) -> Result
                         }
                     })?
             }
-            detect::Opened::Text { reader } => match det.format {
-                Format::NcuCsv => ncu::read(path, reader, det.gzip, &mut info, sink)?,
-                _ => nsys_csv::read(path, reader, det.gzip, &mut info, sink)?,
-            },
+            detect::Opened::Text { .. } => {
+                // stream through a byte counter so long CSV loads can show progress
+                let (raw, counter, len) = kineto::open_stream(path, det.gzip)?;
+                let reader: Box<dyn std::io::BufRead> =
+                    Box::new(std::io::BufReader::with_capacity(1 << 20, raw));
+                let ticker = Some(textcsv::Ticker {
+                    bar: progress::Progress::new(opts.progress, len, "CSV rows", true),
+                    counter,
+                });
+                match det.format {
+                    Format::NcuCsv => ncu::read(path, reader, det.gzip, &mut info, sink, ticker)?,
+                    _ => nsys_csv::read(path, reader, det.gzip, &mut info, sink, ticker)?,
+                }
+            }
         },
     }
     Ok(info)

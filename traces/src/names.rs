@@ -358,7 +358,7 @@ fn mangled_base(m: &str) -> Option<String> {
         if end > b.len() {
             return None;
         }
-        last = Some(m[i..end].to_string());
+        last = Some(m.get(i..end)?.to_string());
         i = end;
     }
     last

@@ -224,9 +224,10 @@ pub fn read(
     gz: bool,
     info: &mut SourceInfo,
     sink: &mut dyn Sink,
+    ticker: Option<crate::textcsv::Ticker>,
 ) -> Result<()> {
     info.format = Some(Format::NcuCsv);
-    let mut lines = Lines::new(reader, path, gz);
+    let mut lines = Lines::new(reader, path, gz).with_ticker(ticker);
     let mut prof_lines = 0u64;
     let mut other_lines = 0u64;
     // find the header

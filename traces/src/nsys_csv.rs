@@ -179,9 +179,10 @@ pub fn read(
     gz: bool,
     info: &mut SourceInfo,
     sink: &mut dyn Sink,
+    ticker: Option<crate::textcsv::Ticker>,
 ) -> Result<()> {
     info.format = Some(Format::NsysStatsCsv);
-    let mut lines = Lines::new(reader, path, gz);
+    let mut lines = Lines::new(reader, path, gz).with_ticker(ticker);
     let file_hint = path
         .file_name()
         .and_then(|n| kind_from_text(&n.to_string_lossy()));

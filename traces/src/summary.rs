@@ -68,7 +68,7 @@ type HashMap<K, V> = StdHashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Instance durations kept per (kernel, device): exact statistics up to this many instances,
 /// a uniform random sample beyond.
-pub const RESERVOIR: usize = 4096;
+pub const RESERVOIR: usize = 2048;
 
 /// Streaming statistics of one group of intervals.
 #[derive(Debug, Clone, Default)]

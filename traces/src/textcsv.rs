@@ -6,6 +6,12 @@ use crate::error::{Result, TraceError};
 use std::io::BufRead;
 use std::path::Path;
 
+/// Progress reporting for line readers: raw bytes read so far, drawn every few thousand lines.
+pub struct Ticker {
+    pub bar: crate::progress::Progress,
+    pub counter: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
 /// Reads logical lines (a quoted field may span physical lines) as UTF-8.
 pub struct Lines<R: BufRead> {
     r: R,
@@ -13,6 +19,7 @@ pub struct Lines<R: BufRead> {
     gz: bool,
     pub line_no: u64,
     buf: Vec<u8>,
+    ticker: Option<Ticker>,
 }
 
 impl<R: BufRead> Lines<R> {
@@ -23,7 +30,13 @@ impl<R: BufRead> Lines<R> {
             gz,
             line_no: 0,
             buf: Vec::new(),
+            ticker: None,
         }
+    }
+
+    pub fn with_ticker(mut self, t: Option<Ticker>) -> Self {
+        self.ticker = t;
+        self
     }
 
     fn physical(&mut self) -> Result<Option<String>> {
@@ -36,6 +49,11 @@ impl<R: BufRead> Lines<R> {
             return Ok(None);
         }
         self.line_no += 1;
+        if self.line_no % 8192 == 0 {
+            if let Some(t) = &self.ticker {
+                t.bar.set(t.counter.get());
+            }
+        }
         while matches!(self.buf.last(), Some(b'\n') | Some(b'\r')) {
             self.buf.pop();
         }

@@ -463,6 +463,14 @@ proptest! {
     }
 
     #[test]
+    fn names_and_units_never_panic_on_unicode(s in "\\PC{0,40}") {
+        let _ = traces::names::CanonicalName::new(&s);
+        let _ = traces::names::CanonicalName::new(&format!("_Z3{s}"));
+        let _ = traces::ncu::normalize_unit(1.0, &s);
+        let _ = traces::names::canonical_range_name(&s);
+    }
+
+    #[test]
     fn csv_split_and_numbers_never_panic(line in "[ -~]{0,80}") {
         let _ = traces::textcsv::split(&line);
         let _ = traces::textcsv::parse_num(&line);

@@ -7,6 +7,7 @@ pub mod noaux_tc_router;
 pub mod nvfp4;
 pub mod nvfp4_fused;
 pub mod philox;
+pub mod selective_state_update;
 pub mod ssd_chunk_scan;
 
 use crate::runtime::Gpu;
@@ -63,7 +64,7 @@ pub fn all() -> Vec<GpuOp> {
         },
         GpuOp {
             name: "nvfp4_quantize",
-            versions: &["v2", "v1"],
+            versions: &["v3", "v2", "v1"],
             run: nvfp4::run_quantize,
             applicable: always,
         },
@@ -79,6 +80,7 @@ pub fn all() -> Vec<GpuOp> {
     .chain(nvfp4_fused::ops())
     .chain(causal_conv1d::ops())
     .chain(ssd_chunk_scan::ops())
+    .chain(selective_state_update::ops())
     .filter(|o| reference::ops::find(o.name).is_ok())
     .collect()
 }

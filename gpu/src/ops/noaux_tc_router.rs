@@ -1,6 +1,6 @@
 //! `noaux_tc_router` on the GPU (gpu/kernels/noaux_tc_router.cu): v1 block per token (any
 //! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
-//! bitonic sort (E <= 1024, one group); `auto` picks v3 where it applies, else v1.
+//! bitonic sort (E <= 1024, one group); `auto` picks by T ([`auto_version`]).
 
 use super::RunOpts;
 use crate::runtime::{cfg, dtype_code, Gpu};
@@ -62,13 +62,16 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
-/// The version `auto` runs: v3 (block per token, bitonic) where it applies, else v1. (v2, warp
-/// per token, measured slower than v3 at every T on the H200.)
-pub fn auto_version(_tokens: usize, experts: usize, c: &RouterConfig) -> &'static str {
-    if v3_ok(experts, c).is_none() {
-        "v3"
-    } else {
-        "v1"
+/// The version `auto` runs. H200 (E = 512, k = 22): v3 (block per token) is the fastest at
+/// small T (6 us at T = 64 vs 17 us for v2), v2 (warp per token) at large T (45 us at T = 4096
+/// vs 108 us for v3); the crossover is taken at T = 512. v1 where neither applies.
+pub fn auto_version(tokens: usize, experts: usize, c: &RouterConfig) -> &'static str {
+    let (v2, v3) = (v2_ok(experts, c).is_none(), v3_ok(experts, c).is_none());
+    match (tokens <= 512, v2, v3) {
+        (true, _, true) => "v3",
+        (_, true, _) => "v2",
+        (_, _, true) => "v3",
+        _ => "v1",
     }
 }
 

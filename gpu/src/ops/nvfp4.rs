@@ -99,11 +99,12 @@ pub fn launch_quantize(
     let name = match version {
         "v1" => "nvfp4_quantize_v1",
         "v2" => "nvfp4_quantize_v2",
+        "v3" => "nvfp4_quantize_v3",
         other => {
             return Err(GpuError::NoVersion {
                 op: "nvfp4_quantize".into(),
                 version: other.into(),
-                known: "v2, v1".into(),
+                known: "v3, v2, v1".into(),
             })
         }
     };
@@ -123,6 +124,14 @@ pub fn launch_quantize(
     let total = (rows_p * kb_p) as u64;
     let launch_cfg = if version == "v1" {
         cfg(grid_for(g, total, 256), 256, 0)
+    } else if version == "v3" {
+        let threads = 2 * kb_p as u64;
+        let bx = (threads.next_power_of_two().clamp(32, 256)) as u32;
+        cudarc::driver::LaunchConfig {
+            grid_dim: (threads.div_ceil(bx as u64).max(1) as u32, (rows_p.div_ceil(2).min(65535) as u32).max(1), 1),
+            block_dim: (bx, 1, 1),
+            shared_mem_bytes: 0,
+        }
     } else {
         let bx = (kb_p as u32).clamp(32, 256).next_power_of_two().min(256);
         cudarc::driver::LaunchConfig {

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! dt'  = dt[b,h,d] + dt_bias[h,d];  if dt_softplus: dt' = dt' <= 20 ? log1p(exp(dt')) : dt'
-//! dA   = exp(A[h,d,n] * dt')
+//! dA   = exp(A[h,d,n] * dt')          (exp and softplus evaluated in f64, rounded once to f32)
 //! s'   = s[slot,h,d,n] * dA + (B[b,g,n] * dt') * x[b,h,d]          (g = h / (nheads/ngroups))
 //! out  = sum_n s'[n] * C[b,g,n] + x[b,h,d] * D[h,d];  if z: out *= z * sigmoid(z)
 //! ```
@@ -473,10 +473,19 @@ pub(crate) fn effective_dt(dt: f32, bias: Option<f32>, softplus: bool) -> f32 {
         None => dt,
     };
     if softplus && v <= 20.0 {
-        v.exp().ln_1p()
+        (v as f64).exp().ln_1p() as f32
     } else {
         v
     }
+}
+
+/// `exp` of an f32 argument, evaluated in f64 and rounded once to f32 (so it is the correctly
+/// rounded f32 exp but for astronomically rare double-rounding ties). The GPU kernels evaluate
+/// `exp((double)x)` the same way: libm's `expf` and CUDA's `expf` differ in the last bit, and
+/// stochastic rounding of the new state must see bit-identical `s'` on both sides.
+#[inline]
+pub fn exp_f32(x: f32) -> f32 {
+    (x as f64).exp() as f32
 }
 
 /// `sum_n a[n]*b[n]` with 8 interleaved fp32 partial sums (see the module doc).
@@ -523,7 +532,7 @@ impl Core<'_> {
         let bv = &a.b[(r * ngroups + g) * dstate..][..dstate];
         let a_row: Option<&[f32]> = match a.a {
             AVals::PerHead(v) => {
-                let da = (v[h] * dt).exp();
+                let da = exp_f32(v[h] * dt);
                 update_uniform(s, da, bv, dt, x);
                 None
             }
@@ -534,10 +543,10 @@ impl Core<'_> {
             // gives bit-identical results to evaluating exp per element.
             let a0 = ar[0];
             if ar.iter().all(|v| v.to_bits() == a0.to_bits()) {
-                update_uniform(s, (a0 * dt).exp(), bv, dt, x);
+                update_uniform(s, exp_f32(a0 * dt), bv, dt, x);
             } else {
                 for ((sn, &an), &bn) in s.iter_mut().zip(ar).zip(bv) {
-                    *sn = *sn * (an * dt).exp() + (bn * dt) * x;
+                    *sn = *sn * exp_f32(an * dt) + (bn * dt) * x;
                 }
             }
         }
@@ -632,7 +641,7 @@ fn update_uniform(s: &mut [f32], da: f32, bv: &[f32], dt: f32, x: f32) {
 }
 
 /// The slot of each batch row (`None` = pad row); rejects out-of-range and repeated slots.
-pub(crate) fn resolve_slots(
+pub fn resolve_slots(
     indices: Option<&[i64]>,
     batch: usize,
     slots: usize,
@@ -815,7 +824,7 @@ pub fn selective_state_update(
 // The CLI entry point: input validation and params (shared with the multi-token op).
 
 /// Inputs of the single- or multi-token op, validated and converted to f32.
-pub(crate) struct Parsed {
+pub struct Parsed {
     pub dims: SsuDims,
     /// Tokens per batch row (1 for the single-token op).
     pub t_len: usize,
@@ -838,7 +847,7 @@ pub(crate) struct Parsed {
 }
 
 impl Parsed {
-    pub(crate) fn args(&self) -> SsuArgs<'_> {
+    pub fn args(&self) -> SsuArgs<'_> {
         fn hv(p: &(Vec<f32>, bool)) -> HeadVals<'_> {
             HeadVals {
                 v: &p.0,
@@ -914,7 +923,7 @@ fn pat(lead: &[&str], tail: &[&str]) -> String {
 }
 
 /// Validates the SSU inputs. `multi`: x is (batch, T, nheads, dim) rather than (batch, nheads, dim).
-pub(crate) fn parse_inputs(inp: &Inputs, multi: bool) -> Result<Parsed, OpError> {
+pub fn parse_inputs(inp: &Inputs, multi: bool) -> Result<Parsed, OpError> {
     let state = inp.req("state")?;
     inp.dtype(
         "state",
@@ -1211,7 +1220,7 @@ pub(crate) fn common_params() -> Vec<ParamSpec> {
     ]
 }
 
-pub(crate) fn parse_config(op: &'static str, p: &Params) -> Result<SsuConfig, OpError> {
+pub fn parse_config(op: &'static str, p: &Params) -> Result<SsuConfig, OpError> {
     let bad = |name: &str, msg: String| OpError::Param {
         op: op.into(),
         name: name.into(),

@@ -1,0 +1,156 @@
+// selective_state_update: one Mamba-2 decode step (SPEC.md "Selective state update").
+// CPU spec: reference/src/ops/selective_state_update.rs.
+//
+// Versions:
+//   v1  ssu_v1: one warp per (batch row, head, dim row d); lanes stride over dstate (coalesced:
+//       consecutive lanes touch consecutive state elements), the new state s' stays in registers
+//       (dstate <= 512), out = warp-shuffle reduction of s'*C. Small operands (x, dt, B, C, z, D,
+//       dt_bias) are f32; the state cache is read and written in its own dtype (f32 / bf16 / f16 /
+//       int16 with a per-row block scale); f16 supports stochastic rounding with the reference's
+//       Philox mapping. 4 warps per block cover 4 consecutive d of one (b, h), so a block reuses
+//       the same B/C row from L1.
+//
+// Bit-exactness: s' = (s*dA) + ((B*dt)*x) uses __fmul_rn/__fadd_rn (no FMA contraction, the
+// reference's operand order), and exp / softplus are evaluated in double and rounded once to
+// f32, as the reference does: so the stored state (and its stochastic rounding) is bit-identical
+// to the reference. `out` sums in another order than the reference's 8 partial sums: it is
+// compared with the upstream fp32 tolerance.
+//
+// All offsets are 64-bit.
+
+struct SsuParams {
+    i64 batch, nheads, dim, dstate, ngroups, slots;
+    i64 pad_slot_id;
+    i64 dt_per_dim, a_full, d_per_dim, bias_per_dim;
+    i64 has_d, has_z, has_bias, has_sbi;
+    i64 softplus, pad_mode, out_from, state_dt;
+    i64 sr, sr_mapping, rounds;
+    u64 seed;
+};
+
+#define SSU_MAX_PER_LANE 16
+#define ST_F32 0
+#define ST_BF16 1
+#define ST_F16 2
+#define ST_I16 3
+
+__device__ __forceinline__ float ssu_load_state(const void* st, i64 i, i64 dt, float decode) {
+    switch (dt) {
+        case ST_F32: return ((const float*)st)[i];
+        case ST_BF16: return bf16_to_f32(((const u16*)st)[i]);
+        case ST_F16: return f16_to_f32(((const u16*)st)[i]);
+        default: return __fmul_rn((float)((const short*)st)[i], decode);
+    }
+}
+
+extern "C" __global__ void ssu_v1(SsuParams p, const float* __restrict__ x, const float* __restrict__ dt,
+                                  const float* __restrict__ A, const float* __restrict__ B,
+                                  const float* __restrict__ C, const float* __restrict__ D,
+                                  const float* __restrict__ z, const float* __restrict__ dt_bias,
+                                  const i64* __restrict__ sbi, void* __restrict__ state,
+                                  float* __restrict__ state_scale, float* __restrict__ out) {
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    const i64 dtiles = (p.dim + wpb - 1) / wpb;
+    const i64 bh = (i64)blockIdx.x / dtiles;
+    const i64 d = ((i64)blockIdx.x % dtiles) * wpb + (threadIdx.x >> 5);
+    if (d >= p.dim || bh >= p.batch * p.nheads) return;
+    const i64 b = bh / p.nheads, h = bh % p.nheads;
+    const i64 slot = p.has_sbi ? sbi[b] : b;
+    const bool pad = p.has_sbi && slot == p.pad_slot_id;
+    const i64 row = (b * p.nheads + h) * p.dim + d;
+    if (pad && p.pad_mode == 0) {
+        if (lane == 0) out[row] = 0.f;
+        return;
+    }
+    float dtv = p.dt_per_dim ? dt[row] : dt[b * p.nheads + h];
+    if (p.has_bias) dtv = __fadd_rn(dtv, p.bias_per_dim ? dt_bias[h * p.dim + d] : dt_bias[h]);
+    if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
+    const float xv = x[row];
+    const i64 g = h / (p.nheads / p.ngroups);
+    const float* Bg = B + (b * p.ngroups + g) * p.dstate;
+    const float* Cg = C + (b * p.ngroups + g) * p.dstate;
+    const i64 srow_idx = (slot * p.nheads + h) * p.dim + d;  // scale index (valid when !pad)
+    const i64 srow = srow_idx * p.dstate;                    // element offset of column 0
+    const float decode_in = (p.state_dt == ST_I16 && !pad) ? state_scale[srow_idx] : 1.f;
+    const float a_head = p.a_full ? 0.f : A[h];
+    const float dA_head = p.a_full ? 0.f : (float)exp((double)__fmul_rn(a_head, dtv));
+
+    float sv[SSU_MAX_PER_LANE];
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < SSU_MAX_PER_LANE; ++i) {
+        const i64 n = lane + 32 * (i64)i;
+        if (n < p.dstate) {
+            const float s = pad ? 0.f : ssu_load_state(state, srow + n, p.state_dt, decode_in);
+            const float dA = p.a_full ? (float)exp((double)__fmul_rn(A[(h * p.dim + d) * p.dstate + n], dtv)) : dA_head;
+            const float s1 = __fadd_rn(__fmul_rn(s, dA), __fmul_rn(__fmul_rn(Bg[n], dtv), xv));
+            sv[i] = s1;
+            amax = fmaxf(amax, fabsf(s1));
+        }
+    }
+    float encode = 1.f, decode = 1.f;
+    if (p.state_dt == ST_I16) {
+        amax = warp_max_f32(amax);
+        encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
+        decode = __fdiv_rn(1.f, encode);
+    }
+    float acc = 0.f;
+#pragma unroll
+    for (int i = 0; i < SSU_MAX_PER_LANE; ++i) {
+        const i64 n = lane + 32 * (i64)i;
+        if (n < p.dstate) {
+            const float s1 = sv[i];
+            const i64 e = srow + n;
+            float stv = s1;
+            switch (p.state_dt) {
+                case ST_F32:
+                    if (!pad) ((float*)state)[e] = s1;
+                    break;
+                case ST_BF16: {
+                    u16 q = f32_to_bf16(s1);
+                    if (!pad) ((u16*)state)[e] = q;
+                    stv = bf16_to_f32(q);
+                    break;
+                }
+                case ST_F16: {
+                    u16 q;
+                    if (p.sr && !pad) {
+                        u32 w;
+                        if (p.sr_mapping == 1) {
+                            u32x4 r = philox_seed_offset(p.seed, (u64)e >> 2, (int)p.rounds);
+                            const u32 k = (u32)((u64)e & 3u);
+                            w = k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w;
+                        } else {
+                            w = philox_seed_offset(p.seed, (u64)e, (int)p.rounds).x;
+                        }
+                        q = stochastic_round_f16(s1, w);
+                    } else {
+                        q = f32_to_f16(s1);
+                    }
+                    if (!pad) ((u16*)state)[e] = q;
+                    stv = f16_to_f32(q);
+                    break;
+                }
+                default: {
+                    const float qf = rintf(fminf(fmaxf(__fmul_rn(s1, encode), -32767.f), 32767.f));
+                    if (!pad) ((short*)state)[e] = (short)qf;
+                    stv = __fmul_rn(qf, decode);
+                    break;
+                }
+            }
+            acc += (p.out_from == 1 ? stv : s1) * Cg[n];
+        }
+    }
+    acc = warp_sum_f32(acc);
+    if (lane == 0) {
+        if (p.state_dt == ST_I16 && !pad) state_scale[srow_idx] = decode;
+        float o = acc;
+        if (p.has_d) o += xv * (p.d_per_dim ? D[h * p.dim + d] : D[h]);
+        if (p.has_z) {
+            const float zv = z[row];
+            o *= zv / (1.f + expf(-zv));
+        }
+        out[row] = o;
+    }
+}
