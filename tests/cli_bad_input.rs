@@ -2115,3 +2115,84 @@ fn bench_unwritable_output_keeps_existing_file() {
     assert_clean_error(&out, "bench bad regex", &["(unclosed"]);
     keep.assert_unchanged("bench bad regex");
 }
+
+// ---------------------------------------------------------------------------------------------
+// ncu CSV for `duet profile --from-csv`, and the GPU tuning cache (JSON)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn profile_from_csv_bad_files() {
+    let op = runnable_ops()
+        .first()
+        .map(|r| r.0.name.clone())
+        .expect("no op with a case");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("dir.csv");
+    std::fs::create_dir(&dir).unwrap();
+    let rows: Vec<(&str, Option<&[u8]>, &str)> = vec![
+        ("empty.csv", Some(b""), "empty"),
+        (
+            "latin1.csv",
+            Some(b"\"ID\",\"Kernel Name\"\n\"0\",\"k\xe9\"\n"),
+            "UTF-8",
+        ),
+        ("garbage.csv", Some(b"hello,world\n1,2\n"), "garbage.csv"),
+        ("missing.csv", None, "missing.csv"),
+        ("dir.csv", None, "directory"),
+    ];
+    for (name, bytes, needle) in rows {
+        let p = d.path().join(name);
+        if let Some(b) = bytes {
+            std::fs::write(&p, b).unwrap();
+        }
+        let out = duet([
+            OsStr::new("profile"),
+            OsStr::new(&op),
+            OsStr::new("--from-csv"),
+            p.as_os_str(),
+        ]);
+        assert_clean_error(&out, &format!("profile --from-csv {name}"), &[name, needle]);
+    }
+}
+
+#[test]
+fn tuning_cache_bad_files() {
+    // gpu::tune::load_cache reads $DUET_TUNING_CACHE (only this test sets it in this process;
+    // the CLI runs of the other tests do not read it without a GPU).
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("dir.json");
+    std::fs::create_dir(&dir).unwrap();
+    let rows: Vec<(&str, Option<&[u8]>)> = vec![
+        ("empty.json", Some(b"")),
+        (
+            "trunc.json",
+            Some(br#"{"ssd_chunk_scan|1,4096|sm_90": {"config": "#),
+        ),
+        ("latin1.json", Some(b"{\"k\xe9\": 1}")),
+        ("list.json", Some(b"[1, 2]")),
+        ("dir.json", None),
+    ];
+    for (name, bytes) in rows {
+        let p = d.path().join(name);
+        if let Some(b) = bytes {
+            std::fs::write(&p, b).unwrap();
+        }
+        std::env::set_var("DUET_TUNING_CACHE", &p);
+        let r = std::panic::catch_unwind(gpu::tune::load_cache);
+        let msg = match r {
+            Err(_) => panic!("tuning cache {name}: panicked"),
+            Ok(Ok(_)) => panic!("tuning cache {name}: accepted"),
+            Ok(Err(e)) => e.to_string(),
+        };
+        assert!(msg.contains(name), "tuning cache {name}: {msg}");
+        // Launches look the cache up and fall back to the defaults on a bad file.
+        assert!(gpu::tune::lookup("ssd_chunk_scan", "ssd_chunk_scan.cu", "x", "sm_90").is_none());
+    }
+    let missing = d.path().join("missing.json");
+    std::env::set_var("DUET_TUNING_CACHE", &missing);
+    assert!(
+        gpu::tune::load_cache().unwrap().is_empty(),
+        "a missing cache is an empty one"
+    );
+    std::env::remove_var("DUET_TUNING_CACHE");
+}

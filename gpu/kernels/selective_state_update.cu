@@ -154,3 +154,154 @@ extern "C" __global__ void ssu_v1(SsuParams p, const float* __restrict__ x, cons
         out[row] = o;
     }
 }
+
+// v2 ssu_v2: one block per (batch row, head) covering every d row. The per-row prologue (dt +
+// dt_bias, softplus in f64, dA = exp(A*dt) for a per-head A, x) is computed once per row by one
+// thread into shared memory instead of by all 32 lanes; the slot index is read once per block.
+// Each warp then walks its rows 4 at a time, issuing the state loads of all 4 rows before any
+// arithmetic (memory-level parallelism: 4 x dstate/32 independent loads in flight per lane).
+// Same arithmetic and rounding as v1 (bit-identical state). Needs dstate <= 256, dim <= 2048.
+#define SSU2_R 4
+#define SSU2_EPL 8
+#define SSU2_MAX_DIM 2048
+
+extern "C" __global__ void ssu_v2(SsuParams p, const float* __restrict__ x, const float* __restrict__ dt,
+                                  const float* __restrict__ A, const float* __restrict__ B,
+                                  const float* __restrict__ C, const float* __restrict__ D,
+                                  const float* __restrict__ z, const float* __restrict__ dt_bias,
+                                  const i64* __restrict__ sbi, void* __restrict__ state,
+                                  float* __restrict__ state_scale, float* __restrict__ out) {
+    __shared__ float s_dt[SSU2_MAX_DIM];
+    __shared__ float s_dA[SSU2_MAX_DIM];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int nwarps = blockDim.x >> 5;
+    const i64 bh = blockIdx.x;
+    if (bh >= p.batch * p.nheads) return;
+    const i64 b = bh / p.nheads, h = bh % p.nheads;
+    const i64 slot = p.has_sbi ? sbi[b] : b;
+    const bool pad = p.has_sbi && slot == p.pad_slot_id;
+    const i64 row0 = (b * p.nheads + h) * p.dim;
+    if (pad && p.pad_mode == 0) {
+        for (i64 d = threadIdx.x; d < p.dim; d += blockDim.x) out[row0 + d] = 0.f;
+        return;
+    }
+    for (i64 d = threadIdx.x; d < p.dim; d += blockDim.x) {
+        float dtv = p.dt_per_dim ? dt[row0 + d] : dt[b * p.nheads + h];
+        if (p.has_bias) dtv = __fadd_rn(dtv, p.bias_per_dim ? dt_bias[h * p.dim + d] : dt_bias[h]);
+        if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
+        s_dt[d] = dtv;
+        s_dA[d] = p.a_full ? 0.f : (float)exp((double)__fmul_rn(A[h], dtv));
+    }
+    __syncthreads();
+    const i64 g = h / (p.nheads / p.ngroups);
+    const float* Bg = B + (b * p.ngroups + g) * p.dstate;
+    const float* Cg = C + (b * p.ngroups + g) * p.dstate;
+    float bl[SSU2_EPL], cl[SSU2_EPL];
+#pragma unroll
+    for (int i = 0; i < SSU2_EPL; ++i) {
+        const i64 n = lane + 32 * (i64)i;
+        bl[i] = n < p.dstate ? Bg[n] : 0.f;
+        cl[i] = n < p.dstate ? Cg[n] : 0.f;
+    }
+    for (i64 d0 = (i64)warp * SSU2_R; d0 < p.dim; d0 += (i64)nwarps * SSU2_R) {
+        float sv[SSU2_R][SSU2_EPL];
+        // Loads of all R rows first.
+#pragma unroll
+        for (int r = 0; r < SSU2_R; ++r) {
+            const i64 d = d0 + r;
+            const i64 srow = ((slot * p.nheads + h) * p.dim + d) * p.dstate;
+            const float dec = (p.state_dt == ST_I16 && !pad && d < p.dim) ? state_scale[(slot * p.nheads + h) * p.dim + d] : 1.f;
+#pragma unroll
+            for (int i = 0; i < SSU2_EPL; ++i) {
+                const i64 n = lane + 32 * (i64)i;
+                sv[r][i] = (d < p.dim && n < p.dstate && !pad) ? ssu_load_state(state, srow + n, p.state_dt, dec) : 0.f;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < SSU2_R; ++r) {
+            const i64 d = d0 + r;
+            if (d >= p.dim) break;
+            const i64 row = row0 + d;
+            const float dtv = s_dt[d];
+            const float xv = x[row];
+            const i64 srow_idx = (slot * p.nheads + h) * p.dim + d;
+            const i64 srow = srow_idx * p.dstate;
+            float amax = 0.f;
+#pragma unroll
+            for (int i = 0; i < SSU2_EPL; ++i) {
+                const i64 n = lane + 32 * (i64)i;
+                if (n < p.dstate) {
+                    const float dA = p.a_full ? (float)exp((double)__fmul_rn(A[(h * p.dim + d) * p.dstate + n], dtv)) : s_dA[d];
+                    const float s1 = __fadd_rn(__fmul_rn(sv[r][i], dA), __fmul_rn(__fmul_rn(bl[i], dtv), xv));
+                    sv[r][i] = s1;
+                    amax = fmaxf(amax, fabsf(s1));
+                }
+            }
+            float encode = 1.f, decode = 1.f;
+            if (p.state_dt == ST_I16) {
+                amax = warp_max_f32(amax);
+                encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
+                decode = __fdiv_rn(1.f, encode);
+            }
+            float acc = 0.f;
+#pragma unroll
+            for (int i = 0; i < SSU2_EPL; ++i) {
+                const i64 n = lane + 32 * (i64)i;
+                if (n < p.dstate) {
+                    const float s1 = sv[r][i];
+                    const i64 e = srow + n;
+                    float stv = s1;
+                    switch (p.state_dt) {
+                        case ST_F32:
+                            if (!pad) ((float*)state)[e] = s1;
+                            break;
+                        case ST_BF16: {
+                            u16 q = f32_to_bf16(s1);
+                            if (!pad) ((u16*)state)[e] = q;
+                            stv = bf16_to_f32(q);
+                            break;
+                        }
+                        case ST_F16: {
+                            u16 q;
+                            if (p.sr && !pad) {
+                                u32 w;
+                                if (p.sr_mapping == 1) {
+                                    u32x4 rr = philox_seed_offset(p.seed, (u64)e >> 2, (int)p.rounds);
+                                    const u32 k = (u32)((u64)e & 3u);
+                                    w = k == 0 ? rr.x : k == 1 ? rr.y : k == 2 ? rr.z : rr.w;
+                                } else {
+                                    w = philox_seed_offset(p.seed, (u64)e, (int)p.rounds).x;
+                                }
+                                q = stochastic_round_f16(s1, w);
+                            } else {
+                                q = f32_to_f16(s1);
+                            }
+                            if (!pad) ((u16*)state)[e] = q;
+                            stv = f16_to_f32(q);
+                            break;
+                        }
+                        default: {
+                            const float qf = rintf(fminf(fmaxf(__fmul_rn(s1, encode), -32767.f), 32767.f));
+                            if (!pad) ((short*)state)[e] = (short)qf;
+                            stv = __fmul_rn(qf, decode);
+                            break;
+                        }
+                    }
+                    acc += (p.out_from == 1 ? stv : s1) * cl[i];
+                }
+            }
+            acc = warp_sum_f32(acc);
+            if (lane == 0) {
+                if (p.state_dt == ST_I16 && !pad) state_scale[srow_idx] = decode;
+                float o = acc;
+                if (p.has_d) o += xv * (p.d_per_dim ? D[h * p.dim + d] : D[h]);
+                if (p.has_z) {
+                    const float zv = z[row];
+                    o *= zv / (1.f + expf(-zv));
+                }
+                out[row] = o;
+            }
+        }
+    }
+}

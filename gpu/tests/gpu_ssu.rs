@@ -19,7 +19,15 @@ struct Shape {
 
 fn inputs(r: &mut Rng, s: &Shape, state_dt: DType, with_opts: bool, pads: bool) -> TensorMap {
     let mut m = TensorMap::new();
-    let st = r.normal_tensor(&[s.slots, s.nheads, s.dim, s.dstate], 1.0, if state_dt == DType::I16 { DType::F32 } else { state_dt });
+    let st = r.normal_tensor(
+        &[s.slots, s.nheads, s.dim, s.dstate],
+        1.0,
+        if state_dt == DType::I16 {
+            DType::F32
+        } else {
+            state_dt
+        },
+    );
     if state_dt == DType::I16 {
         // Quantize the f32 draw row by row into q + scale (what a cache would hold).
         let v = st.to_f32_vec();
@@ -30,20 +38,50 @@ fn inputs(r: &mut Rng, s: &Shape, state_dt: DType, with_opts: bool, pads: bool) 
             sc.push(1.0 / enc);
             q.extend(row.iter().map(|x| (x * enc).round_ties_even() as i16));
         }
-        m.insert("state".into(), Tensor::from_i16(&[s.slots, s.nheads, s.dim, s.dstate], q));
-        m.insert("state_scale".into(), Tensor::from_f32(&[s.slots, s.nheads, s.dim], sc));
+        m.insert(
+            "state".into(),
+            Tensor::from_i16(&[s.slots, s.nheads, s.dim, s.dstate], q),
+        );
+        m.insert(
+            "state_scale".into(),
+            Tensor::from_f32(&[s.slots, s.nheads, s.dim], sc),
+        );
     } else {
         m.insert("state".into(), st);
     }
-    m.insert("x".into(), r.normal_tensor(&[s.batch, s.nheads, s.dim], 1.0, DType::BF16));
-    m.insert("dt".into(), r.uniform_tensor(&[s.batch, s.nheads, s.dim], -3.0, 1.0, DType::F32));
-    m.insert("A".into(), r.uniform_tensor(&[s.nheads], -4.0, -0.5, DType::F32));
-    m.insert("B".into(), r.normal_tensor(&[s.batch, s.ngroups, s.dstate], 1.0, DType::BF16));
-    m.insert("C".into(), r.normal_tensor(&[s.batch, s.ngroups, s.dstate], 1.0, DType::BF16));
+    m.insert(
+        "x".into(),
+        r.normal_tensor(&[s.batch, s.nheads, s.dim], 1.0, DType::BF16),
+    );
+    m.insert(
+        "dt".into(),
+        r.uniform_tensor(&[s.batch, s.nheads, s.dim], -3.0, 1.0, DType::F32),
+    );
+    m.insert(
+        "A".into(),
+        r.uniform_tensor(&[s.nheads], -4.0, -0.5, DType::F32),
+    );
+    m.insert(
+        "B".into(),
+        r.normal_tensor(&[s.batch, s.ngroups, s.dstate], 1.0, DType::BF16),
+    );
+    m.insert(
+        "C".into(),
+        r.normal_tensor(&[s.batch, s.ngroups, s.dstate], 1.0, DType::BF16),
+    );
     if with_opts {
-        m.insert("D".into(), r.normal_tensor(&[s.nheads, s.dim], 1.0, DType::F32));
-        m.insert("z".into(), r.normal_tensor(&[s.batch, s.nheads, s.dim], 1.0, DType::BF16));
-        m.insert("dt_bias".into(), r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32));
+        m.insert(
+            "D".into(),
+            r.normal_tensor(&[s.nheads, s.dim], 1.0, DType::F32),
+        );
+        m.insert(
+            "z".into(),
+            r.normal_tensor(&[s.batch, s.nheads, s.dim], 1.0, DType::BF16),
+        );
+        m.insert(
+            "dt_bias".into(),
+            r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32),
+        );
     }
     if pads || s.slots != s.batch {
         // A permutation of distinct slots; row 1 padded when asked.
@@ -55,7 +93,10 @@ fn inputs(r: &mut Rng, s: &Shape, state_dt: DType, with_opts: bool, pads: bool) 
         if pads && s.batch > 1 {
             idx[1] = -1;
         }
-        m.insert("state_batch_indices".into(), Tensor::from_i64(&[s.batch], idx));
+        m.insert(
+            "state_batch_indices".into(),
+            Tensor::from_i64(&[s.batch], idx),
+        );
     }
     m
 }
@@ -87,21 +128,44 @@ fn ssu_random_shapes_every_mode() {
             dstate: [1usize, 16, 33, 64, 128, 200, 256][r.below(7) as usize],
             ngroups,
         };
-        let s = Shape { slots: s.batch + r.below(3) as usize, ..s };
+        let s = Shape {
+            slots: s.batch + r.below(3) as usize,
+            ..s
+        };
         let state_dt = [DType::F32, DType::BF16, DType::F16, DType::I16][i % 4];
         let pads = i % 5 == 1;
         let inp = inputs(&mut r, &s, state_dt, i % 2 == 0, pads);
-        let pad_mode = if i % 3 == 0 { "compute_from_zero_state" } else { "zero_output" };
-        let out_from = if i % 4 == 1 { "stored_state" } else { "unrounded_state" };
+        let pad_mode = if i % 3 == 0 {
+            "compute_from_zero_state"
+        } else {
+            "zero_output"
+        };
+        let out_from = if i % 4 == 1 {
+            "stored_state"
+        } else {
+            "unrounded_state"
+        };
         let sets = common::sets(&[
             ("dt_softplus", (i % 2 == 0).to_string()),
             ("pad_mode", pad_mode.into()),
             ("out_from", out_from.into()),
         ]);
-        let name = format!("case {i}: b{} slots{} h{} d{} n{} g{} {state_dt} pads={pads} {pad_mode} {out_from}", s.batch, s.slots, s.nheads, s.dim, s.dstate, s.ngroups);
-        n += 1;
-        if let Err(e) = common::diff("selective_state_update", "v1", &name, &inp, &sets, &tol(state_dt)) {
-            fails.push(e);
+        let name = format!(
+            "case {i}: b{} slots{} h{} d{} n{} g{} {state_dt} pads={pads} {pad_mode} {out_from}",
+            s.batch, s.slots, s.nheads, s.dim, s.dstate, s.ngroups
+        );
+        for v in ["v1", "v2"] {
+            n += 1;
+            if let Err(e) = common::diff(
+                "selective_state_update",
+                v,
+                &name,
+                &inp,
+                &sets,
+                &tol(state_dt),
+            ) {
+                fails.push(e);
+            }
         }
     }
     eprintln!("{n} random cases, {} failed", fails.len());
@@ -113,8 +177,23 @@ fn ssu_random_shapes_every_mode() {
 fn ssu_stochastic_rounding_is_bit_exact() {
     let mut r = Rng::new(77);
     let mut fails = vec![];
-    for (i, mapping) in ["group_of_4", "word_per_element", "group_of_4", "word_per_element"].iter().enumerate() {
-        let s = Shape { batch: 3, slots: 5, nheads: 8, dim: 64, dstate: 128, ngroups: 2 };
+    for (i, mapping) in [
+        "group_of_4",
+        "word_per_element",
+        "group_of_4",
+        "word_per_element",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = Shape {
+            batch: 3,
+            slots: 5,
+            nheads: 8,
+            dim: 64,
+            dstate: 128,
+            ngroups: 2,
+        };
         let inp = inputs(&mut r, &s, DType::F16, true, i >= 2);
         let sets = common::sets(&[
             ("rounding", "stochastic".into()),
@@ -123,8 +202,17 @@ fn ssu_stochastic_rounding_is_bit_exact() {
             ("philox_rounds", if i % 2 == 0 { "10" } else { "5" }.into()),
             ("dt_softplus", "true".into()),
         ]);
-        if let Err(e) = common::diff("selective_state_update", "v1", &format!("sr {mapping} #{i}"), &inp, &sets, &tol(DType::F16)) {
-            fails.push(e);
+        for v in ["v1", "v2"] {
+            if let Err(e) = common::diff(
+                "selective_state_update",
+                v,
+                &format!("sr {mapping} #{i} {v}"),
+                &inp,
+                &sets,
+                &tol(DType::F16),
+            ) {
+                fails.push(e);
+            }
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
@@ -139,10 +227,23 @@ fn ssu_state_offsets_beyond_2_pow_31() {
     let per = nheads * dim * dstate;
     assert!((slots * per) as u64 > (1u64 << 31));
     let mut r = Rng::new(5);
-    let small = Shape { batch: 3, slots: 3, nheads, dim, dstate, ngroups: 2 };
+    let small = Shape {
+        batch: 3,
+        slots: 3,
+        nheads,
+        dim,
+        dstate,
+        ngroups: 2,
+    };
     let mut compact = inputs(&mut r, &small, DType::F16, true, false);
-    compact.insert("state_batch_indices".into(), Tensor::from_i64(&[3], vec![0, 1, 2]));
-    let want = reference::ops::find("selective_state_update").unwrap().call(&compact, &[]).unwrap();
+    compact.insert(
+        "state_batch_indices".into(),
+        Tensor::from_i64(&[3], vec![0, 1, 2]),
+    );
+    let want = reference::ops::find("selective_state_update")
+        .unwrap()
+        .call(&compact, &[])
+        .unwrap();
     let cs = compact["state"].as_u16_bits().unwrap().to_vec();
     let targets = [32769usize, 7, 16384];
     let mut big = vec![0x3C00u16; slots * per]; // 1.0 everywhere else
@@ -150,20 +251,41 @@ fn ssu_state_offsets_beyond_2_pow_31() {
         big[t * per..(t + 1) * per].copy_from_slice(&cs[j * per..(j + 1) * per]);
     }
     let mut inp = compact.clone();
-    inp.insert("state".into(), Tensor::from_f16_bits(&[slots, nheads, dim, dstate], big));
-    inp.insert("state_batch_indices".into(), Tensor::from_i64(&[3], targets.iter().map(|&t| t as i64).collect()));
+    inp.insert(
+        "state".into(),
+        Tensor::from_f16_bits(&[slots, nheads, dim, dstate], big),
+    );
+    inp.insert(
+        "state_batch_indices".into(),
+        Tensor::from_i64(&[3], targets.iter().map(|&t| t as i64).collect()),
+    );
     let g = common::gpu();
     let op = gpu::ops::find("selective_state_update").unwrap();
-    let got = gpu::ops::run_version(&g, &op, "v1", &inp, &[], &gpu::ops::RunOpts::default()).unwrap();
-    let rep = compare::compare("out", &want["out"], &got["out"], Tolerance::for_dtype(DType::BF16));
-    assert!(rep.passed, "{}", rep.render());
-    let gs = got["state"].as_u16_bits().unwrap();
-    let ws = want["state"].as_u16_bits().unwrap();
-    for (j, &t) in targets.iter().enumerate() {
-        assert!(gs[t * per..(t + 1) * per] == ws[j * per..(j + 1) * per], "slot {t} differs from the reference");
+    for v in ["v1", "v2"] {
+        let got =
+            gpu::ops::run_version(&g, &op, v, &inp, &[], &gpu::ops::RunOpts::default()).unwrap();
+        let rep = compare::compare(
+            "out",
+            &want["out"],
+            &got["out"],
+            Tolerance::for_dtype(DType::BF16),
+        );
+        assert!(rep.passed, "{}", rep.render());
+        let gs = got["state"].as_u16_bits().unwrap();
+        let ws = want["state"].as_u16_bits().unwrap();
+        for (j, &t) in targets.iter().enumerate() {
+            assert!(
+                gs[t * per..(t + 1) * per] == ws[j * per..(j + 1) * per],
+                "slot {t} differs from the reference"
+            );
+        }
+        // Untouched slots keep their contents, including the last elements of the cache.
+        assert!(gs[100 * per..101 * per].iter().all(|&b| b == 0x3C00));
+        assert!(gs[32768 * per..32769 * per].iter().all(|&b| b == 0x3C00));
+        eprintln!(
+            "2^31 test {v}: slot 32769 (offsets {}..{}) matches the reference",
+            32769 * per,
+            32770 * per
+        );
     }
-    // Untouched slots keep their contents, including the last elements of the cache.
-    assert!(gs[100 * per..101 * per].iter().all(|&b| b == 0x3C00));
-    assert!(gs[32768 * per..32769 * per].iter().all(|&b| b == 0x3C00));
-    eprintln!("2^31 test: slot 32769 (offsets {}..{}) matches the reference", 32769 * per, 32770 * per);
 }

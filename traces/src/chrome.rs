@@ -67,7 +67,7 @@ impl<'w> ChromeWriter<'w> {
             None => {
                 let c = self.cursor.entry(device).or_insert(0);
                 let s = *c;
-                *c += dur.max(0) + 1000;
+                *c = c.saturating_add(dur.max(0)).saturating_add(1000);
                 s
             }
         }

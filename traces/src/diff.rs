@@ -492,15 +492,15 @@ fn ncu_diff(b: &[NcuRow], c: &[NcuRow]) -> Vec<NcuDiff> {
                 failed: 0,
                 sums: BTreeMap::new(),
             });
-            g.n += r.invocations;
+            g.n = g.n.saturating_add(r.invocations);
             if r.failed {
-                g.failed += r.invocations;
+                g.failed = g.failed.saturating_add(r.invocations);
                 continue;
             }
             for (k, v) in &r.key_metrics {
                 let e = g.sums.entry(k.clone()).or_insert((0.0, 0));
                 e.0 += v * r.invocations as f64;
-                e.1 += r.invocations;
+                e.1 = e.1.saturating_add(r.invocations);
             }
         }
         m

@@ -46,8 +46,8 @@ pub fn read_trace(path: &Path, sink: &mut dyn Sink, opts: ReadOptions) -> Result
     };
     match det.format {
         Format::Kineto => kineto::read(path, det.gzip, &mut info, sink, opts.progress)?,
-        _ => match detect::open(path, &det)? {
-            detect::Opened::Sqlite { path: db, _tmp } => {
+        Format::NsysSqlite => {
+            if let detect::Opened::Sqlite { path: db, _tmp } = detect::open(path, &det)? {
                 nsys_sqlite::read_with(&db, &mut info, sink, opts.progress, opts.attribute_nvtx)
                     .map_err(|e| {
                         // errors name the user's file, not the temp copy
@@ -58,21 +58,22 @@ pub fn read_trace(path: &Path, sink: &mut dyn Sink, opts: ReadOptions) -> Result
                         }
                     })?
             }
-            detect::Opened::Text { .. } => {
-                // stream through a byte counter so long CSV loads can show progress
-                let (raw, counter, len) = kineto::open_stream(path, det.gzip)?;
-                let reader: Box<dyn std::io::BufRead> =
-                    Box::new(std::io::BufReader::with_capacity(1 << 20, raw));
-                let ticker = Some(textcsv::Ticker {
-                    bar: progress::Progress::new(opts.progress, len, "CSV rows", true),
-                    counter,
-                });
-                match det.format {
-                    Format::NcuCsv => ncu::read(path, reader, det.gzip, &mut info, sink, ticker)?,
-                    _ => nsys_csv::read(path, reader, det.gzip, &mut info, sink, ticker)?,
-                }
+        }
+        Format::NcuCsv | Format::NsysStatsCsv => {
+            // stream through a byte counter so long CSV loads can show progress
+            let (raw, counter, len) = kineto::open_stream(path, det.gzip)?;
+            let reader: Box<dyn std::io::BufRead> =
+                Box::new(std::io::BufReader::with_capacity(1 << 20, raw));
+            let ticker = Some(textcsv::Ticker {
+                bar: progress::Progress::new(opts.progress, len, "CSV rows", true),
+                counter,
+            });
+            if det.format == Format::NcuCsv {
+                ncu::read_with_progress(path, reader, det.gzip, &mut info, sink, ticker)?
+            } else {
+                nsys_csv::read_with_progress(path, reader, det.gzip, &mut info, sink, ticker)?
             }
-        },
+        }
     }
     Ok(info)
 }

@@ -368,6 +368,12 @@ fn mangled_base(m: &str) -> Option<String> {
 /// `aten::add, seq = 3`); drop them so calls of the same op group together.
 pub fn canonical_range_name(raw: &str) -> &str {
     let mut s = raw.trim();
+    // PyTorch numbers its steps (`ProfilerStep#1011`); runs being compared rarely share numbers
+    if let Some(rest) = s.strip_prefix("ProfilerStep#") {
+        if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) {
+            return "ProfilerStep#*";
+        }
+    }
     for marker in [", op_id = ", ", seq = ", ", sizes = "] {
         if let Some(pos) = s.find(marker) {
             s = &s[..pos];
@@ -451,5 +457,7 @@ mod tests {
             "aten::add"
         );
         assert_eq!(canonical_range_name("step"), "step");
+        assert_eq!(canonical_range_name("ProfilerStep#1011"), "ProfilerStep#*");
+        assert_eq!(canonical_range_name("ProfilerStep#x"), "ProfilerStep#x");
     }
 }

@@ -224,6 +224,17 @@ pub fn read(
     gz: bool,
     info: &mut SourceInfo,
     sink: &mut dyn Sink,
+) -> Result<()> {
+    read_with_progress(path, reader, gz, info, sink, None)
+}
+
+/// Like [`read`], drawing progress through `ticker` (bytes of the underlying file).
+pub fn read_with_progress(
+    path: &Path,
+    reader: Box<dyn BufRead>,
+    gz: bool,
+    info: &mut SourceInfo,
+    sink: &mut dyn Sink,
     ticker: Option<crate::textcsv::Ticker>,
 ) -> Result<()> {
     info.format = Some(Format::NcuCsv);

@@ -179,6 +179,17 @@ pub fn read(
     gz: bool,
     info: &mut SourceInfo,
     sink: &mut dyn Sink,
+) -> Result<()> {
+    read_with_progress(path, reader, gz, info, sink, None)
+}
+
+/// Like [`read`], drawing progress through `ticker` (bytes of the underlying file).
+pub fn read_with_progress(
+    path: &Path,
+    reader: Box<dyn BufRead>,
+    gz: bool,
+    info: &mut SourceInfo,
+    sink: &mut dyn Sink,
     ticker: Option<crate::textcsv::Ticker>,
 ) -> Result<()> {
     info.format = Some(Format::NsysStatsCsv);
@@ -415,7 +426,7 @@ fn emit_pushpop(cols: &[Col], f: &[String], sink: &mut dyn Sink) {
     let dur = match num(cols, f, &["Duration"]) {
         Some(d) => d as i64,
         None => num(cols, f, &["End"])
-            .map(|e| e as i64 - start)
+            .map(|e| (e as i64).saturating_sub(start))
             .unwrap_or(0),
     };
     sink.range(&RangeEvent {

@@ -438,7 +438,7 @@ fn read_kernels(
             stream: int(r, i_stream),
             start_ns: start,
             dur_ns: match (start, end) {
-                (Some(s), Some(e)) => Some(e - s),
+                (Some(s), Some(e)) => Some(e.saturating_sub(s)),
                 _ => None,
             },
             grid: dims(&ig),
@@ -510,7 +510,7 @@ fn read_memcpy(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
             device: int(r, c.idx("deviceId")).unwrap_or(0),
             stream: int(r, c.idx("streamId")),
             start_ns: Some(s),
-            dur_ns: e - s,
+            dur_ns: e.saturating_sub(s),
             bytes: int(r, c.idx("bytes")).map(|b| b.max(0) as u64),
         });
     }
@@ -542,7 +542,7 @@ fn read_memset(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
             device: int(r, c.idx("deviceId")).unwrap_or(0),
             stream: int(r, c.idx("streamId")),
             start_ns: Some(s),
-            dur_ns: e - s,
+            dur_ns: e.saturating_sub(s),
             bytes: int(r, c.idx("bytes")).map(|b| b.max(0) as u64),
         });
     }
@@ -714,7 +714,7 @@ fn read_nvtx(
                 RangeKind::StartEnd
             },
             start_ns: start,
-            dur_ns: end - start,
+            dur_ns: end.saturating_sub(start),
             pid,
             tid,
             depth,
@@ -784,7 +784,7 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
         sink.api(&ApiEvent {
             name: name.as_deref().unwrap_or("<unknown API>"),
             start_ns: s,
-            dur_ns: e - s,
+            dur_ns: e.saturating_sub(s),
             pid,
             tid,
         });
@@ -937,7 +937,7 @@ fn read_kernels_by_nvtx(db: &mut Db<'_>, info: &mut SourceInfo, sink: &mut dyn S
             device: dev,
             start_ns: ks,
             dur_ns: match (ks, ke) {
-                (Some(a), Some(b)) => Some(b - a),
+                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
                 _ => None,
             },
             ..Default::default()

@@ -90,12 +90,12 @@ pub struct Acc {
 
 impl Acc {
     pub fn push(&mut self, dur_ns: Option<f64>) {
-        self.instances += 1;
+        self.instances = self.instances.saturating_add(1);
         let Some(d) = dur_ns else {
-            self.failed += 1;
+            self.failed = self.failed.saturating_add(1);
             return;
         };
-        let measured = self.instances - self.failed;
+        let measured = self.instances.saturating_sub(self.failed);
         if measured == 1 {
             self.min_ns = d;
             self.max_ns = d;
@@ -125,7 +125,7 @@ impl Acc {
 
     pub fn push_aggregate(&mut self, a: &AggregateEvent<'_>) {
         let was_empty = self.instances == self.failed;
-        self.instances += a.instances;
+        self.instances = self.instances.saturating_add(a.instances);
         self.total_ns += a.total_ns;
         if let Some(m) = a.min_ns {
             self.min_ns = if was_empty { m } else { self.min_ns.min(m) };
@@ -143,11 +143,11 @@ impl Acc {
     pub fn merge(&mut self, o: &Acc) {
         let was_empty = self.instances == self.failed;
         let o_empty = o.instances == o.failed;
-        self.instances += o.instances;
-        self.failed += o.failed;
+        self.instances = self.instances.saturating_add(o.instances);
+        self.failed = self.failed.saturating_add(o.failed);
         self.total_ns += o.total_ns;
         self.sum_sq += o.sum_sq;
-        self.bytes += o.bytes;
+        self.bytes = self.bytes.saturating_add(o.bytes);
         if !o_empty {
             if was_empty {
                 self.min_ns = o.min_ns;
@@ -161,7 +161,7 @@ impl Acc {
             self.median_hint = o.median_hint;
         }
         self.samples.extend_from_slice(&o.samples);
-        self.seen += o.seen;
+        self.seen = self.seen.saturating_add(o.seen);
     }
 
     pub fn samples(&self) -> &[f64] {
@@ -169,7 +169,7 @@ impl Acc {
     }
 
     pub fn stats(&self, grand_total: f64) -> Stats {
-        let measured = self.instances - self.failed;
+        let measured = self.instances.saturating_sub(self.failed);
         let mean = if measured > 0 {
             self.total_ns / measured as f64
         } else {
@@ -398,9 +398,12 @@ impl Sink for Aggregator {
             });
         }
         if let (Some(st), Some(d)) = (k.start_ns, k.dur_ns) {
-            let e = self.span.entry(k.device).or_insert((st, st + d));
+            let e = self
+                .span
+                .entry(k.device)
+                .or_insert((st, st.saturating_add(d)));
             e.0 = e.0.min(st);
-            e.1 = e.1.max(st + d);
+            e.1 = e.1.max(st.saturating_add(d));
         }
     }
 
@@ -440,7 +443,7 @@ impl Sink for Aggregator {
                 .or_default(),
         };
         acc.push(Some(m.dur_ns as f64));
-        acc.bytes += m.bytes.unwrap_or(0);
+        acc.bytes = acc.bytes.saturating_add(m.bytes.unwrap_or(0));
     }
 
     fn range(&mut self, r: &RangeEvent<'_>) {
@@ -602,7 +605,9 @@ impl Aggregator {
         }
         devices.sort();
         let total: f64 = groups.values().map(|g| g.0.total_ns).sum();
-        let instances: u64 = groups.values().map(|g| g.0.instances).sum();
+        let instances: u64 = groups
+            .values()
+            .fold(0u64, |a, g| a.saturating_add(g.0.instances));
         let mut kernels: Vec<KernelRow> = order
             .into_iter()
             .filter_map(|k| {
@@ -676,7 +681,11 @@ impl Aggregator {
                 .collect(),
         );
         let ncu = self.ncu.iter().map(ncu_row).collect();
-        let mut span: Vec<(i64, i64)> = self.span.iter().map(|(d, (s, e))| (*d, e - s)).collect();
+        let mut span: Vec<(i64, i64)> = self
+            .span
+            .iter()
+            .map(|(d, (s, e))| (*d, e.saturating_sub(*s)))
+            .collect();
         span.sort();
         Summary {
             source,

@@ -471,6 +471,42 @@ proptest! {
     }
 
     #[test]
+    fn csv_readers_never_panic_on_mutated_exports(
+        which in 0usize..4,
+        pos in 0usize..4000,
+        byte in any::<u8>(),
+        cut in 0usize..5000,
+    ) {
+        let seeds = [
+            GPU_TRACE_NEW.as_bytes().to_vec(),
+            KERN_SUM_2023.as_bytes().to_vec(),
+            std::fs::read(fx("h200_vadd_transpose_m.csv")).unwrap_or_default(),
+            std::fs::read(fx("sglang-fork_H800_s_raw.csv")).unwrap_or_default()[..4000].to_vec(),
+        ];
+        let mut data = seeds[which].clone();
+        if !data.is_empty() {
+            let p = pos % data.len();
+            data[p] = byte;
+            data.truncate(cut.max(1).min(data.len()));
+        }
+        for ncu in [false, true] {
+            let mut info = traces::SourceInfo::default();
+            let mut agg = traces::summary::Aggregator::new();
+            let r: Box<dyn std::io::BufRead> = Box::new(std::io::Cursor::new(data.clone()));
+            let p = Path::new("m.csv");
+            let ok = if ncu {
+                traces::ncu::read(p, r, false, &mut info, &mut agg).is_ok()
+            } else {
+                traces::nsys_csv::read(p, r, false, &mut info, &mut agg).is_ok()
+            };
+            if ok {
+                let s = agg.finish(info, SummaryOptions::default());
+                let _ = traces::report::summary_text(&s, 10);
+            }
+        }
+    }
+
+    #[test]
     fn csv_split_and_numbers_never_panic(line in "[ -~]{0,80}") {
         let _ = traces::textcsv::split(&line);
         let _ = traces::textcsv::parse_num(&line);

@@ -64,7 +64,7 @@ pub fn all() -> Vec<GpuOp> {
         },
         GpuOp {
             name: "nvfp4_quantize",
-            versions: &["v3", "v2", "v1"],
+            versions: &["v4", "v2", "v3", "v1"],
             run: nvfp4::run_quantize,
             applicable: always,
         },

@@ -100,11 +100,12 @@ pub fn launch_quantize(
         "v1" => "nvfp4_quantize_v1",
         "v2" => "nvfp4_quantize_v2",
         "v3" => "nvfp4_quantize_v3",
+        "v4" => "nvfp4_quantize_v4",
         other => {
             return Err(GpuError::NoVersion {
                 op: "nvfp4_quantize".into(),
                 version: other.into(),
-                known: "v3, v2, v1".into(),
+                known: "v4, v3, v2, v1".into(),
             })
         }
     };

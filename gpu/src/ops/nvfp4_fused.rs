@@ -117,7 +117,7 @@ fn epilogue(
     let sf = g.alloc_poisoned(&q.layout.shape(rows, cols), DType::U8, opts.poison)?;
     launch_quantize(
         g,
-        "v3",
+        "v4",
         y.ptr(&g.stream),
         0,
         rows,

@@ -25,17 +25,37 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1"],
+        versions: &["auto", "v1", "v2"],
         run,
         applicable,
     }]
 }
 
-pub fn applicable(_version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
+/// v2 limits: dstate <= 256 (8 register slots x 32 lanes x 4 rows), dim <= 2048 (shared memory).
+pub const V2_MAX_DSTATE: usize = 256;
+pub const V2_MAX_DIM: usize = 2048;
+
+fn v2_ok(dim: usize, dstate: usize) -> Option<String> {
+    if dstate > V2_MAX_DSTATE {
+        Some(format!("dstate {dstate} > {V2_MAX_DSTATE}"))
+    } else if dim > V2_MAX_DIM {
+        Some(format!("dim {dim} > {V2_MAX_DIM}"))
+    } else {
+        None
+    }
+}
+
+pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
     let st = inputs.get("state")?;
     let dstate = *st.shape.last()?;
     if dstate > MAX_DSTATE {
-        return Some(format!("dstate {dstate} > {MAX_DSTATE} (v1 keeps a row in registers)"));
+        return Some(format!(
+            "dstate {dstate} > {MAX_DSTATE} (v1 keeps a row in registers)"
+        ));
+    }
+    if version == "v2" {
+        let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
+        return v2_ok(dim, dstate);
     }
     None
 }
@@ -76,16 +96,29 @@ fn drv(e: cudarc::driver::DriverError) -> GpuError {
     GpuError::Driver(format!("launch ssu_v1: {e}"))
 }
 
-pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpts) -> Result<TensorMap, GpuError> {
-    if version != "v1" {
-        return Err(GpuError::NoVersion { op: OP.into(), version: version.into(), known: "v1".into() });
+pub fn run(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    if !["auto", "v1", "v2"].contains(&version) {
+        return Err(GpuError::NoVersion {
+            op: OP.into(),
+            version: version.into(),
+            known: "auto, v1, v2".into(),
+        });
     }
     let inp = Inputs::new(OP, inputs);
     let conf = parse_config(OP, p)?;
     let parsed = parse_inputs(&inp, false)?;
     let dims = parsed.dims;
     if dims.dstate > MAX_DSTATE {
-        return Err(GpuError::Unsupported(format!("{OP} v1: dstate {} > {MAX_DSTATE}", dims.dstate)));
+        return Err(GpuError::Unsupported(format!(
+            "{OP} v1: dstate {} > {MAX_DSTATE}",
+            dims.dstate
+        )));
     }
     let slots = parsed.state.shape[0];
     resolve_slots(parsed.sbi.as_deref(), dims.batch, slots, conf.pad_slot_id)?;
@@ -97,7 +130,16 @@ pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpt
     };
     let (sr, mapping, rounds, seed) = match conf.rounding {
         Rounding::Nearest => (0, 0, 0, 0),
-        Rounding::Stochastic { seed, rounds, mapping } => (1, (mapping == SrMapping::GroupOf4) as i64, rounds as i64, seed),
+        Rounding::Stochastic {
+            seed,
+            rounds,
+            mapping,
+        } => (
+            1,
+            (mapping == SrMapping::GroupOf4) as i64,
+            rounds as i64,
+            seed,
+        ),
     };
     let prm = SsuParams {
         batch: dims.batch as i64,
@@ -124,7 +166,12 @@ pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpt
         rounds,
         seed,
     };
-    let f32t = |v: &[f32]| g.upload(&Tensor::from_f32(&[v.len().max(1)], if v.is_empty() { vec![0.0] } else { v.to_vec() }));
+    let f32t = |v: &[f32]| {
+        g.upload(&Tensor::from_f32(
+            &[v.len().max(1)],
+            if v.is_empty() { vec![0.0] } else { v.to_vec() },
+        ))
+    };
     let x = f32t(&parsed.x)?;
     let dt = f32t(&parsed.dt.0)?;
     let a = f32t(&parsed.a.0)?;
@@ -133,16 +180,46 @@ pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpt
     let d = f32t(parsed.d.as_ref().map_or(&[][..], |d| &d.0))?;
     let z = f32t(parsed.z.as_deref().unwrap_or(&[]))?;
     let bias = f32t(parsed.dt_bias.as_ref().map_or(&[][..], |d| &d.0))?;
-    let sbi = g.upload(&Tensor::from_i64(&[dims.batch.max(1)], parsed.sbi.clone().unwrap_or_else(|| vec![0; dims.batch.max(1)])))?;
+    let sbi = g.upload(&Tensor::from_i64(
+        &[dims.batch.max(1)],
+        parsed
+            .sbi
+            .clone()
+            .unwrap_or_else(|| vec![0; dims.batch.max(1)]),
+    ))?;
     let mut state = g.upload(&parsed.state)?;
     let scale_host = parsed.scale.clone().unwrap_or_else(|| vec![1.0]);
     let mut scale = g.upload(&Tensor::from_f32(&[scale_host.len()], scale_host))?;
-    let mut out = g.alloc_poisoned(&[dims.batch * dims.nheads * dims.dim], DType::F32, opts.poison)?;
-    let f = g.function("selective_state_update", "ssu_v1")?;
-    let dtiles = dims.dim.div_ceil(WARPS as usize) as u64;
+    let mut out = g.alloc_poisoned(
+        &[dims.batch * dims.nheads * dims.dim],
+        DType::F32,
+        opts.poison,
+    )?;
+    // auto: v2 whenever its limits allow (it is the faster kernel), else v1.
+    let use_v2 = match version {
+        "v2" => {
+            if let Some(why) = v2_ok(dims.dim, dims.dstate) {
+                return Err(GpuError::Unsupported(format!("{OP} v2: {why}")));
+            }
+            true
+        }
+        "auto" => v2_ok(dims.dim, dims.dstate).is_none(),
+        _ => false,
+    };
+    let f = g.function(
+        "selective_state_update",
+        if use_v2 { "ssu_v2" } else { "ssu_v1" },
+    )?;
+    let dtiles = if use_v2 {
+        1
+    } else {
+        dims.dim.div_ceil(WARPS as usize) as u64
+    };
     let blocks = (dims.batch * dims.nheads) as u64 * dtiles;
     if blocks > i32::MAX as u64 {
-        return Err(GpuError::Unsupported(format!("{OP} v1: {blocks} blocks exceed the grid limit")));
+        return Err(GpuError::Unsupported(format!(
+            "{OP} v1: {blocks} blocks exceed the grid limit"
+        )));
     }
     {
         let (px, pdt, pa, pb, pc, pd, pz, pbias, psbi) = (
@@ -156,10 +233,22 @@ pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpt
             bias.ptr(&g.stream),
             sbi.ptr(&g.stream),
         );
-        let (pst, psc, pout) = (state.ptr(&g.stream), scale.ptr(&g.stream), out.ptr(&g.stream));
+        let (pst, psc, pout) = (
+            state.ptr(&g.stream),
+            scale.ptr(&g.stream),
+            out.ptr(&g.stream),
+        );
         let mut l = g.stream.launch_builder(&f);
         l.arg(&prm);
-        l.arg(&px).arg(&pdt).arg(&pa).arg(&pb).arg(&pc).arg(&pd).arg(&pz).arg(&pbias).arg(&psbi);
+        l.arg(&px)
+            .arg(&pdt)
+            .arg(&pa)
+            .arg(&pb)
+            .arg(&pc)
+            .arg(&pd)
+            .arg(&pz)
+            .arg(&pbias)
+            .arg(&psbi);
         l.arg(&pst).arg(&psc).arg(&pout);
         // SAFETY: ssu_v1's signature; every buffer holds the element counts parse_inputs checked
         // (absent operands are 1-element dummies the kernel never reads: has_* = 0).
@@ -170,12 +259,24 @@ pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpt
     let out_t = g.download(&out, "out")?;
     let st = g.download(&state, "state")?;
     let mut m = reference::op::outputs([
-        ("out", Tensor::from_f32_as(&parsed.x_shape, &out_t.to_f32_vec(), parsed.x_dtype)),
-        ("state", Tensor { shape: parsed.state.shape.clone(), data: st.data }),
+        (
+            "out",
+            Tensor::from_f32_as(&parsed.x_shape, &out_t.to_f32_vec(), parsed.x_dtype),
+        ),
+        (
+            "state",
+            Tensor {
+                shape: parsed.state.shape.clone(),
+                data: st.data,
+            },
+        ),
     ]);
     if parsed.scale.is_some() {
         let sc = g.download(&scale, "state_scale")?;
-        m.insert("state_scale".into(), Tensor::from_f32(&parsed.scale_shape, sc.to_f32_vec()));
+        m.insert(
+            "state_scale".into(),
+            Tensor::from_f32(&parsed.scale_shape, sc.to_f32_vec()),
+        );
     }
     Ok(m)
 }
@@ -186,14 +287,33 @@ pub fn run(g: &Gpu, version: &str, inputs: &TensorMap, p: &Params, opts: &RunOpt
 /// L2 never holds the state; CUDA-graph replay for the small batches. Bytes counted: state read
 /// + write, plus x, z, out, dt, B, C.
 pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json::Value, GpuError> {
+    let mut v = vec![];
+    for version in ["v1", "v2"] {
+        v.push(bench_super_version(g, batch, state_dt, version)?);
+    }
+    Ok(serde_json::json!({"op": OP, "versions": v}))
+}
+
+fn bench_super_version(
+    g: &Gpu,
+    batch: usize,
+    state_dt: DType,
+    version: &str,
+) -> Result<serde_json::Value, GpuError> {
     let (nheads, dim, dstate, ngroups) = (128usize, 64usize, 128usize, 8usize);
     let per_slot = nheads * dim * dstate * state_dt.size();
     let windows = (256usize << 20).div_ceil(per_slot * batch).max(2);
     let slots = windows * batch;
     let mut r = compare::gen::Rng::new(9);
     let state = match state_dt {
-        DType::F32 | DType::BF16 | DType::F16 => r.normal_tensor(&[slots, nheads, dim, dstate], 0.5, state_dt),
-        _ => return Err(GpuError::Unsupported(format!("bench state dtype {state_dt}"))),
+        DType::F32 | DType::BF16 | DType::F16 => {
+            r.normal_tensor(&[slots, nheads, dim, dstate], 0.5, state_dt)
+        }
+        _ => {
+            return Err(GpuError::Unsupported(format!(
+                "bench state dtype {state_dt}"
+            )))
+        }
     };
     let dev_state = g.upload(&state)?;
     drop(state);
@@ -207,7 +327,12 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let z = f32t(r.normal_vec(batch * nheads * dim, 1.0))?;
     let bias = f32t(r.uniform_vec(nheads * dim, -1.0, 0.0))?;
     let sbis: Vec<_> = (0..windows)
-        .map(|w| g.upload(&Tensor::from_i64(&[batch], (0..batch).map(|i| (w * batch + i) as i64).collect())))
+        .map(|w| {
+            g.upload(&Tensor::from_i64(
+                &[batch],
+                (0..batch).map(|i| (w * batch + i) as i64).collect(),
+            ))
+        })
         .collect::<Result<_, _>>()?;
     let scale = f32t(vec![1.0])?;
     let out = g.alloc_poisoned(&[batch * nheads * dim], DType::F32, 0)?;
@@ -235,10 +360,26 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
         },
         ..Default::default()
     };
-    let f = g.function("selective_state_update", "ssu_v1")?;
-    let blocks = ((batch * nheads) * dim.div_ceil(WARPS as usize)) as u32;
+    let f = g.function(
+        "selective_state_update",
+        if version == "v2" { "ssu_v2" } else { "ssu_v1" },
+    )?;
+    let blocks = if version == "v2" {
+        (batch * nheads) as u32
+    } else {
+        ((batch * nheads) * dim.div_ceil(WARPS as usize)) as u32
+    };
     let s = &g.stream;
-    let ptrs = [x.ptr(s), dt.ptr(s), a.ptr(s), b.ptr(s), c.ptr(s), d.ptr(s), z.ptr(s), bias.ptr(s)];
+    let ptrs = [
+        x.ptr(s),
+        dt.ptr(s),
+        a.ptr(s),
+        b.ptr(s),
+        c.ptr(s),
+        d.ptr(s),
+        z.ptr(s),
+        bias.ptr(s),
+    ];
     let sbi_ptrs: Vec<u64> = sbis.iter().map(|t| t.ptr(s)).collect();
     let (pst, psc, pout) = (dev_state.ptr(s), scale.ptr(s), out.ptr(s));
     let mut k = 0usize;
@@ -252,13 +393,19 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
         }
         l.arg(&psbi).arg(&pst).arg(&psc).arg(&pout);
         // SAFETY: ssu_v1's signature; windows of `batch` distinct slots inside the cache.
-        unsafe { l.launch(cfg(blocks, 32 * WARPS, 0)) }.map(|_| ()).map_err(drv)
+        unsafe { l.launch(cfg(blocks, 32 * WARPS, 0)) }
+            .map(|_| ())
+            .map_err(drv)
     })?;
     let (copy, copy_gbs) = crate::bench::copy_ceiling(g, 1 << 30)?;
-    let bytes = (2 * batch * per_slot + 4 * (3 * batch * nheads * dim + 2 * batch * ngroups * dstate + batch * nheads * dim)) as f64;
-    let best = graph.as_ref().map_or(single.median_us, |t| t.median_us.min(single.median_us));
+    let bytes = (2 * batch * per_slot
+        + 4 * (3 * batch * nheads * dim + 2 * batch * ngroups * dstate + batch * nheads * dim))
+        as f64;
+    let best = graph
+        .as_ref()
+        .map_or(single.median_us, |t| t.median_us.min(single.median_us));
     Ok(serde_json::json!({
-        "op": OP, "version": "v1",
+        "op": OP, "version": version,
         "shape": {"batch": batch, "nheads": nheads, "dim": dim, "dstate": dstate, "ngroups": ngroups,
                   "state": state_dt.name(), "small_operands": "f32", "rotating_state_mb": (slots * per_slot) >> 20},
         "single_launch": {"median_us": single.median_us, "p10_us": single.p10_us, "p90_us": single.p90_us},
