@@ -24,6 +24,7 @@ fn x_input(rows: usize, cols: usize, seed: u64, dt: DType, specials: bool) -> Te
     Tensor::from_f32_as(&[rows, cols], &v, dt)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn quantize_case(
     rows: usize,
     cols: usize,

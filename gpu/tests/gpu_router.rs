@@ -95,7 +95,7 @@ proptest! {
     fn random_shapes(t in 1usize..200, e_sel in 0usize..8, k_frac in 0.0f64..1.0, seed in any::<u64>(),
                      grouped in any::<bool>(), bf16 in any::<bool>()) {
         let e = [32usize, 64, 96, 160, 256, 512, 33, 257][e_sel];
-        let (n_group, topk_group) = if grouped && e % 8 == 0 { (8usize, 3usize) } else { (1, 1) };
+        let (n_group, topk_group) = if grouped && e.is_multiple_of(8) { (8usize, 3usize) } else { (1, 1) };
         let max_k = if n_group > 1 { topk_group * (e / n_group) } else { e }.min(40);
         let k = 1 + ((max_k - 1) as f64 * k_frac) as usize;
         let m = inputs(t, e, seed, if bf16 { DType::BF16 } else { DType::F32 }, seed % 5 == 0, seed % 7 == 0);

@@ -15,6 +15,8 @@ pub struct ChromeWriter<'w> {
     pub events: u64,
     pub skipped_aggregates: u64,
     gpus: BTreeSet<i64>,
+    /// (device, stream) pairs seen, named "stream N" in the output
+    streams: BTreeSet<(i64, i64)>,
     /// for sources without timestamps (ncu): next free time per device
     cursor: BTreeMap<i64, i64>,
 }
@@ -38,6 +40,7 @@ impl<'w> ChromeWriter<'w> {
             events: 0,
             skipped_aggregates: 0,
             gpus: BTreeSet::new(),
+            streams: BTreeSet::new(),
             cursor: BTreeMap::new(),
         };
         c.raw("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
@@ -84,6 +87,15 @@ impl<'w> ChromeWriter<'w> {
             self.event(body);
             self.events -= 1;
         }
+        let streams: Vec<(i64, i64)> = self.streams.iter().copied().collect();
+        for (d, st) in streams {
+            let body = format!(
+                "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{st},\"args\":{{\"name\":\"stream {st}\"}}}}",
+                GPU_PID_BASE + d
+            );
+            self.event(body);
+            self.events -= 1;
+        }
         self.raw("\n]}\n");
         match self.err.take() {
             Some(e) => Err(e),
@@ -97,6 +109,7 @@ impl Sink for ChromeWriter<'_> {
         let dur = k.dur_ns.unwrap_or(0);
         let ts = self.place(k.device, k.start_ns, dur);
         self.gpus.insert(k.device);
+        self.streams.insert((k.device, k.stream.unwrap_or(0)));
         let mut args = Vec::new();
         if let Some(g) = k.grid {
             args.push(format!("\"grid\":[{},{},{}]", g[0], g[1], g[2]));
@@ -132,6 +145,7 @@ impl Sink for ChromeWriter<'_> {
     fn memop(&mut self, m: &MemOpEvent<'_>) {
         let ts = self.place(m.device, m.start_ns, m.dur_ns);
         self.gpus.insert(m.device);
+        self.streams.insert((m.device, m.stream.unwrap_or(0)));
         let cat = if m.name == "Memset" {
             "gpu_memset"
         } else {

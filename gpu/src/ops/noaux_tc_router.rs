@@ -54,7 +54,7 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     if c.top_k > 32 {
         return Some(format!("v2 needs top_k <= 32 (top_k = {})", c.top_k));
     }
-    if experts % 32 != 0 || !V2_N.contains(&(experts / 32)) {
+    if !experts.is_multiple_of(32) || !V2_N.contains(&(experts / 32)) {
         return Some(format!(
             "v2 needs E = 32*N with N in {V2_N:?} (E = {experts})"
         ));

@@ -129,7 +129,11 @@ pub fn launch_quantize(
         let threads = 2 * kb_p as u64;
         let bx = (threads.next_power_of_two().clamp(32, 256)) as u32;
         cudarc::driver::LaunchConfig {
-            grid_dim: (threads.div_ceil(bx as u64).max(1) as u32, (rows_p.div_ceil(2).min(65535) as u32).max(1), 1),
+            grid_dim: (
+                threads.div_ceil(bx as u64).max(1) as u32,
+                (rows_p.div_ceil(2).min(65535) as u32).max(1),
+                1,
+            ),
             block_dim: (bx, 1, 1),
             shared_mem_bytes: 0,
         }

@@ -48,7 +48,7 @@ fn perr(op: &str, name: &str, msg: String) -> GpuError {
 }
 
 fn quant(inp: &Inputs, p: &Params, cols: usize) -> Result<Quant, GpuError> {
-    if cols % 16 != 0 || cols == 0 {
+    if !cols.is_multiple_of(16) || cols == 0 {
         return Err(inp
             .err("x", format!("{cols} columns is not a multiple of 16 (the NVFP4 block); pad the last dimension"))
             .into());

@@ -738,7 +738,10 @@ pub fn tune(
 ) -> Result<serde_json::Value, GpuError> {
     use crate::tune::{pareto, store, Trial};
     use compare::check::compare_maps;
-    let cases: Vec<Box<dyn compare::Case>> = compare::cases::all().into_iter().filter(|c| c.op() == OP).collect();
+    let cases: Vec<Box<dyn compare::Case>> = compare::cases::all()
+        .into_iter()
+        .filter(|c| c.op() == OP)
+        .collect();
     let def = reference::ops::find(OP)?;
     let mut refs = vec![];
     for c in &cases {
@@ -746,12 +749,20 @@ pub fn tune(
         let r = def.call(&inputs, &c.params())?;
         refs.push((inputs, Params::resolve(&def, &c.params())?, r));
     }
-    let timed = bench_scan(g, batch, seqlen, nheads, headdim, ngroups, dstate, chunk, true)?;
+    let timed = bench_scan(
+        g, batch, seqlen, nheads, headdim, ngroups, dstate, chunk, true,
+    )?;
     let mut trials = vec![];
     for entry in timed["configs"].as_array().cloned().unwrap_or_default() {
         let cv = entry["config"].clone();
         let u = |k: &str| cv[k].as_u64().unwrap_or(0) as u32;
-        let c = SsdConfig { cb_m: u("cb_m"), state_m: u("state_m"), state_n: u("state_n"), scan_m: u("scan_m"), scan_n: u("scan_n") };
+        let c = SsdConfig {
+            cb_m: u("cb_m"),
+            state_m: u("state_m"),
+            state_n: u("state_n"),
+            scan_m: u("scan_m"),
+            scan_n: u("scan_n"),
+        };
         let mut worst = 0.0f64;
         let mut passed = true;
         let mut note = None;
@@ -762,7 +773,14 @@ pub fn tune(
                     note = Some(format!("{}: {e}", case.name()));
                 }
                 Ok(got) => {
-                    for row in compare_maps(&case.name(), "tune", reference, &got, |o, t| case.tolerance(o, t.dtype()), None) {
+                    for row in compare_maps(
+                        &case.name(),
+                        "tune",
+                        reference,
+                        &got,
+                        |o, t| case.tolerance(o, t.dtype()),
+                        None,
+                    ) {
                         passed &= row.passed;
                         if let Some(rep) = &row.report {
                             worst = worst.max(rep.worst_pct_of_tol);
@@ -791,7 +809,14 @@ pub fn tune(
         .map(|t| t.median_us);
     let winner = ranked.first().cloned();
     let cache = match &winner {
-        Some(w) => Some(store(OP, "ssd_chunk_scan", &shape_key(&dims), &g.arch, w.config.clone(), w.median_us)?),
+        Some(w) => Some(store(
+            OP,
+            "ssd_chunk_scan",
+            &shape_key(&dims),
+            &g.arch,
+            w.config.clone(),
+            w.median_us,
+        )?),
         None => None,
     };
     Ok(serde_json::json!({
