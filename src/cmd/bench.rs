@@ -51,6 +51,15 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// One hash over every embedded kernel source (changes whenever any .cu or the header does).
+fn kernel_source_hash() -> String {
+    let all: String = gpu::compile::SOURCES
+        .iter()
+        .map(|k| gpu::compile::full_source(k))
+        .collect();
+    format!("{:016x}", gpu::compile::fnv1a(all.as_bytes()))
+}
+
 fn git_rev() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
@@ -193,7 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         let doc = serde_json::json!({
             "schema": "duet.bench/1", "backend": "gpu", "kind": "presets",
-            "git_revision": git_rev(), "duet_version": env!("CARGO_PKG_VERSION"), "results": results,
+            "kernel_source_hash": kernel_source_hash(), "git_revision": git_rev(), "duet_version": env!("CARGO_PKG_VERSION"), "results": results,
         });
         write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("-> {}", args.out.display());
@@ -224,7 +233,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let t0 = Instant::now();
     for case in &cases {
         if args.backend == "gpu" {
+            let s = Instant::now();
             let v = gpu::bench(case.as_ref()).with_context(|| format!("bench {}", case.name()))?;
+            events.push(serde_json::json!({
+                "name": case.name(), "ph": "X", "pid": 1, "tid": 2,
+                "ts": (s - t0).as_secs_f64() * 1e6, "dur": s.elapsed().as_secs_f64() * 1e6,
+                "args": {"median_s": v["median_s"]},
+            }));
             println!("{}", serde_json::to_string(&v)?);
             results.push(v);
             continue;
@@ -278,6 +293,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "device": if args.backend == "cpu" { format!("cpu x{}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)) } else { "gpu".into() },
         "git_revision": git_rev(),
         "duet_version": env!("CARGO_PKG_VERSION"),
+        "kernel_source_hash": kernel_source_hash(),
         "results": results,
     });
     write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
