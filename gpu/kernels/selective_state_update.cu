@@ -52,6 +52,76 @@ __device__ __forceinline__ float ssu_load_state(const void* st, i64 i, i64 dt, f
     }
 }
 
+
+// Stores element `e` of the new state s1 in the cache's format (nothing for a pad row) and
+// returns the value `out` is computed from: s1 itself, or the stored value (out_from = stored).
+__device__ __forceinline__ float ssu_store_elem(const SsuParams& p, void* state, i64 e, float s1, bool pad,
+                                                float encode, float decode) {
+    float stv = s1;
+    switch (p.state_dt) {
+        case ST_F32:
+            if (!pad) ((float*)state)[e] = s1;
+            break;
+        case ST_BF16: {
+            const u16 q = f32_to_bf16(s1);
+            if (!pad) ((u16*)state)[e] = q;
+            stv = bf16_to_f32(q);
+            break;
+        }
+        case ST_F16: {
+            u16 q;
+            if (p.sr && !pad) {
+                u32 w;
+                if (p.sr_mapping == 1) {
+                    const u32x4 r = philox_seed_offset(p.seed, (u64)e >> 2, (int)p.rounds);
+                    const u32 k = (u32)((u64)e & 3u);
+                    w = k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w;
+                } else {
+                    w = philox_seed_offset(p.seed, (u64)e, (int)p.rounds).x;
+                }
+                q = stochastic_round_f16(s1, w);
+            } else {
+                q = f32_to_f16(s1);
+            }
+            if (!pad) ((u16*)state)[e] = q;
+            stv = f16_to_f32(q);
+            break;
+        }
+        default: {
+            const float qf = rintf(fminf(fmaxf(__fmul_rn(s1, encode), -32767.f), 32767.f));
+            if (!pad) ((short*)state)[e] = (short)qf;
+            stv = __fmul_rn(qf, decode);
+            break;
+        }
+    }
+    return p.out_from == 1 ? stv : s1;
+}
+
+// int16 block scale of a row from the lanes' partial amax (every lane gets the same values).
+__device__ __forceinline__ void ssu_row_scale(const SsuParams& p, float amax, float* encode, float* decode) {
+    *encode = 1.f;
+    *decode = 1.f;
+    if (p.state_dt == ST_I16) {
+        amax = warp_max_f32(amax);
+        *encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
+        *decode = __fdiv_rn(1.f, *encode);
+    }
+}
+
+// Lane 0 of the row's warp: the int16 scale, out = acc + D*x, gated by silu(z).
+__device__ __forceinline__ void ssu_finish_row(const SsuParams& p, float acc, i64 row, i64 h, i64 d, float xv,
+                                               bool pad, i64 srow_idx, float decode, const float* D,
+                                               const float* z, float* state_scale, float* out) {
+    if (p.state_dt == ST_I16 && !pad) state_scale[srow_idx] = decode;
+    float o = acc;
+    if (p.has_d) o += xv * (p.d_per_dim ? D[h * p.dim + d] : D[h]);
+    if (p.has_z) {
+        const float zv = z[row];
+        o *= zv / (1.f + expf(-zv));
+    }
+    out[row] = o;
+}
+
 extern "C" __global__ void ssu_v1(SsuParams p, const float* __restrict__ x, const float* __restrict__ dt,
                                   const float* __restrict__ A, const float* __restrict__ B,
                                   const float* __restrict__ C, const float* __restrict__ D,
@@ -98,70 +168,16 @@ extern "C" __global__ void ssu_v1(SsuParams p, const float* __restrict__ x, cons
             amax = fmaxf(amax, fabsf(s1));
         }
     }
-    float encode = 1.f, decode = 1.f;
-    if (p.state_dt == ST_I16) {
-        amax = warp_max_f32(amax);
-        encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
-        decode = __fdiv_rn(1.f, encode);
-    }
+    float encode, decode;
+    ssu_row_scale(p, amax, &encode, &decode);
     float acc = 0.f;
 #pragma unroll
     for (int i = 0; i < SSU_MAX_PER_LANE; ++i) {
         const i64 n = lane + 32 * (i64)i;
-        if (n < p.dstate) {
-            const float s1 = sv[i];
-            const i64 e = srow + n;
-            float stv = s1;
-            switch (p.state_dt) {
-                case ST_F32:
-                    if (!pad) ((float*)state)[e] = s1;
-                    break;
-                case ST_BF16: {
-                    u16 q = f32_to_bf16(s1);
-                    if (!pad) ((u16*)state)[e] = q;
-                    stv = bf16_to_f32(q);
-                    break;
-                }
-                case ST_F16: {
-                    u16 q;
-                    if (p.sr && !pad) {
-                        u32 w;
-                        if (p.sr_mapping == 1) {
-                            u32x4 r = philox_seed_offset(p.seed, (u64)e >> 2, (int)p.rounds);
-                            const u32 k = (u32)((u64)e & 3u);
-                            w = k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w;
-                        } else {
-                            w = philox_seed_offset(p.seed, (u64)e, (int)p.rounds).x;
-                        }
-                        q = stochastic_round_f16(s1, w);
-                    } else {
-                        q = f32_to_f16(s1);
-                    }
-                    if (!pad) ((u16*)state)[e] = q;
-                    stv = f16_to_f32(q);
-                    break;
-                }
-                default: {
-                    const float qf = rintf(fminf(fmaxf(__fmul_rn(s1, encode), -32767.f), 32767.f));
-                    if (!pad) ((short*)state)[e] = (short)qf;
-                    stv = __fmul_rn(qf, decode);
-                    break;
-                }
-            }
-            acc += (p.out_from == 1 ? stv : s1) * Cg[n];
-        }
+        if (n < p.dstate) acc += ssu_store_elem(p, state, srow + n, sv[i], pad, encode, decode) * Cg[n];
     }
     acc = warp_sum_f32(acc);
-    if (lane == 0) {
-        if (p.state_dt == ST_I16 && !pad) state_scale[srow_idx] = decode;
-        float o = acc;
-        if (p.has_d) o += xv * (p.d_per_dim ? D[h * p.dim + d] : D[h]);
-        if (p.has_z) {
-            const float zv = z[row];
-            o *= zv / (1.f + expf(-zv));
-        }
-        out[row] = o;
-    }
+    if (lane == 0) ssu_finish_row(p, acc, row, h, d, xv, pad, srow_idx, decode, D, z, state_scale, out);
 }
 
 // v2 ssu_v2: one block per (batch row, head) covering every d row. The per-row prologue (dt +
@@ -247,70 +263,16 @@ extern "C" __global__ void ssu_v2(SsuParams p, const float* __restrict__ x, cons
                     amax = fmaxf(amax, fabsf(s1));
                 }
             }
-            float encode = 1.f, decode = 1.f;
-            if (p.state_dt == ST_I16) {
-                amax = warp_max_f32(amax);
-                encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
-                decode = __fdiv_rn(1.f, encode);
-            }
+            float encode, decode;
+            ssu_row_scale(p, amax, &encode, &decode);
             float acc = 0.f;
 #pragma unroll
             for (int i = 0; i < SSU2_EPL; ++i) {
                 const i64 n = lane + 32 * (i64)i;
-                if (n < p.dstate) {
-                    const float s1 = sv[r][i];
-                    const i64 e = srow + n;
-                    float stv = s1;
-                    switch (p.state_dt) {
-                        case ST_F32:
-                            if (!pad) ((float*)state)[e] = s1;
-                            break;
-                        case ST_BF16: {
-                            u16 q = f32_to_bf16(s1);
-                            if (!pad) ((u16*)state)[e] = q;
-                            stv = bf16_to_f32(q);
-                            break;
-                        }
-                        case ST_F16: {
-                            u16 q;
-                            if (p.sr && !pad) {
-                                u32 w;
-                                if (p.sr_mapping == 1) {
-                                    u32x4 rr = philox_seed_offset(p.seed, (u64)e >> 2, (int)p.rounds);
-                                    const u32 k = (u32)((u64)e & 3u);
-                                    w = k == 0 ? rr.x : k == 1 ? rr.y : k == 2 ? rr.z : rr.w;
-                                } else {
-                                    w = philox_seed_offset(p.seed, (u64)e, (int)p.rounds).x;
-                                }
-                                q = stochastic_round_f16(s1, w);
-                            } else {
-                                q = f32_to_f16(s1);
-                            }
-                            if (!pad) ((u16*)state)[e] = q;
-                            stv = f16_to_f32(q);
-                            break;
-                        }
-                        default: {
-                            const float qf = rintf(fminf(fmaxf(__fmul_rn(s1, encode), -32767.f), 32767.f));
-                            if (!pad) ((short*)state)[e] = (short)qf;
-                            stv = __fmul_rn(qf, decode);
-                            break;
-                        }
-                    }
-                    acc += (p.out_from == 1 ? stv : s1) * cl[i];
-                }
+                if (n < p.dstate) acc += ssu_store_elem(p, state, srow + n, sv[r][i], pad, encode, decode) * cl[i];
             }
             acc = warp_sum_f32(acc);
-            if (lane == 0) {
-                if (p.state_dt == ST_I16 && !pad) state_scale[srow_idx] = decode;
-                float o = acc;
-                if (p.has_d) o += xv * (p.d_per_dim ? D[h * p.dim + d] : D[h]);
-                if (p.has_z) {
-                    const float zv = z[row];
-                    o *= zv / (1.f + expf(-zv));
-                }
-                out[row] = o;
-            }
+            if (lane == 0) ssu_finish_row(p, acc, row, h, d, xv, pad, srow_idx, decode, D, z, state_scale, out);
         }
     }
 }
