@@ -21,6 +21,16 @@ shift || true
 export RUSTC_BOOTSTRAP=1
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
 if [ "$#" -gt 0 ]; then targets=("$@"); else mapfile -t targets < <(cargo fuzz list); fi
+# Committed corpora stay small (< 1 MB in all): after cmin, keep the smallest files of each
+# target up to this many bytes (the long run regrows the rest).
+budget="${FUZZ_CORPUS_BUDGET:-90000}"
+trim() {
+  local dir=$1 total=0 sz f
+  while IFS= read -r f; do
+    sz=$(stat -c %s "$dir/$f")
+    if [ $((total + sz)) -gt "$budget" ]; then rm -f "$dir/$f"; else total=$((total + sz)); fi
+  done < <(ls -Sr "$dir")
+}
 mkdir -p target
 status=0
 for t in "${targets[@]}"; do
@@ -40,10 +50,11 @@ for t in "${targets[@]}"; do
   [ -n "$runs" ] || runs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
   crashes=$(find "artifacts/$t" -type f | wc -l)
   nice -n 10 cargo fuzz cmin -a "$t" "corpus/$t" >"target/cmin-$t.log" 2>&1 || true
+  trim "corpus/$t"
   files=$(find "corpus/$t" -type f | wc -l)
   line="$(date -u +%FT%TZ) $t: ${took}s of ${secs}s, ${runs:-?} executions, exit $rc, $crashes artifact(s), corpus $files files"
   echo "$line" | tee -a target/fuzz-summary.txt
   [ "$rc" -eq 0 ] || { status=1; grep -m5 -E 'panicked|ERROR|SUMMARY' "$log"; }
 done
-du -sh corpus
+du -sh --apparent-size corpus
 exit "$status"

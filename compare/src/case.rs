@@ -46,6 +46,20 @@ pub struct Variant {
     pub outputs: Vec<(String, Tolerance)>,
 }
 
+impl Variant {
+    /// A variant named `label`, run with `params`, comparing `outputs` at their tolerance.
+    pub fn new(label: &str, params: &[(&str, &str)], outputs: &[(&str, Tolerance)]) -> Variant {
+        Variant {
+            label: label.into(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            outputs: outputs.iter().map(|(k, t)| (k.to_string(), *t)).collect(),
+        }
+    }
+}
+
 type MakeFn = dyn Fn(u64) -> TensorMap + Send + Sync;
 
 /// A case described by data: the usual way to add one.

@@ -271,17 +271,29 @@ impl Params {
         self.raw(name)
             .ok_or_else(|| self.err(name, "required; pass --set NAME=VALUE"))
     }
-    pub fn int(&self, name: &str) -> Result<i64, OpError> {
+    /// The value parsed as `T`; the error says it is not `what`.
+    fn parsed<T: std::str::FromStr>(&self, name: &str, what: &str) -> Result<T, OpError> {
         let s = self.str(name)?;
         s.parse()
-            .map_err(|_| self.err(name, format!("'{s}' is not an integer")))
+            .map_err(|_| self.err(name, format!("'{s}' is not {what}")))
     }
-    pub fn opt_int(&self, name: &str) -> Result<Option<i64>, OpError> {
+    /// `get(self, name)` when the param is set, else `None`.
+    fn optional<T>(
+        &self,
+        name: &str,
+        get: impl FnOnce(&Self, &str) -> Result<T, OpError>,
+    ) -> Result<Option<T>, OpError> {
         if self.has(name) {
-            self.int(name).map(Some)
+            get(self, name).map(Some)
         } else {
             Ok(None)
         }
+    }
+    pub fn int(&self, name: &str) -> Result<i64, OpError> {
+        self.parsed(name, "an integer")
+    }
+    pub fn opt_int(&self, name: &str) -> Result<Option<i64>, OpError> {
+        self.optional(name, Self::int)
     }
     /// A non-negative integer that fits usize.
     pub fn usize(&self, name: &str) -> Result<usize, OpError> {
@@ -289,16 +301,10 @@ impl Params {
         usize::try_from(v).map_err(|_| self.err(name, format!("must be >= 0, got {v}")))
     }
     pub fn float(&self, name: &str) -> Result<f64, OpError> {
-        let s = self.str(name)?;
-        s.parse()
-            .map_err(|_| self.err(name, format!("'{s}' is not a number")))
+        self.parsed(name, "a number")
     }
     pub fn opt_float(&self, name: &str) -> Result<Option<f64>, OpError> {
-        if self.has(name) {
-            self.float(name).map(Some)
-        } else {
-            Ok(None)
-        }
+        self.optional(name, Self::float)
     }
     pub fn bool(&self, name: &str) -> Result<bool, OpError> {
         let s = self.str(name)?;

@@ -161,6 +161,15 @@ fn name_cell(r: &rusqlite::Row<'_>, i: Option<usize>) -> NameCell {
     }
 }
 
+/// Open the export read-only (no mutex: one connection per thread).
+fn open_read_only(path: &Path) -> Result<Connection> {
+    Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| TraceError::sqlite(path, "opening", e))
+}
+
 /// Read an nsys SQLite export and push its events into `sink`.
 pub fn read(path: &Path, info: &mut SourceInfo, sink: &mut dyn Sink, progress: bool) -> Result<()> {
     read_with(path, info, sink, progress, false)
@@ -176,11 +185,7 @@ pub fn read_with(
     progress: bool,
     attribute_nvtx: bool,
 ) -> Result<()> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| TraceError::sqlite(path, "opening", e))?;
+    let conn = open_read_only(path)?;
     // memory-mapped reads: fewer copies on large exports
     // memory-mapped reads (file-backed pages, reclaimable; not anonymous memory)
     let _ = conn.pragma_update(None, "mmap_size", 1i64 << 32);
@@ -490,23 +495,40 @@ fn read_memcpy(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
     if c.idx("start").is_none() || c.idx("end").is_none() {
         return Ok(());
     }
-    let mut st = db
-        .conn
-        .prepare(&c.select(T, ""))
-        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    let mut rows = st
-        .query([])
-        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
-        let kind = int(r, c.idx("copyKind")).unwrap_or(0);
-        let name = kinds
+    let i_kind = c.idx("copyKind");
+    read_memop_rows(db, T, &c, sink, |r| {
+        let kind = int(r, i_kind).unwrap_or(0);
+        kinds
             .get(&kind)
             .map(|s| s.as_str())
-            .unwrap_or_else(|| memcpy_kind_name(kind));
+            .unwrap_or_else(|| memcpy_kind_name(kind))
+    })
+}
+
+/// Stream the rows of a memcpy/memset activity table (`c` picked from it, with `start` and
+/// `end`) into `sink` as memory operations named by `name_of`.
+fn read_memop_rows<'n>(
+    db: &Db<'_>,
+    table: &str,
+    c: &Cols,
+    sink: &mut dyn Sink,
+    name_of: impl Fn(&rusqlite::Row<'_>) -> &'n str,
+) -> Result<()> {
+    let mut st = db
+        .conn
+        .prepare(&c.select(table, ""))
+        .map_err(|e| TraceError::sqlite(db.path, table, e))?;
+    let mut rows = st
+        .query([])
+        .map_err(|e| TraceError::sqlite(db.path, table, e))?;
+    while let Some(r) = rows
+        .next()
+        .map_err(|e| TraceError::sqlite(db.path, table, e))?
+    {
         let s = int(r, c.idx("start")).unwrap_or(0);
         let e = int(r, c.idx("end")).unwrap_or(s);
         sink.memop(&MemOpEvent {
-            name,
+            name: name_of(r),
             device: int(r, c.idx("deviceId")).unwrap_or(0),
             stream: int(r, c.idx("streamId")),
             start_ns: Some(s),
@@ -527,26 +549,7 @@ fn read_memset(db: &mut Db<'_>, sink: &mut dyn Sink) -> Result<()> {
     if c.idx("start").is_none() || c.idx("end").is_none() {
         return Ok(());
     }
-    let mut st = db
-        .conn
-        .prepare(&c.select(T, ""))
-        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    let mut rows = st
-        .query([])
-        .map_err(|e| TraceError::sqlite(db.path, T, e))?;
-    while let Some(r) = rows.next().map_err(|e| TraceError::sqlite(db.path, T, e))? {
-        let s = int(r, c.idx("start")).unwrap_or(0);
-        let e = int(r, c.idx("end")).unwrap_or(s);
-        sink.memop(&MemOpEvent {
-            name: "Memset",
-            device: int(r, c.idx("deviceId")).unwrap_or(0),
-            stream: int(r, c.idx("streamId")),
-            start_ns: Some(s),
-            dur_ns: e.saturating_sub(s),
-            bytes: int(r, c.idx("bytes")).map(|b| b.max(0) as u64),
-        });
-    }
-    Ok(())
+    read_memop_rows(db, T, &c, sink, |_| "Memset")
 }
 
 fn read_nvtx(
@@ -603,11 +606,7 @@ fn read_nvtx(
     let mut domains: HashMap<i64, Rc<str>> = HashMap::new();
     {
         let sql = c.select(T, &format!("WHERE eventType = {NVTX_DOMAIN_CREATE}"));
-        let conn = Connection::open_with_flags(
-            db.path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| TraceError::sqlite(db.path, "opening", e))?;
+        let conn = open_read_only(db.path)?;
         let mut st = conn
             .prepare(&sql)
             .map_err(|e| TraceError::sqlite(db.path, T, e))?;
@@ -625,11 +624,7 @@ fn read_nvtx(
     );
     let total = db.count(T, &filter);
     let bar = Progress::new(progress, total, "NVTX ranges", false);
-    let conn = Connection::open_with_flags(
-        db.path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| TraceError::sqlite(db.path, "opening", e))?;
+    let conn = open_read_only(db.path)?;
     // memory-mapped reads (file-backed pages, reclaimable; not anonymous memory)
     let _ = conn.pragma_update(None, "mmap_size", 1i64 << 32);
     let mut st = conn
@@ -748,11 +743,7 @@ fn read_runtime(db: &mut Db<'_>, sink: &mut dyn Sink, progress: bool) -> Result<
     };
     let total = db.count(T, filter);
     let bar = Progress::new(progress, total, "CUDA API calls", false);
-    let conn = Connection::open_with_flags(
-        db.path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| TraceError::sqlite(db.path, "opening", e))?;
+    let conn = open_read_only(db.path)?;
     let mut st = conn
         .prepare(&c.select(T, filter))
         .map_err(|e| TraceError::sqlite(db.path, T, e))?;

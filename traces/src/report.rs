@@ -507,13 +507,21 @@ fn diff_header(d: &Diff) -> String {
     out
 }
 
-fn shown_rows(d: &Diff, top: usize, all: bool) -> Vec<&DiffRow> {
-    let mut v: Vec<&DiffRow> = d
-        .rows
+/// Rows worth showing: every row with `all`, else all but the unchanged ones.
+fn visible(rows: &[DiffRow], all: bool) -> impl Iterator<Item = &DiffRow> {
+    rows.iter()
+        .filter(move |r| all || r.class != Class::Unchanged)
+}
+
+/// Kernel rows that regressed or improved (the ones a "why" section explains).
+fn changed_rows(d: &Diff) -> impl Iterator<Item = &DiffRow> {
+    d.rows
         .iter()
-        .filter(|r| all || r.class != Class::Unchanged)
-        .take(top)
-        .collect();
+        .filter(|r| matches!(r.class, Class::Regressed | Class::Improved))
+}
+
+fn shown_rows(d: &Diff, top: usize, all: bool) -> Vec<&DiffRow> {
+    let mut v: Vec<&DiffRow> = visible(&d.rows, all).take(top).collect();
     if v.is_empty() {
         v = d.rows.iter().take(top.min(10)).collect();
     }
@@ -536,12 +544,7 @@ pub fn diff_text(d: &Diff, top: usize, all: bool) -> String {
             d.counts.unchanged
         );
     }
-    let changed: Vec<&DiffRow> = d
-        .rows
-        .iter()
-        .filter(|r| matches!(r.class, Class::Regressed | Class::Improved))
-        .take(top)
-        .collect();
+    let changed: Vec<&DiffRow> = changed_rows(d).take(top).collect();
     if !changed.is_empty() {
         out.push_str("\nwhy:\n");
         for r in changed {
@@ -556,10 +559,7 @@ pub fn diff_text(d: &Diff, top: usize, all: bool) -> String {
         }
     }
     if d.group_by != crate::summary::GroupBy::Nvtx {
-        let nv: Vec<Vec<String>> = d
-            .nvtx
-            .iter()
-            .filter(|r| all || r.class != Class::Unchanged)
+        let nv: Vec<Vec<String>> = visible(&d.nvtx, all)
             .take(top.min(15))
             .map(|r| diff_cells(r, 70))
             .collect();
@@ -614,11 +614,7 @@ pub fn diff_markdown(d: &Diff, top: usize, all: bool) -> String {
         .map(|r| diff_cells(r, 200))
         .collect();
     out.push_str(&md_table(&DHDR, &rows));
-    let changed: Vec<&DiffRow> = d
-        .rows
-        .iter()
-        .filter(|r| matches!(r.class, Class::Regressed | Class::Improved))
-        .collect();
+    let changed: Vec<&DiffRow> = changed_rows(d).collect();
     if !changed.is_empty() {
         out.push_str("\n## Why\n\n");
         for r in changed.iter().take(top) {
@@ -699,11 +695,7 @@ pub fn diff_html(d: &Diff, top: usize, all: bool) -> String {
         .collect();
     out.push_str("<h2>Kernels</h2>");
     out.push_str(&html_table(&DHDR, &rows, 11));
-    let changed: Vec<&DiffRow> = d
-        .rows
-        .iter()
-        .filter(|r| matches!(r.class, Class::Regressed | Class::Improved))
-        .collect();
+    let changed: Vec<&DiffRow> = changed_rows(d).collect();
     if !changed.is_empty() {
         out.push_str("<h2>Why</h2><ul>");
         for r in changed.iter().take(top) {
@@ -718,10 +710,7 @@ pub fn diff_html(d: &Diff, top: usize, all: bool) -> String {
         out.push_str("</ul>");
     }
     if !d.nvtx.is_empty() && d.group_by != crate::summary::GroupBy::Nvtx {
-        let rows: Vec<(String, Vec<String>)> = d
-            .nvtx
-            .iter()
-            .filter(|r| all || r.class != Class::Unchanged)
+        let rows: Vec<(String, Vec<String>)> = visible(&d.nvtx, all)
             .take(top)
             .map(|r| (r.class.label().to_string(), diff_cells(r, 400)))
             .collect();

@@ -171,37 +171,31 @@ fn vars(c: CaseDef, spec: Spec) -> CaseDef {
 
 fn case(spec: Spec, what: &str) -> CaseDef {
     let (bytes, flops) = cost(spec, false);
-    let mut c = vars(
+    let c = vars(
         CaseDef::new(OP, move |seed| make_inputs(spec, seed, false)),
         spec,
     );
+    finish(c, spec, what, MODEL).cost(bytes, flops)
+}
+
+/// Tolerance of the int16 state's decode scales.
+pub(crate) const SCALE_TOL: Tolerance = Tolerance::Close {
+    atol: 0.0,
+    rtol: 1e-5,
+};
+
+/// What every single- and multi-token case sets after its vars: the `form` label (when not
+/// empty), dt_softplus for specs with the optional inputs, the model and the state tolerances.
+pub(crate) fn finish(mut c: CaseDef, spec: Spec, what: &str, model: &'static str) -> CaseDef {
     if !what.is_empty() {
         c = c.var("form", what);
     }
     if spec.optional {
         c = c.param("dt_softplus", "true");
     }
-    c.model(MODEL)
+    c.model(model)
         .tol("state", state_tol(spec.state))
-        .tol(
-            "state_scale",
-            Tolerance::Close {
-                atol: 0.0,
-                rtol: 1e-5,
-            },
-        )
-        .cost(bytes, flops)
-}
-
-fn variant(label: &str, params: &[(&str, &str)], outputs: &[(&str, Tolerance)]) -> Variant {
-    Variant {
-        label: label.into(),
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        outputs: outputs.iter().map(|(k, t)| (k.to_string(), *t)).collect(),
-    }
+        .tol("state_scale", SCALE_TOL)
 }
 
 pub fn cases() -> Vec<Box<dyn Case>> {
@@ -211,12 +205,12 @@ pub fn cases() -> Vec<Box<dyn Case>> {
     // Base: f32 state, where mamba's ref (stored_state) and the kernels agree exactly.
     v.push(
         case(SUPER, "")
-            .variant(variant(
+            .variant(Variant::new(
                 "out_from=stored_state",
                 &stored,
                 &[("out", exact), ("state", exact)],
             ))
-            .variant(variant(
+            .variant(Variant::new(
                 "pad_mode=compute_from_zero_state (no pad rows: same)",
                 &[("pad_mode", "compute_from_zero_state")],
                 &[("out", exact), ("state", exact)],
@@ -240,7 +234,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
         let spec = Spec { state: d, ..SUPER };
         v.push(
             case(spec, "")
-                .variant(variant(
+                .variant(Variant::new(
                     "out_from=stored_state",
                     &stored,
                     &[("out", tol), ("state", exact)],
@@ -258,12 +252,12 @@ pub fn cases() -> Vec<Box<dyn Case>> {
             .param("rounding", "stochastic")
             .param("philox_rounds", 5)
             .param("seed", 1234)
-            .variant(variant(
+            .variant(Variant::new(
                 "sr_mapping=word_per_element (other bits: within 1 fp16 ulp)",
                 &[("sr_mapping", "word_per_element")],
                 &[("state", Tolerance::for_dtype(DType::F16)), ("out", exact)],
             ))
-            .variant(variant(
+            .variant(Variant::new(
                 "rounding=nearest",
                 &[("rounding", "nearest")],
                 &[("state", Tolerance::for_dtype(DType::F16)), ("out", exact)],
@@ -284,7 +278,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
     };
     v.push(
         case(odd, "A_full,dt_per_head")
-            .variant(variant(
+            .variant(Variant::new(
                 "out_from=stored_state",
                 &stored,
                 &[("out", exact), ("state", exact)],
@@ -305,7 +299,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
     };
     v.push(
         case(pad, "pad")
-            .variant(variant(
+            .variant(Variant::new(
                 "pad_mode=compute_from_zero_state",
                 &[("pad_mode", "compute_from_zero_state")],
                 &[("state", exact)],

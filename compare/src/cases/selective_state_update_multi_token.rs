@@ -3,7 +3,7 @@
 //! 3 Super mixer shape (batch 2, T 4); others change one thing: state dtype, odd sizes, EAGLE
 //! parents, pad rows, disable_state_update, stochastic rounding.
 
-use super::selective_state_update::{cost, make_inputs, state_tol, Spec, SUPER};
+use super::selective_state_update::{cost, finish, make_inputs, state_tol, Spec, SCALE_TOL, SUPER};
 use crate::case::{Case, CaseDef, Variant};
 use crate::gen::Rng;
 use crate::tolerance::Tolerance;
@@ -14,7 +14,7 @@ const MODEL: &str = "Nemotron 3 Super Mamba-2 mixer (MTP verify)";
 
 fn case(spec: Spec, what: &str, parents: bool) -> CaseDef {
     let (bytes, flops) = cost(spec, true);
-    let mut c = CaseDef::new(OP, move |seed| {
+    let c = CaseDef::new(OP, move |seed| {
         let mut m = make_inputs(spec, seed, true);
         if parents {
             // A tree: step t's parent is a random earlier step (or -1 = t-1).
@@ -43,41 +43,10 @@ fn case(spec: Spec, what: &str, parents: bool) -> CaseDef {
     .var("dim", spec.dim)
     .var("dstate", spec.dstate)
     .var("state", spec.state.name());
-    if !what.is_empty() {
-        c = c.var("form", what);
-    }
-    if spec.optional {
-        c = c.param("dt_softplus", "true");
-    }
-    c.model(MODEL)
-        .tol("state", state_tol(spec.state))
+    finish(c, spec, what, MODEL)
         .tol("intermediate_states", state_tol(spec.state))
-        .tol(
-            "state_scale",
-            Tolerance::Close {
-                atol: 0.0,
-                rtol: 1e-5,
-            },
-        )
-        .tol(
-            "intermediate_state_scale",
-            Tolerance::Close {
-                atol: 0.0,
-                rtol: 1e-5,
-            },
-        )
+        .tol("intermediate_state_scale", SCALE_TOL)
         .cost(bytes, flops)
-}
-
-fn variant(label: &str, params: &[(&str, &str)], outputs: &[(&str, Tolerance)]) -> Variant {
-    Variant {
-        label: label.into(),
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        outputs: outputs.iter().map(|(k, t)| (k.to_string(), *t)).collect(),
-    }
 }
 
 pub fn cases() -> Vec<Box<dyn Case>> {
@@ -86,7 +55,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
     let mut v = vec![];
     v.push(
         case(base, "", false)
-            .variant(variant(
+            .variant(Variant::new(
                 "chain_from=stored_state (f32: same)",
                 &[("chain_from", "stored_state"), ("out_from", "stored_state")],
                 &[
@@ -95,7 +64,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
                     ("state", exact),
                 ],
             ))
-            .variant(variant(
+            .variant(Variant::new(
                 "disable_state_update (same out and intermediates)",
                 &[("disable_state_update", "true")],
                 &[("out", exact), ("intermediate_states", exact)],
@@ -109,7 +78,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
     };
     v.push(
         case(bf16, "", false)
-            .variant(variant(
+            .variant(Variant::new(
                 "chain_from=stored_state (T single-token calls)",
                 &[("chain_from", "stored_state")],
                 // Rounding drift over 128 state columns and 3 steps: NMSE (see the
@@ -173,7 +142,7 @@ pub fn cases() -> Vec<Box<dyn Case>> {
             false,
         )
         .param("disable_state_update", "true")
-        .variant(variant(
+        .variant(Variant::new(
             "pad_mode=compute_from_zero_state (state never written)",
             &[("pad_mode", "compute_from_zero_state")],
             &[("state", exact)],

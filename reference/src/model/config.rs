@@ -403,6 +403,23 @@ impl Config {
         if self.layers.is_empty() {
             return e("the layer pattern is empty; give at least one layer".into());
         }
+        for (name, v) in [
+            ("layer_norm_epsilon", self.layer_norm_epsilon),
+            ("routed_scaling_factor", self.routed_scaling_factor),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return e(format!(
+                    "{name} = {v} must be a finite number > 0; check config.json"
+                ));
+            }
+        }
+        if self.time_step_min.is_nan() {
+            return e("time_step_min is NaN; check config.json".into());
+        }
+        let (lo, hi) = self.time_step_limit;
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return e(format!("time_step_limit = [{lo}, {hi}] must be an ordered pair of numbers; check config.json"));
+        }
         if self.hidden_size == 0 || self.vocab_size == 0 {
             return e("hidden_size and vocab_size must be positive".into());
         }

@@ -57,6 +57,45 @@ pub(crate) fn read_activation(p: &Params) -> Result<Activation, OpError> {
     })
 }
 
+/// The `weight` input spec shared by the conv1d ops.
+pub(crate) fn weight_arg() -> ArgSpec {
+    ArgSpec::req(
+        "weight",
+        "(dim, width)",
+        "f32|bf16|f16",
+        "taps, oldest first",
+    )
+}
+
+/// The optional `bias` input spec shared by the conv1d ops.
+pub(crate) fn bias_arg() -> ArgSpec {
+    ArgSpec::opt(
+        "bias",
+        "(dim,)",
+        "f32|bf16|f16",
+        "added before the activation",
+    )
+}
+
+/// Reads `weight` (dim, width); returns `(width, values)`.
+pub(crate) fn read_weight(in_: &Inputs<'_>, dim: usize) -> Result<(usize, Vec<f32>), OpError> {
+    let (wt, w) = in_.float("weight", 2)?;
+    let width = wt.shape[1];
+    in_.shape("weight", wt, &[dim, width], "(dim, width)")?;
+    Ok((width, w))
+}
+
+/// Reads the optional `bias` (dim,).
+pub(crate) fn read_bias(in_: &Inputs<'_>, dim: usize) -> Result<Option<Vec<f32>>, OpError> {
+    match in_.opt_float("bias", 1)? {
+        None => Ok(None),
+        Some((t, v)) => {
+            in_.shape("bias", t, &[dim], "(dim,)")?;
+            Ok(Some(v))
+        }
+    }
+}
+
 /// Outputs of the prefill convolution.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvOutput {
@@ -152,18 +191,8 @@ pub fn def() -> OpDef {
         summary: "Causal depthwise conv1d over a sequence (prefill), as causal_conv1d_fn",
         inputs: vec![
             ArgSpec::req("x", "(batch, dim, seqlen)", "f32|bf16|f16", "input"),
-            ArgSpec::req(
-                "weight",
-                "(dim, width)",
-                "f32|bf16|f16",
-                "taps, oldest first",
-            ),
-            ArgSpec::opt(
-                "bias",
-                "(dim,)",
-                "f32|bf16|f16",
-                "added before the activation",
-            ),
+            weight_arg(),
+            bias_arg(),
             ArgSpec::opt(
                 "initial_states",
                 "(batch, dim, width - 1)",
@@ -189,22 +218,14 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     let in_ = Inputs::new("causal_conv1d_fn", inputs);
     let (xt, x) = in_.float("x", 3)?;
     let (batch, dim, seqlen) = (xt.shape[0], xt.shape[1], xt.shape[2]);
-    let (wt, w) = in_.float("weight", 2)?;
-    let width = wt.shape[1];
-    in_.shape("weight", wt, &[dim, width], "(dim, width)")?;
+    let (width, w) = read_weight(&in_, dim)?;
     if width == 0 {
         return Err(in_.err(
             "weight",
             "width is 0; pass weight of shape (dim, width >= 1)",
         ));
     }
-    let bias = match in_.opt_float("bias", 1)? {
-        None => None,
-        Some((t, v)) => {
-            in_.shape("bias", t, &[dim], "(dim,)")?;
-            Some(v)
-        }
-    };
+    let bias = read_bias(&in_, dim)?;
     let init = match in_.opt_float("initial_states", 3)? {
         None => None,
         Some((t, v)) => {

@@ -19,7 +19,9 @@
 //! after token t, oldest first (what the state's last width-1 columns would be had the update
 //! stopped at t).
 
-use super::causal_conv1d_fn::{activation_param, read_activation, Activation};
+use super::causal_conv1d_fn::{
+    activation_param, bias_arg, read_activation, read_bias, read_weight, weight_arg, Activation,
+};
 use crate::op::{outputs, ArgSpec, Inputs, OpDef, OpError, Params};
 use crate::tensor::{Tensor, TensorMap};
 
@@ -206,18 +208,8 @@ pub fn def() -> OpDef {
                 "f32|bf16|f16",
                 "conv window per slot (updated)",
             ),
-            ArgSpec::req(
-                "weight",
-                "(dim, width)",
-                "f32|bf16|f16",
-                "taps, oldest first",
-            ),
-            ArgSpec::opt(
-                "bias",
-                "(dim,)",
-                "f32|bf16|f16",
-                "added before the activation",
-            ),
+            weight_arg(),
+            bias_arg(),
             ArgSpec::opt(
                 "cache_seqlens",
                 "(batch,)",
@@ -266,9 +258,7 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         &[slots, dim, state_len],
         "(batch|cache, dim, state_len)",
     )?;
-    let (wt, w) = in_.float("weight", 2)?;
-    let width = wt.shape[1];
-    in_.shape("weight", wt, &[dim, width], "(dim, width)")?;
+    let (width, w) = read_weight(&in_, dim)?;
     if width == 0 || state_len + 1 < width {
         return Err(in_.err(
             "conv_state",
@@ -279,13 +269,7 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
             ),
         ));
     }
-    let bias = match in_.opt_float("bias", 1)? {
-        None => None,
-        Some((t, v)) => {
-            in_.shape("bias", t, &[dim], "(dim,)")?;
-            Some(v)
-        }
-    };
+    let bias = read_bias(&in_, dim)?;
     let cache_seqlens = match in_.opt_int("cache_seqlens")? {
         None => None,
         Some((t, v)) => {

@@ -6,8 +6,7 @@
 //! clamp): s = s * exp(A dt') + dt' B ⊗ x; y = s · C + D x; y *= z sigmoid(z).
 //! With seq_idx the state resets to zero where the id changes; the initial state has id 0.
 
-use super::ssd_chunk_scan::{read_ssd, silu, ssd_params, SsdArgs, SsdDims, SsdOutput};
-use super::ssd_chunk_scan::{SSD_INPUTS, SSD_OUTPUTS};
+use super::ssd_chunk_scan::{read_ssd, silu, ssd_def, SsdArgs, SsdDims, SsdOutput};
 use crate::op::{Inputs, OpDef, OpError, Params};
 use crate::tensor::TensorMap;
 use rayon::prelude::*;
@@ -84,14 +83,12 @@ pub fn selective_scan(args: &SsdArgs<'_>) -> Result<SsdOutput, String> {
 }
 
 pub fn def() -> OpDef {
-    OpDef {
-        name: "selective_scan",
-        summary: "Mamba-2 scan token by token (the oracle of ssd_chunk_scan)",
-        inputs: SSD_INPUTS.to_vec(),
-        params: ssd_params(false),
-        outputs: SSD_OUTPUTS.to_vec(),
-        run: run_op,
-    }
+    ssd_def(
+        "selective_scan",
+        "Mamba-2 scan token by token (the oracle of ssd_chunk_scan)",
+        false,
+        run_op,
+    )
 }
 
 fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {

@@ -870,6 +870,32 @@ impl Parsed {
             state_batch_indices: self.sbi.as_deref(),
         }
     }
+
+    /// Moves the owned state (and its int16 scale) out, to be split with [`cache_of`].
+    pub(crate) fn take_state(&mut self) -> (Tensor, Option<Vec<f32>>) {
+        let state = std::mem::replace(&mut self.state, Tensor::from_f32(&[0], vec![]));
+        (state, self.scale.take())
+    }
+
+    /// The `out` output: `out` with x's shape and dtype.
+    pub(crate) fn out_tensor(&self, out: &[f32]) -> Tensor {
+        Tensor::from_f32_as(&self.x_shape, out, self.x_dtype)
+    }
+
+    /// The `state_scale` output (int16 state only).
+    pub(crate) fn scale_tensor(&self, scale: Vec<f32>) -> Tensor {
+        Tensor::from_f32(&self.scale_shape, scale)
+    }
+}
+
+/// The optional `state_batch_indices` input spec of the single- and multi-token ops.
+pub(crate) fn state_batch_indices_arg() -> ArgSpec {
+    ArgSpec::opt(
+        "state_batch_indices",
+        "(batch,)",
+        "i32|i64",
+        "state slot of each row; pad_slot_id marks padding",
+    )
 }
 
 /// Splits an owned state tensor (+ int16 scale) into a mutable [`StateCache`].
@@ -1318,12 +1344,7 @@ pub fn def() -> OpDef {
                 "f32|bf16|f16",
                 "added to dt",
             ),
-            ArgSpec::opt(
-                "state_batch_indices",
-                "(batch,)",
-                "i32|i64",
-                "state slot of each row; pad_slot_id marks padding",
-            ),
+            state_batch_indices_arg(),
             ArgSpec::opt(
                 "state_scale",
                 "(cache, nheads, dim)",
@@ -1357,24 +1378,14 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     let mut parsed = parse_inputs(&inp, false)?;
     let dims = parsed.dims;
     let mut out = vec![0f32; dims.batch * dims.nheads * dims.dim];
-    let mut state = std::mem::replace(&mut parsed.state, Tensor::from_f32(&[0], vec![]));
-    let mut scale = parsed.scale.take();
+    let (mut state, mut scale) = parsed.take_state();
     {
         let cache = cache_of(&mut state, &mut scale, OP, "state")?;
         selective_state_update(cache, &parsed.args(), dims, &cfg, &mut out)?;
     }
-    let mut m = op::outputs([
-        (
-            "out",
-            Tensor::from_f32_as(&parsed.x_shape, &out, parsed.x_dtype),
-        ),
-        ("state", state),
-    ]);
+    let mut m = op::outputs([("out", parsed.out_tensor(&out)), ("state", state)]);
     if let Some(s) = scale {
-        m.insert(
-            "state_scale".into(),
-            Tensor::from_f32(&parsed.scale_shape, s),
-        );
+        m.insert("state_scale".into(), parsed.scale_tensor(s));
     }
     Ok(m)
 }

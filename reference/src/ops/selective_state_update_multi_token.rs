@@ -20,8 +20,8 @@
 
 use super::selective_state_update::{
     blocks_per_row, cache_of, check_rounding, common_params, parse_config, parse_inputs, relabel,
-    resolve_slots, row_round, Block, Core, OutFrom, PadMode, SsuArgs, SsuConfig, SsuDims,
-    StateCache,
+    resolve_slots, row_round, state_batch_indices_arg, Block, Core, OutFrom, PadMode, SsuArgs,
+    SsuConfig, SsuDims, StateCache,
 };
 use crate::op::{self, ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params};
 use crate::tensor::{DType, Tensor, TensorMap};
@@ -305,12 +305,7 @@ pub fn def() -> OpDef {
                 "f32|bf16|f16",
                 "dt bias",
             ),
-            ArgSpec::opt(
-                "state_batch_indices",
-                "(batch,)",
-                "i32|i64",
-                "state slot of each row; pad_slot_id marks padding",
-            ),
+            state_batch_indices_arg(),
             ArgSpec::opt(
                 "state_scale",
                 "(cache, nheads, dim)",
@@ -382,8 +377,7 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     let mut inter = Tensor::from_f32_as(&inter_shape, &vec![0f32; n_inter], dtype);
     let mut inter_scale = (dtype == DType::I16).then(|| vec![1f32; n_inter / dims.dstate]);
     let mut out = vec![0f32; dims.batch * t_len * dims.nheads * dims.dim];
-    let mut state = std::mem::replace(&mut parsed.state, Tensor::from_f32(&[0], vec![]));
-    let mut scale = parsed.scale.take();
+    let (mut state, mut scale) = parsed.take_state();
     {
         let cache = cache_of(&mut state, &mut scale, OP, "state")?;
         let ic = cache_of(&mut inter, &mut inter_scale, OP, "intermediate_states")?;
@@ -399,18 +393,12 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         )?;
     }
     let mut m = op::outputs([
-        (
-            "out",
-            Tensor::from_f32_as(&parsed.x_shape, &out, parsed.x_dtype),
-        ),
+        ("out", parsed.out_tensor(&out)),
         ("intermediate_states", inter),
         ("state", state),
     ]);
     if let (Some(s), Some(is)) = (scale, inter_scale) {
-        m.insert(
-            "state_scale".into(),
-            Tensor::from_f32(&parsed.scale_shape, s),
-        );
+        m.insert("state_scale".into(), parsed.scale_tensor(s));
         m.insert(
             "intermediate_state_scale".into(),
             Tensor::from_f32(&inter_shape[..4], is),

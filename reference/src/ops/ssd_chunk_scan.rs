@@ -23,7 +23,7 @@
 //! inside a chunk too. As in mamba's kernels, the state before token 0 (the initial state) has
 //! sequence id 0: it is used only while seq_idx == 0.
 
-use crate::op::{outputs, ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params};
+use crate::op::{outputs, ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params, RunFn};
 use crate::tensor::{DType, Tensor, TensorMap};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
@@ -484,7 +484,7 @@ fn chunk_head(
     hw.state_seq = last_seq;
 }
 
-pub(crate) const SSD_INPUTS: [ArgSpec; 10] = [
+const SSD_INPUTS: [ArgSpec; 10] = [
     ArgSpec::req(
         "x",
         "(batch, seqlen, nheads, headdim)",
@@ -542,7 +542,7 @@ pub(crate) const SSD_INPUTS: [ArgSpec; 10] = [
     ),
 ];
 
-pub(crate) fn ssd_params(with_chunk: bool) -> Vec<ParamSpec> {
+fn ssd_params(with_chunk: bool) -> Vec<ParamSpec> {
     let mut v = Vec::new();
     if with_chunk {
         v.push(ParamSpec::new(
@@ -575,7 +575,7 @@ pub(crate) fn ssd_params(with_chunk: bool) -> Vec<ParamSpec> {
     v
 }
 
-pub(crate) const SSD_OUTPUTS: [ArgSpec; 2] = [
+const SSD_OUTPUTS: [ArgSpec; 2] = [
     ArgSpec::req(
         "y",
         "(batch, seqlen, nheads, headdim)",
@@ -589,6 +589,24 @@ pub(crate) const SSD_OUTPUTS: [ArgSpec; 2] = [
         "state after the last token",
     ),
 ];
+
+/// The op description shared by `ssd_chunk_scan` (`with_chunk`: takes `chunk_size`) and its
+/// oracle `selective_scan`: same inputs, params and outputs.
+pub(crate) fn ssd_def(
+    name: &'static str,
+    summary: &'static str,
+    with_chunk: bool,
+    run: RunFn,
+) -> OpDef {
+    OpDef {
+        name,
+        summary,
+        inputs: SSD_INPUTS.to_vec(),
+        params: ssd_params(with_chunk),
+        outputs: SSD_OUTPUTS.to_vec(),
+        run,
+    }
+}
 
 /// Owned, validated inputs of `ssd_chunk_scan` / `selective_scan`.
 pub(crate) struct SsdOwned {
@@ -768,14 +786,12 @@ pub(crate) fn read_ssd(in_: &Inputs<'_>, p: &Params) -> Result<SsdOwned, OpError
 }
 
 pub fn def() -> OpDef {
-    OpDef {
-        name: "ssd_chunk_scan",
-        summary: "Mamba-2 SSD chunked scan (prefill), as mamba_chunk_scan_combined",
-        inputs: SSD_INPUTS.to_vec(),
-        params: ssd_params(true),
-        outputs: SSD_OUTPUTS.to_vec(),
-        run: run_op,
-    }
+    ssd_def(
+        "ssd_chunk_scan",
+        "Mamba-2 SSD chunked scan (prefill), as mamba_chunk_scan_combined",
+        true,
+        run_op,
+    )
 }
 
 fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
