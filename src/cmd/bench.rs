@@ -51,6 +51,14 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// Pops the current NVTX range when dropped (every exit path of a measured case).
+struct PopOnDrop;
+impl Drop for PopOnDrop {
+    fn drop(&mut self) {
+        nvtx::range_pop!();
+    }
+}
+
 /// One hash over every embedded kernel source (changes whenever any .cu or the header does).
 fn kernel_source_hash() -> String {
     let all: String = gpu::compile::SOURCES
@@ -196,6 +204,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         let mut results = vec![];
         for s in &args.shapes {
+            nvtx::range_push!("duet bench preset {s}");
+            let _pop = PopOnDrop;
             let v = gpu::bench::preset(s).with_context(|| format!("bench preset {s}"))?;
             println!("{}", serde_json::to_string(&v)?);
             results.push(v);
@@ -232,6 +242,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut events = vec![];
     let t0 = Instant::now();
     for case in &cases {
+        // An NVTX range around each case's measured region (visible in an nsys capture of the run).
+        nvtx::range_push!("duet bench {}", case.name());
+        let _pop = PopOnDrop;
         if args.backend == "gpu" {
             let s = Instant::now();
             let v = gpu::bench(case.as_ref()).with_context(|| format!("bench {}", case.name()))?;
