@@ -69,6 +69,10 @@ pub struct Args {
     /// Which path --dump writes.
     #[arg(long, value_parser = ["cpu"])]
     path: Option<String>,
+    /// Routed expert weights as f32 (as loaded), bf16, or nvfp4 (kernel-mode NVFP4, 16-element
+    /// blocks, E4M3 scales, one global scale per matrix).
+    #[arg(long, default_value = "f32", value_parser = ["f32", "bf16", "nvfp4"])]
+    experts: String,
     /// Pass threshold of the max relative error.
     #[arg(long, default_value_t = 1e-4)]
     tol: f64,
@@ -186,6 +190,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ),
         (None, None) => bail!("give a MODEL_DIR or --preset tiny|super"),
     };
+    let mut model = model;
+    let fmt = reference::model::nemotron::ExpertFormat::parse(&args.experts)
+        .context("--experts: use f32, bf16 or nvfp4")?;
+    let converted = model.set_expert_format(fmt)?;
+    if converted > 0 {
+        eprintln!(
+            "note: {converted} routed expert weight matrices stored as {}",
+            args.experts
+        );
+    }
     let load_s = t_load.elapsed().as_secs_f64();
     let want_golden = args.compare.iter().any(|c| c == "golden");
     let (golden, gmeta): (Option<TensorMap>, BTreeMap<String, String>) = match &golden_path {

@@ -1202,3 +1202,92 @@ impl Model {
         (backbone, mtp)
     }
 }
+
+/// Storage format of the routed experts' weights (Nemotron 3 Super ships them in NVFP4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpertFormat {
+    /// As loaded (f32).
+    F32,
+    /// Rounded to bf16 (round to nearest even).
+    Bf16,
+    /// NVFP4 in the kernel's arithmetic (`nvfp4_quantize` kernel mode, linear scales, one global
+    /// scale per weight matrix from its amax), kept as the values those codes dequantize to:
+    /// the f32 path then computes exactly what an NVFP4-weight GEMM with the dequantization
+    /// scale on the accumulator computes, up to the order of the fp32 sums.
+    Nvfp4,
+}
+
+impl ExpertFormat {
+    pub fn parse(s: &str) -> Option<ExpertFormat> {
+        match s {
+            "f32" => Some(ExpertFormat::F32),
+            "bf16" => Some(ExpertFormat::Bf16),
+            "nvfp4" => Some(ExpertFormat::Nvfp4),
+            _ => None,
+        }
+    }
+}
+
+/// One weight matrix in `format`: (values as they would be stored, dequantized to f32).
+pub fn store_as(m: &Mat, format: ExpertFormat) -> Result<Mat, ModelError> {
+    use crate::ops::nvfp4_quantize::{dequantize, quantize, Nvfp4Mode, SfLayout};
+    let (rows, cols) = (m.rows(), m.cols());
+    let data = m.row_block(0, rows).into_owned();
+    let out = match format {
+        ExpertFormat::F32 => data,
+        ExpertFormat::Bf16 => data.into_iter().map(crate::num::round_bf16).collect(),
+        ExpertFormat::Nvfp4 => {
+            let q = quantize(&data, rows, cols, None, Nvfp4Mode::Kernel, SfLayout::Linear)
+                .map_err(|e| ModelError::Input(format!("NVFP4 experts: {e}")))?;
+            dequantize(&q, SfLayout::Linear)
+        }
+    };
+    Ok(Mat::dense(rows, cols, out))
+}
+
+impl Model {
+    /// Re-stores every routed expert weight (backbone and MTP MoE layers) in `format`.
+    /// Returns the number of matrices converted.
+    pub fn set_expert_format(&mut self, format: ExpertFormat) -> Result<usize, ModelError> {
+        if format == ExpertFormat::F32 {
+            return Ok(0);
+        }
+        // Converting materialises the weights: refuse what would not fit a CPU run.
+        const MAX_VALUES: usize = 1 << 28;
+        let total: usize = self
+            .layers
+            .iter()
+            .chain(self.mtp.iter().flat_map(|m| m.blocks.iter()))
+            .filter_map(|b| match &b.mixer {
+                Mixer::Moe(w) => Some(
+                    w.experts
+                        .iter()
+                        .map(|(u, d)| u.rows() * u.cols() + d.rows() * d.cols())
+                        .sum::<usize>(),
+                ),
+                _ => None,
+            })
+            .sum();
+        if total > MAX_VALUES {
+            return Err(ModelError::Input(format!(
+                "{total} routed expert weights are too many to convert on the CPU (limit {MAX_VALUES}); use a pattern with fewer MoE layers or f32 experts"
+            )));
+        }
+        let mut n = 0;
+        let mtp_blocks = self.mtp.as_mut().map(|m| m.blocks.iter_mut());
+        for b in self
+            .layers
+            .iter_mut()
+            .chain(mtp_blocks.into_iter().flatten())
+        {
+            if let Mixer::Moe(w) = &mut b.mixer {
+                for (up, down) in &mut w.experts {
+                    *up = store_as(up, format)?;
+                    *down = store_as(down, format)?;
+                    n += 2;
+                }
+            }
+        }
+        Ok(n)
+    }
+}
