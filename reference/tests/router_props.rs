@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use reference::ops::noaux_tc_router::{
-    order_bits, packed_key, route, sigmoid, NormMode, RouterConfig, SigmoidMode,
+    order_bits, packed_key, route, sigmoid, GroupMask, NormMode, RouterConfig, SigmoidMode,
 };
 use reference::{ops, DType, Tensor, TensorMap};
 
@@ -16,6 +16,7 @@ fn cfg(top_k: usize) -> RouterConfig {
         norm_topk_prob: true,
         norm_mode: NormMode::Fp64,
         sigmoid: SigmoidMode::Tanh,
+        group_mask: GroupMask::NegInf,
     }
 }
 
@@ -348,4 +349,122 @@ proptest! {
             prop_assert!(key(w[0]) >= key(w[1]));
         }
     }
+}
+
+/// transformers' grouped noaux_tc (masked_fill(0.0) for dropped groups), written independently:
+/// returns each token's chosen set and its weights by expert.
+fn transformers_grouped(
+    logits: &[f32],
+    bias: &[f32],
+    t: usize,
+    e: usize,
+    ng: usize,
+    tg: usize,
+    k: usize,
+    rsf: f32,
+) -> Vec<Vec<(usize, f32)>> {
+    let per = e / ng;
+    (0..t)
+        .map(|tok| {
+            let s: Vec<f32> = logits[tok * e..(tok + 1) * e]
+                .iter()
+                .map(|&x| 1.0 / (1.0 + (-x).exp()))
+                .collect();
+            let sfc: Vec<f32> = s.iter().zip(bias).map(|(a, b)| a + b).collect();
+            let mut gs: Vec<(f32, usize)> = (0..ng)
+                .map(|g| {
+                    let mut v: Vec<f32> = sfc[g * per..(g + 1) * per].to_vec();
+                    v.sort_by(|a, b| b.total_cmp(a));
+                    (v[0] + v[1], g)
+                })
+                .collect();
+            gs.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let kept: Vec<usize> = gs[..tg].iter().map(|x| x.1).collect();
+            let mut masked: Vec<(f32, usize)> = (0..e)
+                .map(|x| {
+                    (
+                        if kept.contains(&(x / per)) {
+                            sfc[x]
+                        } else {
+                            0.0
+                        },
+                        x,
+                    )
+                })
+                .collect();
+            masked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            let chosen: Vec<usize> = masked[..k].iter().map(|x| x.1).collect();
+            let sum: f32 = chosen.iter().map(|&x| s[x]).sum();
+            chosen
+                .iter()
+                .map(|&x| (x, s[x] / (sum + 1e-20) * rsf))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn group_mask_zero_matches_transformers_when_kept_keys_are_negative() {
+    // 4 groups of 8; strongly negative biases make most kept-group keys negative, so
+    // transformers' 0.0 fill lets dropped-group experts win; neg_inf never picks them.
+    let (t, e, ng, tg, k) = (12usize, 32usize, 4usize, 2usize, 6usize);
+    let logits = lcg(31, t * e, 3.0);
+    let bias: Vec<f32> = lcg(32, e, 0.2).iter().map(|b| b - 0.9).collect();
+    let want = transformers_grouped(&logits, &bias, t, e, ng, tg, k, 2.0);
+    let c = RouterConfig {
+        top_k: k,
+        n_group: ng,
+        topk_group: tg,
+        routed_scaling_factor: 2.0,
+        norm_mode: NormMode::Fp32DivideThenMultiply,
+        sigmoid: SigmoidMode::Exp,
+        group_mask: GroupMask::Zero,
+        ..cfg(k)
+    };
+    let r = route(&logits, &bias, t, e, &c).unwrap();
+    let mut dropped_group_wins = 0;
+    for tok in 0..t {
+        let mut got: Vec<(usize, f32)> = (0..k)
+            .map(|j| {
+                (
+                    r.topk_indices[tok * k + j] as usize,
+                    r.topk_weights[tok * k + j],
+                )
+            })
+            .collect();
+        got.sort_by_key(|x| x.0);
+        let mut w = want[tok].clone();
+        w.sort_by_key(|x| x.0);
+        assert_eq!(
+            got.iter().map(|x| x.0).collect::<Vec<_>>(),
+            w.iter().map(|x| x.0).collect::<Vec<_>>(),
+            "token {tok}"
+        );
+        for (a, b) in got.iter().zip(&w) {
+            assert!(
+                (a.1 - b.1).abs() <= 1e-6 * b.1.abs().max(1.0),
+                "token {tok}: {a:?} vs {b:?}"
+            );
+        }
+        // neg_inf mode only ever picks kept-group experts.
+        let strict = route(
+            &logits,
+            &bias,
+            t,
+            e,
+            &RouterConfig {
+                group_mask: GroupMask::NegInf,
+                ..c
+            },
+        )
+        .unwrap();
+        let strict_set: Vec<i32> = strict.topk_indices[tok * k..(tok + 1) * k].to_vec();
+        if got.iter().any(|x| !strict_set.contains(&(x.0 as i32))) {
+            dropped_group_wins += 1;
+        }
+    }
+    assert!(
+        dropped_group_wins > 0,
+        "the case must exercise the difference between the modes"
+    );
 }

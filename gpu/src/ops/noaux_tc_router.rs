@@ -7,7 +7,7 @@ use crate::runtime::{cfg, dtype_code, Gpu};
 use crate::GpuError;
 use cudarc::driver::PushKernelArg;
 use reference::op::{Inputs, Params};
-use reference::ops::noaux_tc_router::{NormMode, RouterConfig, SigmoidMode};
+use reference::ops::noaux_tc_router::{GroupMask, NormMode, RouterConfig, SigmoidMode};
 use reference::{DType, TensorMap};
 
 const OP: &str = "noaux_tc_router";
@@ -44,6 +44,8 @@ fn config(p: &Params) -> Result<RouterConfig, GpuError> {
             .ok_or_else(|| perr("norm_mode", format!("'{norm_s}' is not a norm mode")))?,
         sigmoid: SigmoidMode::parse(sig_s)
             .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh or exp")))?,
+        group_mask: GroupMask::parse(p.str("group_mask")?)
+            .ok_or_else(|| perr("group_mask", "must be neg_inf or zero".into()))?,
     })
 }
 
@@ -79,6 +81,9 @@ pub fn auto_version(tokens: usize, experts: usize, c: &RouterConfig) -> &'static
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
     let experts = inputs.get("logits").and_then(|t| t.shape.get(1).copied())?;
     let c = config(p).ok()?;
+    if c.n_group > 1 && c.group_mask == GroupMask::Zero {
+        return Some("group_mask = zero (transformers' masking) has no GPU kernel; the kernels implement TRT-LLM's neg_inf".into());
+    }
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),

@@ -7,7 +7,9 @@ use super::ModelError;
 use crate::ops::causal_conv1d_fn::{causal_conv1d_fn, Activation};
 use crate::ops::causal_conv1d_update::{causal_conv1d_update, StateBuffer, UpdateDims};
 use crate::ops::gated_rmsnorm::{gated_rmsnorm as gated_rmsnorm_op, GateOrder};
-use crate::ops::noaux_tc_router::{route as route_op, NormMode, RouterConfig, SigmoidMode};
+use crate::ops::noaux_tc_router::{
+    route as route_op, GroupMask, NormMode, RouterConfig, SigmoidMode,
+};
 use crate::ops::rmsnorm::rmsnorm as rmsnorm_op;
 use crate::ops::selective_state_update::{
     selective_state_update as ssu_op, AVals, HeadVals, SsuArgs, SsuConfig, SsuDims, StateCache,
@@ -245,6 +247,8 @@ pub fn router_config(
         norm_topk_prob: norm,
         norm_mode: NormMode::Fp32DivideThenMultiply,
         sigmoid: SigmoidMode::Exp,
+        // transformers' masked_fill(0.0) for dropped groups.
+        group_mask: GroupMask::Zero,
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::moe_finalize::finalize;
 use super::moe_permute::permute;
-use super::noaux_tc_router::{route, NormMode, RouterConfig, SigmoidMode};
+use super::noaux_tc_router::{route, GroupMask, NormMode, RouterConfig, SigmoidMode};
 use crate::model::linear::linear;
 use crate::model::weights::Mat;
 use crate::op::{self, ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params};
@@ -142,6 +142,12 @@ pub fn def() -> OpDef {
                 Some("fp32_divide_then_multiply"),
                 "router normalisation numerics (default: transformers')",
             ),
+            ParamSpec::new(
+                "group_mask",
+                ParamKind::Enum(&["zero", "neg_inf"]),
+                Some("zero"),
+                "grouped routing: dropped groups' experts get key 0.0 (transformers) or never win",
+            ),
         ],
         outputs: vec![
             ArgSpec::req("out", "(T, H)", "f32", "block output (add the residual outside)"),
@@ -233,6 +239,10 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         norm_topk_prob: p.bool("norm_topk_prob")?,
         norm_mode,
         sigmoid: SigmoidMode::Exp,
+        group_mask: match p.str("group_mask")? {
+            "neg_inf" => GroupMask::NegInf,
+            _ => GroupMask::Zero,
+        },
     };
     let w = LatentMoeWeights {
         gate: Mat::dense(e, h, gv),

@@ -33,9 +33,10 @@
 //!
 //! # Masking (grouped)
 //!
-//! Experts of groups that were not kept never win (TRT-LLM masks them with `-inf`).
-//! transformers masks them with `0.0` instead, which differs only when fewer than `top_k`
-//! experts of the kept groups have a positive key.
+//! [`GroupMask::NegInf`] (default): experts of groups that were not kept never win (TRT-LLM
+//! masks them with `-inf`). [`GroupMask::Zero`]: transformers masks them with `0.0` instead,
+//! which differs when fewer than `top_k` experts of the kept groups have a positive key (then
+//! dropped-group experts, key +0.0, win, lowest id first).
 //!
 //! # Normalisation modes ([`NormMode`])
 //!
@@ -97,6 +98,26 @@ impl SigmoidMode {
     }
 }
 
+/// What grouped routing gives the experts of the groups that were not kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupMask {
+    /// TRT-LLM: they never win (masked with `-inf`).
+    NegInf,
+    /// transformers (`masked_fill(~mask, 0.0)`): their key becomes `+0.0`, so they win over kept
+    /// experts whose biased key is negative.
+    Zero,
+}
+
+impl GroupMask {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "neg_inf" => Some(GroupMask::NegInf),
+            "zero" => Some(GroupMask::Zero),
+            _ => None,
+        }
+    }
+}
+
 /// Router parameters (upstream names).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RouterConfig {
@@ -107,6 +128,8 @@ pub struct RouterConfig {
     pub norm_topk_prob: bool,
     pub norm_mode: NormMode,
     pub sigmoid: SigmoidMode,
+    /// Grouped routing only (n_group > 1).
+    pub group_mask: GroupMask,
 }
 
 impl RouterConfig {
@@ -120,6 +143,7 @@ impl RouterConfig {
             norm_topk_prob: true,
             norm_mode: NormMode::Fp64,
             sigmoid: SigmoidMode::Tanh,
+            group_mask: GroupMask::NegInf,
         }
     }
 
@@ -283,13 +307,26 @@ pub fn route(
                     packed_key(score, g)
                 })
                 .collect();
-            top_n(groups, cfg.topk_group)
+            let kept: Vec<usize> = top_n(groups, cfg.topk_group)
                 .into_iter()
-                .flat_map(|pg| {
-                    let g = unpack_index(pg);
-                    (g * per..(g + 1) * per).map(|e| packed_key(key[e], e))
-                })
-                .collect()
+                .map(unpack_index)
+                .collect();
+            match cfg.group_mask {
+                GroupMask::NegInf => kept
+                    .iter()
+                    .flat_map(|&g| (g * per..(g + 1) * per).map(|e| packed_key(key[e], e)))
+                    .collect(),
+                GroupMask::Zero => (0..experts)
+                    .map(|e| {
+                        let k = if kept.contains(&(e / per)) {
+                            key[e]
+                        } else {
+                            0.0
+                        };
+                        packed_key(k, e)
+                    })
+                    .collect(),
+            }
         };
         let winners: Vec<usize> = top_n(candidates, k).into_iter().map(unpack_index).collect();
         let sum = winners.iter().fold(0f32, |acc, &e| acc + s[e]);
@@ -351,6 +388,13 @@ pub fn def() -> OpDef {
                 Some("tanh"),
                 "tanh: 0.5*tanh(0.5x)+0.5 (TRT-LLM); exp: 1/(1+exp(-x)) (torch)",
             ),
+            ParamSpec::new(
+                "group_mask",
+                ParamKind::Enum(&["neg_inf", "zero"]),
+                Some("neg_inf"),
+                "grouped routing: experts of dropped groups never win (neg_inf, TRT-LLM) or get key \
+                 0.0 (zero, transformers' masked_fill)",
+            ),
         ],
         outputs: vec![
             ArgSpec::req("topk_indices", "(T, top_k)", "i32", "experts, by biased key descending, ties to the lowest id"),
@@ -395,6 +439,8 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         })?,
         sigmoid: SigmoidMode::parse(sig_s)
             .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh or exp")))?,
+        group_mask: GroupMask::parse(p.str("group_mask")?)
+            .ok_or_else(|| perr("group_mask", "must be neg_inf or zero".into()))?,
     };
     let r = route(&logits, &bias, tokens, experts, &cfg).map_err(|e| inp.invalid(e))?;
     let k = cfg.top_k;
