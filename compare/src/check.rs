@@ -290,3 +290,40 @@ pub fn render_table(rows: &[Row]) -> String {
     }
     s
 }
+
+/// Another reference op that computes the same outputs a different way (the sequential scan
+/// for the chunked scan): a backend whose disagreement with the op is a bug in one of them.
+pub struct OracleBackend {
+    pub op: &'static str,
+    pub oracle: &'static str,
+    /// Params of `op` that `oracle` does not take.
+    pub drop_params: &'static [&'static str],
+}
+
+impl Backend for OracleBackend {
+    fn name(&self) -> String {
+        format!("oracle:{}", self.oracle)
+    }
+    fn supports(&self, case: &dyn Case) -> bool {
+        case.op() == self.op
+    }
+    fn run(&self, case: &dyn Case, inputs: &TensorMap) -> Result<TensorMap, String> {
+        let params: Vec<(String, String)> = case
+            .params()
+            .into_iter()
+            .filter(|(k, _)| !self.drop_params.contains(&k.as_str()))
+            .collect();
+        ops::find(self.oracle)
+            .and_then(|d| d.call(inputs, &params))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The oracle pairs `duet check` runs on the CPU.
+pub fn oracles() -> Vec<OracleBackend> {
+    vec![OracleBackend {
+        op: "ssd_chunk_scan",
+        oracle: "selective_scan",
+        drop_params: &["chunk_size"],
+    }]
+}

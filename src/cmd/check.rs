@@ -37,7 +37,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     } else {
         vec![]
     };
-    let backends: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
+    let oracles = compare::check::oracles();
+    let mut backends: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
+    backends.extend(oracles.iter().map(|o| o as &dyn Backend));
     let mut rows: Vec<Row> = vec![];
     for case in compare::cases::all() {
         if re.as_ref().is_some_and(|r| !r.is_match(&case.name())) {
