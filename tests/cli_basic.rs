@@ -303,3 +303,42 @@ fn compare_treats_topk_rows_as_sets_and_aligns_weights() {
     let o = duet(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+#[test]
+fn compare_names_single_tensor_files_and_restricts_with_only() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = d.path().join("expected_out.npy");
+    let got = d.path().join("got.safetensors");
+    let mut one = TensorMap::new();
+    one.insert(
+        "expected_out".into(),
+        Tensor::from_f32(&[3], vec![1.0, 2.0, 3.0]),
+    );
+    io::save(&exp, &one).unwrap();
+    save(
+        &got,
+        &[
+            ("out", Tensor::from_f32(&[3], vec![1.0, 2.0, 3.0005])),
+            ("state", Tensor::from_f32(&[2], vec![5.0, 6.0])),
+        ],
+    );
+    let spec = format!("out={}", exp.display());
+    // 'state' is only in the second file: a mismatch unless --only restricts the comparison.
+    let o = duet(&["compare", &spec, got.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("'state'"));
+    let o = duet(&["compare", &spec, got.to_str().unwrap(), "--only", "out"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = duet(&[
+        "compare",
+        &spec,
+        got.to_str().unwrap(),
+        "--only",
+        "out",
+        "--exact",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = duet(&["compare", &spec, got.to_str().unwrap(), "--only", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("--only nope"));
+}

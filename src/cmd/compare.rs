@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Reference file.
+    /// Reference file (or NAME=FILE for a single-tensor file, e.g. out=expected.npy).
     a: PathBuf,
-    /// File to check.
+    /// File to check (or NAME=FILE).
     b: PathBuf,
     #[arg(long, conflicts_with_all = ["nmse", "exact"])]
     atol: Option<f64>,
@@ -28,6 +28,9 @@ pub struct Args {
     /// after aligning B's row to A's expert order: torch.topk's order on ties is unspecified).
     #[arg(long)]
     ordered: bool,
+    /// Compare only these tensors (repeatable); others in either file are ignored.
+    #[arg(long = "only")]
+    only: Vec<String>,
 }
 
 /// Reorders each row of B's (indices, weights) to follow A's index order where the sets match.
@@ -74,8 +77,30 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             anyhow::bail!("{flag} {x}: a tolerance must be a finite number >= 0");
         }
     }
-    let a = io::load(&args.a)?;
-    let mut b = io::load(&args.b)?;
+    // `NAME=FILE` names the tensor of a single-tensor file (as `duet run --in` does).
+    let load = |p: &PathBuf| -> anyhow::Result<reference::TensorMap> {
+        if !p.exists() {
+            if let Some(s) = p.to_str().filter(|s| s.contains('=')) {
+                return super::run::load_inputs(&[s.to_string()]);
+            }
+        }
+        Ok(io::load(p)?)
+    };
+    let mut a = load(&args.a)?;
+    let mut b = load(&args.b)?;
+    if !args.only.is_empty() {
+        for n in &args.only {
+            if !a.contains_key(n) && !b.contains_key(n) {
+                anyhow::bail!(
+                    "--only {n}: no tensor of that name in {} or {}",
+                    args.a.display(),
+                    args.b.display()
+                );
+            }
+        }
+        a.retain(|k, _| args.only.contains(k));
+        b.retain(|k, _| args.only.contains(k));
+    }
     // Two single-tensor files (e.g. ref.npy vs mine.npy, named after their stems): compare
     // the two tensors whatever their names.
     if a.len() == 1 && b.len() == 1 && a.keys().ne(b.keys()) {
