@@ -5,9 +5,9 @@
 use proptest::prelude::*;
 use reference::ops::selective_scan::selective_scan;
 use reference::ops::ssd_chunk_scan::{
-    ssd_chunk_scan, DtConfig, DtTransform, SsdArgs, SsdDims, SsdOutput,
+    ssd_chunk_scan, DtConfig, DtTransform, SsdArgs, SsdDims, SsdOutput, SsdOwned,
 };
-use reference::{Tensor, TensorMap};
+use reference::{DType, Tensor, TensorMap};
 
 struct Rng(u64);
 impl Rng {
@@ -26,40 +26,8 @@ impl Rng {
     }
 }
 
-/// Owned random inputs.
-struct Case {
-    dims: SsdDims,
-    x: Vec<f32>,
-    dt: Vec<f32>,
-    a: Vec<f32>,
-    b: Vec<f32>,
-    c: Vec<f32>,
-    d: Option<Vec<f32>>,
-    z: Option<Vec<f32>>,
-    dt_bias: Option<Vec<f32>>,
-    init: Option<Vec<f32>>,
-    seq: Option<Vec<i64>>,
-    cfg: DtConfig,
-}
-
-impl Case {
-    fn args(&self) -> SsdArgs<'_> {
-        SsdArgs {
-            dims: self.dims,
-            x: &self.x,
-            dt: &self.dt,
-            a: &self.a,
-            b: &self.b,
-            c: &self.c,
-            d: self.d.as_deref(),
-            z: self.z.as_deref(),
-            dt_bias: self.dt_bias.as_deref(),
-            initial_states: self.init.as_deref(),
-            seq_idx: self.seq.as_deref(),
-            dt_cfg: self.cfg,
-        }
-    }
-}
+/// Owned random inputs (the library's owned form of the op's arguments).
+type Case = SsdOwned;
 
 #[allow(clippy::too_many_arguments)]
 fn make(dims: SsdDims, seed: u64, opts: u8) -> Case {
@@ -90,6 +58,7 @@ fn make(dims: SsdDims, seed: u64, opts: u8) -> Case {
     };
     Case {
         dims,
+        x_dtype: DType::F32,
         x: r.vec(bt * l * h * p, -1.0, 1.0),
         // Raw dt: with softplus it may be negative; without, mostly positive but a few
         // negatives exercise the clamp at dt_min = 0.
@@ -104,9 +73,9 @@ fn make(dims: SsdDims, seed: u64, opts: u8) -> Case {
         d: (opts & 4 != 0).then(|| r.vec(h * p, -1.0, 1.0)),
         z: (opts & 8 != 0).then(|| r.vec(bt * l * h * p, -2.0, 2.0)),
         dt_bias: (opts & 16 != 0).then(|| r.vec(h, -0.5, 0.5)),
-        init: (opts & 32 != 0).then(|| r.vec(bt * h * p * n, -1.0, 1.0)),
-        seq,
-        cfg: DtConfig {
+        initial_states: (opts & 32 != 0).then(|| r.vec(bt * h * p * n, -1.0, 1.0)),
+        seq_idx: seq,
+        dt_cfg: DtConfig {
             transform: if softplus {
                 DtTransform::Softplus
             } else {
@@ -277,7 +246,7 @@ fn seq_idx_reset_equals_separate_runs() {
     };
     let mut case = make(dims, 5, 4 | 8 | 32);
     let split = 13;
-    case.seq = Some((0..30).map(|t| i64::from(t >= split)).collect());
+    case.seq_idx = Some((0..30).map(|t| i64::from(t >= split)).collect());
     let packed = ssd_chunk_scan(&case.args(), 8).unwrap();
     let (h, p) = (2, 3);
     let tail = |v: &[f32], w: usize| v[split * w..].to_vec();
@@ -286,6 +255,7 @@ fn seq_idx_reset_equals_separate_runs() {
             seqlen: 30 - split,
             ..dims
         },
+        x_dtype: DType::F32,
         x: tail(&case.x, h * p),
         dt: tail(&case.dt, h),
         a: case.a.clone(),
@@ -294,9 +264,9 @@ fn seq_idx_reset_equals_separate_runs() {
         d: case.d.clone(),
         z: case.z.as_ref().map(|z| tail(z, h * p)),
         dt_bias: None,
-        init: None,
-        seq: None,
-        cfg: case.cfg,
+        initial_states: None,
+        seq_idx: None,
+        dt_cfg: case.dt_cfg,
     };
     let alone = ssd_chunk_scan(&second.args(), 8).unwrap();
     assert_close("second y", &packed.y[split * h * p..], &alone.y, 1e-5, 1e-4);

@@ -609,7 +609,8 @@ pub(crate) fn ssd_def(
 }
 
 /// Owned, validated inputs of `ssd_chunk_scan` / `selective_scan`.
-pub(crate) struct SsdOwned {
+/// Owned SSD inputs (what `read_ssd` builds from a TensorMap; tests build them directly).
+pub struct SsdOwned {
     pub dims: SsdDims,
     pub x_dtype: DType,
     pub x: Vec<f32>,
