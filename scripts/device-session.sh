@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One device call that runs a named list of steps with per-step time limits, logging each to
+# $OUT/<step>.log and a summary line (rc, seconds) to $OUT/summary.txt. Built binaries come from
+# .devbin/ (scripts/gpu-test.sh build). Usage on the device (device tool, carry [".devbin"]):
+#
+#   scripts/device-session.sh tests check sanitize bench profile tune
+#
+# Steps:
+#   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
+#   check     duet check --backend gpu
+#   sanitize  compute-sanitizer memcheck / racecheck / synccheck / initcheck on reduced filters
+#   bench     duet bench --backend gpu --all and the Super-shape presets (JSON into $OUT)
+#   profile   duet profile for router, NVFP4, SSU (ncu with --clock-control none)
+#   tune      duet tune ssd_chunk_scan --shape super_4k
+#   benches   the gpu_bench / mamba_bench test presets (JSON via DUET_OUT)
+#   rcp       rcp_measure (all 2^32 inputs)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/duet-out}"
+mkdir -p "$OUT"
+export DUET_OUT="$OUT"
+export DUET_KERNEL_CACHE="${DUET_KERNEL_CACHE:-/tmp/duet-kc}"
+B=.devbin
+T=$B/tests
+step() { # name limit_s cmd...
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS
+    timeout "$limit" "$@" >>"$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "$name rc=$rc ${limit}s-limit took=$((SECONDS - t0))s :: $*" | tee -a "$OUT/summary.txt"
+}
+san() { # tool limit binary filter...
+    local tool=$1 limit=$2 bin=$3
+    shift 3
+    step "sanitize-$tool-$(basename "$bin")" "$limit" compute-sanitizer --tool "$tool" \
+        --error-exitcode 9 --print-limit 20 "$bin" --ignored --test-threads=1 "$@"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+for s in "$@"; do
+    case "$s" in
+    tests)
+        for t in gpu_router gpu_nvfp4 gpu_cases gpu_ssu mamba_conv1d mamba_ssd; do
+            step "tests-$t" 240 "$T/$t" --ignored --test-threads=1
+        done
+        ;;
+    check) step check 240 "$B/duet" check --backend gpu ;;
+    sanitize)
+        san memcheck 150 "$T/gpu_cases" every_case_through_every_kernel_version
+        san memcheck 90 "$T/mamba_conv1d" table_cases
+        san memcheck 90 "$T/mamba_ssd" ssd_table_cases
+        san racecheck 120 "$T/gpu_cases" every_case_through_every_kernel_version
+        san synccheck 90 "$T/gpu_cases" every_case_through_every_kernel_version
+        san initcheck 90 "$T/gpu_cases" every_case_through_every_kernel_version
+        ;;
+    bench)
+        step bench-all 200 "$B/duet" bench --backend gpu --all --reps 5 --max-seconds 0.5 --out "$OUT/bench_all_gpu.json"
+        step bench-shapes 200 "$B/duet" bench --backend gpu --shape router_t1 --shape router_t4096 \
+            --shape router_t32768 --shape nvfp4_8192 --shape conv1d_prefill_50k --shape ssd_50k \
+            --shape ssu_b1_bf16 --shape ssu_b64_bf16 --shape ssu_b256_bf16 --shape ssu_b256_f32 --shape copy --out "$OUT/bench_shapes_gpu.json"
+        ;;
+    profile)
+        for op in noaux_tc_router nvfp4_quantize selective_state_update; do
+            step "profile-$op" 150 "$B/duet" profile "$op" --launch-count 6
+        done
+        ;;
+    tune) step tune-ssd 200 "$B/duet" tune ssd_chunk_scan --shape super_4k --json ;;
+    benches)
+        step benches-gpu 200 "$T/gpu_bench" --ignored --nocapture
+        step benches-mamba 300 "$T/mamba_bench" --ignored --nocapture
+        ;;
+    rcp) step rcp 200 "$T/rcp_measure" --ignored --nocapture ;;
+    *) echo "unknown step $s" | tee -a "$OUT/summary.txt" ;;
+    esac
+done
+cat "$OUT/summary.txt"
