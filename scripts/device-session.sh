@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that runs a named list of steps with per-step time limits, logging each to
 # $OUT/<step>.log and a summary line (rc, seconds) to $OUT/summary.txt. Built binaries come from
-# .devbin/ (scripts/gpu-test.sh build). Usage on the device (device tool, carry [".devbin"]):
+# .devbin/ (scripts/gpu-test.sh build). Usage on the device (device tool, carry [".devbin.tar.xz"]):
 #
 #   scripts/device-session.sh tests check sanitize bench profile tune
 #
@@ -20,6 +20,7 @@ OUT="${OUT:-/tmp/duet-out}"
 mkdir -p "$OUT"
 export DUET_OUT="$OUT"
 export DUET_KERNEL_CACHE="${DUET_KERNEL_CACHE:-/tmp/duet-kc}"
+[ -d .devbin ] || tar -xJf .devbin.tar.xz
 B=.devbin
 T=$B/tests
 step() { # name limit_s cmd...
