@@ -8,7 +8,9 @@
 # Steps:
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
 #   check     duet check --backend gpu
-#   sanitize  compute-sanitizer memcheck / racecheck / synccheck / initcheck on reduced filters
+#   sanitize  compute-sanitizer memcheck over `duet check --backend gpu` (every case, every version)
+#   racecheck | synccheck | initcheck   the same tool over `duet check --op $SAN_OPS` (default all)
+#   ssu       gpu_ssu tests, the SSU bench presets, ncu profile of the batch-256 bf16 preset
 #   bench     duet bench --backend gpu --all and the Super-shape presets (JSON into $OUT)
 #   profile   duet profile for router, NVFP4, SSU (ncu with --clock-control none)
 #   tune      duet tune ssd_chunk_scan --shape super_4k
@@ -46,13 +48,17 @@ for s in "$@"; do
         done
         ;;
     check) step check 240 "$B/duet" check --backend gpu ;;
-    sanitize)
-        san memcheck 150 "$T/gpu_cases" every_case_through_every_kernel_version
-        san memcheck 90 "$T/mamba_conv1d" table_cases
-        san memcheck 90 "$T/mamba_ssd" ssd_table_cases
-        san racecheck 120 "$T/gpu_cases" every_case_through_every_kernel_version
-        san synccheck 90 "$T/gpu_cases" every_case_through_every_kernel_version
-        san initcheck 90 "$T/gpu_cases" every_case_through_every_kernel_version
+    sanitize | memcheck) step sanitize-memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        --print-limit 20 "$B/duet" check --backend gpu ;;
+    racecheck | synccheck | initcheck)
+        step "sanitize-$s" 200 compute-sanitizer --tool "$s" --error-exitcode 9 --print-limit 20 \
+            "$B/duet" check --backend gpu --op "${SAN_OPS:-.}" ;;
+    ssu)
+        step tests-gpu_ssu 200 "$T/gpu_ssu" --ignored --test-threads=1
+        step bench-ssu 200 "$B/duet" bench --backend gpu --shape ssu_b1_bf16 --shape ssu_b64_bf16 \
+            --shape ssu_b256_bf16 --shape ssu_b256_f32 --out "$OUT/bench_ssu.json"
+        step profile-ssu 200 "$B/duet" profile selective_state_update --shape ssu_b256_bf16 \
+            --kernel 'ssu_v' --launch-count 8
         ;;
     bench)
         step bench-all 200 "$B/duet" bench --backend gpu --all --reps 5 --max-seconds 0.5 --out "$OUT/bench_all_gpu.json"

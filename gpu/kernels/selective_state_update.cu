@@ -11,14 +11,16 @@
 //       the same B/C row from L1.
 //
 // Measured on the H200 (Super shape nheads 128, dim 64, dstate 128, ngroups 8; state rotated
-// over >= 256 MB; docs/measurements/h200_ssu_v1_v2_bench.json): v1 batch 1 bf16 20.2 us (graph
-// replay), batch 64 bf16 1046 us, batch 256 bf16 4171 us (0.27 TB/s), batch 256 f32 3641 us;
-// v2 is slower (77 / 1616 / 6333 / 4465 us). Both are far from the copy ceiling (3.9 TB/s): the
-// one-kernel-for-every-mode design keeps the stochastic-rounding Philox path and all four state
-// formats in one body (register pressure; a suspected local-memory spill, unverified without
-// ncu). The next step is a kernel specialised per (state dtype, rounding) at compile time with
-// 16-byte state accesses (the seed's v1), then the TMA producer/consumer version.
-//
+// over >= 256 MB; docs/measurements/h200_ssu_v1_v3_bench.jsonl, graph replay where batch <= 64),
+// bf16 state, dt/D/dt_bias per head (Nemotron-H decode):
+//   batch 1: v1 20.3 us, v3 10.0 us;  batch 64: v1 1020 us, v3 208 us;  batch 256: v1 4063 us,
+//   v3 815 us (1.36 TB/s, 35% of the 3.9 TB/s copy). v2 (earlier run): 77 / 1616 / 6333 us.
+// ncu on v1 at batch 256: 72 registers, no spills, DRAM 1085 MB moved (= the bytes counted),
+// memory throughput 7%, SM 47%: v1 was bound by its per-lane double-precision prologue (every
+// one of the 32 lanes of a row evaluated log1p(exp) and exp in double), not by memory. v3 moves
+// the prologue to one thread per row and specialises per state format (no spills: checked in
+// CI from ptxas' report, gpu/tests/nvrtc_compile.rs). v4 issues the state loads before the
+// prologue and keeps 8 rows in flight per thread.
 // Bit-exactness: s' = (s*dA) + ((B*dt)*x) uses __fmul_rn/__fadd_rn (no FMA contraction, the
 // reference's operand order), and exp / softplus are evaluated in double and rounded once to
 // f32, as the reference does: so the stored state (and its stochastic rounding) is bit-identical
@@ -276,3 +278,254 @@ extern "C" __global__ void ssu_v2(SsuParams p, const float* __restrict__ x, cons
         }
     }
 }
+
+// v3 ssu_v3_<state>[_sr]: specialised at compile time per state format (f32 / bf16 / f16 /
+// int16) and per rounding (nearest / stochastic), so no mode the launch does not use costs
+// registers. Each thread owns VEC consecutive state elements of a row (one 16-byte load and one
+// 16-byte store: 4 x f32 or 8 x 16-bit), TPR = dstate / VEC lanes (<= 32) cover a row, and a
+// thread walks RPT rows of the same (batch row, head) with the loads of all RPT rows issued
+// before any arithmetic (RPT x 16 bytes in flight per thread). A block = 128 threads = a tile of
+// (128 / TPR) x RPT consecutive d rows; the per-row prologue (dt + dt_bias, softplus and
+// exp(A*dt) in double, x) is computed once per row into shared memory, not once per lane.
+// B and C (f32) of the thread's columns are loaded once per thread. Same arithmetic and
+// rounding per element as v1 (bit-identical state, same Philox counters); `out` sums in
+// another order. Requires dstate % VEC == 0 and dstate / VEC a power of two <= 32 (f32 dstate <=
+// 128, 16-bit dstate <= 256; the host checks: v3_ok in gpu/src/ops/selective_state_update.rs).
+#define SSU3_THREADS 128
+#define SSU3_MAXNV 1  // vectors per lane: 4 made ptxas keep 149 registers for dstate 128
+
+template <int ST> struct Ssu3Elem;
+template <> struct Ssu3Elem<ST_F32> { enum { VEC = 4 }; };
+template <> struct Ssu3Elem<ST_BF16> { enum { VEC = 8 }; };
+template <> struct Ssu3Elem<ST_F16> { enum { VEC = 8 }; };
+template <> struct Ssu3Elem<ST_I16> { enum { VEC = 8 }; };
+
+template <int ST>
+__device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float* v) {
+    if (ST == ST_F32) {
+        v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y);
+        v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w);
+    } else {
+        const u32 w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u16 lo = (u16)(w[k] & 0xffffu), hi = (u16)(w[k] >> 16);
+            if (ST == ST_BF16) {
+                v[2 * k] = bf16_to_f32(lo); v[2 * k + 1] = bf16_to_f32(hi);
+            } else if (ST == ST_F16) {
+                v[2 * k] = f16_to_f32(lo); v[2 * k + 1] = f16_to_f32(hi);
+            } else {
+                v[2 * k] = __fmul_rn((float)(short)lo, decode);
+                v[2 * k + 1] = __fmul_rn((float)(short)hi, decode);
+            }
+        }
+    }
+}
+
+// Rounds the VEC values of one vector (element index e0 of its first element) into the cache's
+// format: packs them into `q` and overwrites v[] with the stored values. Same rounding as v1's
+// ssu_store_elem, so the two kernels store identical bits.
+template <int ST, bool SR>
+__device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, bool pad, float encode, float decode,
+                                          uint4& q) {
+    if (ST == ST_F32) {
+        q.x = __float_as_uint(v[0]); q.y = __float_as_uint(v[1]);
+        q.z = __float_as_uint(v[2]); q.w = __float_as_uint(v[3]);
+        return;
+    }
+    u16 h[8];
+    if (ST == ST_BF16) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) { h[k] = f32_to_bf16(v[k]); v[k] = bf16_to_f32(h[k]); }
+    } else if (ST == ST_F16) {
+        if (SR && !pad) {  // pad rows store nothing: nearest, as v1
+            if (p.sr_mapping == 1) {
+#pragma unroll
+                for (int k4 = 0; k4 < 2; ++k4) {
+                    const u32x4 r = philox_seed_offset(p.seed, (u64)(e0 + 4 * k4) >> 2, (int)p.rounds);
+                    const u32 w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) h[4 * k4 + k] = stochastic_round_f16(v[4 * k4 + k], w[k]);
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < 8; ++k)
+                    h[k] = stochastic_round_f16(v[k], philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) h[k] = f32_to_f16(v[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = f16_to_f32(h[k]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float qf = rintf(fminf(fmaxf(__fmul_rn(v[k], encode), -32767.f), 32767.f));
+            h[k] = (u16)(short)qf;
+            v[k] = __fmul_rn(qf, decode);
+        }
+    }
+    q.x = (u32)h[0] | ((u32)h[1] << 16);
+    q.y = (u32)h[2] | ((u32)h[3] << 16);
+    q.z = (u32)h[4] | ((u32)h[5] << 16);
+    q.w = (u32)h[6] | ((u32)h[7] << 16);
+}
+
+// The state loads of a thread: RPT rows x nv 16-byte vectors (rows past dim and pad rows: zeros).
+template <int ST, int RPT, bool STREAM>
+__device__ __forceinline__ void ssu3_load(const SsuParams& p, const void* __restrict__ state,
+                                          const float* __restrict__ state_scale, i64 slot, i64 h, i64 d0, int grp,
+                                          int groups, int lane, int tpr, int nv, bool pad,
+                                          uint4 (&q)[RPT][SSU3_MAXNV], float (&dec_in)[RPT]) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC;
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+        const i64 d = d0 + (i64)grp + (i64)groups * r;
+        const bool live = d < p.dim && !pad;
+        const i64 srow_idx = (slot * p.nheads + h) * p.dim + d;
+        dec_in[r] = (ST == ST_I16 && live) ? state_scale[srow_idx] : 1.f;
+#pragma unroll
+        for (int j = 0; j < SSU3_MAXNV; ++j) {
+            q[r][j] = make_uint4(0u, 0u, 0u, 0u);
+            if (j < nv && live) {
+                const i64 n = ((i64)j * tpr + lane) * VEC;
+                const uint4* src = (const uint4*)((const char*)state + (srow_idx * p.dstate + n) * (i64)(16 / VEC));
+                q[r][j] = STREAM ? __ldcs(src) : *src;
+            }
+        }
+    }
+}
+
+template <int ST, bool SR, int RPT, bool EARLY>
+__device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __restrict__ x,
+                                            const float* __restrict__ dt, const float* __restrict__ A,
+                                            const float* __restrict__ B, const float* __restrict__ C,
+                                            const float* __restrict__ D, const float* __restrict__ z,
+                                            const float* __restrict__ dt_bias, const i64* __restrict__ sbi,
+                                            void* __restrict__ state, float* __restrict__ state_scale,
+                                            float* __restrict__ out) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC;
+    __shared__ float s_dt[SSU3_THREADS * RPT];
+    __shared__ float s_dA[SSU3_THREADS * RPT];
+    __shared__ float s_x[SSU3_THREADS * RPT];
+    const i64 nvec = p.dstate / VEC;                       // vectors per row
+    const int tpr = nvec < 32 ? (int)nvec : 32;             // lanes per row
+    const int nv = (int)(nvec / tpr);                       // vectors per lane (<= SSU3_MAXNV)
+    const int groups = SSU3_THREADS / tpr;                  // row groups per block
+    const i64 rows_blk = (i64)groups * RPT;            // d rows per block
+    const i64 dtiles = (p.dim + rows_blk - 1) / rows_blk;
+    const i64 bh = (i64)blockIdx.x / dtiles;
+    const i64 d0 = ((i64)blockIdx.x % dtiles) * rows_blk;
+    if (bh >= p.batch * p.nheads) return;
+    const i64 b = bh / p.nheads, h = bh % p.nheads;
+    const i64 slot = p.has_sbi ? sbi[b] : b;
+    const bool pad = p.has_sbi && slot == p.pad_slot_id;
+    const i64 row0 = (b * p.nheads + h) * p.dim;
+    if (pad && p.pad_mode == 0) {
+        for (i64 r = threadIdx.x; r < rows_blk && d0 + r < p.dim; r += blockDim.x) out[row0 + d0 + r] = 0.f;
+        return;
+    }
+    // v4 (EARLY): the state loads go out before the prologue, so the prologue's double-precision
+    // latency overlaps the memory latency instead of adding to it.
+    const int lane = threadIdx.x % tpr;   // lane within the row
+    const int grp = threadIdx.x / tpr;    // row group
+    const i64 g = h / (p.nheads / p.ngroups);
+    const float* Bg = B + (b * p.ngroups + g) * p.dstate;
+    const float* Cg = C + (b * p.ngroups + g) * p.dstate;
+    const int row_mask_width = tpr;       // shuffles stay inside the row's lanes
+
+    uint4 q[RPT][SSU3_MAXNV];
+    float dec_in[RPT];
+    if (EARLY) ssu3_load<ST, RPT, EARLY>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
+    for (i64 r = threadIdx.x; r < rows_blk; r += blockDim.x) {
+        const i64 d = d0 + r;
+        if (d >= p.dim) break;
+        float dtv = p.dt_per_dim ? dt[row0 + d] : dt[b * p.nheads + h];
+        if (p.has_bias) dtv = __fadd_rn(dtv, p.bias_per_dim ? dt_bias[h * p.dim + d] : dt_bias[h]);
+        if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
+        s_dt[r] = dtv;
+        s_dA[r] = p.a_full ? 0.f : (float)exp((double)__fmul_rn(A[h], dtv));
+        s_x[r] = x[row0 + d];
+    }
+    __syncthreads();
+    if (!EARLY) ssu3_load<ST, RPT, EARLY>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+        const i64 rr = (i64)grp + (i64)groups * r;
+        const i64 d = d0 + rr;
+        // Rows past dim still run the arithmetic (on zeros) so every lane of a warp reaches the
+        // row shuffles; they read and write nothing.
+        const bool valid = d < p.dim;
+        const float dtv = valid ? s_dt[rr] : 0.f, xv = valid ? s_x[rr] : 0.f;
+        const i64 srow_idx = (slot * p.nheads + h) * p.dim + d;
+        float v[SSU3_MAXNV][VEC];
+        float amax = 0.f;
+#pragma unroll
+        for (int j = 0; j < SSU3_MAXNV; ++j) {
+            if (j < nv) {
+                const i64 n = ((i64)j * tpr + lane) * VEC;
+                ssu3_unpack<ST>(q[r][j], dec_in[r], v[j]);
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const float dA = !valid ? 0.f
+                                     : p.a_full ? (float)exp((double)__fmul_rn(A[(h * p.dim + d) * p.dstate + n + k], dtv))
+                                                : s_dA[rr];
+                    const float s1 = __fadd_rn(__fmul_rn(v[j][k], dA), __fmul_rn(__fmul_rn(Bg[n + k], dtv), xv));
+                    v[j][k] = s1;
+                    amax = fmaxf(amax, fabsf(s1));
+                }
+            }
+        }
+        float encode = 1.f, decode = 1.f;
+        if (ST == ST_I16) {
+            for (int o = row_mask_width / 2; o > 0; o >>= 1)
+                amax = fmaxf(amax, __shfl_xor_sync(DUET_FULL_MASK, amax, o, row_mask_width));
+            encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
+            decode = __fdiv_rn(1.f, encode);
+        }
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < SSU3_MAXNV; ++j) {
+            if (j < nv) {
+                const i64 n = ((i64)j * tpr + lane) * VEC;
+                const i64 e0 = srow_idx * p.dstate + n;
+                float s1[VEC];
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) s1[k] = v[j][k];
+                uint4 qo;
+                ssu3_pack<ST, SR>(p, v[j], e0, pad, encode, decode, qo);
+                if (!pad && valid) {
+                    uint4* dst = (uint4*)((char*)state + e0 * (i64)(16 / VEC));
+                    if (EARLY) __stcs(dst, qo); else *dst = qo;
+                }
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) acc += (p.out_from == 1 ? v[j][k] : s1[k]) * Cg[n + k];
+            }
+        }
+        for (int o = row_mask_width / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(DUET_FULL_MASK, acc, o, row_mask_width);
+        if (lane == 0 && valid) ssu_finish_row(p, acc, row0 + d, h, d, xv, pad, srow_idx, decode, D, z, state_scale, out);
+    }
+}
+
+#define SSU3_ENTRY(NAME, ST, SR, RPT, EARLY)                                                                            \
+    extern "C" __global__ void __launch_bounds__(SSU3_THREADS, 4) NAME(                                        \
+        SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
+        const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
+        const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
+        void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
+        ssu_v3_body<ST, SR, RPT, EARLY>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out);                \
+    }
+SSU3_ENTRY(ssu_v3_f32, ST_F32, false, 4, false)
+SSU3_ENTRY(ssu_v3_bf16, ST_BF16, false, 4, false)
+SSU3_ENTRY(ssu_v3_f16, ST_F16, false, 4, false)
+SSU3_ENTRY(ssu_v3_f16_sr, ST_F16, true, 4, false)
+SSU3_ENTRY(ssu_v3_i16, ST_I16, false, 4, false)
+// v4: v3 with the state loads issued before the prologue (EARLY), 8 rows per thread for the
+// 16-bit formats (8 x 16 bytes in flight per thread) and streaming cache hints (ld.global.cs /
+// st.global.cs: the state is touched once per step). Same arithmetic, bit-identical state.
+SSU3_ENTRY(ssu_v4_f32, ST_F32, false, 4, true)
+SSU3_ENTRY(ssu_v4_bf16, ST_BF16, false, 8, true)
+SSU3_ENTRY(ssu_v4_f16, ST_F16, false, 8, true)
+SSU3_ENTRY(ssu_v4_f16_sr, ST_F16, true, 8, true)
+SSU3_ENTRY(ssu_v4_i16, ST_I16, false, 8, true)

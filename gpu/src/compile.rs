@@ -63,6 +63,14 @@ pub const SOURCES: &[KernelSource] = &[
         name: "selective_state_update",
         src: include_str!("../kernels/selective_state_update.cu"),
     },
+    KernelSource {
+        name: "moe",
+        src: include_str!("../kernels/moe.cu"),
+    },
+    KernelSource {
+        name: "model_ops",
+        src: include_str!("../kernels/model_ops.cu"),
+    },
 ];
 
 /// Looks a kernel file up by name.
@@ -181,6 +189,69 @@ pub fn compile_source(k: &KernelSource, arch: &str) -> Result<Vec<u8>, GpuError>
 
 /// Runs NVRTC once; on failure returns the log with the offending source lines quoted.
 fn compile_uncached(k: &KernelSource, src: &str, opts: &[String]) -> Result<Vec<u8>, GpuError> {
+    compile_with_log(k, src, opts).map(|(cubin, _)| cubin)
+}
+
+/// Per-kernel resources reported by ptxas for one kernel file (no GPU needed: NVRTC compiles to
+/// CUBIN on the host).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct KernelResources {
+    pub kernel: String,
+    pub registers: u32,
+    pub spill_stores_bytes: u32,
+    pub spill_loads_bytes: u32,
+    pub stack_bytes: u32,
+    pub smem_bytes: u32,
+}
+
+/// Compiles kernel file `name` for `arch` with `--ptxas-options=-v` and parses ptxas' report:
+/// registers, spill bytes, stack frame and static shared memory of every kernel in the file.
+pub fn resources(name: &str, arch: &str) -> Result<Vec<KernelResources>, GpuError> {
+    let k = SOURCES
+        .iter()
+        .find(|k| k.name == name)
+        .ok_or_else(|| GpuError::Unsupported(format!("no kernel file '{name}'")))?;
+    let mut opts = options(arch);
+    opts.push("--ptxas-options=-v".into());
+    let (_, log) = compile_with_log(k, &full_source(k), &opts)?;
+    Ok(parse_ptxas_log(&log))
+}
+
+/// Parses `ptxas info` lines: "Compiling entry function 'X'", "N bytes stack frame, N bytes spill
+/// stores, N bytes spill loads", "Used N registers, ... N bytes smem".
+pub fn parse_ptxas_log(log: &str) -> Vec<KernelResources> {
+    let num_before = |line: &str, key: &str| -> Option<u32> {
+        let i = line.find(key)?;
+        line[..i].split_whitespace().last()?.parse().ok()
+    };
+    let mut out: Vec<KernelResources> = vec![];
+    for line in log.lines() {
+        if let Some(i) = line.find("Compiling entry function '") {
+            let rest = &line[i + "Compiling entry function '".len()..];
+            let name = rest.split('\'').next().unwrap_or_default();
+            out.push(KernelResources {
+                kernel: name.into(),
+                ..Default::default()
+            });
+        } else if let Some(cur) = out.last_mut() {
+            if line.contains("bytes stack frame") {
+                cur.stack_bytes = num_before(line, "bytes stack frame").unwrap_or(0);
+                cur.spill_stores_bytes = num_before(line, "bytes spill stores").unwrap_or(0);
+                cur.spill_loads_bytes = num_before(line, "bytes spill loads").unwrap_or(0);
+            } else if line.contains("Used") && line.contains("registers") {
+                cur.registers = num_before(line, "registers").unwrap_or(0);
+                cur.smem_bytes = num_before(line, "bytes smem").unwrap_or(0);
+            }
+        }
+    }
+    out
+}
+
+fn compile_with_log(
+    k: &KernelSource,
+    src: &str,
+    opts: &[String],
+) -> Result<(Vec<u8>, String), GpuError> {
     use cudarc::nvrtc::sys;
     ensure_nvrtc()?;
     let c_src = CString::new(src).map_err(|_| GpuError::Compile {
@@ -240,7 +311,7 @@ fn compile_uncached(k: &KernelSource, src: &str, opts: &[String]) -> Result<Vec<
         if r != sys::nvrtcResult::NVRTC_SUCCESS {
             return Err(GpuError::Nvrtc(format!("nvrtcGetCUBIN({}): {r:?}", k.name)));
         }
-        Ok(cubin)
+        Ok((cubin, log))
     }
 }
 

@@ -65,3 +65,51 @@ fn a_compile_error_names_the_file_and_line() {
         "{log}"
     );
 }
+
+/// ptxas' resource report parses, and the specialised SSU kernels (v3, one per state format)
+/// neither spill nor use a stack frame: spills would turn the bandwidth-bound decode step into a
+/// local-memory-bound one.
+#[test]
+fn ptxas_resources_and_no_spills_in_ssu_v3() {
+    if !compile::nvrtc_available() {
+        return; // covered by every_kernel_compiles_for_sm90a
+    }
+    let r = compile::resources("selective_state_update", "sm_90a").expect("resources");
+    for k in &r {
+        eprintln!(
+            "{:<20} {:>3} regs  spill st/ld {:>4}/{:>4} B  stack {:>4} B  smem {:>5} B",
+            k.kernel,
+            k.registers,
+            k.spill_stores_bytes,
+            k.spill_loads_bytes,
+            k.stack_bytes,
+            k.smem_bytes
+        );
+    }
+    for name in [
+        "ssu_v1",
+        "ssu_v2",
+        "ssu_v3_f32",
+        "ssu_v3_bf16",
+        "ssu_v3_f16",
+        "ssu_v3_f16_sr",
+        "ssu_v3_i16",
+    ] {
+        let k = r
+            .iter()
+            .find(|k| k.kernel == name)
+            .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
+        assert!(k.registers > 0, "{name}: no register count parsed");
+        if name.starts_with("ssu_v3") || name.starts_with("ssu_v4") {
+            assert_eq!(
+                (k.spill_stores_bytes, k.spill_loads_bytes),
+                (0, 0),
+                "{name} spills: {k:?}"
+            );
+            assert!(
+                k.smem_bytes >= 3 * 512 * 4,
+                "{name}: shared prologue missing: {k:?}"
+            );
+        }
+    }
+}

@@ -18,6 +18,9 @@ pub const DEFAULT_METRICS: &[&str] = &[
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "launch__registers_per_thread",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+    "smsp__inst_executed_pipe_fp64.sum",
+    "smsp__inst_executed.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
 ];
 
 #[derive(clap::Args)]
@@ -37,6 +40,10 @@ pub struct Args {
     /// Parse this ncu CSV (`--csv --page raw`) instead of running ncu.
     #[arg(long)]
     from_csv: Option<PathBuf>,
+    /// Profile this `duet bench --shape` preset (e.g. ssu_b256_bf16, router_t32768) instead of
+    /// the op's case-table benchmark.
+    #[arg(long)]
+    shape: Option<String>,
     /// How many kernel launches ncu profiles.
     #[arg(long, default_value_t = 20)]
     launch_count: u32,
@@ -106,16 +113,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             if let Some(k) = &args.kernel {
                 cmd.args(["--kernel-name", &format!("regex:{k}")]);
             }
-            cmd.arg(&exe).args([
-                "bench",
-                &args.op,
-                "--backend",
-                "gpu",
-                "--reps",
-                "1",
-                "--max-seconds",
-                "0",
-            ]);
+            cmd.arg(&exe).arg("bench");
+            match &args.shape {
+                Some(shape) => cmd.args(["--shape", shape]),
+                None => cmd.arg(&args.op),
+            };
+            cmd.args(["--backend", "gpu", "--reps", "1", "--max-seconds", "0"]);
             cmd.arg("--out").arg(dir.join("bench.json"));
             let out = cmd
                 .output()

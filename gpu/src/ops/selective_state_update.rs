@@ -25,7 +25,7 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2"],
+        versions: &["auto", "v1", "v2", "v3", "v4"],
         run,
         applicable,
     }]
@@ -45,6 +45,32 @@ fn v2_ok(dim: usize, dstate: usize) -> Option<String> {
     }
 }
 
+/// v3 (specialised per state format, 16-byte state accesses): each lane owns VEC = 16 / element
+/// size consecutive state elements; dstate / VEC lanes per row must be a power of two <= 32
+/// (f32: dstate 4..128, 16-bit formats: 8..256).
+pub fn v3_ok(dstate: usize, state_dt: DType) -> Option<String> {
+    let vec = 16 / state_dt.size().max(1);
+    let nvec = dstate / vec;
+    if dstate % vec != 0 || !nvec.is_power_of_two() || nvec > 32 {
+        return Some(format!(
+            "dstate {dstate} with a {state_dt} state: v3 needs dstate = {vec} x a power of two <= 32 (16-byte vectors, one per lane)"
+        ));
+    }
+    None
+}
+
+/// Rows per v3 / v4 block: (128 threads / lanes per row) x rows per thread (v3: 4; v4: 8 for
+/// the 16-bit formats, 4 for f32), as the kernels' RPT template argument.
+fn v3_rows_per_block(dstate: usize, state_dt: DType, version: &str) -> usize {
+    let nvec = dstate / (16 / state_dt.size().max(1));
+    let rpt = if version == "v4" && state_dt.size() == 2 {
+        8
+    } else {
+        4
+    };
+    (128 / nvec.clamp(1, 32)) * rpt
+}
+
 pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
     let st = inputs.get("state")?;
     let dstate = *st.shape.last()?;
@@ -56,6 +82,9 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
     if version == "v2" {
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
+    }
+    if version == "v3" || version == "v4" {
+        return v3_ok(dstate, st.dtype());
     }
     None
 }
@@ -103,11 +132,11 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2"].contains(&version) {
+    if !["auto", "v1", "v2", "v3", "v4"].contains(&version) {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2".into(),
+            known: "auto, v1, v2, v3, v4".into(),
         });
     }
     let inp = Inputs::new(OP, inputs);
@@ -195,32 +224,32 @@ pub fn run(
         DType::F32,
         opts.poison,
     )?;
-    // auto: v1. Measured on the H200 (docs/measurements/h200_ssu_v1_v2_bench.json), v2 is
-    // slower than v1 at every Super batch (batch 256 bf16: 6333 vs 4171 us), so v2 is never
-    // picked automatically.
-    let use_v2 = match version {
+    // auto: v3 where its layout conditions hold (v3_ok), else v1. Measured on the H200
+    // (docs/measurements/h200_ssu_v1_v3_bench.jsonl, bf16 state): v3 10.0 / 208 / 815 us vs v1
+    // 20.3 / 1020 / 4063 us at batch 1 / 64 / 256. v2 is never picked (slower than v1).
+    let state_dtype = parsed.state.dtype();
+    let chosen = match version {
         "v2" => {
             if let Some(why) = v2_ok(dims.dim, dims.dstate) {
                 return Err(GpuError::Unsupported(format!("{OP} v2: {why}")));
             }
-            true
+            "v2"
         }
-        "auto" => false,
-        _ => false,
+        "v3" | "v4" => {
+            if let Some(why) = v3_ok(dims.dstate, state_dtype) {
+                return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
+            }
+            version
+        }
+        "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v3",
+        _ => "v1",
     };
-    let f = g.function(
-        "selective_state_update",
-        if use_v2 { "ssu_v2" } else { "ssu_v1" },
-    )?;
-    let dtiles = if use_v2 {
-        1
-    } else {
-        dims.dim.div_ceil(WARPS as usize) as u64
-    };
-    let blocks = (dims.batch * dims.nheads) as u64 * dtiles;
+    let (fname, dtiles) = launch_shape(chosen, dims.dim, dims.dstate, state_dtype, sr == 1);
+    let f = g.function("selective_state_update", &fname)?;
+    let blocks = (dims.batch * dims.nheads) as u64 * dtiles as u64;
     if blocks > i32::MAX as u64 {
         return Err(GpuError::Unsupported(format!(
-            "{OP} v1: {blocks} blocks exceed the grid limit"
+            "{OP} {chosen}: {blocks} blocks exceed the grid limit"
         )));
     }
     {
@@ -283,6 +312,34 @@ pub fn run(
     Ok(m)
 }
 
+/// Kernel name and d-tiles per (batch row, head) of a version (every version runs 128-thread
+/// blocks: v1 4 warps = 4 rows, v2 one block per (b, h), v3 `v3_rows_per_block` rows).
+fn launch_shape(
+    version: &str,
+    dim: usize,
+    dstate: usize,
+    state_dt: DType,
+    sr: bool,
+) -> (String, usize) {
+    match version {
+        "v2" => ("ssu_v2".into(), 1),
+        "v3" | "v4" => {
+            let fmt = match (state_dt, sr) {
+                (DType::F32, _) => "f32",
+                (DType::BF16, _) => "bf16",
+                (DType::F16, false) => "f16",
+                (DType::F16, true) => "f16_sr",
+                _ => "i16",
+            };
+            (
+                format!("ssu_{version}_{fmt}"),
+                dim.div_ceil(v3_rows_per_block(dstate, state_dt, version)),
+            )
+        }
+        _ => ("ssu_v1".into(), dim.div_ceil(WARPS as usize)),
+    }
+}
+
 /// Benchmark at the Super shape (nheads 128, dim 64, dstate 128, ngroups 8; f32 small operands,
 /// D, z, dt_bias, softplus): the state cache holds enough slots that consecutive launches walk
 /// over >= 256 MB of state (each launch updates a different window of `batch` slots), so the
@@ -290,8 +347,12 @@ pub fn run(
 /// + write, plus x, z, out, dt, B, C.
 pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json::Value, GpuError> {
     let mut v = vec![];
-    for version in ["v1", "v2"] {
-        v.push(bench_super_version(g, batch, state_dt, version)?);
+    // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
+    // decode passes, dt / A / D / dt_bias broadcast over the head dim).
+    for version in ["v1", "v3", "v4"] {
+        for per_head in [false, true] {
+            v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
+        }
     }
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
@@ -301,15 +362,32 @@ fn bench_super_version(
     batch: usize,
     state_dt: DType,
     version: &str,
+    per_head: bool,
 ) -> Result<serde_json::Value, GpuError> {
     let (nheads, dim, dstate, ngroups) = (128usize, 64usize, 128usize, 8usize);
     let per_slot = nheads * dim * dstate * state_dt.size();
     let windows = (256usize << 20).div_ceil(per_slot * batch).max(2);
     let slots = windows * batch;
     let mut r = compare::gen::Rng::new(9);
+    // 4 Mi random elements tiled over the cache: generating 0.5 G normal values on the CPU per
+    // variant took minutes, and the kernel's speed does not depend on the values.
     let state = match state_dt {
         DType::F32 | DType::BF16 | DType::F16 => {
-            r.normal_tensor(&[slots, nheads, dim, dstate], 0.5, state_dt)
+            let total = slots * nheads * dim * dstate;
+            let tile = r.normal_tensor(&[total.min(1 << 22)], 0.5, state_dt);
+            fn tiled<T: Copy>(t: &[T], total: usize) -> Vec<T> {
+                t.iter().copied().cycle().take(total).collect()
+            }
+            let data = match &tile.data {
+                reference::tensor::Data::F32(v) => reference::tensor::Data::F32(tiled(v, total)),
+                reference::tensor::Data::BF16(v) => reference::tensor::Data::BF16(tiled(v, total)),
+                reference::tensor::Data::F16(v) => reference::tensor::Data::F16(tiled(v, total)),
+                _ => return Err(GpuError::Unsupported(format!("bench state dtype {state_dt}"))),
+            };
+            Tensor {
+                shape: vec![slots, nheads, dim, dstate],
+                data,
+            }
         }
         _ => {
             return Err(GpuError::Unsupported(format!(
@@ -321,13 +399,14 @@ fn bench_super_version(
     drop(state);
     let f32t = |v: Vec<f32>| g.upload(&Tensor::from_f32(&[v.len()], v));
     let x = f32t(r.normal_vec(batch * nheads * dim, 1.0))?;
-    let dt = f32t(r.uniform_vec(batch * nheads * dim, -3.0, 0.0))?;
+    let per = if per_head { 1 } else { dim };
+    let dt = f32t(r.uniform_vec(batch * nheads * per, -3.0, 0.0))?;
     let a = f32t(r.uniform_vec(nheads, -4.0, -0.5))?;
     let b = f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?;
     let c = f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?;
-    let d = f32t(r.normal_vec(nheads * dim, 1.0))?;
+    let d = f32t(r.normal_vec(nheads * per, 1.0))?;
     let z = f32t(r.normal_vec(batch * nheads * dim, 1.0))?;
-    let bias = f32t(r.uniform_vec(nheads * dim, -1.0, 0.0))?;
+    let bias = f32t(r.uniform_vec(nheads * per, -1.0, 0.0))?;
     let sbis: Vec<_> = (0..windows)
         .map(|w| {
             g.upload(&Tensor::from_i64(
@@ -346,10 +425,10 @@ fn bench_super_version(
         ngroups: ngroups as i64,
         slots: slots as i64,
         pad_slot_id: -1,
-        dt_per_dim: 1,
+        dt_per_dim: (!per_head) as i64,
         a_full: 0,
-        d_per_dim: 1,
-        bias_per_dim: 1,
+        d_per_dim: (!per_head) as i64,
+        bias_per_dim: (!per_head) as i64,
         has_d: 1,
         has_z: 1,
         has_bias: 1,
@@ -362,15 +441,9 @@ fn bench_super_version(
         },
         ..Default::default()
     };
-    let f = g.function(
-        "selective_state_update",
-        if version == "v2" { "ssu_v2" } else { "ssu_v1" },
-    )?;
-    let blocks = if version == "v2" {
-        (batch * nheads) as u32
-    } else {
-        ((batch * nheads) * dim.div_ceil(WARPS as usize)) as u32
-    };
+    let (fname, dtiles) = launch_shape(version, dim, dstate, state_dt, false);
+    let f = g.function("selective_state_update", &fname)?;
+    let blocks = ((batch * nheads) * dtiles) as u32;
     let s = &g.stream;
     let ptrs = [
         x.ptr(s),
@@ -394,7 +467,7 @@ fn bench_super_version(
             l.arg(p);
         }
         l.arg(&psbi).arg(&pst).arg(&psc).arg(&pout);
-        // SAFETY: ssu_v1's signature; windows of `batch` distinct slots inside the cache.
+        // SAFETY: the ssu kernels' common signature; windows of `batch` distinct slots inside the cache.
         unsafe { l.launch(cfg(blocks, 32 * WARPS, 0)) }
             .map(|_| ())
             .map_err(drv)
@@ -408,6 +481,7 @@ fn bench_super_version(
         .map_or(single.median_us, |t| t.median_us.min(single.median_us));
     Ok(serde_json::json!({
         "op": OP, "version": version,
+        "kernel": fname, "dt_D_bias": if per_head { "per_head" } else { "per_dim" },
         "shape": {"batch": batch, "nheads": nheads, "dim": dim, "dstate": dstate, "ngroups": ngroups,
                   "state": state_dt.name(), "small_operands": "f32", "rotating_state_mb": (slots * per_slot) >> 20},
         "single_launch": {"median_us": single.median_us, "p10_us": single.p10_us, "p90_us": single.p90_us},
