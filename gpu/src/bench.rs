@@ -5,7 +5,8 @@
 //! - [`crate::bench`] (crate root): one case of the compare table on its default kernel version.
 //! - [`preset`]: the issue's target shapes (`router_t1`, `router_t64`, `router_t4096`,
 //!   `router_t32768`: 512 experts, top-22, Super config; `nvfp4_8192`: an 8192 x 8192 bf16
-//!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling).
+//!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling;
+//!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer).
 
 use crate::ops::{self, noaux_tc_router, nvfp4};
 use crate::runtime::{cfg, gpu, Gpu, Timing};
@@ -218,12 +219,18 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
         "ssu_b64_bf16" => ops::selective_state_update::bench_super(&g, 64, DType::BF16),
         "ssu_b256_bf16" => ops::selective_state_update::bench_super(&g, 256, DType::BF16),
         "ssu_b256_f32" => ops::selective_state_update::bench_super(&g, 256, DType::F32),
+        // LatentMoE routed expert layer (gpu/src/ops/moe.rs): GEMM1 + relu^2 + NVFP4 epilogue,
+        // GEMM2, Super shapes; floors from the issue (bandwidth at small T, bf16 FLOPs at 4096).
+        "moe_t1" => ops::moe::bench_expert_layer(&g, 1, 16.0),
+        "moe_t8" => ops::moe::bench_expert_layer(&g, 8, 115.0),
+        "moe_t64" => ops::moe::bench_expert_layer(&g, 64, 350.0),
+        "moe_t4096" => ops::moe::bench_expert_layer(&g, 4096, 1335.0),
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
         ))),
     }
 }

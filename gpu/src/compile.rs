@@ -64,6 +64,10 @@ pub const SOURCES: &[KernelSource] = &[
         src: include_str!("../kernels/selective_state_update.cu"),
     },
     KernelSource {
+        name: "ssu_multi_token",
+        src: include_str!("../kernels/ssu_multi_token.cu"),
+    },
+    KernelSource {
         name: "moe",
         src: include_str!("../kernels/moe.cu"),
     },

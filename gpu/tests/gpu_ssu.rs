@@ -292,3 +292,45 @@ fn ssu_state_offsets_beyond_2_pow_31() {
         );
     }
 }
+
+/// Every compare case of the multi-token op and of the promotion (dtypes, odd sizes, EAGLE
+/// parents, pad rows, disable_state_update, stochastic rounding), 3 seeds: stored states and
+/// scales bit-exact, `out` within the dtype tolerance.
+#[test]
+#[ignore = "gpu"]
+fn ssu_multi_token_and_promote_cases_bit_exact() {
+    let mut fails = vec![];
+    let mut n = 0;
+    for c in compare::cases::all() {
+        if c.op() != "selective_state_update_multi_token" && c.op() != "mamba_cache_promote" {
+            continue;
+        }
+        for seed in [1u64, 2, 3] {
+            n += 1;
+            let tol = |name: &str, t: &Tensor| match name {
+                "state"
+                | "state_scale"
+                | "intermediate_states"
+                | "intermediate_state_scale"
+                | "conv_state" => Tolerance::Exact,
+                _ => Tolerance::for_dtype(t.dtype()),
+            };
+            if let Err(e) = common::diff(
+                c.op(),
+                "v1",
+                &format!("{} seed={seed}", c.name()),
+                &c.inputs(seed),
+                &c.params(),
+                &tol,
+            ) {
+                fails.push(e);
+            }
+        }
+    }
+    eprintln!("{n} multi-token / promote runs, {} failed", fails.len());
+    assert!(
+        n >= 20,
+        "expected the case table's multi-token and promote rows, ran {n}"
+    );
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}

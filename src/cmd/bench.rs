@@ -68,6 +68,39 @@ fn kernel_source_hash() -> String {
     format!("{:016x}", gpu::compile::fnv1a(all.as_bytes()))
 }
 
+/// The GPU the run used: name, arch, SM count, driver version (nvidia-smi when present).
+fn gpu_device_json() -> serde_json::Value {
+    let driver = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match gpu::runtime::gpu() {
+        Ok(g) => {
+            serde_json::json!({"name": g.name, "arch": g.arch, "sm_count": g.sm_count, "driver": driver})
+        }
+        Err(e) => serde_json::json!({"error": e.to_string()}),
+    }
+}
+
+/// Registers, spill (local-memory) bytes, stack and static shared memory of every kernel, from
+/// ptxas' report (NVRTC compiles each kernel file once more with `--ptxas-options=-v`).
+fn kernel_resources_json() -> serde_json::Value {
+    let arch = gpu::runtime::gpu()
+        .map(|g| g.arch.clone())
+        .unwrap_or_else(|_| "sm_90a".into());
+    let mut out = serde_json::Map::new();
+    for k in gpu::compile::SOURCES {
+        let v = match gpu::compile::resources(k.name, &arch) {
+            Ok(r) => serde_json::to_value(r).unwrap_or_default(),
+            Err(e) => serde_json::json!({"error": e.to_string()}),
+        };
+        out.insert(k.name.to_string(), v);
+    }
+    serde_json::json!({"arch": arch, "files": out})
+}
+
 fn git_rev() -> String {
     std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
@@ -212,7 +245,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         let doc = serde_json::json!({
             "schema": "duet.bench/1", "backend": "gpu", "kind": "presets",
+            "device": gpu_device_json(),
             "kernel_source_hash": kernel_source_hash(), "git_revision": git_rev(), "duet_version": env!("CARGO_PKG_VERSION"), "results": results,
+            "kernel_resources": kernel_resources_json(),
         });
         write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("-> {}", args.out.display());
@@ -303,11 +338,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let doc = serde_json::json!({
         "schema": "duet.bench/1",
         "backend": args.backend,
-        "device": if args.backend == "cpu" { format!("cpu x{}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)) } else { "gpu".into() },
+        "device": if args.backend == "cpu" { serde_json::json!(format!("cpu x{}", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))) } else { gpu_device_json() },
         "git_revision": git_rev(),
         "duet_version": env!("CARGO_PKG_VERSION"),
         "kernel_source_hash": kernel_source_hash(),
         "results": results,
+        "kernel_resources": if args.backend == "gpu" { kernel_resources_json() } else { serde_json::Value::Null },
     });
     write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     eprintln!("-> {}", args.out.display());

@@ -3,12 +3,14 @@
 //! params (defaults resolved from the reference's `OpDef`, so both sides see the same values).
 
 pub mod causal_conv1d;
+pub mod moe;
 pub mod noaux_tc_router;
 pub mod nvfp4;
 pub mod nvfp4_fused;
 pub mod philox;
 pub mod selective_state_update;
 pub mod ssd_chunk_scan;
+pub mod ssu_multi_token;
 
 use crate::runtime::Gpu;
 use crate::GpuError;
@@ -81,6 +83,8 @@ pub fn all() -> Vec<GpuOp> {
     .chain(causal_conv1d::ops())
     .chain(ssd_chunk_scan::ops())
     .chain(selective_state_update::ops())
+    .chain(ssu_multi_token::ops())
+    .chain(moe::ops())
     .filter(|o| reference::ops::find(o.name).is_ok())
     .collect()
 }

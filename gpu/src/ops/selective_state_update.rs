@@ -382,7 +382,11 @@ fn bench_super_version(
                 reference::tensor::Data::F32(v) => reference::tensor::Data::F32(tiled(v, total)),
                 reference::tensor::Data::BF16(v) => reference::tensor::Data::BF16(tiled(v, total)),
                 reference::tensor::Data::F16(v) => reference::tensor::Data::F16(tiled(v, total)),
-                _ => return Err(GpuError::Unsupported(format!("bench state dtype {state_dt}"))),
+                _ => {
+                    return Err(GpuError::Unsupported(format!(
+                        "bench state dtype {state_dt}"
+                    )))
+                }
             };
             Tensor {
                 shape: vec![slots, nheads, dim, dstate],

@@ -1,0 +1,1169 @@
+//! The LatentMoE expert layer on the GPU (gpu/kernels/moe.cu): `moe_permute` (bit-exact),
+//! `moe_expert_gemm1_relu2_nvfp4` and `moe_expert_gemm2` (grouped tensor-core GEMMs over the
+//! expert offsets, NVFP4 or bf16 operands, fused dequant -> relu^2 -> NVFP4 epilogue), and
+//! `moe_finalize` (bit-exact). CPU spec: reference/src/ops/moe_*.rs.
+//!
+//! GEMM versions: `v1` picks the tile shape from the average rows per expert (`M / E <= 32`:
+//! `v1_m16`, else `v1_m64`); `v1_m16` (16 x 64 tiles, K step 256: decode, bandwidth) and
+//! `v1_m64` (64 x 128 tiles, K step 64: prefill) force one. The m-tiles of all experts are laid
+//! out on the device (`moe_tile_schedule`), so a launch needs no host copy of the offsets.
+
+use super::{grid_for, GpuOp, RunOpts};
+use crate::runtime::{cfg, Gpu};
+use crate::GpuError;
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
+use reference::op::{Inputs, OpError, Params};
+use reference::ops::moe_permute::MAX_EXPERTS;
+use reference::ops::nvfp4_quantize::Nvfp4Mode;
+use reference::{DType, Tensor, TensorMap};
+
+const GEMM_VERSIONS: &[&str] = &["v1", "v1_m16", "v1_m64"];
+
+pub fn ops() -> Vec<GpuOp> {
+    vec![
+        GpuOp {
+            name: "moe_permute",
+            versions: &["v1"],
+            run: run_permute,
+            applicable: always,
+        },
+        GpuOp {
+            name: "moe_expert_gemm1_relu2_nvfp4",
+            versions: GEMM_VERSIONS,
+            run: run_gemm1,
+            applicable: gemm1_applicable,
+        },
+        GpuOp {
+            name: "moe_expert_gemm2",
+            versions: GEMM_VERSIONS,
+            run: run_gemm2,
+            applicable: gemm2_applicable,
+        },
+        GpuOp {
+            name: "moe_finalize",
+            versions: &["v1"],
+            run: run_finalize,
+            applicable: finalize_applicable,
+        },
+    ]
+}
+
+fn always(_: &str, _: &TensorMap, _: &Params) -> Option<String> {
+    None
+}
+
+fn drv(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| GpuError::Driver(format!("{what}: {e}"))
+}
+
+fn ptr<T>(g: &Gpu, s: &CudaSlice<T>) -> u64 {
+    let (p, _sync) = s.device_ptr(&g.stream);
+    p
+}
+
+// ---------------------------------------------------------------------------------------------
+// moe_permute
+
+/// Device outputs of [`launch_permute`] (pointers; `off32`/`counts32` may be 0 to skip them).
+#[derive(Clone, Copy, Debug)]
+pub struct PermuteOut {
+    pub ptoken: u64,
+    pub pslot: u64,
+    pub counts32: u64,
+    pub off32: u64,
+    /// `[E+1]` i64 offsets (what the grouped GEMMs read).
+    pub off64: u64,
+    pub inverse: u64,
+}
+
+/// Scratch of the permutation: per-(range, expert) counts and per-expert totals.
+pub struct PermuteScratch {
+    pub ranges: usize,
+    pub chunk: usize,
+    blk: CudaSlice<u32>,
+    totals: CudaSlice<u32>,
+}
+
+impl PermuteScratch {
+    /// For `n = T*k` assignments and `e` experts: ranges of >= 256 assignments (one warp each),
+    /// at most 2^22 / E of them (the count table stays <= 16 MB).
+    pub fn new(g: &Gpu, n: usize, e: usize) -> Result<Self, GpuError> {
+        let max_w = ((1usize << 22) / e.max(1)).max(1);
+        let chunk = n.div_ceil(max_w).max(256);
+        let ranges = n.div_ceil(chunk).max(1);
+        Ok(PermuteScratch {
+            ranges,
+            chunk,
+            blk: g.alloc_raw::<u32>(ranges * e)?,
+            totals: g.alloc_raw::<u32>(e)?,
+        })
+    }
+}
+
+/// Launches the permutation of `idx` (`[t, k]`, i32 or i64, values validated in `0..e`).
+#[allow(clippy::too_many_arguments)]
+pub fn launch_permute(
+    g: &Gpu,
+    idx: u64,
+    is64: bool,
+    t: usize,
+    k: usize,
+    e: usize,
+    s: &mut PermuteScratch,
+    o: &PermuteOut,
+) -> Result<(), GpuError> {
+    let n = t * k;
+    g.stream
+        .memset_zeros(&mut s.blk)
+        .map_err(drv("moe_permute: zero the count table"))?;
+    let (blk, tot) = (ptr(g, &s.blk), ptr(g, &s.totals));
+    let (n64, k64, e64) = (n as i64, k as i64, e as i64);
+    let (chunk, w) = (s.chunk as i64, s.ranges as i64);
+    let is64 = is64 as i32;
+    if n > 0 {
+        let f = g.function("moe", "moe_perm_count")?;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&idx)
+            .arg(&is64)
+            .arg(&n64)
+            .arg(&chunk)
+            .arg(&e64)
+            .arg(&blk);
+        // SAFETY: idx holds n indices of the given width; blk holds ranges * e u32.
+        unsafe { a.launch(cfg(grid_for(g, n as u64, 256), 256, 0)) }
+            .map_err(drv("launch moe_perm_count"))?;
+    }
+    {
+        let f = g.function("moe", "moe_perm_colscan")?;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&blk).arg(&w).arg(&e64).arg(&tot);
+        // SAFETY: blk holds ranges * e u32, tot e u32.
+        unsafe { a.launch(cfg(e.div_ceil(256) as u32, 256, 0)) }
+            .map_err(drv("launch moe_perm_colscan"))?;
+    }
+    {
+        let f = g.function("moe", "moe_perm_offsets")?;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&tot)
+            .arg(&e64)
+            .arg(&o.counts32)
+            .arg(&o.off32)
+            .arg(&o.off64);
+        // SAFETY: tot holds e u32; counts32 e i32 (or 0), off32 e+1 i32 (or 0), off64 e+1 i64.
+        unsafe { a.launch(cfg(1, 1024, 0)) }.map_err(drv("launch moe_perm_offsets"))?;
+    }
+    if n > 0 {
+        let f = g.function("moe", "moe_perm_scatter")?;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&idx)
+            .arg(&is64)
+            .arg(&n64)
+            .arg(&k64)
+            .arg(&chunk)
+            .arg(&w);
+        a.arg(&e64).arg(&blk).arg(&o.off64);
+        a.arg(&o.ptoken).arg(&o.pslot).arg(&o.inverse);
+        let blocks = (s.ranges * 32).div_ceil(256) as u32;
+        // SAFETY: one warp per range; outputs hold n i32 each; off64 e+1 i64.
+        unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("launch moe_perm_scatter"))?;
+    }
+    Ok(())
+}
+
+fn run_permute(
+    g: &Gpu,
+    _version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    const OP: &str = "moe_permute";
+    let inp = Inputs::new(OP, inputs);
+    let (t_, idx) = inp.int("topk_indices")?;
+    inp.rank("topk_indices", t_, 2)?;
+    inp.dtype("topk_indices", t_, &[DType::I32, DType::I64])?;
+    let e = p.usize("num_experts")?;
+    if e == 0 || e > MAX_EXPERTS {
+        return Err(OpError::Param {
+            op: OP.into(),
+            name: "num_experts".into(),
+            msg: format!("{e} is outside 1..={MAX_EXPERTS} (the router's packed keys hold 16-bit expert ids)"),
+        }
+        .into());
+    }
+    let (t, k) = (t_.shape[0], t_.shape[1]);
+    if k == 0 {
+        return Err(inp
+            .err("topk_indices", "k = 0: each token needs at least one slot")
+            .into());
+    }
+    let n = t * k;
+    if n > i32::MAX as usize {
+        return Err(inp
+            .err(
+                "topk_indices",
+                "more than 2^31 routed rows do not fit the i32 outputs",
+            )
+            .into());
+    }
+    if let Some((i, &v)) = idx
+        .iter()
+        .enumerate()
+        .find(|(_, &v)| v < 0 || v as usize >= e)
+    {
+        return Err(inp
+            .err(
+                "topk_indices",
+                format!("topk_indices[{}, {}] = {v} is outside 0..{e}", i / k, i % k),
+            )
+            .into());
+    }
+    let d_idx = g.upload(t_)?;
+    let is64 = t_.dtype() == DType::I64;
+    let ptoken = g.alloc_poisoned(&[n], DType::I32, opts.poison)?;
+    let pslot = g.alloc_poisoned(&[n], DType::I32, opts.poison)?;
+    let counts = g.alloc_poisoned(&[e], DType::I32, opts.poison)?;
+    let off32 = g.alloc_poisoned(&[e + 1], DType::I32, opts.poison)?;
+    let off64 = g.alloc_poisoned(&[e + 1], DType::I64, opts.poison)?;
+    let inverse = g.alloc_poisoned(&[t, k], DType::I32, opts.poison)?;
+    let mut s = PermuteScratch::new(g, n, e)?;
+    let st = &g.stream;
+    let o = PermuteOut {
+        ptoken: ptoken.ptr(st),
+        pslot: pslot.ptr(st),
+        counts32: counts.ptr(st),
+        off32: off32.ptr(st),
+        off64: off64.ptr(st),
+        inverse: inverse.ptr(st),
+    };
+    launch_permute(g, d_idx.ptr(st), is64, t, k, e, &mut s, &o)?;
+    g.sync()?;
+    let off32_h = g.download(&off32, "expert_offsets")?;
+    let off64_h = g.download(&off64, "expert_offsets (i64)")?;
+    let same = off32_h
+        .to_i64_vec()
+        .zip(off64_h.to_i64_vec())
+        .is_some_and(|(a, b)| a == b);
+    if !same {
+        return Err(GpuError::Driver(
+            "moe_permute: the i32 and i64 expert offsets disagree (kernel bug)".into(),
+        ));
+    }
+    Ok(reference::op::outputs([
+        ("permuted_token", g.download(&ptoken, "permuted_token")?),
+        ("permuted_slot", g.download(&pslot, "permuted_slot")?),
+        ("expert_counts", g.download(&counts, "expert_counts")?),
+        ("expert_offsets", off32_h),
+        ("inverse", g.download(&inverse, "inverse")?),
+    ]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// grouped GEMMs
+
+/// Tile shape of the grouped GEMM kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TileCfg {
+    /// 16 x 64 tiles, K step 256 (few rows per expert: decode).
+    M16,
+    /// 64 x 128 tiles, K step 64 (prefill).
+    M64,
+}
+
+impl TileCfg {
+    pub fn bm(self) -> usize {
+        match self {
+            TileCfg::M16 => 16,
+            TileCfg::M64 => 64,
+        }
+    }
+    pub fn bn(self) -> usize {
+        match self {
+            TileCfg::M16 => 64,
+            TileCfg::M64 => 128,
+        }
+    }
+    fn bk(self) -> usize {
+        match self {
+            TileCfg::M16 => 256,
+            TileCfg::M64 => 64,
+        }
+    }
+    fn tag(self) -> &'static str {
+        match self {
+            TileCfg::M16 => "m16",
+            TileCfg::M64 => "m64",
+        }
+    }
+    fn smem(self) -> u32 {
+        ((self.bm() + self.bn()) * (self.bk() + 8) * 2) as u32
+    }
+    /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one.
+    pub fn pick(version: &str, m: usize, e: usize) -> Result<TileCfg, GpuError> {
+        match version {
+            "v1" => Ok(if m <= 32 * e.max(1) {
+                TileCfg::M16
+            } else {
+                TileCfg::M64
+            }),
+            "v1_m16" => Ok(TileCfg::M16),
+            "v1_m64" => Ok(TileCfg::M64),
+            other => Err(GpuError::NoVersion {
+                op: "moe grouped GEMM".into(),
+                version: other.into(),
+                known: GEMM_VERSIONS.join(", "),
+            }),
+        }
+    }
+    /// Upper bound of the m-tiles of `m` rows over `e` experts: `ceil(m/BM) + min(e, m)`.
+    pub fn max_tiles(self, m: usize, e: usize) -> usize {
+        m.div_ceil(self.bm()) + e.min(m)
+    }
+}
+
+/// The m-tile schedule on the device.
+pub struct Schedule {
+    pub cfg: TileCfg,
+    pub tiles: usize,
+    t_exp: CudaSlice<i32>,
+    t_row: CudaSlice<i64>,
+}
+
+impl Schedule {
+    pub fn new(g: &Gpu, cfg: TileCfg, m: usize, e: usize) -> Result<Self, GpuError> {
+        let tiles = cfg.max_tiles(m, e);
+        Ok(Schedule {
+            cfg,
+            tiles,
+            t_exp: g.alloc_raw::<i32>(tiles)?,
+            t_row: g.alloc_raw::<i64>(tiles)?,
+        })
+    }
+
+    /// Fills the schedule from `off64` (`[e+1]` i64 on the device).
+    pub fn launch(&self, g: &Gpu, off64: u64, e: usize) -> Result<(), GpuError> {
+        if self.tiles == 0 {
+            return Ok(());
+        }
+        let f = g.function("moe", "moe_tile_schedule")?;
+        let (e64, bm, mt) = (e as i64, self.cfg.bm() as i64, self.tiles as i64);
+        let (te, tr) = (ptr(g, &self.t_exp), ptr(g, &self.t_row));
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&off64).arg(&e64).arg(&bm).arg(&mt).arg(&te).arg(&tr);
+        // SAFETY: off64 holds e+1 i64; the tables hold `tiles` entries.
+        unsafe { a.launch(cfg(1, 1024, 0)) }
+            .map(|_| ())
+            .map_err(drv("launch moe_tile_schedule"))
+    }
+}
+
+/// One operand on the device: NVFP4 (`data` codes, `sf` scales, `global` f32 pointer) or bf16.
+#[derive(Clone, Copy, Debug)]
+pub struct DevOperand {
+    pub data: u64,
+    pub sf: u64,
+    pub global: u64,
+    pub nvfp4: bool,
+}
+
+/// What the grouped GEMM writes.
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue {
+    /// GEMM1: relu^2 then NVFP4 codes `[M, N/2]` + scales `[M, N/16]` with the global scale at
+    /// `out_global`; optional bf16 `h`; with `amax` set, only amax(relu^2) is computed.
+    Quant {
+        codes: u64,
+        sf: u64,
+        out_global: u64,
+        mode: Nvfp4Mode,
+        round_bf16: bool,
+        h: u64,
+        amax: u64,
+    },
+    /// GEMM2: `out` `[M, N]` f32 or bf16.
+    Store { out: u64, dtype: DType },
+}
+
+/// One grouped GEMM launch: `x` `[M, K]`, `w` `[E, N, K]`, rows of expert `e` at
+/// `off64[e]..off64[e+1]`, tiles from `sched` (filled from the same offsets).
+#[allow(clippy::too_many_arguments)]
+pub fn launch_gemm(
+    g: &Gpu,
+    sched: &Schedule,
+    x: &DevOperand,
+    w: &DevOperand,
+    off64: u64,
+    n: usize,
+    k: usize,
+    epi: &Epilogue,
+) -> Result<(), GpuError> {
+    if sched.tiles == 0 || n == 0 {
+        return Ok(());
+    }
+    let c = sched.cfg;
+    let fmt = match (x.nvfp4, w.nvfp4) {
+        (true, true) => "ff",
+        (false, false) => "bb",
+        (false, true) => "bf",
+        (true, false) => "fb",
+    };
+    let (epi_tag, codes, sfp, og, mode, round, h, amax, out_dt) = match *epi {
+        Epilogue::Quant {
+            codes,
+            sf,
+            out_global,
+            mode,
+            round_bf16,
+            h,
+            amax,
+        } => (
+            "q",
+            codes,
+            sf,
+            out_global,
+            super::nvfp4::mode_code(mode),
+            round_bf16 as i32,
+            h,
+            amax,
+            0i32,
+        ),
+        Epilogue::Store { out, dtype } => {
+            let dt = match dtype {
+                DType::F32 => 0i32,
+                DType::BF16 => 1,
+                other => {
+                    return Err(GpuError::Unsupported(format!(
+                        "moe_expert_gemm2 writes f32 or bf16, not {other}"
+                    )))
+                }
+            };
+            ("o", out, 0u64, 0u64, 0, 0, 0u64, 0u64, dt)
+        }
+    };
+    let name = format!("moe_gemm_{}_{fmt}_{epi_tag}", c.tag());
+    let f = g.function("moe", &name)?;
+    let grid_y = n.div_ceil(c.bn());
+    if grid_y > 65535 || sched.tiles > i32::MAX as usize {
+        return Err(GpuError::Unsupported(format!(
+            "{name}: {} m-tiles x {grid_y} n-tiles exceed the launch grid (N = {n})",
+            sched.tiles
+        )));
+    }
+    let (te, tr) = (ptr(g, &sched.t_exp), ptr(g, &sched.t_row));
+    let (n64, k64) = (n as i64, k as i64);
+    let mut a = g.stream.launch_builder(&f);
+    a.arg(&x.data).arg(&x.sf).arg(&x.global);
+    a.arg(&w.data).arg(&w.sf).arg(&w.global);
+    a.arg(&off64).arg(&te).arg(&tr).arg(&n64).arg(&k64);
+    a.arg(&codes).arg(&sfp).arg(&og).arg(&mode).arg(&round);
+    a.arg(&h).arg(&amax).arg(&out_dt);
+    let lc = LaunchConfig {
+        grid_dim: (sched.tiles as u32, grid_y as u32, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: c.smem(),
+    };
+    // SAFETY: matches the MOE_GEMM_KERNEL signature; x holds M rows of K (codes + scales or
+    // bf16), w E x N x K, off64 E+1 rows with off64[E] = M, outputs M x N (codes M x N/2 and
+    // scales M x N/16); the schedule covers exactly the rows of the offsets.
+    unsafe { a.launch(lc) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+    Ok(())
+}
+
+/// Host-side view of one operand of a GEMM op's inputs.
+enum HostOperand<'a> {
+    Bf16(&'a Tensor),
+    Fp4 {
+        codes: &'a Tensor,
+        sf: &'a Tensor,
+        global: Vec<f32>,
+    },
+}
+
+struct GemmInputs<'a> {
+    x: HostOperand<'a>,
+    w: HostOperand<'a>,
+    m: usize,
+    n: usize,
+    k: usize,
+    e: usize,
+    offsets: Vec<i64>,
+}
+
+fn float_not_bf16(inputs: &TensorMap, names: &[&str]) -> Option<String> {
+    for &nm in names {
+        if let Some(t) = inputs.get(nm) {
+            if t.dtype() != DType::BF16 {
+                return Some(format!(
+                    "v1 multiplies bf16 on tensor cores: '{nm}' is {} (it would be rounded); cast \
+                     it to bf16 or pass the NVFP4 form (codes + block scales + global scale)",
+                    t.dtype()
+                ));
+            }
+        }
+    }
+    None
+}
+
+fn gemm1_applicable(_: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
+    float_not_bf16(inputs, &["x", "w1"])
+}
+
+fn gemm2_applicable(_: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
+    float_not_bf16(inputs, &["x", "w2"])
+}
+
+fn activation<'a>(inp: &Inputs<'a>) -> Result<(HostOperand<'a>, usize, usize), GpuError> {
+    if let Some(x) = inp.get("x") {
+        if inp.get("x_fp4").is_some() {
+            return Err(inp
+                .invalid("give either 'x' or 'x_fp4' + 'sf' + 'global_scale', not both")
+                .into());
+        }
+        inp.rank("x", x, 2)?;
+        inp.dtype("x", x, &[DType::BF16])?;
+        return Ok((HostOperand::Bf16(x), x.shape[0], x.shape[1]));
+    }
+    let q = inp.req("x_fp4")?;
+    inp.dtype("x_fp4", q, &[DType::U8])?;
+    inp.rank("x_fp4", q, 2)?;
+    let (m, k) = (q.shape[0], q.shape[1] * 2);
+    if k % 16 != 0 || k == 0 {
+        return Err(inp
+            .err(
+                "x_fp4",
+                format!(
+                    "K = 2 * {} = {k} must be a positive multiple of 16 (the NVFP4 block)",
+                    q.shape[1]
+                ),
+            )
+            .into());
+    }
+    let sf = inp.req("sf")?;
+    inp.dtype("sf", sf, &[DType::U8])?;
+    inp.shape("sf", sf, &[m, k / 16], "(M, K/16) linear layout")?;
+    let (_, gl) = inp.float("global_scale", 1)?;
+    if gl.len() != 1 || !(gl[0].is_finite() && gl[0] > 0.0) {
+        return Err(inp
+            .err("global_scale", "must hold one finite value > 0")
+            .into());
+    }
+    Ok((
+        HostOperand::Fp4 {
+            codes: q,
+            sf,
+            global: gl,
+        },
+        m,
+        k,
+    ))
+}
+
+fn weights<'a>(
+    inp: &Inputs<'a>,
+    p: &str,
+) -> Result<(HostOperand<'a>, usize, usize, usize), GpuError> {
+    if let Some(w) = inp.get(p) {
+        inp.rank(p, w, 3)?;
+        inp.dtype(p, w, &[DType::BF16])?;
+        if w.shape[0] == 0 {
+            return Err(inp.err(p, "needs E > 0 experts").into());
+        }
+        return Ok((HostOperand::Bf16(w), w.shape[0], w.shape[1], w.shape[2]));
+    }
+    let qn = format!("{p}_fp4");
+    let sn = format!("{p}_sf");
+    let gn = format!("{p}_global_scale");
+    let q = inp.get(&qn).ok_or_else(|| {
+        inp.invalid(format!(
+            "missing weights: give '{p}' (bf16 [E, N, K]) or '{qn}' + '{sn}' + '{gn}'"
+        ))
+    })?;
+    inp.dtype(&qn, q, &[DType::U8])?;
+    inp.rank(&qn, q, 3)?;
+    let (e, n, k) = (q.shape[0], q.shape[1], q.shape[2] * 2);
+    if k % 16 != 0 || k == 0 || e == 0 {
+        return Err(inp
+            .err(
+                &qn,
+                format!(
+                    "needs E > 0 and K = 2 * {} = {k} a positive multiple of 16 (the NVFP4 block)",
+                    q.shape[2]
+                ),
+            )
+            .into());
+    }
+    let sf = inp.req(&sn)?;
+    inp.dtype(&sn, sf, &[DType::U8])?;
+    inp.shape(&sn, sf, &[e, n, k / 16], "(E, N, K/16)")?;
+    let (_, gl) = inp.float(&gn, 1)?;
+    if gl.len() != e || gl.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+        return Err(inp
+            .err(&gn, format!("must hold {e} finite values > 0"))
+            .into());
+    }
+    Ok((
+        HostOperand::Fp4 {
+            codes: q,
+            sf,
+            global: gl,
+        },
+        e,
+        n,
+        k,
+    ))
+}
+
+fn offsets(inp: &Inputs, e: usize, m: usize) -> Result<Vec<i64>, GpuError> {
+    let (t, v) = inp.int("expert_offsets")?;
+    inp.shape(
+        "expert_offsets",
+        t,
+        &[e + 1],
+        "(E+1,) with E from the weights",
+    )?;
+    for (i, &o) in v.iter().enumerate() {
+        if o < 0 {
+            return Err(inp
+                .err("expert_offsets", format!("entry {i} = {o} is negative"))
+                .into());
+        }
+        if i > 0 && o < v[i - 1] {
+            return Err(inp
+                .err("expert_offsets", format!("not non-decreasing at entry {i}"))
+                .into());
+        }
+    }
+    if v[0] != 0 || v[e] != m as i64 {
+        return Err(inp
+            .err(
+                "expert_offsets",
+                format!(
+                    "must start at 0 and end at M = {m} (the activation rows); got {} .. {}",
+                    v[0], v[e]
+                ),
+            )
+            .into());
+    }
+    Ok(v)
+}
+
+fn gemm_inputs<'a>(inp: &Inputs<'a>, wname: &str) -> Result<GemmInputs<'a>, GpuError> {
+    let (x, m, kx) = activation(inp)?;
+    let (w, e, n, k) = weights(inp, wname)?;
+    if kx != k {
+        return Err(inp
+            .invalid(format!("activation K = {kx} but {wname} K = {k}"))
+            .into());
+    }
+    let offsets = offsets(inp, e, m)?;
+    Ok(GemmInputs {
+        x,
+        w,
+        m,
+        n,
+        k,
+        e,
+        offsets,
+    })
+}
+
+/// Uploaded operand (keeps the device buffers alive).
+struct Uploaded {
+    _bufs: Vec<crate::runtime::DevTensor>,
+    op: DevOperand,
+}
+
+fn upload_operand(g: &Gpu, h: &HostOperand) -> Result<Uploaded, GpuError> {
+    let st = &g.stream;
+    match h {
+        HostOperand::Bf16(t) => {
+            let d = g.upload(t)?;
+            let op = DevOperand {
+                data: d.ptr(st),
+                sf: 0,
+                global: 0,
+                nvfp4: false,
+            };
+            Ok(Uploaded { _bufs: vec![d], op })
+        }
+        HostOperand::Fp4 { codes, sf, global } => {
+            let c = g.upload(codes)?;
+            let s = g.upload(sf)?;
+            let gl = g.upload(&Tensor::from_f32(&[global.len()], global.clone()))?;
+            let op = DevOperand {
+                data: c.ptr(st),
+                sf: s.ptr(st),
+                global: gl.ptr(st),
+                nvfp4: true,
+            };
+            Ok(Uploaded {
+                _bufs: vec![c, s, gl],
+                op,
+            })
+        }
+    }
+}
+
+struct Prepared {
+    _x: Uploaded,
+    _w: Uploaded,
+    x: DevOperand,
+    w: DevOperand,
+    _off: crate::runtime::DevTensor,
+    off64: u64,
+    sched: Schedule,
+}
+
+fn prepare(g: &Gpu, version: &str, gi: &GemmInputs) -> Result<Prepared, GpuError> {
+    let c = TileCfg::pick(version, gi.m, gi.e)?;
+    let x = upload_operand(g, &gi.x)?;
+    let w = upload_operand(g, &gi.w)?;
+    let off = g.upload(&Tensor::from_i64(&[gi.e + 1], gi.offsets.clone()))?;
+    let off64 = off.ptr(&g.stream);
+    let sched = Schedule::new(g, c, gi.m, gi.e)?;
+    sched.launch(g, off64, gi.e)?;
+    Ok(Prepared {
+        x: x.op,
+        w: w.op,
+        _x: x,
+        _w: w,
+        _off: off,
+        off64,
+        sched,
+    })
+}
+
+fn param_err(op: &str, name: &str, msg: String) -> GpuError {
+    OpError::Param {
+        op: op.into(),
+        name: name.into(),
+        msg,
+    }
+    .into()
+}
+
+fn run_gemm1(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    const OP: &str = "moe_expert_gemm1_relu2_nvfp4";
+    let inp = Inputs::new(OP, inputs);
+    let gi = gemm_inputs(&inp, "w1")?;
+    if gi.n % 16 != 0 {
+        return Err(inp
+            .invalid(format!(
+                "N = {} must be a multiple of 16 to quantize h",
+                gi.n
+            ))
+            .into());
+    }
+    let out_g = match inp.opt_float("out_global_scale", 1)? {
+        Some((_, v)) if v.len() == 1 => {
+            if !(v[0].is_finite() && v[0] > 0.0) {
+                return Err(inp
+                    .invalid(format!(
+                        "global_scale = {} must be finite and > 0 (it is 448*6/amax)",
+                        v[0]
+                    ))
+                    .into());
+            }
+            Some(v[0])
+        }
+        Some(_) => return Err(inp.err("out_global_scale", "must hold one value").into()),
+        None => None,
+    };
+    let ms = p.str("mode")?;
+    let mode = Nvfp4Mode::parse(ms)
+        .ok_or_else(|| param_err(OP, "mode", format!("'{ms}' is not kernel or exact")))?;
+    let round_bf16 = match p.str("round_before_quant")? {
+        "bf16" => true,
+        "none" => false,
+        other => {
+            return Err(param_err(
+                OP,
+                "round_before_quant",
+                format!("'{other}' is not none or bf16"),
+            ))
+        }
+    };
+    let emit_h = p.bool("emit_h")?;
+    let (m, n) = (gi.m, gi.n);
+    let pr = prepare(g, version, &gi)?;
+    let st = &g.stream;
+    let codes = g.alloc_poisoned(&[m, n / 2], DType::U8, opts.poison)?;
+    let sf = g.alloc_poisoned(&[m, n / 16], DType::U8, opts.poison)?;
+    let h = if emit_h {
+        Some(g.alloc_poisoned(&[m, n], DType::BF16, opts.poison)?)
+    } else {
+        None
+    };
+    let gs = match out_g {
+        Some(v) => v,
+        None => {
+            if m == 0 {
+                return Err(inp
+                    .invalid(
+                        "cannot derive the output global_scale from an empty h (M = 0); pass \
+                         out_global_scale",
+                    )
+                    .into());
+            }
+            let amax = g.alloc_raw::<u32>(1)?;
+            let epi = Epilogue::Quant {
+                codes: 0,
+                sf: 0,
+                out_global: 0,
+                mode,
+                round_bf16,
+                h: 0,
+                amax: ptr(g, &amax),
+            };
+            launch_gemm(g, &pr.sched, &pr.x, &pr.w, pr.off64, n, gi.k, &epi)?;
+            let host = g.stream.clone_dtoh(&amax).map_err(drv("amax download"))?;
+            let a = f32::from_bits(host.first().copied().unwrap_or(0));
+            if !(a.is_finite() && a > 0.0) {
+                return Err(inp
+                    .invalid(format!(
+                        "cannot derive global_scale = 448*6/amax from amax = {a} (the input is \
+                         all zeros or holds inf/NaN); pass global_scale explicitly"
+                    ))
+                    .into());
+            }
+            let v = (448.0f32 * 6.0f32) / a;
+            if !v.is_finite() {
+                return Err(inp
+                    .invalid(format!(
+                        "global_scale = 448*6/amax overflows f32 for amax = {a:e}; pass \
+                         global_scale explicitly"
+                    ))
+                    .into());
+            }
+            v
+        }
+    };
+    let gd = g.upload(&Tensor::from_f32(&[1], vec![gs]))?;
+    let epi = Epilogue::Quant {
+        codes: codes.ptr(st),
+        sf: sf.ptr(st),
+        out_global: gd.ptr(st),
+        mode,
+        round_bf16,
+        h: h.as_ref().map_or(0, |t| t.ptr(st)),
+        amax: 0,
+    };
+    launch_gemm(g, &pr.sched, &pr.x, &pr.w, pr.off64, n, gi.k, &epi)?;
+    g.sync()?;
+    let mut out = reference::op::outputs([
+        ("x_fp4", g.download(&codes, "x_fp4")?),
+        ("sf", g.download(&sf, "sf")?),
+        ("global_scale", Tensor::from_f32(&[1], vec![gs])),
+    ]);
+    if let Some(h) = h {
+        out.insert("h".into(), g.download(&h, "h")?);
+    }
+    Ok(out)
+}
+
+fn run_gemm2(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    const OP: &str = "moe_expert_gemm2";
+    let inp = Inputs::new(OP, inputs);
+    let gi = gemm_inputs(&inp, "w2")?;
+    let dt = match p.str("out_dtype")? {
+        "bf16" => DType::BF16,
+        "f32" => DType::F32,
+        other => {
+            return Err(param_err(
+                OP,
+                "out_dtype",
+                format!("'{other}' is not f32 or bf16"),
+            ))
+        }
+    };
+    let pr = prepare(g, version, &gi)?;
+    let out = g.alloc_poisoned(&[gi.m, gi.n], dt, opts.poison)?;
+    let epi = Epilogue::Store {
+        out: out.ptr(&g.stream),
+        dtype: dt,
+    };
+    launch_gemm(g, &pr.sched, &pr.x, &pr.w, pr.off64, gi.n, gi.k, &epi)?;
+    g.sync()?;
+    Ok(reference::op::outputs([("out", g.download(&out, "out")?)]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// moe_finalize
+
+fn finalize_applicable(_: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
+    match inputs.get("expert_out").map(|t| t.dtype()) {
+        Some(DType::F32) | Some(DType::BF16) | None => None,
+        Some(d) => Some(format!(
+            "'expert_out' is {d}; the kernel reads f32 or bf16 (the GEMM2 output dtypes)"
+        )),
+    }
+}
+
+/// `out` `[t, h]` f32 from `eo` `[M, h]` (dtype code 0 f32 / 1 bf16), weights and inverse
+/// `[t, k]` (f32 / i32).
+#[allow(clippy::too_many_arguments)]
+pub fn launch_finalize(
+    g: &Gpu,
+    eo: u64,
+    eo_dt: i32,
+    wts: u64,
+    inverse: u64,
+    t: usize,
+    k: usize,
+    h: usize,
+    out: u64,
+) -> Result<(), GpuError> {
+    if t * h == 0 {
+        return Ok(());
+    }
+    let f = g.function("moe", "moe_finalize_v1")?;
+    let (t64, k64, h64) = (t as i64, k as i64, h as i64);
+    let mut a = g.stream.launch_builder(&f);
+    a.arg(&eo)
+        .arg(&eo_dt)
+        .arg(&wts)
+        .arg(&inverse)
+        .arg(&t64)
+        .arg(&k64)
+        .arg(&h64)
+        .arg(&out);
+    // SAFETY: eo holds M x h elements with every inverse entry < M (checked by the caller),
+    // wts/inverse t x k, out t x h f32.
+    unsafe { a.launch(cfg(grid_for(g, (t * h) as u64, 256), 256, 0)) }
+        .map_err(drv("launch moe_finalize_v1"))?;
+    Ok(())
+}
+
+fn run_finalize(
+    g: &Gpu,
+    _version: &str,
+    inputs: &TensorMap,
+    _p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    const OP: &str = "moe_finalize";
+    let inp = Inputs::new(OP, inputs);
+    let eo = inp.req("expert_out")?;
+    inp.rank("expert_out", eo, 2)?;
+    inp.dtype("expert_out", eo, &[DType::F32, DType::BF16])?;
+    let wt = inp.req("topk_weights")?;
+    inp.rank("topk_weights", wt, 2)?;
+    inp.dtype("topk_weights", wt, &[DType::F32])?;
+    let (it, iv) = inp.int("inverse")?;
+    inp.shape("inverse", it, &wt.shape, "topk_weights' shape (T, k)")?;
+    let (m, h) = (eo.shape[0], eo.shape[1]);
+    if let Some((i, &r)) = iv
+        .iter()
+        .enumerate()
+        .find(|(_, &r)| r < 0 || r as usize >= m)
+    {
+        return Err(inp
+            .err(
+                "inverse",
+                format!("entry {i} = {r} is outside 0..{m} (expert_out rows)"),
+            )
+            .into());
+    }
+    let (t, k) = (wt.shape[0], wt.shape[1]);
+    let inv32 = Tensor::from_i32(&it.shape, iv.iter().map(|&r| r as i32).collect());
+    let d_eo = g.upload(eo)?;
+    let d_w = g.upload(wt)?;
+    let d_i = g.upload(&inv32)?;
+    let out = g.alloc_poisoned(&[t, h], DType::F32, opts.poison)?;
+    let st = &g.stream;
+    let dt = if eo.dtype() == DType::BF16 { 1 } else { 0 };
+    launch_finalize(
+        g,
+        d_eo.ptr(st),
+        dt,
+        d_w.ptr(st),
+        d_i.ptr(st),
+        t,
+        k,
+        h,
+        out.ptr(st),
+    )?;
+    g.sync()?;
+    Ok(reference::op::outputs([("out", g.download(&out, "out")?)]))
+}
+
+// ---------------------------------------------------------------------------------------------
+// bench at the Super shapes
+
+/// Random device bytes: kind 0 codes, 1 E4M3 scales in [1/8, 8), 2 bf16 in (-1, 1).
+pub fn fill(g: &Gpu, p: u64, bytes: usize, seed: u64, kind: i32) -> Result<(), GpuError> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    let f = g.function("moe", "moe_fill")?;
+    let n = bytes as i64;
+    let mut a = g.stream.launch_builder(&f);
+    a.arg(&p).arg(&n).arg(&seed).arg(&kind);
+    // SAFETY: p holds `bytes` bytes.
+    unsafe { a.launch(cfg(grid_for(g, bytes as u64, 256), 256, 0)) }
+        .map(|_| ())
+        .map_err(drv("launch moe_fill"))
+}
+
+fn timing_json(t: &crate::runtime::Timing) -> serde_json::Value {
+    serde_json::json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us,
+                       "samples": t.samples})
+}
+
+/// The routed expert layer at T tokens with the Super shapes (512 experts, top-22, latent 1024,
+/// expert width 2688, NVFP4 weights and activations): GEMM1 + relu^2 + NVFP4 epilogue, then
+/// GEMM2 (bf16 out) on the permuted rows; weights generated on the device. `floor_us` is the
+/// issue's floor for this T. Returns timings per launch and % of the floor.
+pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json::Value, GpuError> {
+    let (e, k, l, i) = (512usize, 22usize, 1024usize, 2688usize);
+    let m = t * k;
+    // Routing: k distinct experts per token (seeded LCG, uniform).
+    let mut s: u64 = 0x5eed_0000 + t as u64;
+    let mut idx = Vec::with_capacity(m);
+    for _ in 0..t {
+        let mut chosen: Vec<i32> = Vec::with_capacity(k);
+        while chosen.len() < k {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let c = ((s >> 33) % e as u64) as i32;
+            if !chosen.contains(&c) {
+                chosen.push(c);
+            }
+        }
+        idx.extend(chosen);
+    }
+    let d_idx = g.upload(&Tensor::from_i32(&[t, k], idx))?;
+    let st = &g.stream;
+    let raw = |n: usize| g.alloc_raw::<u8>(n);
+    // Weights: w1 [E, I, L], w2 [E, L, I], NVFP4.
+    let w1 = raw(e * i * l / 2)?;
+    let w1s = raw(e * i * l / 16)?;
+    let w2 = raw(e * l * i / 2)?;
+    let w2s = raw(e * l * i / 16)?;
+    let x = raw(m * l / 2)?;
+    let xs = raw(m * l / 16)?;
+    fill(g, ptr(g, &w1), e * i * l / 2, 1, 0)?;
+    fill(g, ptr(g, &w1s), e * i * l / 16, 2, 1)?;
+    fill(g, ptr(g, &w2), e * l * i / 2, 3, 0)?;
+    fill(g, ptr(g, &w2s), e * l * i / 16, 4, 1)?;
+    fill(g, ptr(g, &x), m * l / 2, 5, 0)?;
+    fill(g, ptr(g, &xs), m * l / 16, 6, 1)?;
+    let wg = g.upload(&Tensor::from_f32(&[e], vec![1.0; e]))?;
+    let one = g.upload(&Tensor::from_f32(&[1], vec![1.0]))?;
+    // Permutation outputs.
+    let ptoken = g.alloc_raw::<i32>(m)?;
+    let pslot = g.alloc_raw::<i32>(m)?;
+    let inverse = g.alloc_raw::<i32>(m)?;
+    let off64 = g.alloc_raw::<i64>(e + 1)?;
+    let mut scratch = PermuteScratch::new(g, m, e)?;
+    let po = PermuteOut {
+        ptoken: ptr(g, &ptoken),
+        pslot: ptr(g, &pslot),
+        counts32: 0,
+        off32: 0,
+        off64: ptr(g, &off64),
+        inverse: ptr(g, &inverse),
+    };
+    let idx_p = d_idx.ptr(st);
+    launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po)?;
+    let cfgc = TileCfg::pick("v1", m, e)?;
+    let sched = Schedule::new(g, cfgc, m, e)?;
+    let offp = ptr(g, &off64);
+    sched.launch(g, offp, e)?;
+    // GEMM1 out (NVFP4 [M, I]) -> GEMM2 in; GEMM2 out bf16 [M, L].
+    let y = raw(m * i / 2)?;
+    let ys = raw(m * i / 16)?;
+    let out = raw(m * l * 2)?;
+    let xo = DevOperand {
+        data: ptr(g, &x),
+        sf: ptr(g, &xs),
+        global: one.ptr(st),
+        nvfp4: true,
+    };
+    let w1o = DevOperand {
+        data: ptr(g, &w1),
+        sf: ptr(g, &w1s),
+        global: wg.ptr(st),
+        nvfp4: true,
+    };
+    let yo = DevOperand {
+        data: ptr(g, &y),
+        sf: ptr(g, &ys),
+        global: one.ptr(st),
+        nvfp4: true,
+    };
+    let w2o = DevOperand {
+        data: ptr(g, &w2),
+        sf: ptr(g, &w2s),
+        global: wg.ptr(st),
+        nvfp4: true,
+    };
+    let epi1 = Epilogue::Quant {
+        codes: yo.data,
+        sf: yo.sf,
+        out_global: one.ptr(st),
+        mode: Nvfp4Mode::Kernel,
+        round_bf16: false,
+        h: 0,
+        amax: 0,
+    };
+    let epi2 = Epilogue::Store {
+        out: ptr(g, &out),
+        dtype: DType::BF16,
+    };
+    g.sync()?;
+    let small = t <= 64;
+    let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
+    let gemm2 = || launch_gemm(g, &sched, &yo, &w2o, offp, l, i, &epi2);
+    let (t1, t1g) = crate::bench::time_launch(g, small, gemm1)?;
+    let (t2, t2g) = crate::bench::time_launch(g, small, gemm2)?;
+    let (tl, tlg) = crate::bench::time_launch(g, small, || {
+        sched.launch(g, offp, e)?;
+        gemm1()?;
+        gemm2()
+    })?;
+    let (tp, _) = crate::bench::time_launch(g, false, || {
+        launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po)
+    })?;
+    let best = |a: &crate::runtime::Timing, b: &Option<crate::runtime::Timing>| {
+        b.as_ref().map_or(a.median_us, |x| x.median_us)
+    };
+    let layer_us = best(&tl, &tlg);
+    let flops = 2.0 * 2.0 * (m * l * i) as f64;
+    let experts_hit = {
+        let offs = g
+            .stream
+            .clone_dtoh(&off64)
+            .map_err(drv("offsets download"))?;
+        offs.windows(2).filter(|w| w[1] > w[0]).count()
+    };
+    let weight_bytes = experts_hit as f64 * 2.0 * (l * i) as f64 * (0.5 + 1.0 / 16.0);
+    Ok(serde_json::json!({
+        "op": "moe_expert_layer",
+        "shape": {"T": t, "E": e, "top_k": k, "latent": l, "width": i, "rows": m,
+                  "weights": "nvfp4", "activations": "nvfp4", "gemm2_out": "bf16",
+                  "tile": cfgc.tag(), "experts_hit": experts_hit},
+        "floor_us": floor_us,
+        "layer": {"event": timing_json(&tl), "graph_per_launch": tlg.as_ref().map(timing_json),
+                  "us": layer_us, "pct_of_floor": 100.0 * floor_us / layer_us,
+                  "tflops": flops / (layer_us * 1e-6) / 1e12,
+                  "weight_gb_per_s": weight_bytes / (layer_us * 1e-6) / 1e9,
+                  "note": "tile schedule + GEMM1 (relu^2 + NVFP4 epilogue) + GEMM2"},
+        "gemm1": {"event": timing_json(&t1), "graph_per_launch": t1g.as_ref().map(timing_json)},
+        "gemm2": {"event": timing_json(&t2), "graph_per_launch": t2g.as_ref().map(timing_json)},
+        "permute": {"event": timing_json(&tp), "note": "not part of the layer time"},
+    }))
+}
