@@ -1,0 +1,206 @@
+// The dense kernels of the end-to-end model's GPU path (gpu/src/model.rs), against the CPU
+// reference (reference/src/model/kernels.rs, reference/src/model/linear.rs):
+//   model_gemm_f32        y = x . W^T (+ bias): tiled fp32 GEMM, fp32 accumulate (fmaf, no
+//                         TF32), 64x64 output tiles, 16-deep k slices, 4x4 outputs per thread
+//   model_rmsnorm         block per row: x * (1 / sqrt(mean(x^2) + eps)) * w
+//   model_gated_rmsnorm   block per (row, group): g = x * silu(z); g * rstd(g) * w
+//   model_relu2           relu(x)^2, grid-stride
+//   model_attention       block per (query row, head): GQA causal softmax attention, scale
+//                         1/sqrt(hd), online softmax over key chunks of ATT_CHUNK
+// Every index and offset is 64-bit. Compiled with --fmad=false: the FMAs are explicit.
+
+#define GEMM_BM 64
+#define GEMM_BN 64
+#define GEMM_BK 16
+#define GEMM_THREADS 256
+
+// x (M, K) row-major, w (N, K) row-major, bias (N,) or null, y (M, N).
+// Grid: (ceil(N / 64), ceil(M / 64)); block: 256 threads (16 x 16, each 4 x 4 outputs at
+// rows ty + 16 i, cols tx + 16 j).
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
+               const float* __restrict__ bias, float* __restrict__ y,
+               i64 M, i64 N, i64 K, i32 has_bias) {
+    __shared__ float As[GEMM_BK][GEMM_BM + 1];
+    __shared__ float Bs[GEMM_BK][GEMM_BN + 1];
+    const i64 m0 = (i64)blockIdx.y * GEMM_BM;
+    const i64 n0 = (i64)blockIdx.x * GEMM_BN;
+    const int tid = threadIdx.x;
+    const int tx = tid % 16, ty = tid / 16;
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+    for (i64 k0 = 0; k0 < K; k0 += GEMM_BK) {
+        // 64 rows x 16 k of each operand: 4 elements per thread, consecutive threads walk k
+        // (coalesced 64-byte row segments).
+        for (int e = tid; e < GEMM_BM * GEMM_BK; e += GEMM_THREADS) {
+            const int r = e / GEMM_BK, c = e % GEMM_BK;
+            const i64 gm = m0 + r, gn = n0 + r, gk = k0 + c;
+            As[c][r] = (gm < M && gk < K) ? x[gm * K + gk] : 0.0f;
+            Bs[c][r] = (gn < N && gk < K) ? w[gn * K + gk] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < GEMM_BK; ++kk) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const i64 gm = m0 + ty + 16 * i;
+        if (gm >= M) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const i64 gn = n0 + tx + 16 * j;
+            if (gn >= N) continue;
+            float v = acc[i][j];
+            if (has_bias) v = v + bias[gn];
+            y[gm * N + gn] = v;
+        }
+    }
+}
+
+// Sum of `v` over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it.
+__device__ __forceinline__ float model_block_sum(float v, float* red) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < nw; ++i) s += red[i];
+    return s;
+}
+
+__device__ __forceinline__ float model_block_max(float v, float* red) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(DUET_FULL_MASK, v, o));
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = blockDim.x / 32;
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float m = red[0];
+    for (int i = 1; i < nw; ++i) m = fmaxf(m, red[i]);
+    return m;
+}
+
+// x (rows, n), w (n,), out (rows, n). Grid: rows; block: 256.
+extern "C" __global__ void model_rmsnorm(const float* __restrict__ x, const float* __restrict__ w,
+                                         float* __restrict__ out, i64 rows, i64 n, float eps) {
+    __shared__ float red[32];
+    const i64 r = blockIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + r * n;
+    float ss = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)n + eps);
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = xr[i] * rs * w[i];
+}
+
+// Mamba-2 gated RMSNorm (norm_before_gate = False): x, z (rows, d), w (d,), groups of `group`
+// channels. Grid: rows * (d / group); block: 256.
+extern "C" __global__ void model_gated_rmsnorm(const float* __restrict__ x,
+                                               const float* __restrict__ z,
+                                               const float* __restrict__ w,
+                                               float* __restrict__ out, i64 rows, i64 d,
+                                               i64 group, float eps) {
+    __shared__ float red[32];
+    const i64 ng = d / group;
+    const i64 b = blockIdx.x;
+    if (b >= rows * ng) return;
+    const i64 r = b / ng, c0 = (b % ng) * group;
+    const i64 base = r * d + c0;
+    float ss = 0.0f;
+    for (i64 i = threadIdx.x; i < group; i += blockDim.x) {
+        const float zz = z[base + i];
+        const float g = x[base + i] * (zz / (1.0f + expf(-zz)));
+        out[base + i] = g;
+        ss = fmaf(g, g, ss);
+    }
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)group + eps);
+    // Each thread rescales the elements it wrote itself.
+    for (i64 i = threadIdx.x; i < group; i += blockDim.x)
+        out[base + i] = out[base + i] * rs * w[c0 + i];
+}
+
+extern "C" __global__ void model_relu2(const float* __restrict__ x, float* __restrict__ out,
+                                       i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x) {
+        const float r = fmaxf(x[i], 0.0f);
+        out[i] = r * r;
+    }
+}
+
+#define ATT_CHUNK 1024
+#define ATT_THREADS 128
+
+// q (t, nq * hd); keys, vals (len, nkv * hd); out (t, nq * hd). Query row i sits at position
+// p0 + i and sees keys 0..=p0+i; head h reads KV head h / (nq / nkv). Grid: t * nq; block: 128;
+// dynamic shared memory: hd floats (q) + hd floats (accumulators).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+model_attention(const float* __restrict__ q, const float* __restrict__ keys,
+                const float* __restrict__ vals, float* __restrict__ out, i64 t, i64 nq, i64 nkv,
+                i64 hd, i64 p0, float scale) {
+    extern __shared__ float dyn[];
+    float* qs = dyn;
+    float* acc = dyn + hd;
+    __shared__ float sc[ATT_CHUNK];
+    __shared__ float red[32];
+    const i64 b = blockIdx.x;
+    if (b >= t * nq) return;
+    const i64 i = b / nq, h = b % nq;
+    const i64 g = h / (nq / nkv);
+    const i64 kvd = nkv * hd;
+    for (i64 d = threadIdx.x; d < hd; d += blockDim.x) {
+        qs[d] = q[i * nq * hd + h * hd + d];
+        acc[d] = 0.0f;
+    }
+    __syncthreads();
+    const i64 n = p0 + i + 1;
+    float m = __int_as_float(0xff800000), l = 0.0f;
+    for (i64 c0 = 0; c0 < n; c0 += ATT_CHUNK) {
+        const i64 cn = min((i64)ATT_CHUNK, n - c0);
+        float lmax = __int_as_float(0xff800000);
+        for (i64 j = threadIdx.x; j < cn; j += blockDim.x) {
+            const float* kr = keys + (c0 + j) * kvd + g * hd;
+            float s = 0.0f;
+            for (i64 d = 0; d < hd; ++d) s = fmaf(qs[d], kr[d], s);
+            s = s * scale;
+            sc[j] = s;
+            lmax = fmaxf(lmax, s);
+        }
+        const float cmax = model_block_max(lmax, red);
+        const float mn = fmaxf(m, cmax);
+        float lsum = 0.0f;
+        for (i64 j = threadIdx.x; j < cn; j += blockDim.x) {
+            const float p = expf(sc[j] - mn);
+            sc[j] = p;
+            lsum += p;
+        }
+        const float csum = model_block_sum(lsum, red);  // synchronises: sc[] is complete
+        const float alpha = expf(m - mn);  // 0 on the first chunk (m = -inf)
+        l = l * alpha + csum;
+        for (i64 d = threadIdx.x; d < hd; d += blockDim.x) {
+            float a = acc[d] * alpha;
+            for (i64 j = 0; j < cn; ++j) a = fmaf(sc[j], vals[(c0 + j) * kvd + g * hd + d], a);
+            acc[d] = a;
+        }
+        m = mn;
+        __syncthreads();
+    }
+    for (i64 d = threadIdx.x; d < hd; d += blockDim.x)
+        out[i * nq * hd + h * hd + d] = acc[d] / l;
+}
