@@ -5,7 +5,13 @@
 #
 #   scripts/device-session.sh tests check sanitize bench profile tune
 #
-# Steps:
+# Steps (an argument "a+b" runs a and b concurrently):
+#   t:BIN     one GPU test binary from .devbin/tests with --ignored
+#   memcheck:OPS | racecheck:OPS | synccheck:OPS | initcheck:OPS
+#             compute-sanitizer over `duet check --backend gpu --op OPS`
+#   presets:A,B,...   duet bench --backend gpu --shape A --shape B ...
+#   benchall  duet bench --backend gpu --all with its Chrome trace
+#   profile:OP[:SHAPE]  duet profile OP [--shape SHAPE]
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
 #   check     duet check --backend gpu
 #   sanitize  compute-sanitizer memcheck over `duet check --backend gpu` (every case, every version)
@@ -40,7 +46,36 @@ san() { # tool limit binary filter...
         --error-exitcode 9 --print-limit 20 "$bin" --ignored --test-threads=1 "$@"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
-for s in "$@"; do
+one() { # one step (see the list above)
+    local s=$1
+    case "$s" in
+    t:*) step "tests-${s#t:}" 300 "$T/${s#t:}" --ignored --test-threads=1 ;;
+    memcheck:* | racecheck:* | synccheck:* | initcheck:*)
+        local tool=${s%%:*} ops=${s#*:}
+        step "sanitize-$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
+            "$B/duet" check --backend gpu --op "$ops" ;;
+    presets:*)
+        local args=()
+        IFS=, read -ra names <<<"${s#presets:}"
+        for n in "${names[@]}"; do args+=(--shape "$n"); done
+        step "presets" 300 "$B/duet" bench --backend gpu "${args[@]}" --out "$OUT/bench_presets.json" ;;
+    benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
+        --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
+    profile:*)
+        local rest=${s#profile:} op shape
+        op=${rest%%:*}
+        shape=""
+        [ "$rest" != "$op" ] && shape=${rest#*:}
+        if [ -n "$shape" ]; then
+            step "profile-$op" 200 "$B/duet" profile "$op" --shape "$shape" --launch-count 6
+        else
+            step "profile-$op" 200 "$B/duet" profile "$op" --launch-count 6
+        fi ;;
+    *) legacy "$s" ;;
+    esac
+}
+legacy() {
+    local s=$1
     case "$s" in
     tests)
         for t in gpu_router gpu_nvfp4 gpu_cases gpu_ssu mamba_conv1d mamba_ssd; do
@@ -79,5 +114,16 @@ for s in "$@"; do
     rcp) step rcp 200 "$T/rcp_measure" --ignored --nocapture ;;
     *) echo "unknown step $s" | tee -a "$OUT/summary.txt" ;;
     esac
+}
+# An argument "a+b+c" runs steps a, b and c concurrently (correctness runs only: never time
+# benchmarks next to other GPU work).
+for arg in "$@"; do
+    if [[ "$arg" == *+* ]]; then
+        IFS=+ read -ra group <<<"$arg"
+        for s in "${group[@]}"; do one "$s" & done
+        wait
+    else
+        one "$arg"
+    fi
 done
 cat "$OUT/summary.txt"

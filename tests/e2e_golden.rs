@@ -333,3 +333,52 @@ fn report_localises_a_perturbed_layer() {
         assert_eq!(fd["hidden"], layer + 1);
     }
 }
+
+/// `--compare cpu,gpu,golden`: on a machine without a usable GPU one clear error line and exit
+/// 2 (nothing on stdout); on a GPU machine the report covers both paths and passes. Both
+/// `--dump --path gpu` and `--compare gpu` behave alike; cpu,golden keeps the CPU-only layout.
+#[test]
+fn gpu_path_is_one_clear_error_without_a_gpu() {
+    let fx = fixture();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dump = dir.path().join("gpu.safetensors");
+    for extra in [
+        vec!["--compare", "cpu,gpu,golden"],
+        vec!["--dump", dump.to_str().expect("utf8"), "--path", "gpu"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+            .arg("e2e")
+            .arg(&fx)
+            .args(["--decode", "2", "--json"])
+            .args(&extra)
+            .output()
+            .expect("duet runs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        match out.status.code() {
+            Some(0) => {
+                let v: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+                assert_eq!(v["paths"]["gpu"]["pass"], true, "{v:#}");
+                assert_eq!(v["pass"], true, "{v:#}");
+            }
+            Some(2) => {
+                assert!(stdout.trim().is_empty(), "stdout: {stdout}");
+                assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+                assert!(
+                    stderr.contains("gpu path cannot run here")
+                        && stderr.contains("--compare cpu,golden"),
+                    "{stderr}"
+                );
+            }
+            c => panic!("{extra:?}: exit {c:?}\nstdout: {stdout}\nstderr: {stderr}"),
+        }
+    }
+    let (code, v) = duet_e2e_json(&[fx.to_str().expect("utf8"), "--decode", "2"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["paths_run"], serde_json::json!(["cpu"]));
+    assert_eq!(v["paths"]["cpu"]["pass"], true);
+    assert_eq!(v["layers"], v["paths"]["cpu"]["layers"]);
+    assert!(v["gpu_vs_cpu"].is_null());
+}

@@ -1,10 +1,18 @@
-//! `duet e2e (MODEL_DIR | --preset NAME) [--compare cpu,golden] [--decode N] [--mtp K]
-//! [--dump FILE --path cpu] [--prefill-len N] [--json]`
+//! `duet e2e (MODEL_DIR | --preset NAME) [--compare cpu,gpu,golden] [--decode N] [--mtp K]
+//! [--dump FILE --path cpu|gpu] [--prefill-len N] [--json]`
 //!
-//! Runs the Nemotron-H model end to end on the CPU reference and compares it with the golden
-//! of the model directory (`reference.safetensors`, written by
+//! Runs the Nemotron-H model end to end on the CPU reference and/or the GPU path
+//! (`gpu::model::GpuKernels`, the same network with every op on the device) and compares each
+//! with the golden of the model directory (`reference.safetensors`, written by
 //! `tools/gen_nemotron_h_golden.py`): a per-layer divergence table of `hidden.{i}`, full-forward
-//! logits and greedy tokens, token-by-token decode logits, MTP logits, plus tokens/s.
+//! logits and greedy tokens, token-by-token decode logits, MTP logits, plus tokens/s. With both
+//! cpu and gpu, the GPU path is also compared with the CPU path layer by layer (`gpu_vs_cpu`).
+//! Asking for gpu on a machine without one is one clear error (exit 2).
+//!
+//! JSON: the top-level `layers`, `first_divergent`, `largest_jump`, `outputs`, `greedy`,
+//! `speculative` and `tokens_per_s` describe the first path run (cpu when asked for, else gpu);
+//! `paths.{cpu,gpu}` has the same fields per path, `gpu_vs_cpu` the GPU-vs-CPU comparison;
+//! `pass` covers all of them.
 //!
 //! Metrics per tensor: NMSE = sum (a-b)² / sum a² (from `compare`), and the max relative
 //! error, defined here as `max|a - b| / max|a|` over the whole tensor (a = golden). A tensor
@@ -14,11 +22,12 @@
 
 use anyhow::{bail, Context};
 use compare::Tolerance;
-use reference::model::{Model, Pass};
+use reference::model::{CpuKernels, ForwardOut, Model, ModelKernels, Pass, SpecStats};
 use reference::{io, Tensor, TensorMap};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Error growth between consecutive hidden states that counts as a jump.
@@ -45,7 +54,7 @@ pub struct Args {
     /// Seed of a preset's weights and of its random prompt.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Paths to run and compare: cpu, golden.
+    /// Paths to run and compare: cpu, gpu, golden (gpu needs an NVIDIA GPU).
     #[arg(long, value_delimiter = ',', default_value = "cpu,golden")]
     compare: Vec<String>,
     /// Golden file (default MODEL_DIR/reference.safetensors when present).
@@ -66,8 +75,8 @@ pub struct Args {
     /// Write logits, decode_logits, mtp_logits and hidden.{i} (the golden's names) here.
     #[arg(long, requires = "path")]
     dump: Option<PathBuf>,
-    /// Which path --dump writes.
-    #[arg(long, value_parser = ["cpu"])]
+    /// Which path --dump writes (run even when --compare does not name it).
+    #[arg(long, value_parser = ["cpu", "gpu"])]
     path: Option<String>,
     /// Routed expert weights as f32 (as loaded), bf16, or nvfp4 (kernel-mode NVFP4, 16-element
     /// blocks, E4M3 scales, one global scale per matrix).
@@ -155,12 +164,352 @@ fn hidden_labels(model: &Model) -> Vec<String> {
     v
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    for c in &args.compare {
-        if !["cpu", "golden"].contains(&c.as_str()) {
-            bail!("--compare {c}: unknown path; use cpu and/or golden (gpu comes later)");
+/// What one path (cpu or gpu) produced.
+struct PathRun {
+    name: &'static str,
+    full: ForwardOut,
+    decode_logits: Vec<f32>,
+    mtp_logits: Option<Vec<f32>>,
+    spec: Option<SpecRun>,
+    prefill_s: f64,
+    decode_s: f64,
+}
+
+/// Speculative decoding vs greedy on one path.
+struct SpecRun {
+    k: usize,
+    n_new: usize,
+    greedy: Vec<u32>,
+    greedy_s: f64,
+    stats: SpecStats,
+    spec_s: f64,
+}
+
+/// Sizes of the run shared by every path.
+#[derive(Clone, Copy)]
+struct Plan {
+    t: usize,
+    prefill_len: usize,
+    steps: usize,
+    v: usize,
+    hs: usize,
+}
+
+/// Full forward (with hidden states), prefill + token-by-token decode, MTP logits and the
+/// optional speculative decoding, on the model's current kernels.
+fn run_path(
+    model: &Model,
+    name: &'static str,
+    ids: &[u32],
+    p: Plan,
+    mtp: Option<usize>,
+) -> anyhow::Result<PathRun> {
+    let Plan {
+        t,
+        prefill_len,
+        steps,
+        v,
+        hs,
+    } = p;
+    let ctx = |what: &str| format!("{name} path: {what}");
+    let t0 = Instant::now();
+    let full = model
+        .forward(ids, None, Pass::Prefill, true)
+        .with_context(|| ctx("full forward"))?;
+    let prefill_s = t0.elapsed().as_secs_f64();
+    // Decode: prefill of prefill_len tokens, then one token at a time (teacher forcing).
+    let mut cache = model.new_cache();
+    let o = model
+        .forward(&ids[..prefill_len], Some(&mut cache), Pass::Prefill, false)
+        .with_context(|| ctx("prefill"))?;
+    let mut decode_logits = o.logits[(prefill_len - 1) * v..].to_vec();
+    let t1 = Instant::now();
+    for &tk in &ids[prefill_len..prefill_len + steps] {
+        let o = model
+            .forward(&[tk], Some(&mut cache), Pass::Decode, false)
+            .with_context(|| ctx("decode"))?;
+        decode_logits.extend_from_slice(&o.logits);
+    }
+    let decode_s = t1.elapsed().as_secs_f64();
+    // MTP logits: row i from (h_i, token i+1).
+    let mtp_logits = if model.mtp.is_some() {
+        Some(
+            model
+                .mtp_forward(&full.last_hidden[..(t - 1) * hs], &ids[1..], None)
+                .with_context(|| ctx("MTP head"))?
+                .0,
+        )
+    } else {
+        None
+    };
+    let spec = match mtp {
+        Some(k) => {
+            let n_new = steps.max(1);
+            let prompt = &ids[..prefill_len];
+            let tg = Instant::now();
+            let greedy = model
+                .generate_greedy(prompt, n_new)
+                .with_context(|| ctx("greedy decoding"))?;
+            let greedy_s = tg.elapsed().as_secs_f64();
+            let ts = Instant::now();
+            let stats = model
+                .generate_speculative(prompt, n_new, k)
+                .with_context(|| ctx("speculative decoding"))?;
+            let spec_s = ts.elapsed().as_secs_f64();
+            Some(SpecRun {
+                k,
+                n_new,
+                greedy,
+                greedy_s,
+                stats,
+                spec_s,
+            })
+        }
+        None => None,
+    };
+    Ok(PathRun {
+        name,
+        full,
+        decode_logits,
+        mtp_logits,
+        spec,
+        prefill_s,
+        decode_s,
+    })
+}
+
+/// A path's outputs under the golden's names and shapes (`--dump`, and the CPU path as the
+/// reference of `gpu_vs_cpu`).
+fn to_map(r: &PathRun, ids: &[u32], p: Plan) -> TensorMap {
+    let Plan {
+        t, steps, v, hs, ..
+    } = p;
+    let mut m = TensorMap::new();
+    m.insert(
+        "logits".into(),
+        Tensor::from_f32(&[t, v], r.full.logits.clone()),
+    );
+    m.insert(
+        "decode_logits".into(),
+        Tensor::from_f32(&[steps + 1, v], r.decode_logits.clone()),
+    );
+    if let Some(ml) = &r.mtp_logits {
+        m.insert(
+            "mtp_logits".into(),
+            Tensor::from_f32(&[t - 1, v], ml.clone()),
+        );
+    }
+    for (i, h) in r.full.hidden.iter().enumerate() {
+        m.insert(format!("hidden.{i}"), Tensor::from_f32(&[t, hs], h.clone()));
+    }
+    m.insert(
+        "input_ids".into(),
+        Tensor::from_i32(&[1, t], ids.iter().map(|&x| x as i32).collect()),
+    );
+    m
+}
+
+/// One path against a reference (the golden, or the CPU path).
+struct Report {
+    layers: Vec<(usize, Metric)>,
+    first_bad: Option<usize>,
+    largest_jump: Option<(usize, f64)>,
+    outs: Vec<Metric>,
+    agree: BTreeMap<String, (usize, usize)>,
+    ok: bool,
+}
+
+fn compare_run(reference: &TensorMap, r: &PathRun, p: Plan, tol: f64) -> anyhow::Result<Report> {
+    let Plan { t, steps, v, .. } = p;
+    let mut layers = Vec::new();
+    let mut first_bad = None;
+    for (i, h) in r.full.hidden.iter().enumerate() {
+        let name = format!("hidden.{i}");
+        if let Some(gt) = reference.get(&name) {
+            let m = metric(&name, gt, h, tol)?;
+            if !m.pass && first_bad.is_none() {
+                first_bad = Some(i);
+            }
+            layers.push((i, m));
         }
     }
+    // The largest step-to-step growth of the error (floored at f32 noise): where a path whose
+    // every layer is over tolerance (bf16 on the GPU) actually breaks.
+    let mut largest_jump: Option<(usize, f64)> = None;
+    for w in layers.windows(2) {
+        let (prev, cur) = (&w[0].1, &w[1].1);
+        let ratio = cur.max_rel / prev.max_rel.max(JUMP_FLOOR);
+        if ratio > JUMP_RATIO && largest_jump.is_none_or(|(_, r)| ratio > r) {
+            largest_jump = Some((w[1].0, ratio));
+        }
+    }
+    let mut ok = true;
+    let mut agree = BTreeMap::new();
+    let mut outs = Vec::new();
+    for (name, got, rows) in [
+        ("logits", Some(&r.full.logits), t),
+        ("decode_logits", Some(&r.decode_logits), steps + 1),
+        ("mtp_logits", r.mtp_logits.as_ref(), t.saturating_sub(1)),
+    ] {
+        let (Some(got), Some(gt)) = (got, reference.get(name)) else {
+            continue;
+        };
+        // A shorter decode than the golden's compares the first rows.
+        let gt = if name == "decode_logits" && gt.shape[0] > rows {
+            Tensor::from_f32(&[rows, v], gt.to_f32_vec()[..rows * v].to_vec())
+        } else {
+            gt.clone()
+        };
+        let m = metric(name, &gt, got, tol)?;
+        let (eq, n) = greedy_agreement(&gt, got, v);
+        ok &= m.pass && eq == n;
+        agree.insert(name.to_string(), (eq, n));
+        outs.push(m);
+    }
+    ok &= layers.iter().all(|(_, m)| m.pass);
+    Ok(Report {
+        layers,
+        first_bad,
+        largest_jump,
+        outs,
+        agree,
+        ok,
+    })
+}
+
+fn report_json(rep: &Report, labels: &[String]) -> Value {
+    let at = |i: usize| {
+        json!({
+            "hidden": i,
+            "layer": if i == 0 { Value::Null } else { json!(i - 1) },
+            "label": labels.get(i).cloned().unwrap_or_default(),
+        })
+    };
+    json!({
+        "layers": rep.layers.iter().map(|(i, m)| {
+            let mut j = metric_json(m);
+            j["label"] = json!(labels.get(*i).cloned().unwrap_or_default());
+            j["index"] = json!(i);
+            j
+        }).collect::<Vec<_>>(),
+        "first_divergent": rep.first_bad.map(at),
+        "largest_jump": rep.largest_jump.map(|(i, r)| {
+            let mut j = at(i);
+            j["ratio"] = json!(r);
+            j
+        }),
+        "outputs": rep.outs.iter().map(metric_json).collect::<Vec<_>>(),
+        "greedy": rep.agree
+            .iter()
+            .map(|(k, (e, n))| (k.clone(), json!({"agree": e, "rows": n})))
+            .collect::<serde_json::Map<_, _>>(),
+        "pass": rep.ok,
+    })
+}
+
+fn spec_json(s: &SpecRun) -> Value {
+    let acc: usize = s.stats.accepted.iter().sum();
+    let rounds = s.stats.rounds;
+    json!({
+        "k": s.k, "new_tokens": s.n_new, "rounds": rounds, "accepted": s.stats.accepted,
+        "acceptance_rate": if rounds > 0 { acc as f64 / (rounds * s.k) as f64 } else { 0.0 },
+        "matches_greedy": s.greedy == s.stats.tokens, "tokens": s.stats.tokens,
+        "greedy_tokens_per_s": s.n_new as f64 / s.greedy_s.max(1e-9),
+        "spec_tokens_per_s": s.n_new as f64 / s.spec_s.max(1e-9),
+    })
+}
+
+fn tps(r: &PathRun, p: Plan) -> (f64, f64) {
+    (
+        p.t as f64 / r.prefill_s.max(1e-9),
+        p.steps as f64 / r.decode_s.max(1e-9),
+    )
+}
+
+fn print_report(title: &str, rep: &Report, labels: &[String]) {
+    println!("\n{title}:");
+    println!(
+        "  {:<8} {:<22} {:>11} {:>11} {:>11}",
+        "tensor", "after", "nmse", "max rel", "max abs"
+    );
+    for (i, m) in &rep.layers {
+        let mut mark = if Some(*i) == rep.first_bad {
+            "  <== first over tolerance".to_string()
+        } else if m.pass {
+            String::new()
+        } else {
+            "  (over)".to_string()
+        };
+        if let Some((_, r)) = rep.largest_jump.filter(|(j, _)| j == i) {
+            mark.push_str(&format!("  <== largest jump (x{r:.0})"));
+        }
+        println!(
+            "  {:<8} {:<22} {:>11.3e} {:>11.3e} {:>11.3e}{mark}",
+            m.name,
+            labels.get(*i).map(String::as_str).unwrap_or(""),
+            m.nmse,
+            m.max_rel,
+            m.max_abs
+        );
+    }
+    match rep.first_bad {
+        Some(i) => println!(
+            "first divergent: hidden.{i} = {}",
+            labels.get(i).map(String::as_str).unwrap_or("")
+        ),
+        None => println!("no layer over tolerance"),
+    }
+    if let Some((i, r)) = rep.largest_jump {
+        println!(
+            "largest error jump: hidden.{i} = {} (x{r:.0} over the previous row)",
+            labels.get(i).map(String::as_str).unwrap_or("")
+        );
+    }
+    println!("outputs:");
+    for m in &rep.outs {
+        let (e, n) = rep.agree.get(&m.name).copied().unwrap_or((0, 0));
+        println!(
+            "  {:<14} nmse {:.3e}  max rel {:.3e}  greedy {e}/{n}  {}",
+            m.name,
+            m.nmse,
+            m.max_rel,
+            if m.pass && e == n { "PASS" } else { "FAIL" }
+        );
+    }
+}
+
+/// The GPU backend, or one clear error when this machine cannot run it.
+fn gpu_kernels() -> anyhow::Result<Arc<dyn ModelKernels>> {
+    match gpu::model::GpuKernels::new() {
+        Ok(k) => Ok(Arc::new(k)),
+        Err(e) => bail!(
+            "the gpu path cannot run here: {e}. Run without gpu (e.g. --compare cpu,golden) on a \
+             machine without a usable NVIDIA GPU"
+        ),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    for c in &args.compare {
+        if !["cpu", "gpu", "golden"].contains(&c.as_str()) {
+            bail!("--compare {c}: unknown path; use cpu, gpu and/or golden");
+        }
+    }
+    // Paths to run, in order (cpu first: the reference of gpu_vs_cpu).
+    let mut paths: Vec<&'static str> = ["cpu", "gpu"]
+        .into_iter()
+        .filter(|p| args.compare.iter().any(|c| c == p) || args.path.as_deref() == Some(*p))
+        .collect();
+    if paths.is_empty() {
+        // `--compare golden` alone: the CPU path against the golden (as before).
+        paths.push("cpu");
+    }
+    // Fail fast (before loading anything) when the gpu path cannot run.
+    let gpu_k = if paths.contains(&"gpu") {
+        Some(gpu_kernels()?)
+    } else {
+        None
+    };
     let t_load = Instant::now();
     let (model, golden_path) = match (&args.model_dir, &args.preset) {
         (Some(dir), _) => {
@@ -210,11 +559,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         None => (None, BTreeMap::new()),
     };
     if want_golden && golden.is_none() && args.compare.len() > 1 {
-        eprintln!("note: no golden (reference.safetensors); running the cpu path only");
+        eprintln!(
+            "note: no golden (reference.safetensors); running the {} path(s) only",
+            paths.join(", ")
+        );
     }
     let golden = if want_golden { golden } else { None };
-    let cfg = &model.cfg;
-    let v = cfg.vocab_size;
+    let v = model.cfg.vocab_size;
     // Tokens: the golden's, or seeded random ones.
     let ids: Vec<u32> = match golden.as_ref().and_then(|g| g.get("input_ids")) {
         Some(t) => t
@@ -245,180 +596,113 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .unwrap_or(t / 2)
         .clamp(1, t);
     let steps = args.decode.unwrap_or(t - prefill_len).min(t - prefill_len);
+    let plan = Plan {
+        t,
+        prefill_len,
+        steps,
+        v,
+        hs: model.cfg.hidden_size,
+    };
 
-    // Full forward.
-    let t0 = Instant::now();
-    let full = model.forward(&ids, None, Pass::Prefill, true)?;
-    let prefill_s = t0.elapsed().as_secs_f64();
-    // Decode: prefill of prefill_len tokens, then one token at a time (teacher forcing).
-    let mut cache = model.new_cache();
-    let o = model.forward(&ids[..prefill_len], Some(&mut cache), Pass::Prefill, false)?;
-    let mut decode_logits = o.logits[(prefill_len - 1) * v..].to_vec();
-    let t1 = Instant::now();
-    for &tk in &ids[prefill_len..prefill_len + steps] {
-        let o = model.forward(&[tk], Some(&mut cache), Pass::Decode, false)?;
-        decode_logits.extend_from_slice(&o.logits);
+    // Run every path.
+    let mut runs: Vec<PathRun> = Vec::new();
+    for &p in &paths {
+        let k: Arc<dyn ModelKernels> = match (p, &gpu_k) {
+            ("gpu", Some(g)) => g.clone(),
+            _ => Arc::new(CpuKernels),
+        };
+        model.set_kernels(k);
+        runs.push(run_path(&model, p, &ids, plan, args.mtp)?);
     }
-    let decode_s = t1.elapsed().as_secs_f64();
-    // MTP logits: row i from (h_i, token i+1).
-    let hs = cfg.hidden_size;
-    let mtp_logits = if model.mtp.is_some() {
-        Some(
-            model
-                .mtp_forward(&full.last_hidden[..(t - 1) * hs], &ids[1..], None)?
-                .0,
-        )
-    } else {
-        None
-    };
-    // Speculative decoding.
-    let spec = match args.mtp {
-        Some(k) => {
-            let n_new = steps.max(1);
-            let prompt = &ids[..prefill_len];
-            let tg = Instant::now();
-            let greedy = model.generate_greedy(prompt, n_new)?;
-            let greedy_s = tg.elapsed().as_secs_f64();
-            let ts = Instant::now();
-            let s = model.generate_speculative(prompt, n_new, k)?;
-            let spec_s = ts.elapsed().as_secs_f64();
-            Some((k, n_new, greedy, greedy_s, s, spec_s))
-        }
-        None => None,
-    };
+    model.set_kernels(Arc::new(CpuKernels));
 
     // Dump.
     if let Some(path) = &args.dump {
-        let mut m = TensorMap::new();
-        m.insert(
-            "logits".into(),
-            Tensor::from_f32(&[t, v], full.logits.clone()),
-        );
-        m.insert(
-            "decode_logits".into(),
-            Tensor::from_f32(&[steps + 1, v], decode_logits.clone()),
-        );
-        if let Some(ml) = &mtp_logits {
-            m.insert(
-                "mtp_logits".into(),
-                Tensor::from_f32(&[t - 1, v], ml.clone()),
-            );
-        }
-        for (i, h) in full.hidden.iter().enumerate() {
-            m.insert(format!("hidden.{i}"), Tensor::from_f32(&[t, hs], h.clone()));
-        }
-        m.insert(
-            "input_ids".into(),
-            Tensor::from_i32(&[1, t], ids.iter().map(|&x| x as i32).collect()),
-        );
+        let which = args.path.as_deref().unwrap_or("cpu");
+        let r = runs
+            .iter()
+            .find(|r| r.name == which)
+            .with_context(|| format!("--path {which}: that path did not run"))?;
+        let m = to_map(r, &ids, plan);
         let mut meta = BTreeMap::new();
         meta.insert("prefill_len".to_string(), prefill_len.to_string());
-        meta.insert("path".to_string(), "cpu".to_string());
+        meta.insert("path".to_string(), which.to_string());
         io::save_with_metadata(path, &m, &meta)?;
     }
 
     // Compare.
-    let mut ok = true;
-    let mut layers = Vec::new();
-    let mut first_bad: Option<usize> = None;
-    let mut largest_jump: Option<(usize, f64)> = None;
-    let mut outs = Vec::new();
-    let mut greedy = Value::Null;
     let labels = hidden_labels(&model);
-    if let Some(g) = &golden {
-        for (i, h) in full.hidden.iter().enumerate() {
-            let name = format!("hidden.{i}");
-            if let Some(gt) = g.get(&name) {
-                let m = metric(&name, gt, h, args.tol)?;
-                if !m.pass && first_bad.is_none() {
-                    first_bad = Some(i);
-                }
-                layers.push((i, m));
-            }
+    let mut ok = true;
+    let mut reports: Vec<Option<Report>> = Vec::new();
+    for r in &runs {
+        let rep = match &golden {
+            Some(g) => Some(compare_run(g, r, plan, args.tol)?),
+            None => None,
+        };
+        if let Some(rep) = &rep {
+            ok &= rep.ok;
         }
-        // The largest step-to-step growth of the error (floored at f32 noise): where a
-        // path whose every layer is over tolerance (bf16 on the GPU) actually breaks.
-        for w in layers.windows(2) {
-            let (prev, cur) = (&w[0].1, &w[1].1);
-            let ratio = cur.max_rel / prev.max_rel.max(JUMP_FLOOR);
-            if ratio > JUMP_RATIO && largest_jump.is_none_or(|(_, r)| ratio > r) {
-                largest_jump = Some((w[1].0, ratio));
-            }
+        if let Some(s) = &r.spec {
+            ok &= s.greedy == s.stats.tokens;
         }
-        let mut agree = BTreeMap::new();
-        for (name, got, rows) in [
-            ("logits", Some(&full.logits), t),
-            ("decode_logits", Some(&decode_logits), steps + 1),
-            ("mtp_logits", mtp_logits.as_ref(), t.saturating_sub(1)),
-        ] {
-            let (Some(got), Some(gt)) = (got, g.get(name)) else {
-                continue;
-            };
-            // A shorter decode than the golden's compares the first rows.
-            let gt = if name == "decode_logits" && gt.shape[0] > rows {
-                Tensor::from_f32(&[rows, v], gt.to_f32_vec()[..rows * v].to_vec())
-            } else {
-                gt.clone()
-            };
-            let m = metric(name, &gt, got, args.tol)?;
-            let (eq, n) = greedy_agreement(&gt, got, v);
-            ok &= m.pass && eq == n;
-            agree.insert(name.to_string(), (eq, n));
-            outs.push(m);
-        }
-        ok &= layers.iter().all(|(_, m)| m.pass);
-        greedy = json!(agree
-            .iter()
-            .map(|(k, (e, n))| (k.clone(), json!({"agree": e, "rows": n})))
-            .collect::<serde_json::Map<_, _>>());
+        reports.push(rep);
     }
-    if let Some((_, _, g, _, s, _)) = &spec {
-        ok &= g == &s.tokens;
-    }
-    let prefill_tps = t as f64 / prefill_s.max(1e-9);
-    let decode_tps = steps as f64 / decode_s.max(1e-9);
+    let gpu_vs_cpu = match (
+        runs.iter().find(|r| r.name == "cpu"),
+        runs.iter().find(|r| r.name == "gpu"),
+    ) {
+        (Some(c), Some(g)) => {
+            let rep = compare_run(&to_map(c, &ids, plan), g, plan, args.tol)?;
+            ok &= rep.ok;
+            Some(rep)
+        }
+        _ => None,
+    };
+    let cfg = &model.cfg;
     let (pb, pm) = model.param_counts();
 
     if args.json {
-        let spec_json = spec.as_ref().map(|(k, n, g, gs, s, ss)| {
-            let acc: usize = s.accepted.iter().sum();
-            json!({
-                "k": k, "new_tokens": n, "rounds": s.rounds, "accepted": s.accepted,
-                "acceptance_rate": if s.rounds > 0 { acc as f64 / (s.rounds * k) as f64 } else { 0.0 },
-                "matches_greedy": g == &s.tokens, "tokens": s.tokens,
-                "greedy_tokens_per_s": *n as f64 / gs.max(1e-9),
-                "spec_tokens_per_s": *n as f64 / ss.max(1e-9),
-            })
-        });
-        let out = json!({
+        let mut per_path = serde_json::Map::new();
+        for (r, rep) in runs.iter().zip(&reports) {
+            let (ptps, dtps) = tps(r, plan);
+            let mut j = match rep {
+                Some(rep) => report_json(rep, &labels),
+                None => json!({"layers": [], "first_divergent": null, "largest_jump": null,
+                               "outputs": [], "greedy": null, "pass": true}),
+            };
+            j["speculative"] = r.spec.as_ref().map_or(Value::Null, spec_json);
+            j["tokens_per_s"] = json!({"prefill": ptps, "decode": dtps});
+            if let Some(s) = &r.spec {
+                j["pass"] =
+                    json!(j["pass"].as_bool().unwrap_or(true) && s.greedy == s.stats.tokens);
+            }
+            per_path.insert(r.name.to_string(), j);
+        }
+        let mut out = json!({
             "model": {"pattern": cfg.pattern(), "mtp_pattern": cfg.mtp_pattern(),
                       "params_backbone": pb, "params_mtp": pm, "load_s": load_s},
+            "paths_run": paths,
             "tokens": t, "prefill_len": prefill_len, "decode_steps": steps,
             "golden": golden_path.as_ref().filter(|_| golden.is_some()).map(|p| p.display().to_string()),
             "tolerance_max_rel": args.tol,
-            "layers": layers.iter().map(|(i, m)| {
-                let mut j = metric_json(m);
-                j["label"] = json!(labels.get(*i).cloned().unwrap_or_default());
-                j["index"] = json!(i);
-                j
-            }).collect::<Vec<_>>(),
-            "first_divergent": first_bad.map(|i| json!({
-                "hidden": i,
-                "layer": if i == 0 { Value::Null } else { json!(i - 1) },
-                "label": labels.get(i).cloned().unwrap_or_default(),
-            })),
-            "largest_jump": largest_jump.map(|(i, r)| json!({
-                "hidden": i,
-                "layer": if i == 0 { Value::Null } else { json!(i - 1) },
-                "label": labels.get(i).cloned().unwrap_or_default(),
-                "ratio": r,
-            })),
-            "outputs": outs.iter().map(metric_json).collect::<Vec<_>>(),
-            "greedy": greedy,
-            "speculative": spec_json,
-            "tokens_per_s": {"prefill": prefill_tps, "decode": decode_tps},
+            "paths": per_path,
+            "gpu_vs_cpu": gpu_vs_cpu.as_ref().map_or(Value::Null, |r| report_json(r, &labels)),
             "pass": ok,
         });
+        // The first path's fields at the top level (the layout of the CPU-only report).
+        if let Some(first) = paths.first().and_then(|p| out["paths"].get(*p).cloned()) {
+            for key in [
+                "layers",
+                "first_divergent",
+                "largest_jump",
+                "outputs",
+                "greedy",
+                "speculative",
+                "tokens_per_s",
+            ] {
+                out[key] = first[key].clone();
+            }
+        }
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
@@ -434,81 +718,44 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             load_s
         );
         println!(
-            "tokens {t}, prefill_len {prefill_len}, decode steps {steps}; max rel = max|a-b|/max|a|, tolerance {:.0e}",
+            "paths {}; tokens {t}, prefill_len {prefill_len}, decode steps {steps}; max rel = max|a-b|/max|a|, tolerance {:.0e}",
+            paths.join(", "),
             args.tol
         );
-        if golden.is_some() {
-            println!("\nper-layer divergence vs golden:");
-            println!(
-                "  {:<8} {:<22} {:>11} {:>11} {:>11}",
-                "tensor", "after", "nmse", "max rel", "max abs"
-            );
-            for (i, m) in &layers {
-                let mut mark = if Some(*i) == first_bad {
-                    "  <== first over tolerance".to_string()
-                } else if m.pass {
-                    String::new()
-                } else {
-                    "  (over)".to_string()
-                };
-                if let Some((_, r)) = largest_jump.filter(|(j, _)| j == i) {
-                    mark.push_str(&format!("  <== largest jump (x{r:.0})"));
-                }
-                println!(
-                    "  {:<8} {:<22} {:>11.3e} {:>11.3e} {:>11.3e}{mark}",
-                    m.name,
-                    labels.get(*i).map(String::as_str).unwrap_or(""),
-                    m.nmse,
-                    m.max_rel,
-                    m.max_abs
-                );
-            }
-            match first_bad {
-                Some(i) => println!(
-                    "first divergent: hidden.{i} = {}",
-                    labels.get(i).map(String::as_str).unwrap_or("")
-                ),
-                None => println!("no layer over tolerance"),
-            }
-            if let Some((i, r)) = largest_jump {
-                println!(
-                    "largest error jump: hidden.{i} = {} (x{r:.0} over the previous row)",
-                    labels.get(i).map(String::as_str).unwrap_or("")
-                );
-            }
-            println!("\noutputs:");
-            for m in &outs {
-                let (e, n) = greedy
-                    .get(&m.name)
-                    .map(|g| {
-                        (
-                            g["agree"].as_u64().unwrap_or(0),
-                            g["rows"].as_u64().unwrap_or(0),
-                        )
-                    })
-                    .unwrap_or((0, 0));
-                println!(
-                    "  {:<14} nmse {:.3e}  max rel {:.3e}  greedy {e}/{n}  {}",
-                    m.name,
-                    m.nmse,
-                    m.max_rel,
-                    if m.pass && e == n { "PASS" } else { "FAIL" }
+        for (r, rep) in runs.iter().zip(&reports) {
+            if let Some(rep) = rep {
+                print_report(
+                    &format!("{} path: per-layer divergence vs golden", r.name),
+                    rep,
+                    &labels,
                 );
             }
         }
-        if let Some((k, n, g, gs, s, ss)) = &spec {
-            let acc: usize = s.accepted.iter().sum();
-            println!(
-                "\nspeculative (k={k}): {n} tokens in {} rounds, {acc} drafts accepted ({:.0}%), {} greedy; {:.1} tok/s vs greedy {:.1} tok/s",
-                s.rounds,
-                if s.rounds > 0 { 100.0 * acc as f64 / (s.rounds * k) as f64 } else { 0.0 },
-                if g == &s.tokens { "matches" } else { "DIFFERS FROM" },
-                *n as f64 / ss.max(1e-9),
-                *n as f64 / gs.max(1e-9)
-            );
+        if let Some(rep) = &gpu_vs_cpu {
+            print_report("gpu path vs cpu path, per layer", rep, &labels);
         }
-        println!("\ntokens/s: prefill {prefill_tps:.3}, decode {decode_tps:.3}");
-        if golden.is_some() || spec.is_some() {
+        for r in &runs {
+            if let Some(s) = &r.spec {
+                let acc: usize = s.stats.accepted.iter().sum();
+                let rounds = s.stats.rounds;
+                println!(
+                    "\n{} speculative (k={}): {} tokens in {rounds} rounds, {acc} drafts accepted ({:.0}%), {} greedy; {:.1} tok/s vs greedy {:.1} tok/s",
+                    r.name,
+                    s.k,
+                    s.n_new,
+                    if rounds > 0 { 100.0 * acc as f64 / (rounds * s.k) as f64 } else { 0.0 },
+                    if s.greedy == s.stats.tokens { "matches" } else { "DIFFERS FROM" },
+                    s.n_new as f64 / s.spec_s.max(1e-9),
+                    s.n_new as f64 / s.greedy_s.max(1e-9)
+                );
+            }
+        }
+        println!();
+        for r in &runs {
+            let (ptps, dtps) = tps(r, plan);
+            println!("{} tokens/s: prefill {ptps:.3}, decode {dtps:.3}", r.name);
+        }
+        if golden.is_some() || gpu_vs_cpu.is_some() || runs.iter().any(|r| r.spec.is_some()) {
             println!("{}", if ok { "PASS" } else { "FAIL" });
         }
     }

@@ -2,7 +2,14 @@
 //! model reads as the production pipeline does and every numeric detail lives in the ops.
 //! The adapters only convert layouts (the model keeps activations token-major, `(t, dim)`;
 //! the conv ops take `(batch, dim, seqlen)`) and map op errors to [`ModelError`].
+//!
+//! [`ModelKernels`] is the model's compute backend: every op the network runs goes through
+//! it. [`CpuKernels`] (the default) calls the free functions of this module, i.e. the op
+//! reference; the GPU crate implements the same trait with its kernels (`gpu::model`).
+//! What stays on the host in every backend: embedding gathers, the residual adds, splitting
+//! the in_proj output, concatenations and argmax (exact in f32 whatever the device).
 
+use super::weights::Mat;
 use super::ModelError;
 use crate::ops::causal_conv1d_fn::{causal_conv1d_fn, Activation};
 use crate::ops::causal_conv1d_update::{causal_conv1d_update, StateBuffer, UpdateDims};
@@ -17,8 +24,10 @@ use crate::ops::selective_state_update::{
 use crate::ops::selective_state_update_multi_token::{
     selective_state_update_multi_token as ssu_mt_op, ChainFrom, MtpConfig, StateUpdate,
 };
+use crate::ops::ssd_chunk_scan::{ssd_chunk_scan as ssd_op, SsdArgs, SsdOutput};
 
-pub(crate) fn op_err(op: &str, e: impl std::fmt::Display) -> ModelError {
+/// A [`ModelError::Op`] naming the op.
+pub fn op_err(op: &str, e: impl std::fmt::Display) -> ModelError {
     ModelError::Op(format!("{op}: {e}"))
 }
 
@@ -45,7 +54,8 @@ pub fn relu2(x: &[f32]) -> Vec<f32> {
     crate::ops::relu2::relu2(x)
 }
 
-fn to_channel_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
+/// (t, dim) token-major -> (dim, t) channel-major.
+pub fn to_channel_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
     let mut out = vec![0f32; x.len()];
     for i in 0..t {
         for c in 0..dim {
@@ -55,7 +65,8 @@ fn to_channel_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
     out
 }
 
-fn to_token_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
+/// (dim, t) channel-major -> (t, dim) token-major.
+pub fn to_token_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
     let mut out = vec![0f32; x.len()];
     for c in 0..dim {
         for i in 0..t {
@@ -277,4 +288,376 @@ pub fn route(
             )
         })
         .collect())
+}
+
+/// Head counts of one attention call: `t` query rows of `nq` heads, `nkv` KV heads, `hd` dims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttnGeometry {
+    pub nq: usize,
+    pub nkv: usize,
+    pub hd: usize,
+    pub t: usize,
+}
+
+/// GQA causal softmax attention (eager, as transformers' `eager_attention_forward`): query
+/// row i sits at absolute position p0 + i and sees keys 0..=p0+i; scale 1/sqrt(head_dim);
+/// softmax in f32 with the max subtracted. q (t, nq*hd); keys, vals (len, nkv*hd), len >= p0 + t.
+pub fn causal_attention(
+    q: &[f32],
+    keys: &[f32],
+    vals: &[f32],
+    p0: usize,
+    g: AttnGeometry,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let AttnGeometry { nq, nkv, hd, t } = g;
+    let kvd = nkv * hd;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let rep = nq / nkv;
+    let mut out = vec![0f32; t * nq * hd];
+    out.par_chunks_mut(nq * hd)
+        .enumerate()
+        .for_each(|(i, orow)| {
+            let pos = p0 + i;
+            let mut sc = vec![0f32; pos + 1];
+            for hh in 0..nq {
+                let g = hh / rep;
+                let qv = &q[i * nq * hd + hh * hd..i * nq * hd + (hh + 1) * hd];
+                let mut mx = f32::NEG_INFINITY;
+                for (j, s) in sc.iter_mut().enumerate() {
+                    let kv = &keys[j * kvd + g * hd..j * kvd + (g + 1) * hd];
+                    let d: f32 = qv.iter().zip(kv).map(|(a, b)| a * b).sum();
+                    *s = d * scale;
+                    mx = mx.max(*s);
+                }
+                let mut den = 0f32;
+                for s in sc.iter_mut() {
+                    *s = (*s - mx).exp();
+                    den += *s;
+                }
+                let o = &mut orow[hh * hd..(hh + 1) * hd];
+                for (j, s) in sc.iter().enumerate() {
+                    let p = s / den;
+                    let vv = &vals[j * kvd + g * hd..j * kvd + (g + 1) * hd];
+                    for (a, b) in o.iter_mut().zip(vv) {
+                        *a += p * b;
+                    }
+                }
+            }
+        });
+    out
+}
+
+/// Checks the operand sizes of an attention call (both backends), so a bad call is an error
+/// rather than a slice panic.
+pub fn check_attention(
+    q: &[f32],
+    keys: &[f32],
+    vals: &[f32],
+    p0: usize,
+    g: AttnGeometry,
+) -> Result<(), ModelError> {
+    let AttnGeometry { nq, nkv, hd, t } = g;
+    let kvd = nkv * hd;
+    if nkv == 0 || hd == 0 || !nq.is_multiple_of(nkv) {
+        return Err(op_err(
+            "attention",
+            format!("{nq} query heads are not a multiple of {nkv} KV heads (head_dim {hd})"),
+        ));
+    }
+    if q.len() != t * nq * hd {
+        return Err(op_err(
+            "attention",
+            format!(
+                "q has {} values, expected t * nq * hd = {t} * {nq} * {hd}",
+                q.len()
+            ),
+        ));
+    }
+    if keys.len() != vals.len() || !keys.len().is_multiple_of(kvd) || keys.len() / kvd < p0 + t {
+        return Err(op_err(
+            "attention",
+            format!(
+                "keys ({}) / values ({}) must both hold at least p0 + t = {} rows of {kvd}",
+                keys.len(),
+                vals.len(),
+                p0 + t
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Routed experts through a backend's `linear` and `relu2` (the composition the GPU backend
+/// uses): `moe_permute` on the host, per expert the gathered rows through up, relu², down,
+/// then `moe_finalize` (f32 weighted sum in slot order) on the host. Same arguments as
+/// [`crate::ops::latent_moe::routed_experts`].
+pub fn routed_experts_with(
+    kern: &dyn ModelKernels,
+    lat: &[f32],
+    t: usize,
+    topk_indices: &[i64],
+    topk_weights: &[f32],
+    k: usize,
+    experts: &[(Mat, Mat)],
+) -> Result<Vec<f32>, ModelError> {
+    use crate::ops::moe_finalize::finalize;
+    use crate::ops::moe_permute::permute;
+    let lw = lat.len().checked_div(t).unwrap_or(0);
+    let perm = permute(topk_indices, k, experts.len()).map_err(|e| op_err("moe_permute", e))?;
+    let mut expert_out = Vec::with_capacity(perm.token.len() * lw);
+    for (e, (up, down)) in experts.iter().enumerate() {
+        let rows = perm.offsets[e]..perm.offsets[e + 1];
+        if rows.is_empty() {
+            continue;
+        }
+        let mut xs = Vec::with_capacity(rows.len() * lw);
+        for r in rows.clone() {
+            let tok = perm.token[r];
+            xs.extend_from_slice(&lat[tok * lw..(tok + 1) * lw]);
+        }
+        let u = kern.relu2(&kern.linear(&xs, rows.len(), up, None)?)?;
+        expert_out.extend(kern.linear(&u, rows.len(), down, None)?);
+    }
+    Ok(finalize(&expert_out, lw, topk_weights, &perm.inverse, k))
+}
+
+/// The compute backend of the model: every op the network runs (see the module doc for what
+/// stays on the host). Activations are f32, token-major `(t, features)`; every method has the
+/// semantics of the free function of the same name in this module (the CPU reference).
+pub trait ModelKernels: Send + Sync {
+    /// Short name of the backend (`cpu`, `gpu`).
+    fn name(&self) -> &str;
+    /// `y = x · Wᵀ (+ bias)`: x (t, in), W (out, in), y (t, out); f32 accumulation.
+    fn linear(
+        &self,
+        x: &[f32],
+        t: usize,
+        w: &Mat,
+        bias: Option<&[f32]>,
+    ) -> Result<Vec<f32>, ModelError>;
+    /// [`rmsnorm`]
+    fn rmsnorm(&self, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, ModelError>;
+    /// [`gated_rmsnorm`]
+    fn gated_rmsnorm(
+        &self,
+        x: &[f32],
+        z: &[f32],
+        w: &[f32],
+        group: usize,
+        eps: f32,
+    ) -> Result<Vec<f32>, ModelError>;
+    /// [`relu2`]
+    fn relu2(&self, x: &[f32]) -> Result<Vec<f32>, ModelError>;
+    /// [`causal_conv1d`]
+    #[allow(clippy::too_many_arguments)]
+    fn causal_conv1d(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+        init: Option<&[f32]>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+    /// [`causal_conv1d_step`]
+    #[allow(clippy::too_many_arguments)]
+    fn causal_conv1d_step(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        state: &mut [f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+    /// The Mamba-2 chunked scan (prefill), as [`crate::ops::ssd_chunk_scan::ssd_chunk_scan`].
+    fn ssd_chunk_scan(&self, args: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, ModelError>;
+    /// [`ssu_step`]
+    fn ssu_step(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<Vec<f32>, ModelError>;
+    /// [`ssu_verify`]
+    fn ssu_verify(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        t: usize,
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+    /// [`route`]
+    fn route(
+        &self,
+        logits: &[f32],
+        bias: &[f32],
+        tokens: usize,
+        cfg: &RouterConfig,
+    ) -> Result<Vec<Route>, ModelError>;
+    /// [`causal_attention`] (operands checked by [`check_attention`]).
+    fn attention(
+        &self,
+        q: &[f32],
+        keys: &[f32],
+        vals: &[f32],
+        p0: usize,
+        g: AttnGeometry,
+    ) -> Result<Vec<f32>, ModelError>;
+    /// Routed experts of a MoE layer, as [`crate::ops::latent_moe::routed_experts`]; the
+    /// default composes [`ModelKernels::linear`] and [`ModelKernels::relu2`]
+    /// ([`routed_experts_with`]).
+    #[allow(clippy::too_many_arguments)]
+    fn routed_experts(
+        &self,
+        lat: &[f32],
+        t: usize,
+        topk_indices: &[i64],
+        topk_weights: &[f32],
+        k: usize,
+        experts: &[(Mat, Mat)],
+    ) -> Result<Vec<f32>, ModelError> {
+        routed_experts_with(
+            self.as_dyn(),
+            lat,
+            t,
+            topk_indices,
+            topk_weights,
+            k,
+            experts,
+        )
+    }
+    /// `self` as a trait object (for default methods).
+    fn as_dyn(&self) -> &dyn ModelKernels;
+}
+
+/// The CPU reference backend: the free functions of this module (the model's numerics).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuKernels;
+
+impl ModelKernels for CpuKernels {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+    fn as_dyn(&self) -> &dyn ModelKernels {
+        self
+    }
+    fn linear(
+        &self,
+        x: &[f32],
+        t: usize,
+        w: &Mat,
+        bias: Option<&[f32]>,
+    ) -> Result<Vec<f32>, ModelError> {
+        if x.len() != t * w.cols() {
+            return Err(op_err(
+                "linear",
+                format!(
+                    "x has {} values, expected t * in = {t} * {}",
+                    x.len(),
+                    w.cols()
+                ),
+            ));
+        }
+        Ok(super::linear::linear(x, t, w, bias))
+    }
+    fn rmsnorm(&self, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, ModelError> {
+        rmsnorm(x, w, eps)
+    }
+    fn gated_rmsnorm(
+        &self,
+        x: &[f32],
+        z: &[f32],
+        w: &[f32],
+        group: usize,
+        eps: f32,
+    ) -> Result<Vec<f32>, ModelError> {
+        gated_rmsnorm(x, z, w, group, eps)
+    }
+    fn relu2(&self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
+        Ok(relu2(x))
+    }
+    fn causal_conv1d(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+        init: Option<&[f32]>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        causal_conv1d(x, t, dim, weight, bias, k, init)
+    }
+    fn causal_conv1d_step(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        state: &mut [f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        causal_conv1d_step(x, t, dim, state, weight, bias, k)
+    }
+    fn ssd_chunk_scan(&self, args: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, ModelError> {
+        ssd_op(args, chunk).map_err(|e| op_err("ssd_chunk_scan", e))
+    }
+    fn ssu_step(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<Vec<f32>, ModelError> {
+        ssu_step(dims, state, p, r)
+    }
+    fn ssu_verify(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        t: usize,
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        ssu_verify(dims, state, t, p, r)
+    }
+    fn route(
+        &self,
+        logits: &[f32],
+        bias: &[f32],
+        tokens: usize,
+        cfg: &RouterConfig,
+    ) -> Result<Vec<Route>, ModelError> {
+        route(logits, bias, tokens, cfg)
+    }
+    fn attention(
+        &self,
+        q: &[f32],
+        keys: &[f32],
+        vals: &[f32],
+        p0: usize,
+        g: AttnGeometry,
+    ) -> Result<Vec<f32>, ModelError> {
+        check_attention(q, keys, vals, p0, g)?;
+        Ok(causal_attention(q, keys, vals, p0, g))
+    }
+    fn routed_experts(
+        &self,
+        lat: &[f32],
+        t: usize,
+        topk_indices: &[i64],
+        topk_weights: &[f32],
+        k: usize,
+        experts: &[(Mat, Mat)],
+    ) -> Result<Vec<f32>, ModelError> {
+        crate::ops::latent_moe::routed_experts(lat, t, topk_indices, topk_weights, k, experts)
+            .map_err(|e| op_err("latent_moe", e))
+    }
 }

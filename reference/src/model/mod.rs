@@ -5,7 +5,9 @@
 //! Every op the production engine runs as a kernel (RMSNorm, gated RMSNorm, ReLU², causal
 //! conv1d, the SSD chunked scan, the selective state update, the noaux_tc router) is called
 //! from [`crate::ops`] through [`kernels`]; what is left here is the wiring: projections,
-//! residuals, attention and expert dispatch.
+//! residuals, attention and expert dispatch. All compute goes through the backend trait
+//! [`kernels::ModelKernels`] held by the [`Model`] ([`kernels::CpuKernels`] by default; the
+//! GPU crate's `gpu::model::GpuKernels` runs the same network on the GPU).
 //!
 //! Numerics: f32 throughout (weights are converted to f32 when loaded).
 
@@ -16,6 +18,7 @@ pub mod nemotron;
 pub mod weights;
 
 pub use config::{parse_pattern, Config, LayerKind};
+pub use kernels::{AttnGeometry, CpuKernels, ModelKernels};
 pub use nemotron::{Cache, ForwardOut, Model, Pass, SpecStats};
 pub use weights::{Mat, WeightStore};
 

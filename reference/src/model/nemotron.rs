@@ -5,14 +5,14 @@
 //! Mamba-2, attention, MLP or MoE. Final `norm_f`, then `lm_head` (no softcapping).
 
 use super::config::{Config, LayerKind};
-use super::kernels::{self, SsmDims};
-use super::linear::{argmax_rows, embed, linear};
+use super::kernels::{self, AttnGeometry, CpuKernels, ModelKernels, SsmDims};
+use super::linear::{argmax_rows, embed};
 use super::weights::{Init, Mat, WeightStore};
 use super::ModelError;
 use crate::ops::mamba_cache_promote::promote;
-use crate::ops::ssd_chunk_scan::{ssd_chunk_scan, DtConfig, DtTransform, SsdArgs, SsdDims};
-use rayon::prelude::*;
+use crate::ops::ssd_chunk_scan::{DtConfig, DtTransform, SsdArgs, SsdDims};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Mamba-2 mixer weights.
 pub struct MambaW {
@@ -100,6 +100,8 @@ pub struct Model {
     /// `None` when tied to the embeddings.
     pub lm_head: Option<Mat>,
     pub mtp: Option<MtpHead>,
+    /// The compute backend ([`CpuKernels`] unless [`Model::set_kernels`] changed it).
+    pub kernels: Arc<dyn ModelKernels>,
 }
 
 /// Per-layer decode state.
@@ -426,9 +428,14 @@ fn load_block(
     })
 }
 
-fn mlp_forward(w: &MlpW, x: &[f32], t: usize) -> Vec<f32> {
-    let u = kernels::relu2(&linear(x, t, &w.up, w.up_b.as_deref()));
-    linear(&u, t, &w.down, w.down_b.as_deref())
+fn mlp_forward(
+    kern: &dyn ModelKernels,
+    w: &MlpW,
+    x: &[f32],
+    t: usize,
+) -> Result<Vec<f32>, ModelError> {
+    let u = kern.relu2(&kern.linear(x, t, &w.up, w.up_b.as_deref())?)?;
+    kern.linear(&u, t, &w.down, w.down_b.as_deref())
 }
 
 impl Model {
@@ -478,6 +485,7 @@ impl Model {
             norm_f,
             lm_head,
             mtp,
+            kernels: Arc::new(CpuKernels),
         })
     }
 
@@ -510,6 +518,16 @@ impl Model {
     /// A fresh cache for the MTP head (`None` without one).
     pub fn new_mtp_cache(&self) -> Option<Cache> {
         self.mtp.as_ref().map(|m| new_cache(&self.cfg, &m.blocks))
+    }
+
+    /// Runs every op of the model on `kernels` from now on (e.g. the GPU backend).
+    pub fn set_kernels(&mut self, kernels: Arc<dyn ModelKernels>) {
+        self.kernels = kernels;
+    }
+
+    /// The compute backend in use.
+    pub fn kernels(&self) -> &dyn ModelKernels {
+        self.kernels.as_ref()
     }
 
     fn lm_head(&self) -> &Mat {
@@ -575,11 +593,12 @@ impl Model {
             }
             x
         };
-        let last_hidden = kernels::rmsnorm(&x_out, &self.norm_f, self.cfg.layer_norm_epsilon)?;
+        let kern = self.kernels();
+        let last_hidden = kern.rmsnorm(&x_out, &self.norm_f, self.cfg.layer_norm_epsilon)?;
         if want_hidden {
             hidden.push(last_hidden.clone());
         }
-        let logits = linear(&last_hidden, t, self.lm_head(), None);
+        let logits = kern.linear(&last_hidden, t, self.lm_head(), None)?;
         Ok(ForwardOut {
             logits,
             last_hidden,
@@ -614,14 +633,15 @@ impl Model {
                 h.len() / hs.max(1)
             )));
         }
-        let e = kernels::rmsnorm(&embed(&self.embed, next_tokens), &mtp.enorm, eps)?;
-        let hn = kernels::rmsnorm(h, &mtp.hnorm, eps)?;
+        let kern = self.kernels();
+        let e = kern.rmsnorm(&embed(&self.embed, next_tokens), &mtp.enorm, eps)?;
+        let hn = kern.rmsnorm(h, &mtp.hnorm, eps)?;
         let mut cat = Vec::with_capacity(t * 2 * hs);
         for i in 0..t {
             cat.extend_from_slice(&e[i * hs..(i + 1) * hs]);
             cat.extend_from_slice(&hn[i * hs..(i + 1) * hs]);
         }
-        let mut x = linear(&cat, t, &mtp.eh_proj, None);
+        let mut x = kern.linear(&cat, t, &mtp.eh_proj, None)?;
         let mut cache = cache;
         // The MTP blocks continue from their cache like a chunked prefill.
         let pass = Pass::Prefill;
@@ -631,8 +651,8 @@ impl Model {
         if let Some(c) = cache {
             c.seen += t;
         }
-        let out = kernels::rmsnorm(&x, &mtp.final_norm, eps)?;
-        let logits = linear(&out, t, self.lm_head(), None);
+        let out = kern.rmsnorm(&x, &mtp.final_norm, eps)?;
+        let logits = kern.linear(&out, t, self.lm_head(), None)?;
         Ok((logits, out))
     }
 
@@ -645,11 +665,12 @@ impl Model {
         li: usize,
         pass: Pass,
     ) -> Result<Vec<f32>, ModelError> {
-        let xn = kernels::rmsnorm(x, &blk.norm, self.cfg.layer_norm_epsilon)?;
+        let kern = self.kernels();
+        let xn = kern.rmsnorm(x, &blk.norm, self.cfg.layer_norm_epsilon)?;
         let mut y = match &blk.mixer {
             Mixer::Mamba(w) => self.mamba_forward(w, &xn, t, cache, li, pass)?,
             Mixer::Attention(w) => self.attention_forward(w, &xn, t, cache, li)?,
-            Mixer::Mlp(w) => mlp_forward(w, &xn, t),
+            Mixer::Mlp(w) => mlp_forward(kern, w, &xn, t)?,
             Mixer::Moe(w) => self.moe_forward(w, &xn, t)?,
         };
         for (a, b) in y.iter_mut().zip(x) {
@@ -677,7 +698,8 @@ impl Model {
             c.ssm_state_size,
             c.conv_kernel,
         );
-        let proj = linear(x, t, &w.in_proj, w.in_bias.as_deref());
+        let kern = self.kernels();
+        let proj = kern.linear(x, t, &w.in_proj, w.in_bias.as_deref())?;
         let pd = c.in_proj_dim();
         let mut z = Vec::with_capacity(t * di);
         let mut xbc = Vec::with_capacity(t * cd);
@@ -720,7 +742,7 @@ impl Model {
         };
         let y = match pass {
             Pass::Prefill => {
-                let (xa, win) = kernels::causal_conv1d(
+                let (xa, win) = kern.causal_conv1d(
                     &xbc,
                     t,
                     cd,
@@ -756,8 +778,9 @@ impl Model {
                         dt_max: c.time_step_limit.1,
                     },
                 };
-                let out = ssd_chunk_scan(&args, c.chunk_size)
-                    .map_err(|e| ModelError::Op(format!("{}: ssd_chunk_scan: {e}", li)))?;
+                let out = kern
+                    .ssd_chunk_scan(&args, c.chunk_size)
+                    .map_err(|e| ModelError::Op(format!("layer {li}: {e}")))?;
                 if let Some(cc) = cache_ref.as_deref_mut() {
                     cc.layers[li] = LayerState::Mamba {
                         conv: win,
@@ -786,7 +809,7 @@ impl Model {
                     )));
                 }
                 let mut win = conv0;
-                let (xa, windows) = kernels::causal_conv1d_step(
+                let (xa, windows) = kern.causal_conv1d_step(
                     &xbc,
                     t,
                     cd,
@@ -809,7 +832,7 @@ impl Model {
                     c: &cs,
                 };
                 if pass == Pass::Verify {
-                    let (y, states) = kernels::ssu_verify(dims, &mut ssm, t, &params, &rows)?;
+                    let (y, states) = kern.ssu_verify(dims, &mut ssm, t, &params, &rows)?;
                     if let Some(p) = cc.pending.as_mut() {
                         p.steps[li] = Some(MambaSteps {
                             t,
@@ -819,14 +842,14 @@ impl Model {
                     }
                     y
                 } else {
-                    let y = kernels::ssu_step(dims, &mut ssm, &params, &rows)?;
+                    let y = kern.ssu_step(dims, &mut ssm, &params, &rows)?;
                     cc.layers[li] = LayerState::Mamba { conv: win, ssm };
                     y
                 }
             }
         };
-        let g = kernels::gated_rmsnorm(&y, &z, &w.norm, di / ng, c.layer_norm_epsilon)?;
-        Ok(linear(&g, t, &w.out_proj, w.out_bias.as_deref()))
+        let g = kern.gated_rmsnorm(&y, &z, &w.norm, di / ng, c.layer_norm_epsilon)?;
+        kern.linear(&g, t, &w.out_proj, w.out_bias.as_deref())
     }
 
     fn attention_forward(
@@ -839,9 +862,10 @@ impl Model {
     ) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let (nq, nkv, hd) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
-        let q = linear(x, t, &w.q, w.qb.as_deref());
-        let kn = linear(x, t, &w.k, w.kb.as_deref());
-        let vn = linear(x, t, &w.v, w.vb.as_deref());
+        let kern = self.kernels();
+        let q = kern.linear(x, t, &w.q, w.qb.as_deref())?;
+        let kn = kern.linear(x, t, &w.k, w.kb.as_deref())?;
+        let vn = kern.linear(x, t, &w.v, w.vb.as_deref())?;
         let kvd = nkv * hd;
         // Keys / values of every visible position: the cache then the new rows.
         let geo = AttnGeometry { nq, nkv, hd, t };
@@ -855,20 +879,21 @@ impl Model {
                 let p0 = k.len() / kvd;
                 k.extend_from_slice(&kn);
                 v.extend_from_slice(&vn);
-                let out = causal_attention(&q, &k, &v, p0, geo);
+                let out = kern.attention(&q, &k, &v, p0, geo);
                 cc.layers[li] = LayerState::Attention { k, v };
-                out
+                out?
             }
-            None => causal_attention(&q, &kn, &vn, 0, geo),
+            None => kern.attention(&q, &kn, &vn, 0, geo)?,
         };
-        Ok(linear(&out, t, &w.o, w.ob.as_deref()))
+        kern.linear(&out, t, &w.o, w.ob.as_deref())
     }
 
     fn moe_forward(&self, w: &MoeW, x: &[f32], t: usize) -> Result<Vec<f32>, ModelError> {
         let c = &self.cfg;
         let (h, ne) = (c.hidden_size, c.n_routed_experts);
         // fp32 router logits on the full hidden.
-        let logits = linear(x, t, &w.gate, None);
+        let kern = self.kernels();
+        let logits = kern.linear(x, t, &w.gate, None)?;
         let rc = kernels::router_config(
             c.num_experts_per_tok,
             c.n_group,
@@ -876,10 +901,10 @@ impl Model {
             c.norm_topk_prob,
             c.routed_scaling_factor,
         );
-        let routes = kernels::route(&logits, &w.score_bias, t, &rc)?;
+        let routes = kern.route(&logits, &w.score_bias, t, &rc)?;
         debug_assert_eq!(logits.len(), t * ne);
         let lat = match &w.fc1 {
-            Some(f) => linear(x, t, f, None),
+            Some(f) => kern.linear(x, t, f, None)?,
             None => x.to_vec(),
         };
         // Routed experts: moe_permute -> per-expert GEMM pair -> moe_finalize (op latent_moe).
@@ -892,14 +917,13 @@ impl Model {
             .iter()
             .flat_map(|(_, ws)| ws.iter().copied())
             .collect();
-        let acc = crate::ops::latent_moe::routed_experts(&lat, t, &idx, &wts, k, &w.experts)
-            .map_err(|e| kernels::op_err("latent_moe", e))?;
+        let acc = kern.routed_experts(&lat, t, &idx, &wts, k, &w.experts)?;
         let mut y = match &w.fc2 {
-            Some(f) => linear(&acc, t, f, None),
+            Some(f) => kern.linear(&acc, t, f, None)?,
             None => acc,
         };
         if let Some(s) = &w.shared {
-            let sh = mlp_forward(s, x, t);
+            let sh = mlp_forward(kern, s, x, t)?;
             for (a, b) in y.iter_mut().zip(&sh) {
                 *a += b;
             }
@@ -1036,57 +1060,6 @@ impl Model {
         stats.tokens = toks;
         Ok(stats)
     }
-}
-
-/// Head counts of one attention call: `t` query rows of `nq` heads, `nkv` KV heads, `hd` dims.
-#[derive(Clone, Copy)]
-struct AttnGeometry {
-    nq: usize,
-    nkv: usize,
-    hd: usize,
-    t: usize,
-}
-
-/// GQA causal softmax attention (eager, as transformers' `eager_attention_forward`): query
-/// row i sits at absolute position p0 + i and sees keys 0..=p0+i; scale 1/sqrt(head_dim);
-/// softmax in f32 with the max subtracted. q (t, nq*hd); keys, vals (len, nkv*hd).
-fn causal_attention(q: &[f32], keys: &[f32], vals: &[f32], p0: usize, g: AttnGeometry) -> Vec<f32> {
-    let AttnGeometry { nq, nkv, hd, t } = g;
-    let kvd = nkv * hd;
-    let scale = 1.0 / (hd as f32).sqrt();
-    let rep = nq / nkv;
-    let mut out = vec![0f32; t * nq * hd];
-    out.par_chunks_mut(nq * hd)
-        .enumerate()
-        .for_each(|(i, orow)| {
-            let pos = p0 + i;
-            let mut sc = vec![0f32; pos + 1];
-            for hh in 0..nq {
-                let g = hh / rep;
-                let qv = &q[i * nq * hd + hh * hd..i * nq * hd + (hh + 1) * hd];
-                let mut mx = f32::NEG_INFINITY;
-                for (j, s) in sc.iter_mut().enumerate() {
-                    let kv = &keys[j * kvd + g * hd..j * kvd + (g + 1) * hd];
-                    let d: f32 = qv.iter().zip(kv).map(|(a, b)| a * b).sum();
-                    *s = d * scale;
-                    mx = mx.max(*s);
-                }
-                let mut den = 0f32;
-                for s in sc.iter_mut() {
-                    *s = (*s - mx).exp();
-                    den += *s;
-                }
-                let o = &mut orow[hh * hd..(hh + 1) * hd];
-                for (j, s) in sc.iter().enumerate() {
-                    let p = s / den;
-                    let vv = &vals[j * kvd + g * hd..j * kvd + (g + 1) * hd];
-                    for (a, b) in o.iter_mut().zip(vv) {
-                        *a += p * b;
-                    }
-                }
-            }
-        });
-    out
 }
 
 fn new_cache(cfg: &Config, blocks: &[Block]) -> Cache {

@@ -1,0 +1,1054 @@
+//! The end-to-end Nemotron-H model on the GPU: [`GpuKernels`] implements the model's compute
+//! backend ([`reference::model::ModelKernels`]), so `Model::set_kernels` runs the same network
+//! (reference/src/model/nemotron.rs) with every op on the device.
+//!
+//! - Own kernels (gpu/kernels/model_ops.cu): the linear layers as a tiled fp32 GEMM (fp32
+//!   accumulate with explicit FMAs, no TF32: comparable with the fp32 golden), RMSNorm, gated
+//!   RMSNorm, ReLU² and GQA causal attention (one kernel, online softmax over key chunks).
+//! - Reused op kernels (through [`crate::ops::run_version`], the same entry `duet check
+//!   --backend gpu` tests): `causal_conv1d_fn` (prefill conv + SiLU), `causal_conv1d_update`
+//!   (decode / verify conv with per-token windows), `ssd_chunk_scan`, `selective_state_update`
+//!   and `noaux_tc_router`.
+//! - Multi-token verification (`selective_state_update_multi_token` with an f32 state, chain
+//!   from the unrounded state, main state kept) has no GPU kernel yet: it runs as `t` single-
+//!   token `selective_state_update` launches on a copy of the state, recording the state after
+//!   every step. With an f32 state this is the same recurrence step by step.
+//! - Routed experts: `moe_permute` / `moe_finalize` on the host, one up GEMM, ReLU² and down
+//!   GEMM per expert on the device ([`reference::model::kernels::routed_experts_with`]).
+//!
+//! First version, correctness first: every call uploads its operands (weights included) and
+//! downloads its results; outputs are poisoned (every byte = [`GpuKernels::poison`]) and
+//! guarded before the kernels write them, and a guard overwrite is an error.
+
+use crate::ops::{self, RunOpts};
+use crate::runtime::{self, DevTensor, Gpu};
+use crate::GpuError;
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use reference::model::kernels::{
+    op_err, to_channel_major, to_token_major, AttnGeometry, Route, SsmDims, SsmParams, SsmRows,
+};
+use reference::model::{Mat, ModelError, ModelKernels};
+use reference::ops::noaux_tc_router::{GroupMask, NormMode, RouterConfig, SigmoidMode};
+use reference::ops::ssd_chunk_scan::{DtTransform, SsdArgs, SsdOutput};
+use reference::{DType, Tensor, TensorMap};
+use std::sync::Arc;
+
+/// Kernel file of the model's own kernels.
+const FILE: &str = "model_ops";
+/// Output tile edge and threads of `model_gemm_f32`.
+const GEMM_TILE: u64 = 64;
+const GEMM_THREADS: u32 = 256;
+const NORM_THREADS: u32 = 256;
+const ATT_THREADS: u32 = 128;
+/// CUDA's grid.y limit.
+const MAX_GRID_Y: u64 = 65_535;
+
+/// The GPU backend of the model.
+pub struct GpuKernels {
+    g: Arc<Gpu>,
+    /// Byte written over every output buffer before a launch (0xFF = NaN for f32).
+    pub poison: u8,
+    /// Kernel version of the reused `causal_conv1d_fn` (v1: the reference's summation order).
+    pub conv_fn_version: &'static str,
+    /// Kernel version of the reused `ssd_chunk_scan`.
+    pub ssd_version: &'static str,
+    /// Kernel version of the reused `selective_state_update`.
+    pub ssu_version: &'static str,
+    /// Kernel version of the reused `noaux_tc_router`.
+    pub router_version: &'static str,
+}
+
+impl std::fmt::Debug for GpuKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuKernels({:?}, poison {:#04x})", self.g, self.poison)
+    }
+}
+
+fn merr(op: &str) -> impl Fn(GpuError) -> ModelError + '_ {
+    move |e| op_err(&format!("gpu {op}"), e)
+}
+
+fn bad(op: &str, msg: String) -> GpuError {
+    GpuError::Unsupported(format!("{op}: {msg}"))
+}
+
+/// An f32 tensor of `shape`, checking the element count (no panic on a bad call).
+fn tensor(op: &str, name: &str, shape: &[usize], v: &[f32]) -> Result<Tensor, GpuError> {
+    let n: usize = shape.iter().product();
+    if n != v.len() {
+        return Err(bad(
+            op,
+            format!(
+                "'{name}' has {} values but shape {shape:?} needs {n}",
+                v.len()
+            ),
+        ));
+    }
+    Ok(Tensor::from_f32(shape, v.to_vec()))
+}
+
+fn out_f32(m: &TensorMap, op: &str, name: &str) -> Result<Vec<f32>, GpuError> {
+    m.get(name)
+        .map(|t| t.to_f32_vec())
+        .ok_or_else(|| GpuError::Driver(format!("{op}: the GPU op returned no '{name}'")))
+}
+
+fn launch_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |e| GpuError::Driver(format!("launch {what}: {e}"))
+}
+
+fn grid_u32(op: &str, blocks: u64) -> Result<u32, GpuError> {
+    u32::try_from(blocks)
+        .ok()
+        .filter(|&b| b <= i32::MAX as u32)
+        .ok_or_else(|| bad(op, format!("{blocks} blocks exceed the grid limit")))
+}
+
+impl GpuKernels {
+    /// Opens the GPU (a clear [`GpuError::NoDevice`] without one) with the default versions.
+    pub fn new() -> Result<GpuKernels, GpuError> {
+        Ok(GpuKernels::on(runtime::gpu()?))
+    }
+
+    /// The backend on an opened GPU.
+    pub fn on(g: Arc<Gpu>) -> GpuKernels {
+        GpuKernels {
+            g,
+            poison: 0xFF,
+            conv_fn_version: "v1",
+            ssd_version: "v1",
+            ssu_version: "auto",
+            router_version: "auto",
+        }
+    }
+
+    /// The same backend writing `poison` over outputs before every launch.
+    pub fn with_poison(mut self, poison: u8) -> GpuKernels {
+        self.poison = poison;
+        self
+    }
+
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.g
+    }
+
+    fn opts(&self) -> RunOpts {
+        RunOpts {
+            poison: self.poison,
+        }
+    }
+
+    /// Uploads f32 values (an empty slice becomes one dummy element: never read).
+    fn up(&self, v: &[f32]) -> Result<DevTensor, GpuError> {
+        if v.is_empty() {
+            self.g.upload(&Tensor::from_f32(&[1], vec![0.0]))
+        } else {
+            self.g.upload(&Tensor::from_f32(&[v.len()], v.to_vec()))
+        }
+    }
+
+    fn out(&self, n: usize) -> Result<DevTensor, GpuError> {
+        self.g.alloc_poisoned(&[n.max(1)], DType::F32, self.poison)
+    }
+
+    fn down(&self, d: &DevTensor, n: usize, what: &str) -> Result<Vec<f32>, GpuError> {
+        self.g.sync()?;
+        let mut v = self.g.download(d, what)?.to_f32_vec();
+        v.truncate(n);
+        Ok(v)
+    }
+
+    // ---- own kernels (gpu/kernels/model_ops.cu) ----
+
+    /// `y = x · Wᵀ (+ bias)`: x (m, k), w (n, k) row-major, y (m, n); tiled fp32 GEMM with
+    /// fp32 accumulation (`model_gemm_f32`).
+    pub fn gemm(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &[f32],
+        n: usize,
+        k: usize,
+        bias: Option<&[f32]>,
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_gemm_f32";
+        if x.len() != m * k || w.len() != n * k {
+            return Err(bad(
+                OP,
+                format!(
+                    "x has {} values (expected m * k = {m} * {k}), w {} (expected n * k = {n} * {k})",
+                    x.len(),
+                    w.len()
+                ),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.len() != n {
+                return Err(bad(
+                    OP,
+                    format!("bias has {} values, expected n = {n}", b.len()),
+                ));
+            }
+        }
+        if m == 0 || n == 0 {
+            return Ok(vec![0.0; m * n]);
+        }
+        let gy = (m as u64).div_ceil(GEMM_TILE);
+        if gy > MAX_GRID_Y {
+            return Err(bad(
+                OP,
+                format!(
+                    "{m} rows exceed {} (grid.y limit); split the rows",
+                    MAX_GRID_Y * GEMM_TILE
+                ),
+            ));
+        }
+        let gx = grid_u32(OP, (n as u64).div_ceil(GEMM_TILE))?;
+        let (xd, wd) = (self.up(x)?, self.up(w)?);
+        let bd = self.up(bias.unwrap_or(&[]))?;
+        let y = self.out(m * n)?;
+        let f = self.g.function(FILE, OP)?;
+        let st = &self.g.stream;
+        let (px, pw, pb, py) = (xd.ptr(st), wd.ptr(st), bd.ptr(st), y.ptr(st));
+        let (mm, nn, kk) = (m as i64, n as i64, k as i64);
+        let has_bias = bias.is_some() as i32;
+        let mut a = st.launch_builder(&f);
+        a.arg(&px).arg(&pw).arg(&pb).arg(&py);
+        a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias);
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy as u32, 1),
+            block_dim: (GEMM_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: model_gemm_f32(x, w, bias, y, M, N, K, has_bias); x holds m*k, w n*k, bias n
+        // (or a dummy never read), y m*n f32 values; the kernel bounds-checks every tile.
+        unsafe { a.launch(cfg) }.map_err(launch_err(OP))?;
+        self.down(&y, m * n, "linear out")
+    }
+
+    /// RMSNorm of every row of `x` (rows, w.len()) (`model_rmsnorm`).
+    pub fn rmsnorm_rows(&self, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_rmsnorm";
+        let n = w.len();
+        if n == 0 || !x.len().is_multiple_of(n) {
+            return Err(bad(
+                OP,
+                format!("x has {} values, not a multiple of hidden = {n}", x.len()),
+            ));
+        }
+        let rows = x.len() / n;
+        if rows == 0 {
+            return Ok(vec![]);
+        }
+        let blocks = grid_u32(OP, rows as u64)?;
+        let (xd, wd, o) = (self.up(x)?, self.up(w)?, self.out(x.len())?);
+        let f = self.g.function(FILE, OP)?;
+        let st = &self.g.stream;
+        let (px, pw, po) = (xd.ptr(st), wd.ptr(st), o.ptr(st));
+        let (r, nn) = (rows as i64, n as i64);
+        let mut a = st.launch_builder(&f);
+        a.arg(&px).arg(&pw).arg(&po).arg(&r).arg(&nn).arg(&eps);
+        // SAFETY: model_rmsnorm(x, w, out, rows, n, eps); x and out hold rows*n, w n values.
+        unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
+        self.down(&o, x.len(), "rmsnorm out")
+    }
+
+    /// Gated RMSNorm (gate then norm, groups of `group`) of x, z (rows, w.len())
+    /// (`model_gated_rmsnorm`).
+    pub fn gated_rmsnorm_rows(
+        &self,
+        x: &[f32],
+        z: &[f32],
+        w: &[f32],
+        group: usize,
+        eps: f32,
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_gated_rmsnorm";
+        let d = w.len();
+        if d == 0 || !x.len().is_multiple_of(d) || z.len() != x.len() {
+            return Err(bad(
+                OP,
+                format!(
+                    "x has {} values, z {}; expected rows * d twice with d = {d}",
+                    x.len(),
+                    z.len()
+                ),
+            ));
+        }
+        if group == 0 || !d.is_multiple_of(group) {
+            return Err(bad(OP, format!("group {group} does not divide d = {d}")));
+        }
+        let rows = x.len() / d;
+        if rows == 0 {
+            return Ok(vec![]);
+        }
+        let blocks = grid_u32(OP, (rows * (d / group)) as u64)?;
+        let (xd, zd, wd, o) = (self.up(x)?, self.up(z)?, self.up(w)?, self.out(x.len())?);
+        let f = self.g.function(FILE, OP)?;
+        let st = &self.g.stream;
+        let (px, pz, pw, po) = (xd.ptr(st), zd.ptr(st), wd.ptr(st), o.ptr(st));
+        let (r, dd, gg) = (rows as i64, d as i64, group as i64);
+        let mut a = st.launch_builder(&f);
+        a.arg(&px).arg(&pz).arg(&pw).arg(&po);
+        a.arg(&r).arg(&dd).arg(&gg).arg(&eps);
+        // SAFETY: model_gated_rmsnorm(x, z, w, out, rows, d, group, eps); x, z, out hold
+        // rows*d values, w d; group divides d.
+        unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
+        self.down(&o, x.len(), "gated_rmsnorm out")
+    }
+
+    /// relu(x)² (`model_relu2`).
+    pub fn relu2_vec(&self, x: &[f32]) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_relu2";
+        if x.is_empty() {
+            return Ok(vec![]);
+        }
+        let (xd, o) = (self.up(x)?, self.out(x.len())?);
+        let f = self.g.function(FILE, OP)?;
+        let st = &self.g.stream;
+        let (px, po) = (xd.ptr(st), o.ptr(st));
+        let n = x.len() as i64;
+        let mut a = st.launch_builder(&f);
+        a.arg(&px).arg(&po).arg(&n);
+        let grid = ops::grid_for(&self.g, x.len() as u64, 256);
+        // SAFETY: model_relu2(x, out, n): grid-stride over n values of x and out.
+        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
+        self.down(&o, x.len(), "relu2 out")
+    }
+
+    /// GQA causal attention (`model_attention`): q (t, nq*hd); keys, vals (len, nkv*hd) with
+    /// len >= p0 + t; query row i at position p0 + i sees keys 0..=p0+i.
+    pub fn attention_f32(
+        &self,
+        q: &[f32],
+        keys: &[f32],
+        vals: &[f32],
+        p0: usize,
+        geo: AttnGeometry,
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_attention";
+        reference::model::kernels::check_attention(q, keys, vals, p0, geo)
+            .map_err(|e| bad(OP, e.to_string()))?;
+        let AttnGeometry { nq, nkv, hd, t } = geo;
+        if t == 0 {
+            return Ok(vec![]);
+        }
+        let blocks = grid_u32(OP, (t * nq) as u64)?;
+        let smem = u32::try_from(2 * hd * 4)
+            .ok()
+            .filter(|&b| b <= 40 * 1024)
+            .ok_or_else(|| bad(OP, format!("head_dim {hd} needs too much shared memory")))?;
+        let (qd, kd, vd) = (self.up(q)?, self.up(keys)?, self.up(vals)?);
+        let o = self.out(q.len())?;
+        let f = self.g.function(FILE, OP)?;
+        let st = &self.g.stream;
+        let (pq, pk, pv, po) = (qd.ptr(st), kd.ptr(st), vd.ptr(st), o.ptr(st));
+        let (tt, a_nq, a_nkv, a_hd, a_p0) = (t as i64, nq as i64, nkv as i64, hd as i64, p0 as i64);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut a = st.launch_builder(&f);
+        a.arg(&pq).arg(&pk).arg(&pv).arg(&po);
+        a.arg(&tt)
+            .arg(&a_nq)
+            .arg(&a_nkv)
+            .arg(&a_hd)
+            .arg(&a_p0)
+            .arg(&scale);
+        // SAFETY: model_attention(q, keys, vals, out, t, nq, nkv, hd, p0, scale); sizes checked
+        // by check_attention (keys/vals hold >= p0 + t rows); 2*hd floats of dynamic smem.
+        unsafe { a.launch(runtime::cfg(blocks, ATT_THREADS, smem)) }.map_err(launch_err(OP))?;
+        self.down(&o, q.len(), "attention out")
+    }
+}
+
+/// Whether a run of single-token state updates records the state after every step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Record {
+    EveryStep,
+    FinalOnly,
+}
+
+/// What `t` single-token state updates produced.
+pub(crate) struct SsuRun {
+    /// (t, nheads*headdim)
+    out: Vec<f32>,
+    /// (t, nheads, headdim, dstate) with [`Record::EveryStep`], else empty
+    states: Vec<f32>,
+    /// the state after the last step
+    last: Vec<f32>,
+}
+
+/// Kernel versions of the reused ops.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Versions {
+    conv_fn: &'static str,
+    ssd: &'static str,
+    ssu: &'static str,
+    router: &'static str,
+}
+
+/// Runs a reused op by name: the GPU op table for [`GpuKernels`]; the CPU reference in the
+/// unit tests below (which so check every TensorMap this module builds, with no GPU).
+pub(crate) trait OpExec {
+    fn exec(
+        &self,
+        op: &str,
+        version: &str,
+        inputs: &TensorMap,
+        sets: &[(String, String)],
+    ) -> Result<TensorMap, GpuError>;
+}
+
+impl OpExec for GpuKernels {
+    fn exec(
+        &self,
+        op: &str,
+        version: &str,
+        inputs: &TensorMap,
+        sets: &[(String, String)],
+    ) -> Result<TensorMap, GpuError> {
+        let o = ops::find(op)?;
+        ops::run_version(&self.g, &o, version, inputs, sets, &self.opts())
+    }
+}
+
+impl Reused for GpuKernels {
+    fn versions(&self) -> Versions {
+        Versions {
+            conv_fn: self.conv_fn_version,
+            ssd: self.ssd_version,
+            ssu: self.ssu_version,
+            router: self.router_version,
+        }
+    }
+}
+
+/// The model's calls into the reused op kernels: the model's operands as the ops' TensorMaps
+/// and back.
+pub(crate) trait Reused: OpExec {
+    fn versions(&self) -> Versions;
+
+    /// Runs `name` (`version`) on `inputs` with `sets`.
+    fn run_op(
+        &self,
+        name: &str,
+        version: &str,
+        inputs: &TensorMap,
+        sets: &[(&str, String)],
+    ) -> Result<TensorMap, GpuError> {
+        let sets: Vec<(String, String)> = sets
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        self.exec(name, version, inputs, &sets)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_prefill(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+        init: Option<&[f32]>,
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        const OP: &str = "causal_conv1d_fn";
+        if k == 0 {
+            return Err(bad(OP, "conv kernel width is 0".into()));
+        }
+        tensor(OP, "x", &[t, dim], x)?;
+        let mut m = TensorMap::new();
+        m.insert(
+            "x".into(),
+            Tensor::from_f32(&[1, dim, t], to_channel_major(x, t, dim)),
+        );
+        m.insert("weight".into(), tensor(OP, "weight", &[dim, k], weight)?);
+        if let Some(b) = bias {
+            m.insert("bias".into(), tensor(OP, "bias", &[dim], b)?);
+        }
+        if let Some(s) = init {
+            m.insert(
+                "initial_states".into(),
+                tensor(OP, "initial_states", &[1, dim, k - 1], s)?,
+            );
+        }
+        let o = self.run_op(
+            OP,
+            self.versions().conv_fn,
+            &m,
+            &[("activation", "silu".into())],
+        )?;
+        let y = out_f32(&o, OP, "out")?;
+        if y.len() != t * dim {
+            return Err(GpuError::Driver(format!(
+                "{OP}: out has {} values",
+                y.len()
+            )));
+        }
+        Ok((to_token_major(&y, t, dim), out_f32(&o, OP, "final_states")?))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_update(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        state: &mut [f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        const OP: &str = "causal_conv1d_update";
+        if k == 0 {
+            return Err(bad(OP, "conv kernel width is 0".into()));
+        }
+        tensor(OP, "x", &[t, dim], x)?;
+        let mut m = TensorMap::new();
+        m.insert(
+            "x".into(),
+            Tensor::from_f32(&[1, dim, t], to_channel_major(x, t, dim)),
+        );
+        m.insert(
+            "conv_state".into(),
+            tensor(OP, "conv_state", &[1, dim, k - 1], state)?,
+        );
+        m.insert("weight".into(), tensor(OP, "weight", &[dim, k], weight)?);
+        if let Some(b) = bias {
+            m.insert("bias".into(), tensor(OP, "bias", &[dim], b)?);
+        }
+        let o = self.run_op(OP, "v1", &m, &[("activation", "silu".into())])?;
+        let y = out_f32(&o, OP, "out")?;
+        let st = out_f32(&o, OP, "conv_state")?;
+        if y.len() != t * dim || st.len() != state.len() {
+            return Err(GpuError::Driver(format!(
+                "{OP}: out has {} values, conv_state {}",
+                y.len(),
+                st.len()
+            )));
+        }
+        state.copy_from_slice(&st);
+        Ok((
+            to_token_major(&y, t, dim),
+            out_f32(&o, OP, "intermediate_conv_window")?,
+        ))
+    }
+
+    fn ssd(&self, a: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, GpuError> {
+        const OP: &str = "ssd_chunk_scan";
+        let d = a.dims;
+        let (b, l, h, p, g, n) = (d.batch, d.seqlen, d.nheads, d.headdim, d.ngroups, d.dstate);
+        let mut m = TensorMap::new();
+        m.insert("x".into(), tensor(OP, "x", &[b, l, h, p], a.x)?);
+        m.insert("dt".into(), tensor(OP, "dt", &[b, l, h], a.dt)?);
+        m.insert("A".into(), tensor(OP, "A", &[h], a.a)?);
+        m.insert("B".into(), tensor(OP, "B", &[b, l, g, n], a.b)?);
+        m.insert("C".into(), tensor(OP, "C", &[b, l, g, n], a.c)?);
+        if let Some(v) = a.d {
+            m.insert("D".into(), tensor(OP, "D", &[h, p], v)?);
+        }
+        if let Some(v) = a.z {
+            m.insert("z".into(), tensor(OP, "z", &[b, l, h, p], v)?);
+        }
+        if let Some(v) = a.dt_bias {
+            m.insert("dt_bias".into(), tensor(OP, "dt_bias", &[h], v)?);
+        }
+        if let Some(v) = a.initial_states {
+            m.insert(
+                "initial_states".into(),
+                tensor(OP, "initial_states", &[b, h, p, n], v)?,
+            );
+        }
+        if let Some(v) = a.seq_idx {
+            if v.len() != b * l {
+                return Err(bad(
+                    OP,
+                    format!("seq_idx has {} values, expected {b} * {l}", v.len()),
+                ));
+            }
+            m.insert("seq_idx".into(), Tensor::from_i64(&[b, l], v.to_vec()));
+        }
+        let softplus = a.dt_cfg.transform == DtTransform::Softplus;
+        let o = self.run_op(
+            OP,
+            self.versions().ssd,
+            &m,
+            &[
+                ("chunk_size", chunk.to_string()),
+                ("dt_softplus", softplus.to_string()),
+                ("dt_min", a.dt_cfg.dt_min.to_string()),
+                ("dt_max", a.dt_cfg.dt_max.to_string()),
+            ],
+        )?;
+        Ok(SsdOutput {
+            y: out_f32(&o, OP, "y")?,
+            final_states: out_f32(&o, OP, "final_states")?,
+        })
+    }
+
+    /// One `selective_state_update` launch (batch 1, f32 state updated in place).
+    #[allow(clippy::too_many_arguments)]
+    fn ssu_one(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        p: &SsmParams<'_>,
+        x: &[f32],
+        dt: &[f32],
+        b: &[f32],
+        c: &[f32],
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "selective_state_update";
+        let SsmDims {
+            nheads: h,
+            headdim: hd,
+            ngroups: g,
+            dstate: n,
+        } = dims;
+        let mut m = TensorMap::new();
+        m.insert("state".into(), tensor(OP, "state", &[1, h, hd, n], state)?);
+        m.insert("x".into(), tensor(OP, "x", &[1, h, hd], x)?);
+        m.insert("dt".into(), tensor(OP, "dt", &[1, h], dt)?);
+        m.insert("A".into(), tensor(OP, "A", &[h], p.a)?);
+        m.insert("B".into(), tensor(OP, "B", &[1, g, n], b)?);
+        m.insert("C".into(), tensor(OP, "C", &[1, g, n], c)?);
+        m.insert("D".into(), tensor(OP, "D", &[h], p.d)?);
+        m.insert("dt_bias".into(), tensor(OP, "dt_bias", &[h], p.dt_bias)?);
+        let o = self.run_op(
+            OP,
+            self.versions().ssu,
+            &m,
+            &[("dt_softplus", "true".into())],
+        )?;
+        let st = out_f32(&o, OP, "state")?;
+        if st.len() != state.len() {
+            return Err(GpuError::Driver(format!(
+                "{OP}: state has {} values",
+                st.len()
+            )));
+        }
+        state.copy_from_slice(&st);
+        out_f32(&o, OP, "out")
+    }
+
+    fn ssu_steps(
+        &self,
+        dims: SsmDims,
+        state: &[f32],
+        t: usize,
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+        record: Record,
+    ) -> Result<SsuRun, GpuError> {
+        const OP: &str = "selective_state_update";
+        let (xh, gn, h) = (
+            dims.nheads * dims.headdim,
+            dims.ngroups * dims.dstate,
+            dims.nheads,
+        );
+        if r.x.len() != t * xh || r.dt.len() != t * h || r.b.len() != t * gn || r.c.len() != t * gn
+        {
+            return Err(bad(
+                OP,
+                format!(
+                    "rows of {t} tokens: x {} (want {}), dt {} (want {}), B {} / C {} (want {})",
+                    r.x.len(),
+                    t * xh,
+                    r.dt.len(),
+                    t * h,
+                    r.b.len(),
+                    r.c.len(),
+                    t * gn
+                ),
+            ));
+        }
+        let mut s = state.to_vec();
+        let mut out = Vec::with_capacity(t * xh);
+        let every = record == Record::EveryStep;
+        let mut inter = Vec::with_capacity(if every { t * s.len() } else { 0 });
+        for i in 0..t {
+            let y = self.ssu_one(
+                dims,
+                &mut s,
+                p,
+                &r.x[i * xh..(i + 1) * xh],
+                &r.dt[i * h..(i + 1) * h],
+                &r.b[i * gn..(i + 1) * gn],
+                &r.c[i * gn..(i + 1) * gn],
+            )?;
+            out.extend(y);
+            if every {
+                inter.extend_from_slice(&s);
+            }
+        }
+        Ok(SsuRun {
+            out,
+            states: inter,
+            last: s,
+        })
+    }
+
+    fn router(
+        &self,
+        logits: &[f32],
+        bias: &[f32],
+        tokens: usize,
+        c: &RouterConfig,
+    ) -> Result<Vec<Route>, GpuError> {
+        const OP: &str = "noaux_tc_router";
+        let e = bias.len();
+        let mut m = TensorMap::new();
+        m.insert("logits".into(), tensor(OP, "logits", &[tokens, e], logits)?);
+        m.insert("bias".into(), tensor(OP, "bias", &[e], bias)?);
+        let norm = match c.norm_mode {
+            NormMode::Fp64 => "fp64",
+            NormMode::Fp32DivideThenMultiply => "fp32_divide_then_multiply",
+            NormMode::Fp32NoEps => "fp32_no_eps",
+        };
+        let sig = match c.sigmoid {
+            SigmoidMode::Tanh => "tanh",
+            SigmoidMode::Exp => "exp",
+        };
+        let mask = match c.group_mask {
+            GroupMask::NegInf => "neg_inf",
+            GroupMask::Zero => "zero",
+        };
+        let o = self.run_op(
+            OP,
+            self.versions().router,
+            &m,
+            &[
+                ("top_k", c.top_k.to_string()),
+                ("n_group", c.n_group.to_string()),
+                ("topk_group", c.topk_group.to_string()),
+                ("routed_scaling_factor", c.routed_scaling_factor.to_string()),
+                ("norm_topk_prob", c.norm_topk_prob.to_string()),
+                ("norm_mode", norm.into()),
+                ("sigmoid", sig.into()),
+                ("group_mask", mask.into()),
+            ],
+        )?;
+        let idx = o
+            .get("topk_indices")
+            .and_then(|t| t.to_i64_vec())
+            .ok_or_else(|| GpuError::Driver(format!("{OP}: no integer 'topk_indices'")))?;
+        let w = out_f32(&o, OP, "topk_weights")?;
+        let k = c.top_k;
+        if idx.len() != tokens * k || w.len() != tokens * k {
+            return Err(GpuError::Driver(format!(
+                "{OP}: {} indices / {} weights for {tokens} tokens x top_k {k}",
+                idx.len(),
+                w.len()
+            )));
+        }
+        let mut routes = Vec::with_capacity(tokens);
+        for t in 0..tokens {
+            let mut ids = Vec::with_capacity(k);
+            for &i in &idx[t * k..(t + 1) * k] {
+                ids.push(
+                    usize::try_from(i).map_err(|_| {
+                        GpuError::Driver(format!("{OP}: token {t} got expert id {i}"))
+                    })?,
+                );
+            }
+            routes.push((ids, w[t * k..(t + 1) * k].to_vec()));
+        }
+        Ok(routes)
+    }
+}
+
+impl ModelKernels for GpuKernels {
+    fn name(&self) -> &str {
+        "gpu"
+    }
+    fn as_dyn(&self) -> &dyn ModelKernels {
+        self
+    }
+    fn linear(
+        &self,
+        x: &[f32],
+        t: usize,
+        w: &Mat,
+        bias: Option<&[f32]>,
+    ) -> Result<Vec<f32>, ModelError> {
+        let (n, k) = (w.rows(), w.cols());
+        let wv = w.row_block(0, n);
+        self.gemm(x, t, &wv, n, k, bias).map_err(merr("linear"))
+    }
+    fn rmsnorm(&self, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, ModelError> {
+        self.rmsnorm_rows(x, w, eps).map_err(merr("rmsnorm"))
+    }
+    fn gated_rmsnorm(
+        &self,
+        x: &[f32],
+        z: &[f32],
+        w: &[f32],
+        group: usize,
+        eps: f32,
+    ) -> Result<Vec<f32>, ModelError> {
+        self.gated_rmsnorm_rows(x, z, w, group, eps)
+            .map_err(merr("gated_rmsnorm"))
+    }
+    fn relu2(&self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
+        self.relu2_vec(x).map_err(merr("relu2"))
+    }
+    fn causal_conv1d(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+        init: Option<&[f32]>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        self.conv_prefill(x, t, dim, weight, bias, k, init)
+            .map_err(merr("causal_conv1d_fn"))
+    }
+    fn causal_conv1d_step(
+        &self,
+        x: &[f32],
+        t: usize,
+        dim: usize,
+        state: &mut [f32],
+        weight: &[f32],
+        bias: Option<&[f32]>,
+        k: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        self.conv_update(x, t, dim, state, weight, bias, k)
+            .map_err(merr("causal_conv1d_update"))
+    }
+    fn ssd_chunk_scan(&self, args: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, ModelError> {
+        self.ssd(args, chunk).map_err(merr("ssd_chunk_scan"))
+    }
+    fn ssu_step(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<Vec<f32>, ModelError> {
+        let run = self
+            .ssu_steps(dims, state, 1, p, r, Record::FinalOnly)
+            .map_err(merr("selective_state_update"))?;
+        state.copy_from_slice(&run.last);
+        Ok(run.out)
+    }
+    fn ssu_verify(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        t: usize,
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+        // disable_state_update: `state` is left untouched.
+        let run = self
+            .ssu_steps(dims, state, t, p, r, Record::EveryStep)
+            .map_err(merr("selective_state_update (multi-token verify)"))?;
+        Ok((run.out, run.states))
+    }
+    fn route(
+        &self,
+        logits: &[f32],
+        bias: &[f32],
+        tokens: usize,
+        cfg: &RouterConfig,
+    ) -> Result<Vec<Route>, ModelError> {
+        self.router(logits, bias, tokens, cfg)
+            .map_err(merr("noaux_tc_router"))
+    }
+    fn attention(
+        &self,
+        q: &[f32],
+        keys: &[f32],
+        vals: &[f32],
+        p0: usize,
+        g: AttnGeometry,
+    ) -> Result<Vec<f32>, ModelError> {
+        self.attention_f32(q, keys, vals, p0, g)
+            .map_err(merr("attention"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The TensorMaps built for the reused ops, run through the CPU reference's op table
+    //! (same input names, shapes and params as the GPU ops validate): the bridge must give
+    //! what the model's CPU adapters give. Needs no GPU.
+    use super::*;
+    use reference::model::kernels::{router_config, CpuKernels};
+    use reference::ops::ssd_chunk_scan::{DtConfig, SsdDims};
+
+    struct RefExec;
+    impl OpExec for RefExec {
+        fn exec(
+            &self,
+            op: &str,
+            _version: &str,
+            inputs: &TensorMap,
+            sets: &[(String, String)],
+        ) -> Result<TensorMap, GpuError> {
+            Ok(reference::ops::find(op)?.call(inputs, sets)?)
+        }
+    }
+    impl Reused for RefExec {
+        fn versions(&self) -> Versions {
+            Versions {
+                conv_fn: "v1",
+                ssd: "v1",
+                ssu: "auto",
+                router: "auto",
+            }
+        }
+    }
+
+    fn vals(seed: u64, n: usize, scale: f32) -> Vec<f32> {
+        let mut s = seed | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let u = ((s >> 40) as f32) / (1u64 << 24) as f32;
+                let m = 0.05 + 0.95 * u;
+                scale * if s & 2 == 0 { m } else { -m }
+            })
+            .collect()
+    }
+
+    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+    }
+
+    #[test]
+    fn conv_bridge_equals_the_cpu_adapters() {
+        let (t, dim, k) = (7usize, 5usize, 4usize);
+        let (x, w, b, init) = (
+            vals(1, t * dim, 1.0),
+            vals(2, dim * k, 0.5),
+            vals(3, dim, 0.1),
+            vals(4, dim * (k - 1), 1.0),
+        );
+        for i in [None, Some(&init[..])] {
+            let want = CpuKernels
+                .causal_conv1d(&x, t, dim, &w, Some(&b), k, i)
+                .unwrap();
+            let got = RefExec
+                .conv_prefill(&x, t, dim, &w, Some(&b), k, i)
+                .unwrap();
+            assert_eq!(want, got);
+        }
+        let mut s0 = init.clone();
+        let want = CpuKernels
+            .causal_conv1d_step(&x[..3 * dim], 3, dim, &mut s0, &w, Some(&b), k)
+            .unwrap();
+        let mut s1 = init.clone();
+        let got = RefExec
+            .conv_update(&x[..3 * dim], 3, dim, &mut s1, &w, Some(&b), k)
+            .unwrap();
+        assert_eq!(want, got);
+        assert_eq!(s0, s1);
+        assert_ne!(s0, init, "the state moved");
+        // A wrong size is an error, not a panic.
+        assert!(RefExec
+            .conv_prefill(&x[1..], t, dim, &w, None, k, None)
+            .is_err());
+    }
+
+    #[test]
+    fn ssd_ssu_and_router_bridges_equal_the_cpu_adapters() {
+        let (l, nh, hd, ng, ds) = (11usize, 4usize, 3usize, 2usize, 5usize);
+        let x = vals(10, l * nh * hd, 1.0);
+        let dt = vals(11, l * nh, 1.0);
+        let a: Vec<f32> = vals(12, nh, 1.0).iter().map(|v| -v.abs() - 0.5).collect();
+        let (bb, cc) = (vals(13, l * ng * ds, 1.0), vals(14, l * ng * ds, 1.0));
+        let d = vals(15, nh * hd, 1.0);
+        let dtb = vals(16, nh, 1.0);
+        let init = vals(17, nh * hd * ds, 1.0);
+        let args = SsdArgs {
+            dims: SsdDims {
+                batch: 1,
+                seqlen: l,
+                nheads: nh,
+                headdim: hd,
+                ngroups: ng,
+                dstate: ds,
+            },
+            x: &x,
+            dt: &dt,
+            a: &a,
+            b: &bb,
+            c: &cc,
+            d: Some(&d),
+            z: None,
+            dt_bias: Some(&dtb),
+            initial_states: Some(&init),
+            seq_idx: None,
+            dt_cfg: DtConfig {
+                transform: DtTransform::Softplus,
+                dt_min: 0.0,
+                dt_max: f32::INFINITY,
+            },
+        };
+        let want = CpuKernels.ssd_chunk_scan(&args, 4).unwrap();
+        let got = RefExec.ssd(&args, 4).unwrap();
+        assert_eq!(want, got);
+
+        let dims = SsmDims {
+            nheads: nh,
+            headdim: hd,
+            ngroups: ng,
+            dstate: ds,
+        };
+        let dh = vals(18, nh, 1.0);
+        let p = SsmParams {
+            a: &a,
+            d: &dh,
+            dt_bias: &dtb,
+        };
+        let t = 3;
+        let rows = SsmRows {
+            x: &x[..t * nh * hd],
+            dt: &dt[..t * nh],
+            b: &bb[..t * ng * ds],
+            c: &cc[..t * ng * ds],
+        };
+        // One step.
+        let one = SsmRows {
+            x: &x[..nh * hd],
+            dt: &dt[..nh],
+            b: &bb[..ng * ds],
+            c: &cc[..ng * ds],
+        };
+        let mut s0 = init.clone();
+        let y0 = CpuKernels.ssu_step(dims, &mut s0, &p, &one).unwrap();
+        let run = RefExec
+            .ssu_steps(dims, &init, 1, &p, &one, Record::FinalOnly)
+            .unwrap();
+        assert_eq!(y0, run.out);
+        assert_eq!(s0, run.last);
+        assert!(run.states.is_empty());
+        // Verification: t single-token updates = the multi-token op (f32 state, chained from
+        // the unrounded state), main state untouched.
+        let mut sv = init.clone();
+        let (yv, iv) = CpuKernels.ssu_verify(dims, &mut sv, t, &p, &rows).unwrap();
+        assert_eq!(sv, init);
+        let run = RefExec
+            .ssu_steps(dims, &init, t, &p, &rows, Record::EveryStep)
+            .unwrap();
+        assert!(max_diff(&yv, &run.out) == 0.0, "verify out");
+        assert!(max_diff(&iv, &run.states) == 0.0, "verify states");
+        assert_eq!(run.last, iv[(t - 1) * init.len()..]);
+
+        let (tokens, e) = (6usize, 16usize);
+        let logits = vals(20, tokens * e, 3.0);
+        let bias = vals(21, e, 0.1);
+        let rc = router_config(4, 1, 1, true, 2.5);
+        let want = CpuKernels.route(&logits, &bias, tokens, &rc).unwrap();
+        let got = RefExec.router(&logits, &bias, tokens, &rc).unwrap();
+        assert_eq!(want, got);
+    }
+}

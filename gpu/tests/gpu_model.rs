@@ -1,0 +1,630 @@
+//! The end-to-end model's GPU path (gpu/src/model.rs, gpu/kernels/model_ops.cu) against the CPU
+//! reference. `#[ignore = "gpu"]`: run on a GPU machine with `--ignored`.
+//!
+//! (a) every `ModelKernels` method of `GpuKernels` vs `CpuKernels` on seeded random non-zero
+//!     inputs with odd sizes (tile edges crossed, attention key chunks crossed), each run with
+//!     two poison bytes that must give bit-identical outputs (no element left unwritten);
+//! (b) the tiny golden model (fixtures/models/nemotron-tiny-a): prefill, decode, MTP logits and
+//!     every hidden state on the GPU path vs the transformers golden with the CPU e2e tests'
+//!     tolerance (max|a-b| / max|a| < 1e-4, same greedy tokens), speculative decoding = greedy;
+//! (c) GPU path vs CPU path per layer (fixture and seeded presets), decode steps and a
+//!     multi-token verification pass with its promoted caches.
+
+use gpu::model::GpuKernels;
+use reference::model::kernels::{
+    router_config, AttnGeometry, CpuKernels, ModelKernels, SsmDims, SsmParams, SsmRows,
+};
+use reference::model::{Mat, Model, Pass};
+use reference::ops::ssd_chunk_scan::{DtConfig, DtTransform, SsdArgs, SsdDims};
+use reference::{io, Tensor, TensorMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The CPU e2e tests' tolerance (tests/e2e_golden.rs).
+const TOL: f64 = 1e-4;
+
+fn gpu_k(poison: u8) -> GpuKernels {
+    match GpuKernels::new() {
+        Ok(k) => k.with_poison(poison),
+        Err(e) => panic!("GPU test run without a usable GPU: {e}"),
+    }
+}
+
+/// Seeded values in +-[0.05, 1] (never zero).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        let u = ((self.0 >> 40) as f32) / (1u64 << 24) as f32; // [0, 1)
+        let m = 0.05 + 0.95 * u;
+        if self.0 & 1 == 0 {
+            m
+        } else {
+            -m
+        }
+    }
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.next() * scale).collect()
+    }
+    fn pos(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| lo + (hi - lo) * (self.next().abs() - 0.05) / 0.95)
+            .collect()
+    }
+}
+
+/// max|a-b| / max|a| (a = reference).
+fn max_rel(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "lengths");
+    let num = a
+        .iter()
+        .zip(b)
+        .fold(0f64, |m, (x, y)| m.max((*x as f64 - *y as f64).abs()));
+    let den = a.iter().fold(0f64, |m, x| m.max((*x as f64).abs()));
+    if b.iter().any(|v| !v.is_finite()) {
+        return f64::INFINITY;
+    }
+    num / den.max(f64::MIN_POSITIVE)
+}
+
+/// Element-wise |a-b| <= atol * max|a| + rtol * |a|; panics with the worst element.
+fn assert_close(what: &str, want: &[f32], got: &[f32], atol: f64, rtol: f64) {
+    assert_eq!(want.len(), got.len(), "{what}: lengths");
+    assert!(!want.is_empty(), "{what}: empty");
+    let amax = want.iter().fold(0f64, |m, x| m.max((*x as f64).abs()));
+    assert!(
+        amax > 0.0,
+        "{what}: the reference is all zeros (a useless test)"
+    );
+    for (i, (&a, &b)) in want.iter().zip(got).enumerate() {
+        let (a, b) = (a as f64, b as f64);
+        let lim = atol * amax + rtol * a.abs();
+        assert!(
+            (a - b).abs() <= lim && b.is_finite(),
+            "{what}[{i}]: cpu {a:e} gpu {b:e} (|diff| {:e} > {lim:e}; max rel {:e})",
+            (a - b).abs(),
+            max_rel(want, got)
+        );
+    }
+}
+
+/// Runs `f` on the GPU with poison 0xFF and 0x00: the outputs must be bit-identical.
+fn both_poisons<T: PartialEq + std::fmt::Debug>(what: &str, f: impl Fn(&GpuKernels) -> T) -> T {
+    let a = f(&gpu_k(0xFF));
+    let b = f(&gpu_k(0x00));
+    assert!(
+        a == b,
+        "{what}: results differ between poison 0xFF and 0x00: some outputs are not written"
+    );
+    a
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+// ---------------------------------------------------------------- (a) kernels vs CPU
+
+#[test]
+#[ignore = "gpu"]
+fn gemm_matches_cpu_linear_on_odd_shapes() {
+    let cpu = CpuKernels;
+    let mut r = Rng(0x1234_5678_9abc_def1);
+    // (t, out, in): single element, tile edges +-1, decode rows, a K that is not a multiple
+    // of the 16-deep k slice, more rows than one 64-row tile.
+    for (i, &(t, n, k)) in [
+        (1usize, 1usize, 1usize),
+        (1, 517, 256),
+        (3, 67, 129),
+        (4, 64, 16),
+        (65, 63, 17),
+        (70, 131, 257),
+        (129, 200, 45),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let x = r.vec(t * k, 1.0);
+        let w = Mat::dense(n, k, r.vec(n * k, 1.0 / (k as f32).sqrt()));
+        let bias = r.vec(n, 0.1);
+        for b in [None, Some(&bias[..])] {
+            let want = cpu.linear(&x, t, &w, b).expect("cpu linear");
+            let got = both_poisons("gemm", |g| {
+                bits(&g.linear(&x, t, &w, b).expect("gpu linear"))
+            });
+            let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
+            // fp32 with another summation order: bound each element by the magnitude of its
+            // products, sum_k |x_k w_k| (+ |bias|).
+            let wv = w.values();
+            for row in 0..t {
+                for o in 0..n {
+                    let mag: f64 = (0..k)
+                        .map(|j| (x[row * k + j] as f64 * wv[o * k + j] as f64).abs())
+                        .sum::<f64>()
+                        + b.map_or(0.0, |b| (b[o] as f64).abs());
+                    let (a, g) = (want[row * n + o] as f64, got[row * n + o] as f64);
+                    assert!(
+                        (a - g).abs() <= 1e-5 * mag && g.is_finite(),
+                        "case {i} ({t}x{n}x{k}, bias {}): [{row},{o}] cpu {a:e} gpu {g:e} (sum|xw| {mag:e})",
+                        b.is_some()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "gpu"]
+fn norms_and_relu2_match_cpu() {
+    let cpu = CpuKernels;
+    let mut r = Rng(77);
+    for (rows, n) in [(1usize, 1usize), (7, 257), (3, 1000), (2, 4096)] {
+        let x = r.vec(rows * n, 3.0);
+        let w = r.vec(n, 1.0);
+        let want = cpu.rmsnorm(&x, &w, 1e-5).expect("cpu");
+        let got = both_poisons("rmsnorm", |g| bits(&g.rmsnorm(&x, &w, 1e-5).expect("gpu")));
+        let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
+        assert_close(&format!("rmsnorm {rows}x{n}"), &want, &got, 1e-6, 1e-5);
+    }
+    for (rows, d, group) in [
+        (5usize, 96usize, 24usize),
+        (3, 100, 100),
+        (2, 1024, 128),
+        (1, 9, 3),
+    ] {
+        let x = r.vec(rows * d, 2.0);
+        let z = r.vec(rows * d, 4.0);
+        let w = r.vec(d, 1.0);
+        let want = cpu.gated_rmsnorm(&x, &z, &w, group, 1e-5).expect("cpu");
+        let got = both_poisons("gated_rmsnorm", |g| {
+            bits(&g.gated_rmsnorm(&x, &z, &w, group, 1e-5).expect("gpu"))
+        });
+        let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
+        assert_close(
+            &format!("gated_rmsnorm {rows}x{d} group {group}"),
+            &want,
+            &got,
+            1e-6,
+            1e-5,
+        );
+    }
+    let x = r.vec(1001, 2.0);
+    let want = cpu.relu2(&x).expect("cpu");
+    let got = both_poisons("relu2", |g| bits(&g.relu2(&x).expect("gpu")));
+    assert_eq!(bits(&want), got, "relu2 is exact");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn attention_matches_cpu_with_cache_offsets_and_long_contexts() {
+    let cpu = CpuKernels;
+    let mut r = Rng(99);
+    // (nq, nkv, hd, t, p0): the fixture's geometry, GQA with odd head dims and a cached
+    // prefix, MHA, and contexts crossing the kernel's 1024-key chunks.
+    for (nq, nkv, hd, t, p0) in [
+        (4usize, 2usize, 32usize, 7usize, 0usize),
+        (6, 3, 20, 5, 11),
+        (3, 3, 17, 1, 40),
+        (2, 1, 16, 3, 2100),
+        (8, 2, 128, 2, 1023),
+    ] {
+        let g = AttnGeometry { nq, nkv, hd, t };
+        let len = p0 + t;
+        let q = r.vec(t * nq * hd, 1.0);
+        let k = r.vec(len * nkv * hd, 1.0);
+        let v = r.vec(len * nkv * hd, 1.0);
+        let want = cpu.attention(&q, &k, &v, p0, g).expect("cpu");
+        let got = both_poisons("attention", |gk| {
+            bits(&gk.attention(&q, &k, &v, p0, g).expect("gpu"))
+        });
+        let got: Vec<f32> = got.into_iter().map(f32::from_bits).collect();
+        assert_close(
+            &format!("attention nq {nq} nkv {nkv} hd {hd} t {t} p0 {p0}"),
+            &want,
+            &got,
+            2e-6,
+            1e-5,
+        );
+    }
+    // A bad call is an error, not a crash.
+    let g = AttnGeometry {
+        nq: 4,
+        nkv: 2,
+        hd: 8,
+        t: 2,
+    };
+    assert!(gpu_k(0xFF)
+        .attention(&[0.5; 64], &[0.5; 16], &[0.5; 16], 0, g)
+        .is_err());
+}
+
+#[test]
+#[ignore = "gpu"]
+fn conv_ssd_ssu_router_and_experts_match_cpu() {
+    let cpu = CpuKernels;
+    let mut r = Rng(4242);
+    // Causal conv (prefill) with and without a previous window; decode conv over 3 tokens.
+    let (t, dim, k) = (19usize, 37usize, 4usize);
+    let x = r.vec(t * dim, 1.0);
+    let w = r.vec(dim * k, 0.5);
+    let b = r.vec(dim, 0.1);
+    let init = r.vec(dim * (k - 1), 1.0);
+    for i in [None, Some(&init[..])] {
+        let (y0, f0) = cpu
+            .causal_conv1d(&x, t, dim, &w, Some(&b), k, i)
+            .expect("cpu");
+        let (y1, f1) = both_poisons("conv1d_fn", |g| {
+            let (y, f) = g
+                .causal_conv1d(&x, t, dim, &w, Some(&b), k, i)
+                .expect("gpu");
+            (bits(&y), bits(&f))
+        });
+        let y1: Vec<f32> = y1.into_iter().map(f32::from_bits).collect();
+        assert_close("conv1d_fn out", &y0, &y1, 1e-6, 1e-5);
+        assert_eq!(bits(&f0), f1, "conv1d_fn final window is a copy");
+    }
+    let ts = 3;
+    let xs = r.vec(ts * dim, 1.0);
+    let mut s0 = init.clone();
+    let (y0, w0) = cpu
+        .causal_conv1d_step(&xs, ts, dim, &mut s0, &w, Some(&b), k)
+        .expect("cpu");
+    let (y1, w1, s1) = both_poisons("conv1d_update", |g| {
+        let mut s = init.clone();
+        let (y, wins) = g
+            .causal_conv1d_step(&xs, ts, dim, &mut s, &w, Some(&b), k)
+            .expect("gpu");
+        (bits(&y), bits(&wins), bits(&s))
+    });
+    let y1: Vec<f32> = y1.into_iter().map(f32::from_bits).collect();
+    assert_close("conv1d_update out", &y0, &y1, 1e-6, 1e-5);
+    assert_eq!(bits(&w0), w1, "conv1d_update windows");
+    assert_eq!(bits(&s0), s1, "conv1d_update state");
+
+    // SSD chunk scan (odd length over 3 chunks, initial states, D per (head, dim), softplus).
+    let (l, nh, hd, ng, ds, chunk) = (23usize, 4usize, 8usize, 2usize, 16usize, 8usize);
+    let xs = r.vec(l * nh * hd, 1.0);
+    let dt = r.vec(l * nh, 1.0);
+    let a: Vec<f32> = r.pos(nh, 0.5, 4.0).iter().map(|v| -v).collect();
+    let bb = r.vec(l * ng * ds, 1.0);
+    let cc = r.vec(l * ng * ds, 1.0);
+    let d = r.vec(nh * hd, 1.0);
+    let dtb = r.vec(nh, 1.0);
+    let init_s = r.vec(nh * hd * ds, 1.0);
+    let args = SsdArgs {
+        dims: SsdDims {
+            batch: 1,
+            seqlen: l,
+            nheads: nh,
+            headdim: hd,
+            ngroups: ng,
+            dstate: ds,
+        },
+        x: &xs,
+        dt: &dt,
+        a: &a,
+        b: &bb,
+        c: &cc,
+        d: Some(&d),
+        z: None,
+        dt_bias: Some(&dtb),
+        initial_states: Some(&init_s),
+        seq_idx: None,
+        dt_cfg: DtConfig {
+            transform: DtTransform::Softplus,
+            dt_min: 0.0,
+            dt_max: f32::INFINITY,
+        },
+    };
+    let want = cpu.ssd_chunk_scan(&args, chunk).expect("cpu ssd");
+    let got = both_poisons("ssd", |g| {
+        let o = g.ssd_chunk_scan(&args, chunk).expect("gpu ssd");
+        (bits(&o.y), bits(&o.final_states))
+    });
+    let gy: Vec<f32> = got.0.into_iter().map(f32::from_bits).collect();
+    let gf: Vec<f32> = got.1.into_iter().map(f32::from_bits).collect();
+    assert_close("ssd y", &want.y, &gy, 1e-5, 1e-4);
+    assert_close("ssd final_states", &want.final_states, &gf, 1e-5, 1e-4);
+
+    // Selective state update: one step, and a 3-token verification (state untouched).
+    let dims = SsmDims {
+        nheads: nh,
+        headdim: hd,
+        ngroups: ng,
+        dstate: ds,
+    };
+    let dh = r.vec(nh, 1.0);
+    let p = SsmParams {
+        a: &a,
+        d: &dh,
+        dt_bias: &dtb,
+    };
+    let tv = 3;
+    let (x3, dt3, b3, c3) = (
+        r.vec(tv * nh * hd, 1.0),
+        r.vec(tv * nh, 1.0),
+        r.vec(tv * ng * ds, 1.0),
+        r.vec(tv * ng * ds, 1.0),
+    );
+    let rows1 = SsmRows {
+        x: &x3[..nh * hd],
+        dt: &dt3[..nh],
+        b: &b3[..ng * ds],
+        c: &c3[..ng * ds],
+    };
+    let mut s0 = init_s.clone();
+    let y0 = cpu.ssu_step(dims, &mut s0, &p, &rows1).expect("cpu ssu");
+    let (y1, s1) = both_poisons("ssu", |g| {
+        let mut s = init_s.clone();
+        let y = g.ssu_step(dims, &mut s, &p, &rows1).expect("gpu ssu");
+        (bits(&y), bits(&s))
+    });
+    let y1: Vec<f32> = y1.into_iter().map(f32::from_bits).collect();
+    let s1: Vec<f32> = s1.into_iter().map(f32::from_bits).collect();
+    assert_close("ssu out", &y0, &y1, 1e-6, 1e-5);
+    assert_close("ssu state", &s0, &s1, 1e-6, 1e-5);
+    let rows3 = SsmRows {
+        x: &x3,
+        dt: &dt3,
+        b: &b3,
+        c: &c3,
+    };
+    let mut sc = init_s.clone();
+    let (yv0, iv0) = cpu.ssu_verify(dims, &mut sc, tv, &p, &rows3).expect("cpu");
+    let mut sg = init_s.clone();
+    let (yv1, iv1) = gpu_k(0xFF)
+        .ssu_verify(dims, &mut sg, tv, &p, &rows3)
+        .expect("gpu verify");
+    assert_eq!(bits(&sg), bits(&init_s), "verify must not touch the state");
+    assert_close("ssu verify out", &yv0, &yv1, 1e-6, 1e-5);
+    assert_close("ssu verify states", &iv0, &iv1, 1e-6, 1e-5);
+
+    // noaux_tc router with the model's settings (transformers numerics).
+    let (tokens, e, topk) = (9usize, 16usize, 4usize);
+    let logits = r.vec(tokens * e, 3.0);
+    let bias = r.vec(e, 0.1);
+    let rc = router_config(topk, 1, 1, true, 2.5);
+    let want = cpu.route(&logits, &bias, tokens, &rc).expect("cpu route");
+    let got = gpu_k(0xFF)
+        .route(&logits, &bias, tokens, &rc)
+        .expect("gpu route");
+    for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(a.0, b.0, "token {i}: experts");
+        assert_close(&format!("token {i} weights"), &a.1, &b.1, 1e-6, 1e-6);
+    }
+
+    // Routed experts (permute, per-expert GEMM pair, finalize) vs the CPU rayon path.
+    let (lw, inter) = (24usize, 40usize);
+    let experts: Vec<(Mat, Mat)> = (0..e)
+        .map(|_| {
+            (
+                Mat::dense(inter, lw, r.vec(inter * lw, 0.3)),
+                Mat::dense(lw, inter, r.vec(lw * inter, 0.3)),
+            )
+        })
+        .collect();
+    let lat = r.vec(tokens * lw, 1.0);
+    let idx: Vec<i64> = want
+        .iter()
+        .flat_map(|(ids, _)| ids.iter().map(|&x| x as i64))
+        .collect();
+    let wts: Vec<f32> = want.iter().flat_map(|(_, w)| w.iter().copied()).collect();
+    let y0 = cpu
+        .routed_experts(&lat, tokens, &idx, &wts, topk, &experts)
+        .expect("cpu experts");
+    let y1 = gpu_k(0xFF)
+        .routed_experts(&lat, tokens, &idx, &wts, topk, &experts)
+        .expect("gpu experts");
+    assert_close("routed experts", &y0, &y1, 1e-5, 1e-4);
+}
+
+// ---------------------------------------------------------------- (b) golden, (c) vs CPU
+
+/// The fixture directory: next to the sources, or under the working directory (the GPU
+/// machine runs the binaries from a copy of the tree), or $DUET_FIXTURE_MODEL.
+fn fixture() -> PathBuf {
+    let mut c = vec![];
+    if let Ok(p) = std::env::var("DUET_FIXTURE_MODEL") {
+        c.push(PathBuf::from(p));
+    }
+    c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/nemotron-tiny-a"));
+    c.push(PathBuf::from("fixtures/models/nemotron-tiny-a"));
+    c.into_iter()
+        .find(|p| p.join("config.json").exists())
+        .unwrap_or_else(|| {
+            panic!("fixtures/models/nemotron-tiny-a not found: run from the repo root or set DUET_FIXTURE_MODEL")
+        })
+}
+
+fn golden() -> (TensorMap, usize) {
+    let (g, meta) =
+        io::load_with_metadata(&fixture().join("reference.safetensors")).expect("golden loads");
+    let p = meta["prefill_len"].parse().expect("prefill_len");
+    (g, p)
+}
+
+fn ids(g: &TensorMap) -> Vec<u32> {
+    g["input_ids"]
+        .to_i64_vec()
+        .expect("integer ids")
+        .into_iter()
+        .map(|v| v as u32)
+        .collect()
+}
+
+fn argmax(x: &[f32], v: usize) -> Vec<usize> {
+    x.chunks_exact(v)
+        .map(|r| (0..v).fold(0, |b, i| if r[i] > r[b] { i } else { b }))
+        .collect()
+}
+
+fn gpu_model(mut m: Model) -> Model {
+    m.set_kernels(Arc::new(gpu_k(0xFF)));
+    assert_eq!(m.kernels().name(), "gpu");
+    m
+}
+
+fn check_golden(name: &str, g: &Tensor, got: &[f32], v: usize) {
+    let want = g.to_f32_vec();
+    let e = max_rel(&want, got);
+    eprintln!("{name}: max rel {e:.3e}");
+    assert!(e < TOL, "{name}: max rel {e:e} >= {TOL:e}");
+    assert_eq!(argmax(&want, v), argmax(got, v), "{name}: greedy tokens");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_path_matches_the_golden_prefill_decode_mtp() {
+    let m = gpu_model(Model::load_dir(&fixture()).expect("fixture"));
+    let (g, p) = golden();
+    let (ids, v, hs) = (ids(&g), m.cfg.vocab_size, m.cfg.hidden_size);
+    let t = ids.len();
+    // Full forward: logits and every hidden state.
+    let out = m
+        .forward(&ids, None, Pass::Prefill, true)
+        .expect("gpu forward");
+    check_golden("logits", &g["logits"], &out.logits, v);
+    assert_eq!(out.hidden.len(), m.cfg.layers.len() + 1);
+    for (i, h) in out.hidden.iter().enumerate() {
+        let name = format!("hidden.{i}");
+        let e = max_rel(&g[&name].to_f32_vec(), h);
+        eprintln!("{name}: max rel {e:.3e}");
+        assert!(e < TOL, "{name}: max rel {e:e}");
+    }
+    // Prefill then token-by-token decode.
+    let mut cache = m.new_cache();
+    let o = m
+        .forward(&ids[..p], Some(&mut cache), Pass::Prefill, false)
+        .expect("prefill");
+    let mut rows = o.logits[(p - 1) * v..].to_vec();
+    for &tk in &ids[p..] {
+        rows.extend(
+            m.forward(&[tk], Some(&mut cache), Pass::Decode, false)
+                .expect("decode")
+                .logits,
+        );
+    }
+    check_golden("decode_logits", &g["decode_logits"], &rows, v);
+    // MTP head.
+    let (ml, _) = m
+        .mtp_forward(&out.last_hidden[..(t - 1) * hs], &ids[1..], None)
+        .expect("mtp");
+    check_golden("mtp_logits", &g["mtp_logits"], &ml, v);
+    // Speculative decoding (MTP drafts, multi-token verification, promotion) = greedy, and
+    // the GPU's greedy tokens are the CPU's.
+    let prompt = &ids[..p];
+    let greedy = m.generate_greedy(prompt, 12).expect("greedy");
+    for k in [1usize, 3] {
+        let s = m.generate_speculative(prompt, 12, k).expect("speculative");
+        assert_eq!(s.tokens, greedy, "k = {k}");
+    }
+    let cpu = Model::load_dir(&fixture()).expect("fixture");
+    assert_eq!(cpu.generate_greedy(prompt, 12).expect("cpu greedy"), greedy);
+}
+
+/// Every hidden state and the logits of the GPU path vs the CPU path.
+fn per_layer_vs_cpu(cpu: &Model, gpu: &Model, toks: &[u32], what: &str) {
+    let a = cpu
+        .forward(toks, None, Pass::Prefill, true)
+        .expect("cpu forward");
+    let b = gpu
+        .forward(toks, None, Pass::Prefill, true)
+        .expect("gpu forward");
+    assert_eq!(a.hidden.len(), b.hidden.len());
+    for (i, (x, y)) in a.hidden.iter().zip(&b.hidden).enumerate() {
+        let e = max_rel(x, y);
+        eprintln!("{what} hidden.{i}: gpu vs cpu max rel {e:.3e}");
+        assert!(e < TOL, "{what} hidden.{i}: gpu vs cpu max rel {e:e}");
+    }
+    let e = max_rel(&a.logits, &b.logits);
+    assert!(e < TOL, "{what} logits: max rel {e:e}");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_path_matches_cpu_path_per_layer() {
+    let (g, _) = golden();
+    let cpu = Model::load_dir(&fixture()).expect("fixture");
+    let gpu = gpu_model(Model::load_dir(&fixture()).expect("fixture"));
+    per_layer_vs_cpu(&cpu, &gpu, &ids(&g), "fixture");
+    // Seeded presets: other patterns and lengths (a prefill longer than two chunks).
+    for (seed, pattern, n) in [(3u64, "M*EM-", 37usize), (11, "*M-E", 5), (5, "MM", 50)] {
+        let cpu = Model::preset("tiny", Some(pattern), Some(""), seed).expect("preset");
+        let gpu = gpu_model(Model::preset("tiny", Some(pattern), Some(""), seed).expect("preset"));
+        let mut r = Rng(seed * 7919 + 1);
+        let toks: Vec<u32> = (0..n)
+            .map(|_| ((r.next().abs() * 1e6) as u32) % cpu.cfg.vocab_size as u32)
+            .collect();
+        per_layer_vs_cpu(&cpu, &gpu, &toks, &format!("preset {pattern} seed {seed}"));
+    }
+}
+
+#[test]
+#[ignore = "gpu"]
+fn gpu_decode_and_verification_match_cpu() {
+    let (g, p) = golden();
+    let ids = ids(&g);
+    let cpu = Model::load_dir(&fixture()).expect("fixture");
+    let gpu = gpu_model(Model::load_dir(&fixture()).expect("fixture"));
+    let (mut cc, mut gc) = (cpu.new_cache(), gpu.new_cache());
+    cpu.forward(&ids[..p], Some(&mut cc), Pass::Prefill, false)
+        .expect("cpu prefill");
+    gpu.forward(&ids[..p], Some(&mut gc), Pass::Prefill, false)
+        .expect("gpu prefill");
+    // Two decode steps.
+    for &tk in &ids[p..p + 2] {
+        let a = cpu
+            .forward(&[tk], Some(&mut cc), Pass::Decode, false)
+            .expect("cpu");
+        let b = gpu
+            .forward(&[tk], Some(&mut gc), Pass::Decode, false)
+            .expect("gpu");
+        let e = max_rel(&a.logits, &b.logits);
+        assert!(e < TOL, "decode logits: max rel {e:e}");
+    }
+    // A verification pass over 4 tokens (the golden's own continuation: all drafts accepted
+    // where the model agrees), then the promoted caches.
+    let next = ids[p + 2];
+    let drafts = &ids[p + 3..p + 6];
+    let a = cpu
+        .verify_drafts(&mut cc, next, drafts)
+        .expect("cpu verify");
+    let b = gpu
+        .verify_drafts(&mut gc, next, drafts)
+        .expect("gpu verify");
+    assert_eq!(a.accepted, b.accepted, "accepted drafts");
+    assert_eq!(a.greedy, b.greedy, "greedy after each position");
+    let e = max_rel(&a.out.logits, &b.out.logits);
+    assert!(e < TOL, "verify logits: max rel {e:e}");
+    assert_eq!(cc.seen, gc.seen);
+    for (li, (x, y)) in cc.layers.iter().zip(&gc.layers).enumerate() {
+        use reference::model::nemotron::LayerState;
+        match (x, y) {
+            (LayerState::Mamba { conv: c0, ssm: s0 }, LayerState::Mamba { conv: c1, ssm: s1 }) => {
+                assert!(max_rel(c0, c1) < TOL, "layer {li} conv window");
+                assert!(max_rel(s0, s1) < TOL, "layer {li} ssm state");
+            }
+            (LayerState::Attention { k: k0, v: v0 }, LayerState::Attention { k: k1, v: v1 }) => {
+                assert!(max_rel(k0, k1) < TOL, "layer {li} keys");
+                assert!(max_rel(v0, v1) < TOL, "layer {li} values");
+            }
+            (LayerState::Stateless, LayerState::Stateless) => {}
+            _ => panic!("layer {li}: cache kinds differ"),
+        }
+    }
+    // One more decode step from the promoted state.
+    let tk = b.greedy[b.accepted];
+    let a = cpu
+        .forward(&[tk], Some(&mut cc), Pass::Decode, false)
+        .expect("cpu");
+    let b = gpu
+        .forward(&[tk], Some(&mut gc), Pass::Decode, false)
+        .expect("gpu");
+    assert!(
+        max_rel(&a.logits, &b.logits) < TOL,
+        "decode after promotion"
+    );
+}
