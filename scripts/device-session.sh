@@ -11,6 +11,7 @@
 #             compute-sanitizer over `duet check --backend gpu --op OPS`
 #   presets:A,B,...   duet bench --backend gpu --shape A --shape B ...
 #   benchall  duet bench --backend gpu --all with its Chrome trace
+#   e2e       duet e2e on the tiny golden model, paths cpu, gpu, golden
 #   profile:OP[:SHAPE]  duet profile OP [--shape SHAPE]
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
 #   check     duet check --backend gpu
@@ -59,6 +60,8 @@ one() { # one step (see the list above)
         IFS=, read -ra names <<<"${s#presets:}"
         for n in "${names[@]}"; do args+=(--shape "$n"); done
         step "presets" 300 "$B/duet" bench --backend gpu "${args[@]}" --out "$OUT/bench_presets.json" ;;
+    e2e) step e2e 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
+        --decode 4 --mtp 2 ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
     profile:*)
