@@ -53,7 +53,7 @@ one() { # one step (see the list above)
     t:*) step "tests-${s#t:}" 300 "$T/${s#t:}" --ignored --test-threads=1 ;;
     memcheck:* | racecheck:* | synccheck:* | initcheck:*)
         local tool=${s%%:*} ops=${s#*:}
-        step "sanitize-$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
+        step "sanitize-$tool" "${SAN_LIMIT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
             "$B/duet" check --backend gpu --op "$ops" ;;
     presets:*)
         local args=()
