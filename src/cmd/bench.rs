@@ -90,14 +90,27 @@ fn kernel_resources_json() -> serde_json::Value {
     let arch = gpu::runtime::gpu()
         .map(|g| g.arch.clone())
         .unwrap_or_else(|_| "sm_90a".into());
-    let mut out = serde_json::Map::new();
-    for k in gpu::compile::SOURCES {
-        let v = match gpu::compile::resources(k.name, &arch) {
-            Ok(r) => serde_json::to_value(r).unwrap_or_default(),
-            Err(e) => serde_json::json!({"error": e.to_string()}),
-        };
-        out.insert(k.name.to_string(), v);
-    }
+    // One NVRTC compile per kernel file, in parallel (NVRTC is single-threaded per program).
+    let results: Vec<(String, serde_json::Value)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = gpu::compile::SOURCES
+            .iter()
+            .map(|k| {
+                let arch = arch.clone();
+                sc.spawn(move || {
+                    let v = match gpu::compile::resources(k.name, &arch) {
+                        Ok(r) => serde_json::to_value(r).unwrap_or_default(),
+                        Err(e) => serde_json::json!({"error": e.to_string()}),
+                    };
+                    (k.name.to_string(), v)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().ok())
+            .collect()
+    });
+    let out: serde_json::Map<String, serde_json::Value> = results.into_iter().collect();
     serde_json::json!({"arch": arch, "files": out})
 }
 
@@ -275,11 +288,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let mut results = vec![];
     let mut events = vec![];
+    let mut skipped: Vec<String> = vec![];
     let t0 = Instant::now();
     for case in &cases {
         // An NVTX range around each case's measured region (visible in an nsys capture of the run).
         nvtx::range_push!("duet bench {}", case.name());
         let _pop = PopOnDrop;
+        if args.backend == "gpu" && gpu::ops::find(case.op()).is_err() {
+            // --all over the case table: ops without a GPU kernel are listed, not fatal.
+            if !args.all {
+                anyhow::bail!(
+                    "op '{}' has no GPU kernel yet; `duet ops` shows which ops do",
+                    case.op()
+                );
+            }
+            skipped.push(case.name());
+            continue;
+        }
         if args.backend == "gpu" {
             let s = Instant::now();
             let v = gpu::bench(case.as_ref()).with_context(|| format!("bench {}", case.name()))?;
@@ -343,6 +368,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "duet_version": env!("CARGO_PKG_VERSION"),
         "kernel_source_hash": kernel_source_hash(),
         "results": results,
+        "skipped_no_gpu_kernel": skipped,
         "kernel_resources": if args.backend == "gpu" { kernel_resources_json() } else { serde_json::Value::Null },
     });
     write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;

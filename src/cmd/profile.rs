@@ -85,10 +85,15 @@ fn metric(k: &NcuKernel, names: &[&str]) -> Option<f64> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let re = regex::Regex::new(&args.op)
         .map_err(|e| anyhow::anyhow!("'{}' is not a valid regex: {e}", args.op))?;
-    let counted: Option<u64> = compare::cases::all()
-        .into_iter()
-        .find(|c| re.is_match(&c.name()))
-        .map(|c| c.bytes());
+    // A --shape preset is not a case-table row: its bytes are in the preset's own JSON.
+    let counted: Option<u64> = if args.shape.is_some() {
+        None
+    } else {
+        compare::cases::all()
+            .into_iter()
+            .find(|c| re.is_match(&c.name()))
+            .map(|c| c.bytes())
+    };
     let dir = tempfile_dir()?;
     let csv = match &args.from_csv {
         Some(p) => p.clone(),
