@@ -20,7 +20,10 @@
 // one of the 32 lanes of a row evaluated log1p(exp) and exp in double), not by memory. v3 moves
 // the prologue to one thread per row and specialises per state format (no spills: checked in
 // CI from ptxas' report, gpu/tests/nvrtc_compile.rs). v4 issues the state loads before the
-// prologue and keeps 8 rows in flight per thread.
+// prologue, keeps 8 rows in flight per thread and uses streaming cache hints. It is bit-exact
+// but slower than v3 on the H200 (19.5 / 297 / 1199 us at batch 1 / 64 / 256, per head;
+// docs/measurements/h200_session2_presets.json): 96 registers halve the resident blocks, and
+// the early loads do not make up for that. So auto stays on v3.
 // Bit-exactness: s' = (s*dA) + ((B*dt)*x) uses __fmul_rn/__fadd_rn (no FMA contraction, the
 // reference's operand order), and exp / softplus are evaluated in double and rounded once to
 // f32, as the reference does: so the stored state (and its stochastic rounding) is bit-identical

@@ -226,7 +226,8 @@ pub fn run(
     )?;
     // auto: v3 where its layout conditions hold (v3_ok), else v1. Measured on the H200
     // (docs/measurements/h200_ssu_v1_v3_bench.jsonl, bf16 state): v3 10.0 / 208 / 815 us vs v1
-    // 20.3 / 1020 / 4063 us at batch 1 / 64 / 256. v2 is never picked (slower than v1).
+    // 20.3 / 1020 / 4063 us at batch 1 / 64 / 256. v2 is never picked (slower than v1), nor v4
+    // (19.5 / 297 / 1199 us: bit-exact, slower than v3; docs/measurements/h200_session2_presets.json).
     let state_dtype = parsed.state.dtype();
     let chosen = match version {
         "v2" => {
