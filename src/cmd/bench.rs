@@ -105,10 +105,7 @@ fn kernel_resources_json() -> serde_json::Value {
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .filter_map(|h| h.join().ok())
-            .collect()
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
     });
     let out: serde_json::Map<String, serde_json::Value> = results.into_iter().collect();
     serde_json::json!({"arch": arch, "files": out})

@@ -151,25 +151,8 @@ pub fn run(
     }
     let slots = parsed.state.shape[0];
     resolve_slots(parsed.sbi.as_deref(), dims.batch, slots, conf.pad_slot_id)?;
-    let state_dt = match parsed.state.dtype() {
-        DType::F32 => 0,
-        DType::BF16 => 1,
-        DType::F16 => 2,
-        _ => 3,
-    };
-    let (sr, mapping, rounds, seed) = match conf.rounding {
-        Rounding::Nearest => (0, 0, 0, 0),
-        Rounding::Stochastic {
-            seed,
-            rounds,
-            mapping,
-        } => (
-            1,
-            (mapping == SrMapping::GroupOf4) as i64,
-            rounds as i64,
-            seed,
-        ),
-    };
+    let state_dt = state_dt_code(parsed.state.dtype());
+    let (sr, mapping, rounds, seed) = rounding_fields(conf.rounding);
     let prm = SsuParams {
         batch: dims.batch as i64,
         nheads: dims.nheads as i64,
@@ -195,20 +178,16 @@ pub fn run(
         rounds,
         seed,
     };
-    let f32t = |v: &[f32]| {
-        g.upload(&Tensor::from_f32(
-            &[v.len().max(1)],
-            if v.is_empty() { vec![0.0] } else { v.to_vec() },
-        ))
-    };
-    let x = f32t(&parsed.x)?;
-    let dt = f32t(&parsed.dt.0)?;
-    let a = f32t(&parsed.a.0)?;
-    let b = f32t(&parsed.b)?;
-    let c = f32t(&parsed.c)?;
-    let d = f32t(parsed.d.as_ref().map_or(&[][..], |d| &d.0))?;
-    let z = f32t(parsed.z.as_deref().unwrap_or(&[]))?;
-    let bias = f32t(parsed.dt_bias.as_ref().map_or(&[][..], |d| &d.0))?;
+    let Operands {
+        x,
+        dt,
+        a,
+        b,
+        c,
+        d,
+        z,
+        bias,
+    } = upload_operands(g, &parsed)?;
     let sbi = g.upload(&Tensor::from_i64(
         &[dims.batch.max(1)],
         parsed
@@ -311,6 +290,68 @@ pub fn run(
         );
     }
     Ok(m)
+}
+
+/// The f32 copies of the small operands on the device (absent ones as 1-element dummies the
+/// kernels never read: their `has_*` flag is 0). Shared with the multi-token op.
+pub(crate) struct Operands {
+    pub x: crate::runtime::DevTensor,
+    pub dt: crate::runtime::DevTensor,
+    pub a: crate::runtime::DevTensor,
+    pub b: crate::runtime::DevTensor,
+    pub c: crate::runtime::DevTensor,
+    pub d: crate::runtime::DevTensor,
+    pub z: crate::runtime::DevTensor,
+    pub bias: crate::runtime::DevTensor,
+}
+
+pub(crate) fn upload_operands(
+    g: &Gpu,
+    parsed: &reference::ops::selective_state_update::Parsed,
+) -> Result<Operands, GpuError> {
+    let f32t = |v: &[f32]| {
+        g.upload(&Tensor::from_f32(
+            &[v.len().max(1)],
+            if v.is_empty() { vec![0.0] } else { v.to_vec() },
+        ))
+    };
+    Ok(Operands {
+        x: f32t(&parsed.x)?,
+        dt: f32t(&parsed.dt.0)?,
+        a: f32t(&parsed.a.0)?,
+        b: f32t(&parsed.b)?,
+        c: f32t(&parsed.c)?,
+        d: f32t(parsed.d.as_ref().map_or(&[][..], |d| &d.0))?,
+        z: f32t(parsed.z.as_deref().unwrap_or(&[]))?,
+        bias: f32t(parsed.dt_bias.as_ref().map_or(&[][..], |d| &d.0))?,
+    })
+}
+
+/// The kernels' state format code (ST_F32 / ST_BF16 / ST_F16 / ST_I16).
+pub(crate) fn state_dt_code(d: DType) -> i64 {
+    match d {
+        DType::F32 => 0,
+        DType::BF16 => 1,
+        DType::F16 => 2,
+        _ => 3,
+    }
+}
+
+/// (sr, sr_mapping, philox rounds, seed) kernel fields of a rounding mode.
+pub(crate) fn rounding_fields(r: Rounding) -> (i64, i64, i64, u64) {
+    match r {
+        Rounding::Nearest => (0, 0, 0, 0),
+        Rounding::Stochastic {
+            seed,
+            rounds,
+            mapping,
+        } => (
+            1,
+            (mapping == SrMapping::GroupOf4) as i64,
+            rounds as i64,
+            seed,
+        ),
+    }
 }
 
 /// Kernel name and d-tiles per (batch row, head) of a version (every version runs 128-thread

@@ -6,13 +6,14 @@
 //! Inputs are validated by the reference's own parsers (`parse_inputs(.., multi = true)`,
 //! `parse_config`, `resolve_slots`), so the kernels see only consistent sizes.
 
+use super::selective_state_update::{rounding_fields, state_dt_code, upload_operands, Operands};
 use super::{GpuOp, RunOpts};
 use crate::runtime::{cfg, Gpu};
 use crate::GpuError;
 use cudarc::driver::{DeviceRepr, PushKernelArg};
 use reference::op::{Inputs, Params};
 use reference::ops::selective_state_update::{
-    parse_config, parse_inputs, resolve_slots, OutFrom, PadMode, Rounding, SrMapping,
+    parse_config, parse_inputs, resolve_slots, OutFrom, PadMode, Rounding,
 };
 use reference::{DType, Tensor, TensorMap};
 
@@ -152,30 +153,13 @@ pub fn run(
     let slots = parsed.state.shape[0];
     resolve_slots(parsed.sbi.as_deref(), dims.batch, slots, conf.pad_slot_id)?;
     let state_dtype = parsed.state.dtype();
-    let state_dt = match state_dtype {
-        DType::F32 => 0,
-        DType::BF16 => 1,
-        DType::F16 => 2,
-        _ => 3,
-    };
+    let state_dt = state_dt_code(state_dtype);
     if state_dtype != DType::F16 && conf.rounding != Rounding::Nearest {
         return Err(GpuError::Unsupported(format!(
             "{OP}: stochastic rounding needs an f16 state (got {state_dtype})"
         )));
     }
-    let (sr, mapping, rounds, seed) = match conf.rounding {
-        Rounding::Nearest => (0, 0, 0, 0),
-        Rounding::Stochastic {
-            seed,
-            rounds,
-            mapping,
-        } => (
-            1,
-            (mapping == SrMapping::GroupOf4) as i64,
-            rounds as i64,
-            seed,
-        ),
-    };
+    let (sr, mapping, rounds, seed) = rounding_fields(conf.rounding);
     let prm = SsuMtParams {
         batch: dims.batch as i64,
         t_len: t_len as i64,
@@ -204,20 +188,16 @@ pub fn run(
         write_cache: (!keep) as i64,
         seed,
     };
-    let f32t = |v: &[f32]| {
-        g.upload(&Tensor::from_f32(
-            &[v.len().max(1)],
-            if v.is_empty() { vec![0.0] } else { v.to_vec() },
-        ))
-    };
-    let x = f32t(&parsed.x)?;
-    let dt = f32t(&parsed.dt.0)?;
-    let a = f32t(&parsed.a.0)?;
-    let b = f32t(&parsed.b)?;
-    let c = f32t(&parsed.c)?;
-    let d = f32t(parsed.d.as_ref().map_or(&[][..], |d| &d.0))?;
-    let z = f32t(parsed.z.as_deref().unwrap_or(&[]))?;
-    let bias = f32t(parsed.dt_bias.as_ref().map_or(&[][..], |d| &d.0))?;
+    let Operands {
+        x,
+        dt,
+        a,
+        b,
+        c,
+        d,
+        z,
+        bias,
+    } = upload_operands(g, &parsed)?;
     let i64t = |v: Option<&[i64]>, n: usize| {
         g.upload(&Tensor::from_i64(
             &[n.max(1)],
@@ -383,75 +363,17 @@ pub fn run_promote(
 ) -> Result<TensorMap, GpuError> {
     check_version(PROMOTE, version)?;
     let inp = Inputs::new(PROMOTE, inputs);
-    let state = inp.req("state")?;
-    inp.rank("state", state, 4)?;
-    let (nslots, nh, dim, ds) = (
-        state.shape[0],
-        state.shape[1],
-        state.shape[2],
-        state.shape[3],
-    );
-    let inter = inp.req("intermediate_states")?;
-    inp.rank("intermediate_states", inter, 5)?;
-    let (batch, t_len) = (inter.shape[0], inter.shape[1]);
-    inp.shape(
-        "intermediate_states",
-        inter,
-        &[batch, t_len, nh, dim, ds],
-        "(batch, T, nheads, dim, dstate) with the state's nheads, dim, dstate",
-    )?;
-    inp.dtype("intermediate_states", inter, &[state.dtype()])?;
-    let conv = inp.req("conv_state")?;
-    inp.rank("conv_state", conv, 3)?;
-    let (cdim, w1) = (conv.shape[1], conv.shape[2]);
-    if conv.shape[0] != nslots {
-        return Err(inp
-            .err(
-                "conv_state",
-                format!(
-                    "has {} slots but state has {nslots}; both caches are indexed by the same slot",
-                    conv.shape[0]
-                ),
-            )
-            .into());
-    }
-    let win = inp.req("intermediate_conv_window")?;
-    inp.shape(
-        "intermediate_conv_window",
-        win,
-        &[batch, t_len, cdim, w1],
-        "(batch, T, dim, width-1) with conv_state's dim, width-1",
-    )?;
-    inp.dtype("intermediate_conv_window", win, &[conv.dtype()])?;
-    let (nt, accepted) = inp.int("num_accepted")?;
-    inp.shape("num_accepted", nt, &[batch], "(batch,)")?;
-    for (b, &j) in accepted.iter().enumerate() {
-        if j < 0 || j as u64 > t_len as u64 {
-            return Err(inp
-                .err(
-                    "num_accepted",
-                    format!("num_accepted[{b}] = {j} is outside 0..={t_len} (T)"),
-                )
-                .into());
-        }
-    }
-    let sbi = match inp.opt_int("state_batch_indices")? {
-        None => None,
-        Some((t, v)) => {
-            inp.shape("state_batch_indices", t, &[batch], "(batch,)")?;
-            Some(v)
-        }
-    };
-    let pad = p.int("pad_slot_id")?;
-    resolve_slots(sbi.as_deref(), batch, nslots, pad)?;
-    let dev_acc = g.upload(&Tensor::from_i64(&[batch.max(1)], {
-        let mut v = accepted.clone();
-        v.resize(batch.max(1), 0);
-        v
-    }))?;
+    // The reference's validation: the GPU accepts and rejects exactly what the CPU op does.
+    let a = reference::ops::mamba_cache_promote::parse(&inp, p)?;
+    let batch = a.batch;
+    let mut acc = a.num_accepted.clone();
+    acc.resize(batch.max(1), 0);
+    let dev_acc = g.upload(&Tensor::from_i64(&[batch.max(1)], acc))?;
     let dev_sbi = g.upload(&Tensor::from_i64(
         &[batch.max(1)],
-        sbi.clone().unwrap_or_else(|| vec![0; batch.max(1)]),
+        a.state_batch_indices
+            .clone()
+            .unwrap_or_else(|| vec![0; batch.max(1)]),
     ))?;
     let go = |dst: &Tensor, src: &Tensor, per: usize, name: &str| {
         promote_launch(
@@ -459,50 +381,35 @@ pub fn run_promote(
             dst,
             src,
             per * dst.dtype().size(),
-            nslots,
+            a.nslots,
             batch,
-            t_len,
+            a.t_len,
             &dev_acc,
             &dev_sbi,
-            sbi.is_some(),
-            pad,
+            a.state_batch_indices.is_some(),
+            a.pad_slot_id,
             name,
         )
     };
     let mut m = TensorMap::new();
-    m.insert("state".into(), go(state, inter, nh * dim * ds, "state")?);
-    m.insert("conv_state".into(), go(conv, win, cdim * w1, "conv_state")?);
-    match (
-        state.dtype() == DType::I16,
-        inp.get("state_scale"),
-        inp.get("intermediate_state_scale"),
-    ) {
-        (true, Some(s), Some(is)) => {
-            inp.dtype("state_scale", s, &[DType::F32])?;
-            inp.shape("state_scale", s, &[nslots, nh, dim], "(cache, nheads, dim)")?;
-            inp.dtype("intermediate_state_scale", is, &[DType::F32])?;
-            inp.shape(
-                "intermediate_state_scale",
-                is,
-                &[batch, t_len, nh, dim],
-                "(batch, T, nheads, dim)",
-            )?;
-            m.insert("state_scale".into(), go(s, is, nh * dim, "state_scale")?);
-        }
-        (true, _, _) => {
-            return Err(inp
-                .invalid("an int16 state needs both 'state_scale' and 'intermediate_state_scale'")
-                .into())
-        }
-        (false, None, None) => {}
-        (false, _, _) => {
-            return Err(inp
-                .invalid(format!(
-                    "state_scale / intermediate_state_scale apply to an int16 state only; this state is {}",
-                    state.dtype()
-                ))
-                .into())
-        }
+    m.insert(
+        "state".into(),
+        go(a.state, a.intermediate_states, a.per_slot, "state")?,
+    );
+    m.insert(
+        "conv_state".into(),
+        go(
+            a.conv_state,
+            a.intermediate_conv_window,
+            a.conv_per_slot,
+            "conv_state",
+        )?,
+    );
+    if let Some((s, is)) = a.scales {
+        m.insert(
+            "state_scale".into(),
+            go(s, is, a.scale_per_slot, "state_scale")?,
+        );
     }
     Ok(m)
 }

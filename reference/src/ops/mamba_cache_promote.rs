@@ -162,8 +162,32 @@ pub fn def() -> OpDef {
     }
 }
 
-fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
-    let inp = Inputs::new(OP, inputs);
+/// Validated inputs of the op (shared with the GPU implementation, which must accept and
+/// reject exactly what the reference does).
+pub struct PromoteArgs<'a> {
+    pub state: &'a Tensor,
+    pub intermediate_states: &'a Tensor,
+    pub conv_state: &'a Tensor,
+    pub intermediate_conv_window: &'a Tensor,
+    pub num_accepted: Vec<i64>,
+    pub state_batch_indices: Option<Vec<i64>>,
+    pub pad_slot_id: i64,
+    /// Row b's slot (None: pad row).
+    pub slots: Vec<Option<usize>>,
+    /// (slots, nheads, dim, dstate) of the state; (batch, T) of the drafts; (dim, width-1) of the conv window.
+    pub nslots: usize,
+    pub per_slot: usize,
+    pub batch: usize,
+    pub t_len: usize,
+    pub conv_per_slot: usize,
+    /// int16 only: (state_scale, intermediate_state_scale), validated; `scale_per_slot` = nheads*dim.
+    pub scales: Option<(&'a Tensor, &'a Tensor)>,
+    pub scale_per_slot: usize,
+}
+
+/// Validates every input of `mamba_cache_promote` (shapes, dtypes, num_accepted in 0..=T,
+/// slots, the int16 scales).
+pub fn parse<'a>(inp: &Inputs<'a>, p: &Params) -> Result<PromoteArgs<'a>, OpError> {
     let state = inp.req("state")?;
     inp.rank("state", state, 4)?;
     let (nslots, nh, dim, ds) = (
@@ -204,6 +228,14 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     inp.dtype("intermediate_conv_window", win, &[conv.dtype()])?;
     let (nt, accepted) = inp.int("num_accepted")?;
     inp.shape("num_accepted", nt, &[batch], "(batch,)")?;
+    for (b, &j) in accepted.iter().enumerate() {
+        if j < 0 || j as u64 > t_len as u64 {
+            return Err(inp.err(
+                "num_accepted",
+                format!("num_accepted[{b}] = {j} is outside 0..={t_len} (T)"),
+            ));
+        }
+    }
     let sbi = match inp.opt_int("state_batch_indices")? {
         None => None,
         Some((t, v)) => {
@@ -211,35 +243,15 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
             Some(v)
         }
     };
-    let slots = resolve_slots(sbi.as_deref(), batch, nslots, p.int("pad_slot_id")?)
-        .map_err(|e| relabel(e, OP))?;
-    let mut new_state = state.clone();
-    promote_data(
-        &mut new_state.data,
-        &inter.data,
-        nh * dim * ds,
-        t_len,
-        &accepted,
-        &slots,
-    )?;
-    let mut new_conv = conv.clone();
-    promote_data(
-        &mut new_conv.data,
-        &win.data,
-        cdim * w1,
-        t_len,
-        &accepted,
-        &slots,
-    )?;
-    let mut m: TensorMap = [
-        ("state".to_string(), new_state),
-        ("conv_state".to_string(), new_conv),
-    ]
-    .into_iter()
-    .collect();
-    let scales = (inp.get("state_scale"), inp.get("intermediate_state_scale"));
-    match (state.dtype() == DType::I16, scales) {
-        (true, (Some(s), Some(is))) => {
+    let pad_slot_id = p.int("pad_slot_id")?;
+    let slots =
+        resolve_slots(sbi.as_deref(), batch, nslots, pad_slot_id).map_err(|e| relabel(e, OP))?;
+    let scales = match (
+        state.dtype() == DType::I16,
+        inp.get("state_scale"),
+        inp.get("intermediate_state_scale"),
+    ) {
+        (true, Some(s), Some(is)) => {
             inp.dtype("state_scale", s, &[DType::F32])?;
             inp.shape("state_scale", s, &[nslots, nh, dim], "(cache, nheads, dim)")?;
             inp.dtype("intermediate_state_scale", is, &[DType::F32])?;
@@ -249,22 +261,78 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
                 &[batch, t_len, nh, dim],
                 "(batch, T, nheads, dim)",
             )?;
-            let mut ns: Tensor = s.clone();
-            promote_data(&mut ns.data, &is.data, nh * dim, t_len, &accepted, &slots)?;
-            m.insert("state_scale".into(), ns);
+            Some((s, is))
         }
-        (true, _) => {
+        (true, _, _) => {
             return Err(inp
                 .invalid("an int16 state needs both 'state_scale' and 'intermediate_state_scale'"))
         }
-        (false, (None, None)) => {}
-        (false, _) => {
+        (false, None, None) => None,
+        (false, _, _) => {
             return Err(inp.invalid(format!(
                 "state_scale / intermediate_state_scale apply to an int16 state only; this \
                  state is {}",
                 state.dtype()
             )))
         }
+    };
+    Ok(PromoteArgs {
+        state,
+        intermediate_states: inter,
+        conv_state: conv,
+        intermediate_conv_window: win,
+        num_accepted: accepted,
+        state_batch_indices: sbi,
+        pad_slot_id,
+        slots,
+        nslots,
+        per_slot: nh * dim * ds,
+        batch,
+        t_len,
+        conv_per_slot: cdim * w1,
+        scales,
+        scale_per_slot: nh * dim,
+    })
+}
+
+fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
+    let inp = Inputs::new(OP, inputs);
+    let a = parse(&inp, p)?;
+    let mut new_state = a.state.clone();
+    promote_data(
+        &mut new_state.data,
+        &a.intermediate_states.data,
+        a.per_slot,
+        a.t_len,
+        &a.num_accepted,
+        &a.slots,
+    )?;
+    let mut new_conv = a.conv_state.clone();
+    promote_data(
+        &mut new_conv.data,
+        &a.intermediate_conv_window.data,
+        a.conv_per_slot,
+        a.t_len,
+        &a.num_accepted,
+        &a.slots,
+    )?;
+    let mut m: TensorMap = [
+        ("state".to_string(), new_state),
+        ("conv_state".to_string(), new_conv),
+    ]
+    .into_iter()
+    .collect();
+    if let Some((s, is)) = a.scales {
+        let mut ns: Tensor = s.clone();
+        promote_data(
+            &mut ns.data,
+            &is.data,
+            a.scale_per_slot,
+            a.t_len,
+            &a.num_accepted,
+            &a.slots,
+        )?;
+        m.insert("state_scale".into(), ns);
     }
     Ok(m)
 }
