@@ -424,24 +424,34 @@ fn conv_ssd_ssu_router_and_experts_match_cpu() {
 // ---------------------------------------------------------------- (b) golden, (c) vs CPU
 
 /// The fixture directory: next to the sources, or under the working directory (the GPU
-/// machine runs the binaries from a copy of the tree), or $DUET_FIXTURE_MODEL.
+/// machine runs the binaries from a copy of the tree), or $DUET_FIXTURE_MODEL (tiny-a only).
 fn fixture() -> PathBuf {
+    fixture_named("nemotron-tiny-a")
+}
+
+fn fixture_named(name: &str) -> PathBuf {
     let mut c = vec![];
-    if let Ok(p) = std::env::var("DUET_FIXTURE_MODEL") {
-        c.push(PathBuf::from(p));
+    if name == "nemotron-tiny-a" {
+        if let Ok(p) = std::env::var("DUET_FIXTURE_MODEL") {
+            c.push(PathBuf::from(p));
+        }
     }
-    c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/nemotron-tiny-a"));
-    c.push(PathBuf::from("fixtures/models/nemotron-tiny-a"));
+    c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(name));
+    c.push(PathBuf::from("fixtures/models").join(name));
     c.into_iter()
         .find(|p| p.join("config.json").exists())
         .unwrap_or_else(|| {
-            panic!("fixtures/models/nemotron-tiny-a not found: run from the repo root or set DUET_FIXTURE_MODEL")
+            panic!("fixtures/models/{name} not found: run from the repo root or set DUET_FIXTURE_MODEL")
         })
 }
 
 fn golden() -> (TensorMap, usize) {
+    golden_in(&fixture())
+}
+
+fn golden_in(dir: &std::path::Path) -> (TensorMap, usize) {
     let (g, meta) =
-        io::load_with_metadata(&fixture().join("reference.safetensors")).expect("golden loads");
+        io::load_with_metadata(&dir.join("reference.safetensors")).expect("golden loads");
     let p = meta["prefill_len"].parse().expect("prefill_len");
     (g, p)
 }
@@ -478,8 +488,20 @@ fn check_golden(name: &str, g: &Tensor, got: &[f32], v: usize) {
 #[test]
 #[ignore = "gpu"]
 fn gpu_path_matches_the_golden_prefill_decode_mtp() {
-    let m = gpu_model(Model::load_dir(&fixture()).expect("fixture"));
-    let (g, p) = golden();
+    golden_prefill_decode_mtp("nemotron-tiny-a");
+}
+
+/// The held-out golden (grouped routing, other dimensions and pattern; tests/e2e_heldout.rs).
+#[test]
+#[ignore = "gpu"]
+fn gpu_path_matches_the_heldout_golden() {
+    golden_prefill_decode_mtp("nemotron-tiny-b");
+}
+
+fn golden_prefill_decode_mtp(name: &str) {
+    let dir = fixture_named(name);
+    let m = gpu_model(Model::load_dir(&dir).expect("fixture"));
+    let (g, p) = golden_in(&dir);
     let (ids, v, hs) = (ids(&g), m.cfg.vocab_size, m.cfg.hidden_size);
     let t = ids.len();
     // Full forward: logits and every hidden state.
@@ -521,7 +543,7 @@ fn gpu_path_matches_the_golden_prefill_decode_mtp() {
         let s = m.generate_speculative(prompt, 12, k).expect("speculative");
         assert_eq!(s.tokens, greedy, "k = {k}");
     }
-    let cpu = Model::load_dir(&fixture()).expect("fixture");
+    let cpu = Model::load_dir(&dir).expect("fixture");
     assert_eq!(cpu.generate_greedy(prompt, 12).expect("cpu greedy"), greedy);
 }
 
