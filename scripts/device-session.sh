@@ -11,7 +11,7 @@
 #             compute-sanitizer over `duet check --backend gpu --op OPS`
 #   presets:A,B,...   duet bench --backend gpu --shape A --shape B ...
 #   benchall  duet bench --backend gpu --all with its Chrome trace
-#   e2e       duet e2e on the tiny golden model, paths cpu, gpu, golden
+#   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   profile:OP[:SHAPE]  duet profile OP [--shape SHAPE]
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
 #   check     duet check --backend gpu
@@ -60,8 +60,11 @@ one() { # one step (see the list above)
         IFS=, read -ra names <<<"${s#presets:}"
         for n in "${names[@]}"; do args+=(--shape "$n"); done
         step "presets" 300 "$B/duet" bench --backend gpu "${args[@]}" --out "$OUT/bench_presets.json" ;;
-    e2e) step e2e 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
-        --decode 4 --mtp 2 ;;
+    e2e)
+        step e2e 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
+            --decode 4 --mtp 2
+        step e2e-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b --compare cpu,gpu,golden \
+            --decode 4 --mtp 2 ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
     profile:*)
