@@ -48,7 +48,10 @@ fn heldout_golden_matches_on_the_cpu_path() {
     for o in outs {
         let e = o["max_rel"].as_f64().expect("max_rel");
         assert!(e < TOL, "{o}");
-        assert!(e > 0.0, "an exact match of fp32 logits would mean a copied golden: {o}");
+        assert!(
+            e > 0.0,
+            "an exact match of fp32 logits would mean a copied golden: {o}"
+        );
     }
     assert_eq!(v["speculative"]["matches_greedy"], true, "{v:#}");
 }

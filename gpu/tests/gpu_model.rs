@@ -436,7 +436,11 @@ fn fixture_named(name: &str) -> PathBuf {
             c.push(PathBuf::from(p));
         }
     }
-    c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(name));
+    c.push(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/models")
+            .join(name),
+    );
     c.push(PathBuf::from("fixtures/models").join(name));
     c.into_iter()
         .find(|p| p.join("config.json").exists())
