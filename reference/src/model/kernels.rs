@@ -258,8 +258,10 @@ pub fn router_config(
         norm_topk_prob: norm,
         norm_mode: NormMode::Fp32DivideThenMultiply,
         sigmoid: SigmoidMode::Exp,
-        // transformers' masked_fill(0.0) for dropped groups.
-        group_mask: GroupMask::Zero,
+        // transformers 5.17 NemotronHTopkRouter: masked_fill(-inf) for dropped groups (the
+        // DeepseekV3 router uses 0.0; fixtures/goldens/noaux_tc_router-transformers-nemotronh-
+        // grouped-negbias tells them apart: with 0.0, 16 of its 16 rows pick other experts).
+        group_mask: GroupMask::NegInf,
     }
 }
 

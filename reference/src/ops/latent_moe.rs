@@ -145,8 +145,8 @@ pub fn def() -> OpDef {
             ParamSpec::new(
                 "group_mask",
                 ParamKind::Enum(&["zero", "neg_inf"]),
-                Some("zero"),
-                "grouped routing: dropped groups' experts get key 0.0 (transformers) or never win",
+                Some("neg_inf"),
+                "grouped routing: dropped groups' experts never win (transformers 5.17 NemotronHTopkRouter's masked_fill(-inf)) or get key 0.0 (DeepseekV3-style)",
             ),
         ],
         outputs: vec![
@@ -240,8 +240,8 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         norm_mode,
         sigmoid: SigmoidMode::Exp,
         group_mask: match p.str("group_mask")? {
-            "neg_inf" => GroupMask::NegInf,
-            _ => GroupMask::Zero,
+            "zero" => GroupMask::Zero,
+            _ => GroupMask::NegInf,
         },
     };
     let w = LatentMoeWeights {
