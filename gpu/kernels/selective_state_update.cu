@@ -400,7 +400,7 @@ __device__ __forceinline__ void ssu3_load(const SsuParams& p, const void* __rest
     }
 }
 
-template <int ST, bool SR, int RPT, bool EARLY>
+template <int ST, bool SR, int RPT, bool EARLY, bool STREAM>
 __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __restrict__ x,
                                             const float* __restrict__ dt, const float* __restrict__ A,
                                             const float* __restrict__ B, const float* __restrict__ C,
@@ -440,7 +440,7 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
 
     uint4 q[RPT][SSU3_MAXNV];
     float dec_in[RPT];
-    if (EARLY) ssu3_load<ST, RPT, EARLY>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
+    if (EARLY) ssu3_load<ST, RPT, STREAM>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
     for (i64 r = threadIdx.x; r < rows_blk; r += blockDim.x) {
         const i64 d = d0 + r;
         if (d >= p.dim) break;
@@ -452,7 +452,7 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
         s_x[r] = x[row0 + d];
     }
     __syncthreads();
-    if (!EARLY) ssu3_load<ST, RPT, EARLY>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
+    if (!EARLY) ssu3_load<ST, RPT, STREAM>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
         const i64 rr = (i64)grp + (i64)groups * r;
@@ -500,7 +500,7 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
                 ssu3_pack<ST, SR>(p, v[j], e0, pad, encode, decode, qo);
                 if (!pad && valid) {
                     uint4* dst = (uint4*)((char*)state + e0 * (i64)(16 / VEC));
-                    if (EARLY) __stcs(dst, qo); else *dst = qo;
+                    if (STREAM) __stcs(dst, qo); else *dst = qo;
                 }
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) acc += (p.out_from == 1 ? v[j][k] : s1[k]) * Cg[n + k];
@@ -511,24 +511,33 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
     }
 }
 
-#define SSU3_ENTRY(NAME, ST, SR, RPT, EARLY)                                                                            \
+#define SSU3_ENTRY(NAME, ST, SR, RPT, EARLY, STREAM)                                                                            \
     extern "C" __global__ void __launch_bounds__(SSU3_THREADS, 4) NAME(                                        \
         SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
         const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
         void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
-        ssu_v3_body<ST, SR, RPT, EARLY>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out);                \
+        ssu_v3_body<ST, SR, RPT, EARLY, STREAM>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out);                \
     }
-SSU3_ENTRY(ssu_v3_f32, ST_F32, false, 4, false)
-SSU3_ENTRY(ssu_v3_bf16, ST_BF16, false, 4, false)
-SSU3_ENTRY(ssu_v3_f16, ST_F16, false, 4, false)
-SSU3_ENTRY(ssu_v3_f16_sr, ST_F16, true, 4, false)
-SSU3_ENTRY(ssu_v3_i16, ST_I16, false, 4, false)
+SSU3_ENTRY(ssu_v3_f32, ST_F32, false, 4, false, false)
+SSU3_ENTRY(ssu_v3_bf16, ST_BF16, false, 4, false, false)
+SSU3_ENTRY(ssu_v3_f16, ST_F16, false, 4, false, false)
+SSU3_ENTRY(ssu_v3_f16_sr, ST_F16, true, 4, false, false)
+SSU3_ENTRY(ssu_v3_i16, ST_I16, false, 4, false, false)
 // v4: v3 with the state loads issued before the prologue (EARLY), 8 rows per thread for the
 // 16-bit formats (8 x 16 bytes in flight per thread) and streaming cache hints (ld.global.cs /
 // st.global.cs: the state is touched once per step). Same arithmetic, bit-identical state.
-SSU3_ENTRY(ssu_v4_f32, ST_F32, false, 4, true)
-SSU3_ENTRY(ssu_v4_bf16, ST_BF16, false, 8, true)
-SSU3_ENTRY(ssu_v4_f16, ST_F16, false, 8, true)
-SSU3_ENTRY(ssu_v4_f16_sr, ST_F16, true, 8, true)
-SSU3_ENTRY(ssu_v4_i16, ST_I16, false, 8, true)
+SSU3_ENTRY(ssu_v4_f32, ST_F32, false, 4, true, true)
+SSU3_ENTRY(ssu_v4_bf16, ST_BF16, false, 8, true, true)
+SSU3_ENTRY(ssu_v4_f16, ST_F16, false, 8, true, true)
+SSU3_ENTRY(ssu_v4_f16_sr, ST_F16, true, 8, true, true)
+SSU3_ENTRY(ssu_v4_i16, ST_I16, false, 8, true, true)
+
+// Sweep variants for `duet bench --shape ssu_sweep_b256_bf16` (bf16 state, nearest rounding):
+// ssu_x_bf16_r{RPT}_e{EARLY}_s{STREAM} separate the three changes v4 made at once (rows per
+// thread, loads before the prologue, streaming cache hints). Same body as v3 / v4, so the
+// stored state is bit-identical; the sweep checks that on the device before timing.
+#define SSU3_SWEEP(RPT, E, S) SSU3_ENTRY(ssu_x_bf16_r##RPT##_e##E##_s##S, ST_BF16, false, RPT, E, S)
+SSU3_SWEEP(2, 0, 0) SSU3_SWEEP(2, 1, 0) SSU3_SWEEP(2, 0, 1) SSU3_SWEEP(2, 1, 1)
+SSU3_SWEEP(4, 0, 0) SSU3_SWEEP(4, 1, 0) SSU3_SWEEP(4, 0, 1) SSU3_SWEEP(4, 1, 1)
+SSU3_SWEEP(8, 0, 0) SSU3_SWEEP(8, 1, 0) SSU3_SWEEP(8, 0, 1) SSU3_SWEEP(8, 1, 1)

@@ -334,3 +334,59 @@ fn ssu_multi_token_and_promote_cases_bit_exact() {
     );
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
+
+/// The sweep variants of `duet bench --shape ssu_sweep_*` (rows per thread x early loads x
+/// streaming hints): bf16 state bit-exact with the reference on random shapes, partial row
+/// tiles, pad rows and both pad modes, before their timings mean anything.
+#[test]
+#[ignore = "gpu"]
+fn ssu_sweep_variants_bit_exact() {
+    let mut r = Rng::new(4242);
+    let mut fails = vec![];
+    let mut n = 0;
+    for i in 0..6 {
+        let ngroups = [1usize, 2, 4][i % 3];
+        let s = Shape {
+            batch: 1 + r.below(5) as usize,
+            slots: 0,
+            nheads: ngroups * (1 + r.below(3) as usize),
+            dim: [64usize, 50, 7, 33, 64, 129][i],
+            dstate: [128usize, 64, 256, 8, 128, 16][i],
+            ngroups,
+        };
+        let s = Shape {
+            slots: s.batch + r.below(3) as usize,
+            ..s
+        };
+        let pads = i % 2 == 1;
+        let inp = inputs(&mut r, &s, DType::BF16, true, pads);
+        let pad_mode = if i % 3 == 0 {
+            "compute_from_zero_state"
+        } else {
+            "zero_output"
+        };
+        let sets = common::sets(&[
+            ("dt_softplus", "true".into()),
+            ("pad_mode", pad_mode.into()),
+        ]);
+        for v in gpu::ops::selective_state_update::SWEEP {
+            n += 1;
+            let name = format!(
+                "sweep {v} case {i}: b{} h{} d{} n{} g{} pads={pads}",
+                s.batch, s.nheads, s.dim, s.dstate, s.ngroups
+            );
+            if let Err(e) = common::diff(
+                "selective_state_update",
+                v,
+                &name,
+                &inp,
+                &sets,
+                &tol(DType::BF16),
+            ) {
+                fails.push(e);
+            }
+        }
+    }
+    eprintln!("{n} sweep runs, {} failed", fails.len());
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}

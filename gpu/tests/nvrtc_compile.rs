@@ -112,4 +112,13 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
             );
         }
     }
+    // The bench sweep variants (ssu_x_bf16_r*_e*_s*): all 12 present, none spills.
+    let sweep: Vec<_> = r
+        .iter()
+        .filter(|k| k.kernel.starts_with("ssu_x_bf16_"))
+        .collect();
+    assert_eq!(sweep.len(), 12, "{sweep:?}");
+    for k in sweep {
+        assert_eq!((k.spill_stores_bytes, k.spill_loads_bytes), (0, 0), "{k:?}");
+    }
 }

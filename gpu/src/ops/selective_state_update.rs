@@ -132,7 +132,7 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4"].contains(&version) {
+    if !["auto", "v1", "v2", "v3", "v4"].contains(&version) && sweep_rpt(version).is_none() {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
@@ -222,6 +222,17 @@ pub fn run(
             version
         }
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v3",
+        v if sweep_rpt(v).is_some() => {
+            if state_dtype != DType::BF16 || sr == 1 {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: the sweep variants take a bf16 state with round-to-nearest"
+                )));
+            }
+            if let Some(why) = v3_ok(dims.dstate, state_dtype) {
+                return Err(GpuError::Unsupported(format!("{OP} {v}: {why}")));
+            }
+            v
+        }
         _ => "v1",
     };
     let (fname, dtiles) = launch_shape(chosen, dims.dim, dims.dstate, state_dtype, sr == 1);
@@ -354,6 +365,52 @@ pub(crate) fn rounding_fields(r: Rounding) -> (i64, i64, i64, u64) {
     }
 }
 
+/// The sweep variants (bf16 state, nearest): `x_bf16_r{2,4,8}_e{0,1}_s{0,1}` = rows per thread,
+/// state loads before the prologue, streaming cache hints (gpu/kernels/selective_state_update.cu).
+pub const SWEEP: &[&str] = &[
+    "x_bf16_r2_e0_s0",
+    "x_bf16_r2_e1_s0",
+    "x_bf16_r2_e0_s1",
+    "x_bf16_r2_e1_s1",
+    "x_bf16_r4_e0_s0",
+    "x_bf16_r4_e1_s0",
+    "x_bf16_r4_e0_s1",
+    "x_bf16_r4_e1_s1",
+    "x_bf16_r8_e0_s0",
+    "x_bf16_r8_e1_s0",
+    "x_bf16_r8_e0_s1",
+    "x_bf16_r8_e1_s1",
+];
+
+/// Rows per thread of a sweep variant name (None: not a sweep variant).
+fn sweep_rpt(v: &str) -> Option<usize> {
+    if !SWEEP.contains(&v) {
+        return None;
+    }
+    v.strip_prefix("x_bf16_r")?
+        .chars()
+        .next()?
+        .to_digit(10)
+        .map(|d| d as usize)
+}
+
+/// `ssu_sweep_b{batch}_bf16`: every sweep variant at the Super shape, dt / D / dt_bias per head,
+/// sorted by time (the tests check each variant bit-exact: gpu/tests/gpu_ssu.rs).
+pub fn bench_sweep(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
+    let mut v = vec![bench_super_version(g, batch, DType::BF16, "v3", true)?];
+    for name in SWEEP {
+        v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
+    }
+    let key = |x: &serde_json::Value| {
+        x["graph_replay"]["median_us"]
+            .as_f64()
+            .or_else(|| x["single_launch"]["median_us"].as_f64())
+            .unwrap_or(f64::MAX)
+    };
+    v.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    Ok(serde_json::json!({"op": OP, "sweep": true, "versions": v}))
+}
+
 /// Kernel name and d-tiles per (batch row, head) of a version (every version runs 128-thread
 /// blocks: v1 4 warps = 4 rows, v2 one block per (b, h), v3 `v3_rows_per_block` rows).
 fn launch_shape(
@@ -376,6 +433,14 @@ fn launch_shape(
             (
                 format!("ssu_{version}_{fmt}"),
                 dim.div_ceil(v3_rows_per_block(dstate, state_dt, version)),
+            )
+        }
+        v if sweep_rpt(v).is_some() => {
+            let nvec = dstate / (16 / state_dt.size().max(1));
+            let rpt = sweep_rpt(v).unwrap_or(4);
+            (
+                format!("ssu_{v}"),
+                dim.div_ceil((128 / nvec.clamp(1, 32)) * rpt),
             )
         }
         _ => ("ssu_v1".into(), dim.div_ceil(WARPS as usize)),
