@@ -23,6 +23,26 @@ pub const DEFAULT_METRICS: &[&str] = &[
     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
 ];
 
+/// The kernels a `bench --shape` preset exists to measure (ncu regex), by preset prefix.
+pub fn default_kernel_regex(shape: &str) -> Option<String> {
+    let r = if shape.starts_with("router_") {
+        "^router_v"
+    } else if shape.starts_with("nvfp4_") {
+        "^nvfp4_quantize_v"
+    } else if shape.starts_with("ssu_") {
+        "^ssu_(v[2-9]|x_)"
+    } else if shape.starts_with("moe_") {
+        "^moe_gemm"
+    } else if shape.starts_with("conv1d_") {
+        "conv1d"
+    } else if shape.starts_with("ssd_") {
+        "^ssd_"
+    } else {
+        return None;
+    };
+    Some(r.to_string())
+}
+
 #[derive(clap::Args)]
 pub struct Args {
     /// Op (regex over case names) whose GPU benchmark is profiled.
@@ -41,7 +61,8 @@ pub struct Args {
     #[arg(long)]
     from_csv: Option<PathBuf>,
     /// Profile this `duet bench --shape` preset (e.g. ssu_b256_bf16, router_t32768) instead of
-    /// the op's case-table benchmark.
+    /// the op's case-table benchmark. Without --kernel only the op's own kernels are profiled
+    /// (not the preset's copy-ceiling or amax helpers).
     #[arg(long)]
     shape: Option<String>,
     /// How many kernel launches ncu profiles.
@@ -115,7 +136,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 &metrics,
             ]);
             cmd.args(["--launch-count", &args.launch_count.to_string()]);
-            if let Some(k) = &args.kernel {
+            // A preset also launches helper kernels (amax, the copy ceiling, the reference
+            // version): without --kernel, profile the op's own kernels only.
+            let kernel = args
+                .kernel
+                .clone()
+                .or_else(|| args.shape.as_deref().and_then(default_kernel_regex));
+            if let Some(k) = &kernel {
+                eprintln!("profiling kernels matching regex:{k}");
                 cmd.args(["--kernel-name", &format!("regex:{k}")]);
             }
             cmd.arg(&exe).arg("bench");
@@ -238,4 +266,21 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("duet-profile-{}", std::process::id()));
     std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_kernel_regex;
+
+    #[test]
+    fn presets_profile_their_own_kernels_not_the_helpers() {
+        let re = |s: &str| regex::Regex::new(&default_kernel_regex(s).expect(s)).expect("regex");
+        let ssu = re("ssu_b256_bf16");
+        assert!(ssu.is_match("ssu_v3_bf16") && ssu.is_match("ssu_x_bf16_r4_e1_s0"));
+        assert!(!ssu.is_match("ssu_v1") && !ssu.is_match("copy_v1"));
+        let nv = re("nvfp4_8192");
+        assert!(nv.is_match("nvfp4_quantize_v4") && !nv.is_match("nvfp4_amax"));
+        assert!(re("router_t4096").is_match("router_v2") && !re("router_t1").is_match("copy_v1"));
+        assert_eq!(default_kernel_regex("copy"), None);
+    }
 }
