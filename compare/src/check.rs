@@ -191,6 +191,49 @@ pub fn parse_tolerance(s: &str) -> Option<Tolerance> {
 /// (`k=v;k=v`) and per-output `tol.<output>` specs; tensors named like the op's inputs are
 /// inputs, tensors named `expected.<output>` are the upstream outputs.
 pub fn check_golden(path: &Path) -> Vec<Row> {
+    check_golden_with(path, &[])
+}
+
+/// A golden file as a [`Case`], so other backends (the GPU kernels) run the same inputs and
+/// params and are held to the file's tolerances.
+struct GoldenCase {
+    op: &'static str,
+    file: String,
+    params: Vec<(String, String)>,
+    inputs: TensorMap,
+    tols: std::collections::BTreeMap<String, Tolerance>,
+}
+
+impl Case for GoldenCase {
+    fn op(&self) -> &'static str {
+        self.op
+    }
+    fn vars(&self) -> String {
+        format!("golden={}", self.file)
+    }
+    fn params(&self) -> Vec<(String, String)> {
+        self.params.clone()
+    }
+    fn inputs(&self, _seed: u64) -> TensorMap {
+        self.inputs.clone()
+    }
+    fn tolerance(&self, name: &str, dtype: reference::DType) -> Tolerance {
+        self.tols
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| Tolerance::for_dtype(dtype))
+    }
+    fn bytes(&self) -> u64 {
+        0
+    }
+    fn flops(&self) -> u64 {
+        0
+    }
+}
+
+/// [`check_golden`], plus every backend in `backends` that supports the golden's op and
+/// inputs, compared with the golden's expected outputs at the file's tolerances.
+pub fn check_golden_with(path: &Path, backends: &[&dyn Backend]) -> Vec<Row> {
     let case = path.display().to_string();
     let (tensors, meta) = match io::load_with_metadata(path) {
         Ok(x) => x,
@@ -231,22 +274,52 @@ pub fn check_golden(path: &Path) -> Vec<Row> {
         "golden[{}]",
         meta.get("source").map(String::as_str).unwrap_or("upstream")
     );
-    let got = match ops::find(op).and_then(|d| d.call(&inputs, &params)) {
+    let tol_of = |o: &str, r: &reference::Tensor| {
+        meta.get(&format!("tol.{o}"))
+            .and_then(|s| parse_tolerance(s))
+            .unwrap_or_else(|| Tolerance::for_dtype(r.dtype()))
+    };
+    let def = match ops::find(op) {
+        Ok(d) => d,
+        Err(e) => return vec![Row::error(&case, &imp, e.to_string())],
+    };
+    let got = match def.call(&inputs, &params) {
         Ok(g) => g,
         Err(e) => return vec![Row::error(&case, &imp, e.to_string())],
     };
-    compare_maps(
-        &case,
-        &imp,
-        &expected,
-        &got,
-        |o, r| {
-            meta.get(&format!("tol.{o}"))
-                .and_then(|s| parse_tolerance(s))
-                .unwrap_or_else(|| Tolerance::for_dtype(r.dtype()))
-        },
-        None,
-    )
+    let mut rows = compare_maps(&case, &imp, &expected, &got, tol_of, None);
+    if backends.is_empty() {
+        return rows;
+    }
+    let gc = GoldenCase {
+        op: def.name,
+        file: path
+            .file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        params,
+        tols: expected
+            .iter()
+            .filter_map(|(o, r)| {
+                meta.get(&format!("tol.{o}"))
+                    .and_then(|s| parse_tolerance(s))
+                    .or_else(|| Some(Tolerance::for_dtype(r.dtype())))
+                    .map(|t| (o.clone(), t))
+            })
+            .collect(),
+        inputs,
+    };
+    for b in backends {
+        if !b.supports(&gc) {
+            continue;
+        }
+        let imp = format!("{}[golden]", b.name());
+        match b.run(&gc, &gc.inputs) {
+            Ok(got) => rows.extend(compare_maps(&case, &imp, &expected, &got, tol_of, None)),
+            Err(e) => rows.push(Row::error(&case, &imp, e)),
+        }
+    }
+    rows
 }
 
 /// The table `duet check` prints.

@@ -2,7 +2,7 @@
 //! implementation available, plus the checked-in goldens; a table (or JSON) and exit 1 on a
 //! failure.
 
-use compare::check::{check_case, check_golden, render_table, Backend, Row};
+use compare::check::{check_case, check_golden_with, render_table, Backend, Row};
 use regex::Regex;
 use std::path::PathBuf;
 
@@ -65,7 +65,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             if re.as_ref().is_some_and(|r| !r.is_match(&name)) {
                 continue;
             }
-            rows.extend(check_golden(&f));
+            // Goldens run through the reference and, with --backend gpu, every GPU kernel
+            // version of their op (held to the file's tolerances).
+            let gpu_refs: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
+            rows.extend(check_golden_with(&f, &gpu_refs));
         }
     } else if args.goldens.is_some() {
         anyhow::bail!("--goldens {}: not a folder", dir.display());
