@@ -382,3 +382,108 @@ fn gpu_path_is_one_clear_error_without_a_gpu() {
     assert_eq!(v["layers"], v["paths"]["cpu"]["layers"]);
     assert!(v["gpu_vs_cpu"].is_null());
 }
+
+/// `duet e2e --bench-decode N` on the CPU path: the JSON carries per-step timings, tokens/s and
+/// the HBM floor of the step (both dtype assumptions), all positive and consistent.
+#[test]
+fn e2e_bench_decode_reports_timings_and_floor() {
+    let fx = fixture();
+    let (code, v) = duet_e2e_json(&[
+        fx.to_str().expect("utf8"),
+        "--compare",
+        "cpu",
+        "--decode",
+        "2",
+        "--bench-decode",
+        "3",
+        "--experts",
+        "nvfp4",
+        "--copy-gbps",
+        "1000",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let b = &v["bench_decode"];
+    assert_eq!(b["steps"], 3, "{b}");
+    assert_eq!(b["copy_bytes_per_s"].as_f64(), Some(1e12));
+    assert_eq!(b["experts"], "nvfp4");
+    let cpu = &b["paths"]["cpu"];
+    for key in [
+        "median_ms",
+        "p10_ms",
+        "p90_ms",
+        "tokens_per_s",
+        "floor_us",
+        "ratio_vs_floor",
+        "floor_as_loaded_us",
+        "ratio_vs_as_loaded_floor",
+    ] {
+        let x = cpu[key].as_f64().unwrap_or(-1.0);
+        assert!(x > 0.0 && x.is_finite(), "{key} = {x} in {cpu}");
+    }
+    let (med, p10, p90) = (
+        cpu["median_ms"].as_f64().unwrap_or(0.0),
+        cpu["p10_ms"].as_f64().unwrap_or(0.0),
+        cpu["p90_ms"].as_f64().unwrap_or(0.0),
+    );
+    assert!(p10 <= med && med <= p90, "{cpu}");
+    assert_eq!(cpu["ms"].as_array().map(|a| a.len()), Some(3));
+    let tps = cpu["tokens_per_s"].as_f64().unwrap_or(0.0);
+    assert!(
+        (tps * med / 1e3 - 1.0).abs() < 1e-9,
+        "tokens/s = 1000 / median ms"
+    );
+    // The floor: production (bf16, NVFP4 experts) below as loaded (f32); floor_us = bytes /
+    // 1e12 B/s at the middle step.
+    let mid = &b["floor_middle_step"];
+    let (pb, ab) = (
+        mid["production"]["bytes"].as_f64().unwrap_or(0.0),
+        mid["as_loaded"]["bytes"].as_f64().unwrap_or(0.0),
+    );
+    assert!(pb > 0.0 && pb < ab, "{mid}");
+    let fus = mid["production"]["floor_us"].as_f64().unwrap_or(0.0);
+    assert!((fus - pb / 1e6).abs() < 1e-9 * pb, "{mid}");
+    let ratio = cpu["ratio_vs_floor"].as_f64().unwrap_or(0.0);
+    let floor = cpu["floor_us"].as_f64().unwrap_or(0.0);
+    assert!((ratio - med * 1e3 / floor).abs() < 1e-6 * ratio);
+    assert_eq!(v["paths"]["cpu"]["bench_decode"]["steps"], 3);
+    // A bad copy ceiling is a clear error.
+    let out = Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["e2e", fx.to_str().expect("utf8"), "--bench-decode", "1"])
+        .args(["--copy-gbps", "0"])
+        .output()
+        .expect("runs");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--copy-gbps"));
+}
+
+/// The super preset's CPU side with a small pattern and NVFP4 experts (lazy, converted
+/// without materialising); about 40 s on 2 cores, hence ignored by default.
+#[test]
+#[ignore = "slow"]
+fn e2e_super_preset_bench_runs_on_the_cpu() {
+    let (code, v) = duet_e2e_json(&[
+        "--preset",
+        "super",
+        "--pattern",
+        "ME",
+        "--mtp-pattern",
+        "",
+        "--experts",
+        "nvfp4",
+        "--compare",
+        "cpu",
+        "--tokens",
+        "2",
+        "--decode",
+        "1",
+        "--bench-decode",
+        "1",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert!(
+        v["bench_decode"]["paths"]["cpu"]["median_ms"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0
+    );
+}

@@ -16,9 +16,14 @@
 //! - Routed experts: `moe_permute` / `moe_finalize` on the host, one up GEMM, ReLU² and down
 //!   GEMM per expert on the device ([`reference::model::kernels::routed_experts_with`]).
 //!
-//! First version, correctness first: every call uploads its operands (weights included) and
-//! downloads its results; outputs are poisoned (every byte = [`GpuKernels::poison`]) and
-//! guarded before the kernels write them, and a guard overwrite is an error.
+//! Weights stay on the device: the weight operands of the model's own kernels (linear layer
+//! weights and biases, RMSNorm and gated-RMSNorm weights) are uploaded once into a weight cache
+//! and reused by every later call (see [`GpuKernels`] for the keys and the assumption that
+//! makes them safe). Activations are still uploaded per call and results downloaded; the
+//! reused op kernels (conv, SSD, SSU, router) get their small per-layer vectors (conv weight,
+//! A, D, dt_bias, router bias) through the op runner's TensorMaps, per call. Outputs are
+//! poisoned (every byte = [`GpuKernels::poison`]) and guarded before the kernels write them,
+//! and a guard overwrite is an error.
 
 use crate::ops::{self, RunOpts};
 use crate::runtime::{self, DevTensor, Gpu};
@@ -27,11 +32,15 @@ use cudarc::driver::{LaunchConfig, PushKernelArg};
 use reference::model::kernels::{
     op_err, to_channel_major, to_token_major, AttnGeometry, Route, SsmDims, SsmParams, SsmRows,
 };
+use reference::model::nemotron::ExpertFormat;
+use reference::model::weights::Init;
 use reference::model::{Mat, ModelError, ModelKernels};
 use reference::ops::noaux_tc_router::{GroupMask, NormMode, RouterConfig, SigmoidMode};
 use reference::ops::ssd_chunk_scan::{DtTransform, SsdArgs, SsdOutput};
 use reference::{DType, Tensor, TensorMap};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Kernel file of the model's own kernels.
 const FILE: &str = "model_ops";
@@ -43,9 +52,150 @@ const ATT_THREADS: u32 = 128;
 /// CUDA's grid.y limit.
 const MAX_GRID_Y: u64 = 65_535;
 
+/// Default bound of the device weight cache (bytes): the H200 has 141 GB; the f32 super
+/// preset with `MEMEMEM*E` (+ MTP `*E`) holds about 61 GB when every expert was touched.
+pub const DEFAULT_WEIGHT_CACHE_BYTES: u64 = 100 << 30;
+
+/// Elements sampled (evenly spaced, first and last included) to check a cached host weight.
+const SAMPLES: usize = 64;
+
+/// What identifies a cached weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum WeightKey {
+    /// A host slice owned by the model: its address and length (see [`GpuKernels`]).
+    Host { ptr: usize, len: usize },
+    /// A lazily generated matrix: the generator determines every value.
+    Lazy {
+        rows: usize,
+        cols: usize,
+        seed: u64,
+        /// (variant, two f32 parameters as bits)
+        init: (u8, u32, u32),
+        /// (format, NVFP4 global scale bits); (0, 0) for plain [`Mat::Lazy`]
+        format: (u8, u32),
+    },
+    /// The one-element dummy passed for an absent bias.
+    Dummy,
+}
+
+struct Cached {
+    dev: Arc<DevTensor>,
+    /// [`sample_hash`] of the host values when uploaded (0 for lazy keys).
+    sample: u64,
+    bytes: u64,
+    last_use: u64,
+}
+
+#[derive(Default)]
+struct WeightCache {
+    map: HashMap<WeightKey, Cached>,
+    bytes: u64,
+    tick: u64,
+}
+
+/// Counters of the device weight cache ([`GpuKernels::weight_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WeightStats {
+    /// Weights uploaded (first use, a changed host weight, or after an eviction).
+    pub uploads: u64,
+    pub upload_bytes: u64,
+    /// Calls served from the cache.
+    pub hits: u64,
+    /// Entries dropped to stay under [`GpuKernels::weight_cache_limit`].
+    pub evictions: u64,
+    /// Bytes resident now, and entries.
+    pub resident_bytes: u64,
+    pub entries: usize,
+}
+
+/// A cheap fingerprint of a host slice: its length and [`SAMPLES`] evenly spaced elements.
+fn sample_hash(v: &[f32]) -> u64 {
+    let n = v.len();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ n as u64;
+    let mut mix = |x: u64| {
+        h ^= x;
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    };
+    if n > 0 {
+        let k = SAMPLES.min(n);
+        for j in 0..k {
+            // j = 0 -> 0, j = k-1 -> n-1
+            let i = if k == 1 { 0 } else { j * (n - 1) / (k - 1) };
+            mix(v[i].to_bits() as u64);
+        }
+    }
+    h
+}
+
+fn init_key(i: Init) -> (u8, u32, u32) {
+    match i {
+        Init::Linear => (0, 0, 0),
+        Init::Around { center, spread } => (1, center.to_bits(), spread.to_bits()),
+        Init::ALog => (2, 0, 0),
+        Init::DtBias => (3, 0, 0),
+    }
+}
+
+fn format_key(f: ExpertFormat, global_scale: f32) -> (u8, u32) {
+    match f {
+        ExpertFormat::F32 => (1, 0),
+        ExpertFormat::Bf16 => (2, 0),
+        ExpertFormat::Nvfp4 => (3, global_scale.to_bits()),
+    }
+}
+
+/// Every value of a lazy matrix, generated on all host cores (row blocks per thread).
+fn generate(w: &Mat) -> Vec<f32> {
+    let (rows, cols) = (w.rows(), w.cols());
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(rows.max(1));
+    if threads <= 1 || rows * cols < (1 << 16) || cols == 0 {
+        return w.values().into_owned();
+    }
+    let per = rows.div_ceil(threads);
+    let mut out = vec![0f32; rows * cols];
+    std::thread::scope(|s| {
+        for (i, chunk) in out.chunks_mut(per * cols).enumerate() {
+            s.spawn(move || {
+                let r0 = i * per;
+                let r1 = r0 + chunk.len() / cols;
+                chunk.copy_from_slice(&w.row_block(r0, r1));
+            });
+        }
+    });
+    out
+}
+
 /// The GPU backend of the model.
+///
+/// Device-resident weights: the [`ModelKernels`] methods take their weight operands (linear
+/// weights and biases, norm weights) from a cache that uploads each weight once:
+/// - a lazily generated [`Mat`] (the super preset) is keyed by its generator (seed, init,
+///   shape, storage format): generated on the host once (on every core) and uploaded once;
+/// - a host slice (a dense [`Mat`] or a weight vector) is keyed by its address and length,
+///   plus a fingerprint of 64 evenly spaced elements checked on every call (a changed
+///   fingerprint re-uploads).
+///
+/// Assumption: the weight slices passed to these methods belong to a [`reference::model::Model`]
+/// whose weights are immutable while it uses this backend (true of `Model`: its forward
+/// passes take `&self`). A weight edited in place without changing any sampled element, or
+/// freed and another weight of the same length and sampled values allocated at the same
+/// address, would be served stale: after editing weights or before reusing one backend for
+/// another model, call [`GpuKernels::clear_weights`]. The cache is bounded by the model's
+/// weights and by [`GpuKernels::weight_cache_limit`] (least recently used entries go
+/// first). The slice-taking methods ([`GpuKernels::gemm`], [`GpuKernels::rmsnorm_rows`],
+/// [`GpuKernels::gated_rmsnorm_rows`]) upload their operands per call (no cache).
 pub struct GpuKernels {
     g: Arc<Gpu>,
+    /// Device weight cache (see the type doc).
+    weights: Mutex<WeightCache>,
+    uploads: AtomicU64,
+    upload_bytes: AtomicU64,
+    hits: AtomicU64,
+    evictions: AtomicU64,
+    /// Bound of the weight cache in bytes ([`DEFAULT_WEIGHT_CACHE_BYTES`]).
+    pub weight_cache_limit: u64,
     /// Byte written over every output buffer before a launch (0xFF = NaN for f32).
     pub poison: u8,
     /// Kernel version of the reused `causal_conv1d_fn` (v1: the reference's summation order).
@@ -114,6 +264,12 @@ impl GpuKernels {
     pub fn on(g: Arc<Gpu>) -> GpuKernels {
         GpuKernels {
             g,
+            weights: Mutex::new(WeightCache::default()),
+            uploads: AtomicU64::new(0),
+            upload_bytes: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+            weight_cache_limit: DEFAULT_WEIGHT_CACHE_BYTES,
             poison: 0xFF,
             conv_fn_version: "v1",
             ssd_version: "v1",
@@ -132,6 +288,151 @@ impl GpuKernels {
         &self.g
     }
 
+    /// Waits for every launched kernel (for timing).
+    pub fn sync(&self) -> Result<(), GpuError> {
+        self.g.sync()
+    }
+
+    /// Counters of the weight cache.
+    pub fn weight_stats(&self) -> WeightStats {
+        let (resident_bytes, entries) = match self.weights.lock() {
+            Ok(c) => (c.bytes, c.map.len()),
+            Err(p) => (p.get_ref().bytes, p.get_ref().map.len()),
+        };
+        WeightStats {
+            uploads: self.uploads.load(Ordering::Relaxed),
+            upload_bytes: self.upload_bytes.load(Ordering::Relaxed),
+            hits: self.hits.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            resident_bytes,
+            entries,
+        }
+    }
+
+    /// Drops every cached weight (the next calls upload again).
+    pub fn clear_weights(&self) {
+        let mut c = match self.weights.lock() {
+            Ok(c) => c,
+            Err(p) => p.into_inner(),
+        };
+        c.map.clear();
+        c.bytes = 0;
+    }
+
+    /// The cached device copy of a weight: `key`, `sample` (the fingerprint checked on a hit),
+    /// `make` (the host values, called on a miss).
+    fn cached(
+        &self,
+        key: WeightKey,
+        sample: u64,
+        make: impl FnOnce() -> Vec<f32>,
+    ) -> Result<Arc<DevTensor>, GpuError> {
+        let lock_err = |_| GpuError::Driver("the weight cache lock is poisoned".into());
+        {
+            let mut c = self.weights.lock().map_err(lock_err)?;
+            c.tick += 1;
+            let tick = c.tick;
+            if let Some(e) = c.map.get_mut(&key) {
+                if e.sample == sample {
+                    e.last_use = tick;
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(e.dev.clone());
+                }
+            }
+        }
+        // Miss (or a changed host weight): generate and upload without holding the lock.
+        let v = make();
+        let bytes = (v.len().max(1) * 4) as u64;
+        let dev = Arc::new(self.up_owned(v)?);
+        self.uploads.fetch_add(1, Ordering::Relaxed);
+        self.upload_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let mut c = self.weights.lock().map_err(lock_err)?;
+        c.tick += 1;
+        let last_use = c.tick;
+        if let Some(old) = c.map.insert(
+            key,
+            Cached {
+                dev: dev.clone(),
+                sample,
+                bytes,
+                last_use,
+            },
+        ) {
+            c.bytes -= old.bytes;
+        }
+        c.bytes += bytes;
+        // Least recently used entries go first (never the one just inserted).
+        while c.bytes > self.weight_cache_limit && c.map.len() > 1 {
+            let victim = c
+                .map
+                .iter()
+                .filter(|(k, _)| **k != key)
+                .min_by_key(|(_, e)| e.last_use)
+                .map(|(k, _)| *k);
+            let Some(vk) = victim else { break };
+            if let Some(e) = c.map.remove(&vk) {
+                c.bytes -= e.bytes;
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(dev)
+    }
+
+    /// A model weight slice, device-resident (keyed by address and length).
+    fn weight_vec(&self, v: &[f32]) -> Result<Arc<DevTensor>, GpuError> {
+        let key = WeightKey::Host {
+            ptr: v.as_ptr() as usize,
+            len: v.len(),
+        };
+        self.cached(key, sample_hash(v), || v.to_vec())
+    }
+
+    /// A model weight matrix, device-resident.
+    fn weight_mat(&self, w: &Mat) -> Result<Arc<DevTensor>, GpuError> {
+        match w {
+            Mat::Dense { data, .. } => self.weight_vec(data),
+            Mat::Lazy {
+                rows,
+                cols,
+                seed,
+                init,
+            } => self.cached(
+                WeightKey::Lazy {
+                    rows: *rows,
+                    cols: *cols,
+                    seed: *seed,
+                    init: init_key(*init),
+                    format: (0, 0),
+                },
+                0,
+                || generate(w),
+            ),
+            Mat::LazyAs {
+                rows,
+                cols,
+                seed,
+                init,
+                format,
+                global_scale,
+            } => self.cached(
+                WeightKey::Lazy {
+                    rows: *rows,
+                    cols: *cols,
+                    seed: *seed,
+                    init: init_key(*init),
+                    format: format_key(*format, *global_scale),
+                },
+                0,
+                || generate(w),
+            ),
+        }
+    }
+
+    /// The dummy operand of an absent bias (never read), device-resident.
+    fn dummy(&self) -> Result<Arc<DevTensor>, GpuError> {
+        self.cached(WeightKey::Dummy, 0, || vec![0.0])
+    }
+
     fn opts(&self) -> RunOpts {
         RunOpts {
             poison: self.poison,
@@ -144,6 +445,15 @@ impl GpuKernels {
             self.g.upload(&Tensor::from_f32(&[1], vec![0.0]))
         } else {
             self.g.upload(&Tensor::from_f32(&[v.len()], v.to_vec()))
+        }
+    }
+
+    /// Uploads owned f32 values (no copy before the upload's own; empty: one dummy element).
+    fn up_owned(&self, v: Vec<f32>) -> Result<DevTensor, GpuError> {
+        if v.is_empty() {
+            self.up(&[])
+        } else {
+            self.g.upload(&Tensor::from_f32(&[v.len()], v))
         }
     }
 
@@ -193,6 +503,43 @@ impl GpuKernels {
         if m == 0 || n == 0 {
             return Ok(vec![0.0; m * n]);
         }
+        let wd = self.up(w)?;
+        let bd = bias.map(|b| self.up(b)).transpose()?;
+        self.gemm_dev(x, m, &wd, n, k, bd.as_ref())
+    }
+
+    /// [`GpuKernels::gemm`] with the weight (n * k values) and bias (n values) on the device.
+    fn gemm_dev(
+        &self,
+        x: &[f32],
+        m: usize,
+        wd: &DevTensor,
+        n: usize,
+        k: usize,
+        bias: Option<&DevTensor>,
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_gemm_f32";
+        if x.len() != m * k || (n * k > 0 && wd.numel() != n * k) {
+            return Err(bad(
+                OP,
+                format!(
+                    "x has {} values (expected m * k = {m} * {k}), w {} (expected n * k = {n} * {k})",
+                    x.len(),
+                    wd.numel()
+                ),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.numel() != n {
+                return Err(bad(
+                    OP,
+                    format!("bias has {} values, expected n = {n}", b.numel()),
+                ));
+            }
+        }
+        if m == 0 || n == 0 {
+            return Ok(vec![0.0; m * n]);
+        }
         let gy = (m as u64).div_ceil(GEMM_TILE);
         if gy > MAX_GRID_Y {
             return Err(bad(
@@ -204,8 +551,15 @@ impl GpuKernels {
             ));
         }
         let gx = grid_u32(OP, (n as u64).div_ceil(GEMM_TILE))?;
-        let (xd, wd) = (self.up(x)?, self.up(w)?);
-        let bd = self.up(bias.unwrap_or(&[]))?;
+        let xd = self.up(x)?;
+        let dummy;
+        let bd = match bias {
+            Some(b) => b,
+            None => {
+                dummy = self.dummy()?;
+                dummy.as_ref()
+            }
+        };
         let y = self.out(m * n)?;
         let f = self.g.function(FILE, OP)?;
         let st = &self.g.stream;
@@ -236,12 +590,35 @@ impl GpuKernels {
                 format!("x has {} values, not a multiple of hidden = {n}", x.len()),
             ));
         }
+        let wd = self.up(w)?;
+        self.rmsnorm_dev(x, &wd, n, eps)
+    }
+
+    /// [`GpuKernels::rmsnorm_rows`] with the weight (n values) on the device.
+    fn rmsnorm_dev(
+        &self,
+        x: &[f32],
+        wd: &DevTensor,
+        n: usize,
+        eps: f32,
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_rmsnorm";
+        if n == 0 || wd.numel() != n || !x.len().is_multiple_of(n) {
+            return Err(bad(
+                OP,
+                format!(
+                    "x has {} values, not a multiple of hidden = {n} (weight {})",
+                    x.len(),
+                    wd.numel()
+                ),
+            ));
+        }
         let rows = x.len() / n;
         if rows == 0 {
             return Ok(vec![]);
         }
         let blocks = grid_u32(OP, rows as u64)?;
-        let (xd, wd, o) = (self.up(x)?, self.up(w)?, self.out(x.len())?);
+        let (xd, o) = (self.up(x)?, self.out(x.len())?);
         let f = self.g.function(FILE, OP)?;
         let st = &self.g.stream;
         let (px, pw, po) = (xd.ptr(st), wd.ptr(st), o.ptr(st));
@@ -278,12 +655,41 @@ impl GpuKernels {
         if group == 0 || !d.is_multiple_of(group) {
             return Err(bad(OP, format!("group {group} does not divide d = {d}")));
         }
+        let wd = self.up(w)?;
+        self.gated_rmsnorm_dev(x, z, &wd, d, group, eps)
+    }
+
+    /// [`GpuKernels::gated_rmsnorm_rows`] with the weight (d values) on the device.
+    fn gated_rmsnorm_dev(
+        &self,
+        x: &[f32],
+        z: &[f32],
+        wd: &DevTensor,
+        d: usize,
+        group: usize,
+        eps: f32,
+    ) -> Result<Vec<f32>, GpuError> {
+        const OP: &str = "model_gated_rmsnorm";
+        if d == 0 || wd.numel() != d || !x.len().is_multiple_of(d) || z.len() != x.len() {
+            return Err(bad(
+                OP,
+                format!(
+                    "x has {} values, z {}; expected rows * d twice with d = {d} (weight {})",
+                    x.len(),
+                    z.len(),
+                    wd.numel()
+                ),
+            ));
+        }
+        if group == 0 || !d.is_multiple_of(group) {
+            return Err(bad(OP, format!("group {group} does not divide d = {d}")));
+        }
         let rows = x.len() / d;
         if rows == 0 {
             return Ok(vec![]);
         }
         let blocks = grid_u32(OP, (rows * (d / group)) as u64)?;
-        let (xd, zd, wd, o) = (self.up(x)?, self.up(z)?, self.up(w)?, self.out(x.len())?);
+        let (xd, zd, o) = (self.up(x)?, self.up(z)?, self.out(x.len())?);
         let f = self.g.function(FILE, OP)?;
         let st = &self.g.stream;
         let (px, pz, pw, po) = (xd.ptr(st), zd.ptr(st), wd.ptr(st), o.ptr(st));
@@ -773,11 +1179,31 @@ impl ModelKernels for GpuKernels {
         bias: Option<&[f32]>,
     ) -> Result<Vec<f32>, ModelError> {
         let (n, k) = (w.rows(), w.cols());
-        let wv = w.row_block(0, n);
-        self.gemm(x, t, &wv, n, k, bias).map_err(merr("linear"))
+        let run = || {
+            if x.len() != t * k {
+                return Err(bad(
+                    "linear",
+                    format!("x has {} values, expected t * in = {t} * {k}", x.len()),
+                ));
+            }
+            if t == 0 || n == 0 {
+                return Ok(vec![0.0; t * n]);
+            }
+            let wd = self.weight_mat(w)?;
+            let bd = bias.map(|b| self.weight_vec(b)).transpose()?;
+            self.gemm_dev(x, t, &wd, n, k, bd.as_deref())
+        };
+        run().map_err(merr("linear"))
     }
     fn rmsnorm(&self, x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, ModelError> {
-        self.rmsnorm_rows(x, w, eps).map_err(merr("rmsnorm"))
+        let run = || {
+            if w.is_empty() {
+                return Err(bad("model_rmsnorm", "the weight is empty".into()));
+            }
+            let wd = self.weight_vec(w)?;
+            self.rmsnorm_dev(x, &wd, w.len(), eps)
+        };
+        run().map_err(merr("rmsnorm"))
     }
     fn gated_rmsnorm(
         &self,
@@ -787,8 +1213,14 @@ impl ModelKernels for GpuKernels {
         group: usize,
         eps: f32,
     ) -> Result<Vec<f32>, ModelError> {
-        self.gated_rmsnorm_rows(x, z, w, group, eps)
-            .map_err(merr("gated_rmsnorm"))
+        let run = || {
+            if w.is_empty() {
+                return Err(bad("model_gated_rmsnorm", "the weight is empty".into()));
+            }
+            let wd = self.weight_vec(w)?;
+            self.gated_rmsnorm_dev(x, z, &wd, w.len(), group, eps)
+        };
+        run().map_err(merr("gated_rmsnorm"))
     }
     fn relu2(&self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
         self.relu2_vec(x).map_err(merr("relu2"))
@@ -921,6 +1353,37 @@ mod tests {
     fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len());
         a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+    }
+
+    #[test]
+    fn lazy_generation_and_fingerprints() {
+        // Parallel generation = the sequential values (plain lazy and NVFP4-stored).
+        let lazy = Mat::Lazy {
+            rows: 301,
+            cols: 256,
+            seed: 4,
+            init: Init::Linear,
+        };
+        assert_eq!(generate(&lazy), lazy.values().into_owned());
+        let q = lazy.lazy_as(ExpertFormat::Nvfp4).unwrap();
+        assert_eq!(generate(&q), q.values().into_owned());
+        // The fingerprint sees the length, the first and last elements and changes between
+        // sampled positions.
+        let v = vals(9, 1000, 1.0);
+        let h = sample_hash(&v);
+        for i in [0usize, 999, 999 * 10 / 63] {
+            let mut w = v.clone();
+            w[i] += 0.25;
+            assert_ne!(sample_hash(&w), h, "element {i}");
+        }
+        assert_ne!(sample_hash(&v[..999]), h);
+        assert_eq!(sample_hash(&v.clone()), h);
+        assert_ne!(sample_hash(&[]), sample_hash(&[0.0]));
+        // Lazy keys tell formats apart.
+        assert_ne!(
+            format_key(ExpertFormat::Bf16, 1.0),
+            format_key(ExpertFormat::Nvfp4, 1.0)
+        );
     }
 
     #[test]

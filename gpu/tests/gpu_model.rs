@@ -654,3 +654,114 @@ fn gpu_decode_and_verification_match_cpu() {
         "decode after promotion"
     );
 }
+
+// ---------------------------------------------------------------- (d) device-resident weights
+
+/// The same forward twice on one backend: bit-identical outputs, and the second call uploads
+/// no weight (the weight cache serves every linear / norm weight). Decode steps replayed from
+/// the same cache: same bits, no uploads. A weight edited in place is re-uploaded (its
+/// fingerprint changed) and the result follows the edit (vs the CPU path). Lazy matrices
+/// (the super preset's) are generated and uploaded once per generator.
+#[test]
+#[ignore = "gpu"]
+fn weights_are_uploaded_once_and_reused() {
+    use reference::model::nemotron::ExpertFormat;
+    use reference::model::weights::Init;
+    let (g, p) = golden();
+    let ids = ids(&g);
+    let k = Arc::new(gpu_k(0xFF));
+    let mut m = Model::load_dir(&fixture()).expect("fixture");
+    m.set_kernels(k.clone());
+    let a = m.forward(&ids, None, Pass::Prefill, true).expect("first");
+    let s1 = k.weight_stats();
+    eprintln!("after the first forward: {s1:?}");
+    assert!(s1.uploads > 10 && s1.entries as u64 == s1.uploads, "{s1:?}");
+    let b = m.forward(&ids, None, Pass::Prefill, true).expect("second");
+    let s2 = k.weight_stats();
+    assert_eq!(
+        s2.uploads, s1.uploads,
+        "the second forward uploaded weights: {s2:?}"
+    );
+    assert!(s2.hits >= s1.hits + s1.uploads, "{s1:?} -> {s2:?}");
+    assert_eq!(
+        bits(&a.logits),
+        bits(&b.logits),
+        "logits differ between calls"
+    );
+    for (i, (x, y)) in a.hidden.iter().zip(&b.hidden).enumerate() {
+        assert_eq!(bits(x), bits(y), "hidden.{i} differs between calls");
+    }
+    // Decode: the same steps twice from one prefilled cache.
+    let mut c0 = m.new_cache();
+    m.forward(&ids[..p], Some(&mut c0), Pass::Prefill, false)
+        .expect("prefill");
+    let steps = &ids[p..p + 3];
+    let run = |c: &mut reference::model::Cache| -> Vec<u32> {
+        let mut out = vec![];
+        for &tk in steps {
+            out.extend(bits(
+                &m.forward(&[tk], Some(c), Pass::Decode, false)
+                    .expect("decode")
+                    .logits,
+            ));
+        }
+        out
+    };
+    let d1 = run(&mut c0.clone());
+    let u = k.weight_stats().uploads;
+    let d2 = run(&mut c0.clone());
+    assert_eq!(d1, d2, "decode differs between identical passes");
+    assert_eq!(
+        k.weight_stats().uploads,
+        u,
+        "the replayed decode uploaded weights"
+    );
+
+    // A weight edited in place (same address and length) is re-uploaded and used.
+    let mut cpu = Model::load_dir(&fixture()).expect("fixture");
+    for mm in [&mut m, &mut cpu] {
+        mm.norm_f[0] *= 1.5;
+        mm.norm_f[255] = -mm.norm_f[255];
+    }
+    let before = k.weight_stats().uploads;
+    let e = m.forward(&ids, None, Pass::Prefill, false).expect("edited");
+    assert_eq!(k.weight_stats().uploads, before + 1, "norm_f re-uploaded");
+    assert_ne!(bits(&e.logits), bits(&a.logits), "the edit must show");
+    let want = cpu
+        .forward(&ids, None, Pass::Prefill, false)
+        .expect("cpu edited");
+    let err = max_rel(&want.logits, &e.logits);
+    assert!(err < TOL, "edited model: gpu vs cpu max rel {err:e}");
+
+    // Lazy matrices: one upload per generator (f32 and NVFP4-stored), values as the CPU's.
+    let lazy = Mat::Lazy {
+        rows: 300,
+        cols: 272,
+        seed: 9,
+        init: Init::Linear,
+    };
+    let q = lazy.lazy_as(ExpertFormat::Nvfp4).expect("nvfp4 lazy");
+    let x = Rng(5).vec(3 * 272, 1.0);
+    for w in [&lazy, &q] {
+        let u0 = k.weight_stats().uploads;
+        let y1 = k.linear(&x, 3, w, None).expect("lazy linear");
+        let y2 = k.linear(&x, 3, w, None).expect("lazy linear again");
+        assert_eq!(
+            k.weight_stats().uploads,
+            u0 + 1,
+            "one upload per lazy matrix"
+        );
+        assert_eq!(bits(&y1), bits(&y2));
+        let want = CpuKernels.linear(&x, 3, w, None).expect("cpu lazy linear");
+        assert_close("lazy linear", &want, &y1, 1e-5, 1e-4);
+    }
+    // clear_weights empties the cache; the next forward uploads again, same bits.
+    k.clear_weights();
+    assert_eq!(k.weight_stats().entries, 0);
+    let u0 = k.weight_stats().uploads;
+    let f = m
+        .forward(&ids, None, Pass::Prefill, false)
+        .expect("after clear");
+    assert!(k.weight_stats().uploads > u0);
+    assert_eq!(bits(&f.logits), bits(&e.logits));
+}

@@ -1,6 +1,20 @@
 //! `duet e2e (MODEL_DIR | --preset NAME) [--compare cpu,gpu,golden] [--decode N] [--mtp K]
-//! [--dump FILE --path cpu|gpu] [--prefill-len N] [--json]`
+//! [--dump FILE --path cpu|gpu] [--prefill-len N] [--bench-decode N [--copy-gbps G]] [--json]`
 //!
+//! Decode benchmark (`--bench-decode N`): per path, a prefill of `prefill_len` tokens, then N
+//! greedy single-token decode steps at batch 1 run twice from the same cache: the first pass
+//! is the warm-up (NVRTC compiles, first weight uploads, the same experts as the timed pass),
+//! the second is timed step by step (the GPU stream synchronised before the clock stops).
+//! Reported: median / p10 / p90 ms per step, tokens/s, the HBM floor of the step
+//! (`reference::model::floor`: bytes / copy ceiling, `--copy-gbps`, default 3900 GB/s as
+//! measured on the H200) under the production dtypes (bf16 weights, `--experts` format) and
+//! as loaded (f32), and measured / floor. The target (batch-1 decode step <= 1.5x the
+//! HBM floor) is measured with
+//!
+//! `duet e2e --preset super --pattern MEMEMEM*E --experts nvfp4 --compare gpu --bench-decode 8`
+//!
+//! (the super preset's weights are lazy: the GPU path generates each weight once on the host
+//! and uploads it once; the CPU reference regenerates them on every use, smoke runs only).
 //! Runs the Nemotron-H model end to end on the CPU reference and/or the GPU path
 //! (`gpu::model::GpuKernels`, the same network with every op on the device) and compares each
 //! with the golden of the model directory (`reference.safetensors`, written by
@@ -22,7 +36,11 @@
 
 use anyhow::{bail, Context};
 use compare::Tolerance;
-use reference::model::{CpuKernels, ForwardOut, Model, ModelKernels, Pass, SpecStats};
+use reference::model::nemotron::ExpertFormat;
+use reference::model::{
+    decode_step_bytes, CpuKernels, DecodeBytes, ForwardOut, Model, ModelKernels, Pass, SpecStats,
+    StepBytes,
+};
 use reference::{io, Tensor, TensorMap};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -87,6 +105,141 @@ pub struct Args {
     tol: f64,
     #[arg(long)]
     json: bool,
+    /// Decode benchmark: time N single-token decode steps (batch 1) per path after a warm-up
+    /// pass over the same steps, and compare with the HBM floor of a step.
+    #[arg(long)]
+    bench_decode: Option<usize>,
+    /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
+    #[arg(long, default_value_t = 3900.0)]
+    copy_gbps: f64,
+}
+
+/// The target: a batch-1 decode step within this factor of the HBM floor.
+const FLOOR_TARGET: f64 = 1.5;
+
+/// Timed decode steps of one path.
+struct BenchRun {
+    /// ms per step, in step order
+    ms: Vec<f64>,
+    /// weights uploaded by the GPU backend during the timed steps (None on the CPU)
+    uploads: Option<u64>,
+}
+
+/// Quantile `q` of sorted values (nearest rank).
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+impl BenchRun {
+    fn stats(&self) -> (f64, f64, f64) {
+        let mut v = self.ms.clone();
+        v.sort_by(f64::total_cmp);
+        (quantile(&v, 0.5), quantile(&v, 0.1), quantile(&v, 0.9))
+    }
+}
+
+/// The decode benchmark on the model's current kernels (module doc): prefill, an untimed
+/// pass of `n` greedy decode steps, then the same steps again from the same cache, timed.
+fn bench_decode(
+    model: &Model,
+    prompt: &[u32],
+    n: usize,
+    gpu: Option<&gpu::model::GpuKernels>,
+) -> anyhow::Result<BenchRun> {
+    let v = model.cfg.vocab_size;
+    let sync = || -> anyhow::Result<()> {
+        if let Some(g) = gpu {
+            g.sync().context("synchronising the GPU")?;
+        }
+        Ok(())
+    };
+    let mut cache0 = model.new_cache();
+    let o = model
+        .forward(prompt, Some(&mut cache0), Pass::Prefill, false)
+        .context("bench prefill")?;
+    let first = argmax_rows(&o.logits[o.logits.len() - v..], v)[0] as u32;
+    // Warm-up: the steps themselves, recording the greedy tokens.
+    let mut toks = vec![first];
+    let mut cache = cache0.clone();
+    for i in 0..n {
+        let o = model
+            .forward(&[toks[i]], Some(&mut cache), Pass::Decode, false)
+            .context("bench warm-up decode")?;
+        toks.push(argmax_rows(&o.logits, v)[0] as u32);
+    }
+    sync()?;
+    let up0 = gpu.map(|g| g.weight_stats().uploads);
+    let mut cache = cache0;
+    let mut ms = Vec::with_capacity(n);
+    for &tk in &toks[..n] {
+        let t0 = Instant::now();
+        model
+            .forward(&[tk], Some(&mut cache), Pass::Decode, false)
+            .context("bench decode")?;
+        sync()?;
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    let uploads = match (gpu, up0) {
+        (Some(g), Some(u)) => Some(g.weight_stats().uploads - u),
+        _ => None,
+    };
+    Ok(BenchRun { ms, uploads })
+}
+
+fn step_json(b: &StepBytes, bps: f64) -> Value {
+    json!({
+        "bytes": b.total(),
+        "floor_us": b.floor_us(bps),
+        "parts": {
+            "mamba_weights": b.mamba_weights, "mamba_state": b.mamba_state,
+            "attention_weights": b.attention_weights, "kv_cache": b.kv_cache,
+            "moe_router": b.moe_router, "moe_latent": b.moe_latent,
+            "moe_experts": b.moe_experts, "moe_shared": b.moe_shared, "mlp": b.mlp,
+            "norms": b.norms, "embedding": b.embedding, "lm_head": b.lm_head,
+        },
+    })
+}
+
+/// Floors of the timed steps (context prefill_len .. prefill_len + n - 1), averaged (the
+/// floor is linear in the context): (production, as loaded) in µs, and the middle step's bytes.
+fn bench_floor(
+    cfg: &reference::model::Config,
+    fmt: ExpertFormat,
+    prefill_len: usize,
+    n: usize,
+    bps: f64,
+) -> (f64, f64, DecodeBytes) {
+    let (mut p, mut a) = (0.0, 0.0);
+    for i in 0..n.max(1) {
+        let b = decode_step_bytes(cfg, fmt, prefill_len + i);
+        p += b.production.floor_us(bps);
+        a += b.as_loaded.floor_us(bps);
+    }
+    let k = n.max(1) as f64;
+    (
+        p / k,
+        a / k,
+        decode_step_bytes(cfg, fmt, prefill_len + n / 2),
+    )
+}
+
+fn bench_path_json(b: &BenchRun, floor_us: f64, floor_loaded_us: f64) -> Value {
+    let (med, p10, p90) = b.stats();
+    json!({
+        "steps": b.ms.len(),
+        "median_ms": med, "p10_ms": p10, "p90_ms": p90,
+        "tokens_per_s": 1e3 / med.max(1e-12),
+        "ms": b.ms,
+        "floor_us": floor_us,
+        "ratio_vs_floor": med * 1e3 / floor_us.max(1e-12),
+        "floor_as_loaded_us": floor_loaded_us,
+        "ratio_vs_as_loaded_floor": med * 1e3 / floor_loaded_us.max(1e-12),
+        "meets_target": med * 1e3 <= FLOOR_TARGET * floor_us,
+        "weight_uploads_timed": b.uploads,
+    })
 }
 
 /// Golden-vs-ours metrics of one tensor.
@@ -479,7 +632,7 @@ fn print_report(title: &str, rep: &Report, labels: &[String]) {
 }
 
 /// The GPU backend, or one clear error when this machine cannot run it.
-fn gpu_kernels() -> anyhow::Result<Arc<dyn ModelKernels>> {
+fn gpu_kernels() -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
     match gpu::model::GpuKernels::new() {
         Ok(k) => Ok(Arc::new(k)),
         Err(e) => bail!(
@@ -490,6 +643,12 @@ fn gpu_kernels() -> anyhow::Result<Arc<dyn ModelKernels>> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if !(args.copy_gbps.is_finite() && args.copy_gbps > 0.0) {
+        bail!(
+            "--copy-gbps {}: must be a positive number of GB/s (the H200 copies at about 3900)",
+            args.copy_gbps
+        );
+    }
     for c in &args.compare {
         if !["cpu", "gpu", "golden"].contains(&c.as_str()) {
             bail!("--compare {c}: unknown path; use cpu, gpu and/or golden");
@@ -606,14 +765,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
     // Run every path.
     let mut runs: Vec<PathRun> = Vec::new();
+    let mut benches: Vec<(&'static str, BenchRun)> = Vec::new();
     for &p in &paths {
-        let k: Arc<dyn ModelKernels> = match (p, &gpu_k) {
-            ("gpu", Some(g)) => g.clone(),
-            _ => Arc::new(CpuKernels),
+        let (k, g): (Arc<dyn ModelKernels>, _) = match (p, &gpu_k) {
+            ("gpu", Some(g)) => (g.clone(), Some(g.as_ref())),
+            _ => (Arc::new(CpuKernels), None),
         };
         model.set_kernels(k);
         runs.push(run_path(&model, p, &ids, plan, args.mtp)?);
+        if let Some(n) = args.bench_decode.filter(|&n| n > 0) {
+            let b = bench_decode(&model, &ids[..prefill_len], n, g)
+                .with_context(|| format!("{p} path: decode benchmark"))?;
+            benches.push((p, b));
+        }
     }
+    let bps = args.copy_gbps * 1e9;
+    let floor = args
+        .bench_decode
+        .filter(|&n| n > 0)
+        .map(|n| bench_floor(&model.cfg, fmt, prefill_len, n, bps));
     model.set_kernels(Arc::new(CpuKernels));
 
     // Dump.
@@ -676,6 +846,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 j["pass"] =
                     json!(j["pass"].as_bool().unwrap_or(true) && s.greedy == s.stats.tokens);
             }
+            if let (Some((fp, fa, _)), Some((_, b))) =
+                (&floor, benches.iter().find(|(p, _)| *p == r.name))
+            {
+                j["bench_decode"] = bench_path_json(b, *fp, *fa);
+            }
             per_path.insert(r.name.to_string(), j);
         }
         let mut out = json!({
@@ -689,6 +864,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "gpu_vs_cpu": gpu_vs_cpu.as_ref().map_or(Value::Null, |r| report_json(r, &labels)),
             "pass": ok,
         });
+        if let (Some(n), Some((fp, fa, mid))) = (args.bench_decode, &floor) {
+            out["bench_decode"] = json!({
+                "steps": n,
+                "batch": 1,
+                "context_len": {"first": prefill_len, "last": prefill_len + n - 1},
+                "copy_bytes_per_s": bps,
+                "experts": args.experts,
+                "target_ratio": FLOOR_TARGET,
+                "floor_us": fp,
+                "floor_as_loaded_us": fa,
+                "floor_middle_step": {
+                    "context_len": mid.context_len,
+                    "production": step_json(&mid.production, bps),
+                    "as_loaded": step_json(&mid.as_loaded, bps),
+                },
+                "paths": benches.iter().map(|(p, b)| (p.to_string(), bench_path_json(b, *fp, *fa)))
+                    .collect::<serde_json::Map<_, _>>(),
+            });
+        }
         // The first path's fields at the top level (the layout of the CPU-only report).
         if let Some(first) = paths.first().and_then(|p| out["paths"].get(*p).cloned()) {
             for key in [
@@ -754,6 +948,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         for r in &runs {
             let (ptps, dtps) = tps(r, plan);
             println!("{} tokens/s: prefill {ptps:.3}, decode {dtps:.3}", r.name);
+        }
+        if let (Some(n), Some((fp, fa, mid))) = (args.bench_decode, &floor) {
+            println!(
+                "\ndecode bench: batch 1, {n} steps after an untimed pass over the same steps, context {}..{}",
+                prefill_len,
+                prefill_len + n - 1
+            );
+            println!(
+                "  HBM floor at {:.0} GB/s: production (bf16 weights, {} experts, f32 router/SSM state) {:.2} MB/step -> floor_us {fp:.1}; as loaded (all f32) {:.2} MB/step -> {fa:.1} us",
+                args.copy_gbps,
+                args.experts,
+                mid.production.total() as f64 / 1e6,
+                mid.as_loaded.total() as f64 / 1e6,
+            );
+            for (p, b) in &benches {
+                let (med, p10, p90) = b.stats();
+                println!(
+                    "  {p}: median {med:.3} ms/step (p10 {p10:.3}, p90 {p90:.3}), {:.2} tok/s; measured/floor {:.1}x (target <= {FLOOR_TARGET}x: {}), vs as-loaded floor {:.1}x{}",
+                    1e3 / med.max(1e-12),
+                    med * 1e3 / fp.max(1e-12),
+                    if med * 1e3 <= FLOOR_TARGET * fp { "met" } else { "not met" },
+                    med * 1e3 / fa.max(1e-12),
+                    b.uploads.map_or(String::new(), |u| format!("; {u} weight uploads while timed")),
+                );
+            }
         }
         if golden.is_some() || gpu_vs_cpu.is_some() || runs.iter().any(|r| r.spec.is_some()) {
             println!("{}", if ok { "PASS" } else { "FAIL" });

@@ -12,12 +12,14 @@
 //! Numerics: f32 throughout (weights are converted to f32 when loaded).
 
 pub mod config;
+pub mod floor;
 pub mod kernels;
 pub mod linear;
 pub mod nemotron;
 pub mod weights;
 
 pub use config::{parse_pattern, Config, LayerKind};
+pub use floor::{decode_step_bytes, DecodeBytes, Dtypes, StepBytes};
 pub use kernels::{AttnGeometry, CpuKernels, ModelKernels};
 pub use nemotron::{Cache, ForwardOut, Model, Pass, SpecStats};
 pub use weights::{Mat, WeightStore};

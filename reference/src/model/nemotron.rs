@@ -1225,8 +1225,16 @@ impl Model {
         if format == ExpertFormat::F32 {
             return Ok(0);
         }
-        // Converting materialises the weights: refuse what would not fit a CPU run.
+        // Converting materialises dense weights: refuse what would not fit a CPU run. Lazy
+        // weights (the super preset) stay lazy, stored in `format` ([`Mat::lazy_as`]).
         const MAX_VALUES: usize = 1 << 28;
+        let size = |m: &Mat| {
+            if m.lazy_as(format).is_some() {
+                0
+            } else {
+                m.rows() * m.cols()
+            }
+        };
         let total: usize = self
             .layers
             .iter()
@@ -1235,7 +1243,7 @@ impl Model {
                 Mixer::Moe(w) => Some(
                     w.experts
                         .iter()
-                        .map(|(u, d)| u.rows() * u.cols() + d.rows() * d.cols())
+                        .map(|(u, d)| size(u) + size(d))
                         .sum::<usize>(),
                 ),
                 _ => None,
@@ -1255,9 +1263,13 @@ impl Model {
         {
             if let Mixer::Moe(w) = &mut b.mixer {
                 for (up, down) in &mut w.experts {
-                    *up = store_as(up, format)?;
-                    *down = store_as(down, format)?;
-                    n += 2;
+                    for m in [up, down] {
+                        *m = match m.lazy_as(format) {
+                            Some(lazy) => lazy,
+                            None => store_as(m, format)?,
+                        };
+                        n += 1;
+                    }
                 }
             }
         }

@@ -225,3 +225,75 @@ fn chunked_prefill_and_mtp_continue_from_cache() {
     let e = max_rel(&once, &two);
     assert!(e < 1e-5, "incremental mtp max rel {e}");
 }
+
+/// A lazy matrix stored as NVFP4 / bf16 stays lazy: any row block equals the same rows of the
+/// whole matrix quantized at once with the generator-bound global scale (NVFP4 blocks run
+/// along rows), and the values really are NVFP4 / bf16 values (not the raw f32 ones).
+#[test]
+fn lazy_experts_keep_their_format_per_row_block() {
+    use crate::ops::nvfp4_quantize::{dequantize, quantize, Nvfp4Mode, SfLayout};
+    use nemotron::ExpertFormat;
+    let (rows, cols) = (40usize, 64usize);
+    let lazy = Mat::Lazy {
+        rows,
+        cols,
+        seed: 99,
+        init: weights::Init::Linear,
+    };
+    let raw = lazy.values().into_owned();
+    let bound = weights::lazy_bound(weights::Init::Linear, cols);
+    let amax = raw.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(
+        amax <= bound && amax > 0.5 * bound,
+        "amax {amax} bound {bound}"
+    );
+    let q = lazy.lazy_as(ExpertFormat::Nvfp4).expect("lazy nvfp4");
+    let Mat::LazyAs { global_scale, .. } = q else {
+        panic!("not LazyAs")
+    };
+    let whole = dequantize(
+        &quantize(
+            &raw,
+            rows,
+            cols,
+            Some(global_scale),
+            Nvfp4Mode::Kernel,
+            SfLayout::Linear,
+        )
+        .expect("quantize"),
+        SfLayout::Linear,
+    );
+    assert_eq!(q.values().as_ref(), &whole[..]);
+    assert_eq!(q.row_block(7, 19).as_ref(), &whole[7 * cols..19 * cols]);
+    assert_ne!(whole, raw, "NVFP4 changes the values");
+    let b = lazy.lazy_as(ExpertFormat::Bf16).expect("lazy bf16");
+    let want: Vec<f32> = raw.iter().map(|&v| crate::num::round_bf16(v)).collect();
+    assert_eq!(b.row_block(3, 5).as_ref(), &want[3 * cols..5 * cols]);
+    // Dense matrices and NVFP4 rows that are not whole blocks are not lazy-convertible.
+    assert!(lazy
+        .clone()
+        .materialize()
+        .lazy_as(ExpertFormat::Bf16)
+        .is_none());
+    let odd = Mat::Lazy {
+        rows: 2,
+        cols: 24,
+        seed: 1,
+        init: weights::Init::Linear,
+    };
+    assert!(odd.lazy_as(ExpertFormat::Nvfp4).is_none());
+}
+
+/// The super preset's experts convert to NVFP4 without being materialised.
+#[test]
+fn super_preset_experts_convert_lazily() {
+    let mut s = Model::preset("super", Some("E"), Some(""), 3).expect("super E");
+    let n = s
+        .set_expert_format(nemotron::ExpertFormat::Nvfp4)
+        .expect("lazy conversion");
+    assert_eq!(n, 2 * 512);
+    let nemotron::Mixer::Moe(w) = &s.layers[0].mixer else {
+        panic!("layer 0 is not MoE")
+    };
+    assert!(matches!(w.experts[5].0, Mat::LazyAs { .. }));
+}

@@ -5,6 +5,7 @@
 //! (seed, tensor name, index), so a Super-sized preset can be "built" without holding
 //! 120B parameters; rows are generated when a matmul or gather needs them.
 
+use super::nemotron::ExpertFormat;
 use super::ModelError;
 use crate::io;
 use crate::tensor::TensorMap;
@@ -39,6 +40,35 @@ pub enum Mat {
         seed: u64,
         init: Init,
     },
+    /// A lazy matrix stored in another format ([`Mat::lazy_as`]): each row block is
+    /// generated, then rounded to bf16 or NVFP4-quantized with `global_scale` and dequantized.
+    /// NVFP4 blocks run along a row, so any row block gives the rows of the whole matrix.
+    LazyAs {
+        rows: usize,
+        cols: usize,
+        seed: u64,
+        init: Init,
+        format: ExpertFormat,
+        /// NVFP4 encode scale `448*6/amax` (amax = the generator's bound, [`lazy_bound`]);
+        /// unused for the other formats.
+        global_scale: f32,
+    },
+}
+
+/// The largest |value| [`normal`] can return: `(2 - 2/65536) * sqrt(3)`.
+const NORMAL_MAX: f32 = (2.0 - 2.0 / 65536.0) * 1.732_050_8;
+
+/// An upper bound of |value| of a lazy tensor with `init` and `cols` columns (the generator is
+/// bounded), used as the amax of NVFP4 quantization without a pass over the values.
+pub fn lazy_bound(init: Init, cols: usize) -> f32 {
+    match init {
+        Init::Linear => NORMAL_MAX / (cols.max(1) as f32).sqrt(),
+        Init::Around { center, spread } => center.abs() + spread.abs() * NORMAL_MAX,
+        // log(1 + 15 u) <= log 16
+        Init::ALog => 16f32.ln(),
+        // inverse softplus of dt in [1e-3, 1e-1]: |.| largest at dt = 1e-3 (~6.9)
+        Init::DtBias => 7.0,
+    }
 }
 
 fn splitmix(mut z: u64) -> u64 {
@@ -88,13 +118,39 @@ impl Mat {
     }
     pub fn rows(&self) -> usize {
         match self {
-            Mat::Dense { rows, .. } | Mat::Lazy { rows, .. } => *rows,
+            Mat::Dense { rows, .. } | Mat::Lazy { rows, .. } | Mat::LazyAs { rows, .. } => *rows,
         }
     }
     pub fn cols(&self) -> usize {
         match self {
-            Mat::Dense { cols, .. } | Mat::Lazy { cols, .. } => *cols,
+            Mat::Dense { cols, .. } | Mat::Lazy { cols, .. } | Mat::LazyAs { cols, .. } => *cols,
         }
+    }
+    /// A lazy matrix kept lazy but stored in `format` (`None` for a dense one, or when the
+    /// format needs what a lazy matrix cannot give: NVFP4 with `cols % 16 != 0`). NVFP4 takes
+    /// its global scale from [`lazy_bound`] instead of the values' amax (one pass over a
+    /// Super-sized expert set would generate billions of values).
+    pub fn lazy_as(&self, format: ExpertFormat) -> Option<Mat> {
+        let Mat::Lazy {
+            rows,
+            cols,
+            seed,
+            init,
+        } = *self
+        else {
+            return None;
+        };
+        if format == ExpertFormat::Nvfp4 && (cols == 0 || cols % 16 != 0) {
+            return None;
+        }
+        Some(Mat::LazyAs {
+            rows,
+            cols,
+            seed,
+            init,
+            format,
+            global_scale: (448.0f32 * 6.0f32) / lazy_bound(init, cols),
+        })
     }
     /// Rows `r0..r1` as one row-major slice (generated for lazy matrices).
     pub fn row_block(&self, r0: usize, r1: usize) -> Cow<'_, [f32]> {
@@ -110,6 +166,20 @@ impl Mat {
                         .collect(),
                 )
             }
+            Mat::LazyAs {
+                cols,
+                seed,
+                init,
+                format,
+                global_scale,
+                ..
+            } => {
+                let (c, s, i) = (*cols, *seed, *init);
+                let raw: Vec<f32> = ((r0 * c) as u64..(r1 * c) as u64)
+                    .map(|k| lazy_value(s, i, c, k))
+                    .collect();
+                Cow::Owned(stored_rows(raw, r1 - r0, c, *format, *global_scale))
+            }
         }
     }
     /// Every element (materialises a lazy matrix).
@@ -119,7 +189,7 @@ impl Mat {
     /// Makes a lazy matrix dense (small tensors: norms, biases, A_log, ...).
     pub fn materialize(self) -> Mat {
         match self {
-            Mat::Lazy { rows, cols, .. } => {
+            Mat::Lazy { rows, cols, .. } | Mat::LazyAs { rows, cols, .. } => {
                 let data = self.values().into_owned();
                 Mat::Dense { rows, cols, data }
             }
@@ -130,7 +200,37 @@ impl Mat {
     pub fn dense_mut(&mut self) -> Option<&mut Vec<f32>> {
         match self {
             Mat::Dense { data, .. } => Some(data),
-            Mat::Lazy { .. } => None,
+            Mat::Lazy { .. } | Mat::LazyAs { .. } => None,
+        }
+    }
+}
+
+/// Rows of a [`Mat::LazyAs`]: `raw` (rows, cols) in `format` (as [`super::nemotron::store_as`]
+/// with a given NVFP4 global scale). A failing quantization (never for a lazy generator's
+/// finite values) gives NaN rows, so a bad value shows up in the output instead of a panic.
+fn stored_rows(
+    raw: Vec<f32>,
+    rows: usize,
+    cols: usize,
+    format: ExpertFormat,
+    global_scale: f32,
+) -> Vec<f32> {
+    use crate::ops::nvfp4_quantize::{dequantize, quantize, Nvfp4Mode, SfLayout};
+    match format {
+        ExpertFormat::F32 => raw,
+        ExpertFormat::Bf16 => raw.into_iter().map(crate::num::round_bf16).collect(),
+        ExpertFormat::Nvfp4 => {
+            match quantize(
+                &raw,
+                rows,
+                cols,
+                Some(global_scale),
+                Nvfp4Mode::Kernel,
+                SfLayout::Linear,
+            ) {
+                Ok(q) => dequantize(&q, SfLayout::Linear),
+                Err(_) => vec![f32::NAN; raw.len()],
+            }
         }
     }
 }
