@@ -10,11 +10,14 @@
 //!   (decode / verify conv with per-token windows), `ssd_chunk_scan`, `selective_state_update`
 //!   and `noaux_tc_router`.
 //! - Multi-token verification (`selective_state_update_multi_token` with an f32 state, chain
-//!   from the unrounded state, main state kept) has no GPU kernel yet: it runs as `t` single-
-//!   token `selective_state_update` launches on a copy of the state, recording the state after
-//!   every step. With an f32 state this is the same recurrence step by step.
+//!   from the unrounded state, main state kept) runs as `t` single-token
+//!   `selective_state_update` launches on a copy of the state, recording the state after every
+//!   step (with an f32 state this is the same recurrence step by step). The op's own GPU kernel
+//!   (`ssu_mt_v1`, gpu/src/ops/ssu_multi_token.rs, bit-exact on the H200) could replace it.
 //! - Routed experts: `moe_permute` / `moe_finalize` on the host, one up GEMM, ReLU² and down
-//!   GEMM per expert on the device ([`reference::model::kernels::routed_experts_with`]).
+//!   GEMM per expert on the device through this module's fp32 GEMM
+//!   ([`reference::model::kernels::routed_experts_with`]). The LatentMoE GPU ops
+//!   (gpu/src/ops/moe.rs: permute, NVFP4 grouped GEMMs, finalize) are not wired in yet.
 //!
 //! Weights stay on the device: the weight operands of the model's own kernels (linear layer
 //! weights and biases, RMSNorm and gated-RMSNorm weights) are uploaded once into a weight cache
@@ -1350,9 +1353,20 @@ mod tests {
             .collect()
     }
 
+    /// max |a - b|; a NaN on either side (not bit-equal) counts as infinite (f32::max would
+    /// drop it).
     fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         assert_eq!(a.len(), b.len());
-        a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+        a.iter().zip(b).fold(0f32, |m, (x, y)| {
+            let d = (x - y).abs();
+            if x.to_bits() == y.to_bits() {
+                m
+            } else if d.is_nan() {
+                f32::INFINITY
+            } else {
+                m.max(d)
+            }
+        })
     }
 
     #[test]

@@ -391,6 +391,7 @@ fn conv_ssd_ssu_router_and_experts_match_cpu() {
     let got = gpu_k(0xFF)
         .route(&logits, &bias, tokens, &rc)
         .expect("gpu route");
+    assert_eq!(want.len(), got.len(), "routes per token");
     for (i, (a, b)) in want.iter().zip(&got).enumerate() {
         assert_eq!(a.0, b.0, "token {i}: experts");
         assert_close(&format!("token {i} weights"), &a.1, &b.1, 1e-6, 1e-6);

@@ -42,6 +42,25 @@ fn moe_kernels_compile_without_spills() {
             r.kernel, r.registers, r.spill_stores_bytes, r.spill_loads_bytes
         );
     }
+    // The production path (NVFP4 activations x NVFP4 weights, both tile shapes, both
+    // epilogues) and the permutation / finalize kernels must not spill. The bf16 x bf16
+    // quantizing GEMMs (`*_bb_q`, test/reference formats only) are not held to it.
+    let checked: Vec<_> = res
+        .iter()
+        .filter(|r| r.kernel.contains("_ff_") || !r.kernel.starts_with("moe_gemm_"))
+        .collect();
+    assert!(
+        checked.len() >= 4 + 5,
+        "expected the 4 ff GEMMs and the permute / finalize kernels: {checked:?}"
+    );
+    for r in checked {
+        assert_eq!(
+            (r.spill_stores_bytes, r.spill_loads_bytes),
+            (0, 0),
+            "{} spills: {r:?}",
+            r.kernel
+        );
+    }
 }
 
 /// `t` tokens x `k` experts in `0..e`: distinct per token (skewed, so some experts are hot and

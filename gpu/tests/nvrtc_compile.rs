@@ -94,6 +94,11 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
         "ssu_v3_f16",
         "ssu_v3_f16_sr",
         "ssu_v3_i16",
+        "ssu_v4_f32",
+        "ssu_v4_bf16",
+        "ssu_v4_f16",
+        "ssu_v4_f16_sr",
+        "ssu_v4_i16",
     ] {
         let k = r
             .iter()
@@ -102,9 +107,9 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
         assert!(k.registers > 0, "{name}: no register count parsed");
         if name.starts_with("ssu_v3") || name.starts_with("ssu_v4") {
             assert_eq!(
-                (k.spill_stores_bytes, k.spill_loads_bytes),
-                (0, 0),
-                "{name} spills: {k:?}"
+                (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
+                (0, 0, 0),
+                "{name} spills or uses a stack frame: {k:?}"
             );
             assert!(
                 k.smem_bytes >= 3 * 512 * 4,

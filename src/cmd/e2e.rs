@@ -253,15 +253,17 @@ struct Metric {
 }
 
 fn metric(name: &str, golden: &Tensor, got: &[f32], tol: f64) -> anyhow::Result<Metric> {
-    let got_t = Tensor::from_f32(&golden.shape, got.to_vec());
     if golden.numel() != got.len() {
         bail!(
-            "{name}: the golden has shape {:?} ({} values) but the model produced {} values",
+            "{name}: the golden has shape {:?} ({} values) but the model produced {} values; \
+             is the golden from this model?",
             golden.shape,
             golden.numel(),
             got.len()
         );
     }
+    // After the size check: from_f32 asserts that the data fits the shape.
+    let got_t = Tensor::from_f32(&golden.shape, got.to_vec());
     let rep = compare::compare(name, golden, &got_t, Tolerance::Nmse { max: f64::MAX });
     let amax = golden.to_f64_vec().iter().fold(0f64, |m, v| m.max(v.abs()));
     let max_rel = if amax > 0.0 {
@@ -507,6 +509,13 @@ fn compare_run(reference: &TensorMap, r: &PathRun, p: Plan, tol: f64) -> anyhow:
         let (Some(got), Some(gt)) = (got, reference.get(name)) else {
             continue;
         };
+        if gt.shape.len() != 2 || gt.shape[1] != v {
+            bail!(
+                "{name}: the reference has shape {:?} but the model's vocabulary is {v} (expected \
+                 (rows, {v})); is the golden from this model?",
+                gt.shape
+            );
+        }
         // A shorter decode than the golden's compares the first rows.
         let gt = if name == "decode_logits" && gt.shape[0] > rows {
             Tensor::from_f32(&[rows, v], gt.to_f32_vec()[..rows * v].to_vec())

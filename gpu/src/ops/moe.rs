@@ -964,6 +964,16 @@ fn run_finalize(
     let (it, iv) = inp.int("inverse")?;
     inp.shape("inverse", it, &wt.shape, "topk_weights' shape (T, k)")?;
     let (m, h) = (eo.shape[0], eo.shape[1]);
+    if m > i32::MAX as usize {
+        return Err(inp
+            .err(
+                "expert_out",
+                format!(
+                    "{m} rows do not fit the kernel's i32 'inverse' indices (at most 2^31 - 1)"
+                ),
+            )
+            .into());
+    }
     if let Some((i, &r)) = iv
         .iter()
         .enumerate()

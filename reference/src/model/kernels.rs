@@ -406,6 +406,34 @@ pub fn routed_experts_with(
     use crate::ops::moe_finalize::finalize;
     use crate::ops::moe_permute::permute;
     let lw = lat.len().checked_div(t).unwrap_or(0);
+    if topk_indices.len() != t * k || topk_weights.len() != t * k || lat.len() != t * lw {
+        return Err(op_err(
+            "routed experts",
+            format!(
+                "topk_indices has {} and topk_weights {} entries, expected t * k = {t} * {k}; \
+                 lat has {} values, expected a multiple of t = {t}",
+                topk_indices.len(),
+                topk_weights.len(),
+                lat.len()
+            ),
+        ));
+    }
+    // (t = 0: no row reaches an expert, and lw is unknown.)
+    if let Some((e, (up, down))) = experts.iter().enumerate().find(|(_, (up, down))| {
+        t > 0 && (up.cols() != lw || down.rows() != lw || down.cols() != up.rows())
+    }) {
+        return Err(op_err(
+            "routed experts",
+            format!(
+                "expert {e}: up is {} x {} and down {} x {}; expected up (I, {lw}) and down \
+                 ({lw}, I) for {lw}-wide rows",
+                up.rows(),
+                up.cols(),
+                down.rows(),
+                down.cols()
+            ),
+        ));
+    }
     let perm = permute(topk_indices, k, experts.len()).map_err(|e| op_err("moe_permute", e))?;
     let mut expert_out = Vec::with_capacity(perm.token.len() * lw);
     for (e, (up, down)) in experts.iter().enumerate() {
