@@ -11,6 +11,7 @@
 #             compute-sanitizer over `duet check --backend gpu --op OPS`
 #   presets:A,B,...   duet bench --backend gpu --shape A --shape B ...
 #   benchall  duet bench --backend gpu --all with its Chrome trace
+#   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   profile:OP[:SHAPE]  duet profile OP [--shape SHAPE]
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
@@ -65,6 +66,8 @@ one() { # one step (see the list above)
             --decode 4 --mtp 2
         step e2e-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b --compare cpu,gpu,golden \
             --decode 4 --mtp 2 ;;
+    torch) step torch 300 python3 tools/torch_side_by_side.py --device cuda \
+        --out "$OUT/torch_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
     profile:*)
