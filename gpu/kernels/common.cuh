@@ -100,6 +100,30 @@ __device__ __forceinline__ float rcp_approx_ftz(float x) {
 
 // ---- FP8 E4M3 (fn), saturating (reference/src/num/e4m3.rs, Saturation::Saturate) ----
 
+// E4M3 with round-to-nearest-even and no saturation (NaN for |x| past 448; inf and NaN ->
+// NaN), and the "exact" mode's reciprocal of a scale (0 for 0): NVFP4 quantize (nvfp4.cu) and
+// the MoE GEMM epilogue (moe.cu). Mirror of reference/src/num/e4m3.rs.
+__device__ __forceinline__ u8 f32_to_e4m3_nonsat(float x) {
+    u32 bits = __float_as_uint(x);
+    u8 sign = (u8)((bits >> 24) & 0x80u);
+    if (x != x) return sign | 0x7f;
+    u32 a_bits = bits & 0x7fffffffu;
+    float a = __uint_as_float(a_bits);
+    if (a_bits == 0x7f800000u) return sign | 0x7f;
+    u32 mag;
+    if (a < 0.015625f) {
+        mag = (u32)rintf(a * 512.0f);
+    } else {
+        u32 lsb = (a_bits >> 20) & 1u;
+        u32 r = (a_bits + 0x7ffffu + lsb) >> 20;
+        mag = r - (120u << 3);
+    }
+    if (mag > 0x7eu) return sign | 0x7f;
+    return sign | (u8)mag;
+}
+
+__device__ __forceinline__ float exact_rcp(float v) { return v == 0.0f ? 0.0f : 1.0f / v; }
+
 __device__ __forceinline__ u8 f32_to_e4m3_sat(float x) {
     u32 bits = __float_as_uint(x);
     u8 sign = (u8)((bits >> 24) & 0x80u);

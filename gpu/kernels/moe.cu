@@ -187,26 +187,7 @@ extern "C" __global__ void moe_tile_schedule(const i64* __restrict__ off64, i64 
 // ---------------------------------------------------------------------------------------------
 // grouped GEMM
 
-__device__ __forceinline__ u8 moe_e4m3_nonsat(float x) {
-    u32 bits = __float_as_uint(x);
-    u8 sign = (u8)((bits >> 24) & 0x80u);
-    if (x != x) return sign | 0x7f;
-    u32 a_bits = bits & 0x7fffffffu;
-    float a = __uint_as_float(a_bits);
-    if (a_bits == 0x7f800000u) return sign | 0x7f;
-    u32 mag;
-    if (a < 0.015625f) {
-        mag = (u32)rintf(a * 512.0f);
-    } else {
-        u32 lsb = (a_bits >> 20) & 1u;
-        u32 r = (a_bits + 0x7ffffu + lsb) >> 20;
-        mag = r - (120u << 3);
-    }
-    if (mag > 0x7eu) return sign | 0x7f;
-    return sign | (u8)mag;
-}
-
-__device__ __forceinline__ float moe_exact_rcp(float v) { return v == 0.0f ? 0.0f : 1.0f / v; }
+// E4M3 without saturation and the exact reciprocal: common.cuh (shared with nvfp4.cu).
 
 __device__ __forceinline__ u32 bf16x2_mul(u32 a, u32 b) {
     u32 d;
@@ -339,13 +320,13 @@ __device__ __forceinline__ u8 quad_nvfp4(const float v[4], float global, int mod
         nan |= __shfl_xor_sync(DUET_FULL_MASK, nan, 2);
         if (nan) vmax = __uint_as_float(0x7fc00000u);
         sf_f = global * (vmax * (1.0f / 6.0f));
-        sf = moe_e4m3_nonsat(sf_f);
-        rcp_g = moe_exact_rcp(global);
+        sf = f32_to_e4m3_nonsat(sf_f);
+        rcp_g = exact_rcp(global);
     }
     float sf_val = e4m3_to_f32(sf);
     float out_scale = 0.0f;
     if (sf_val != 0.0f)
-        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : moe_exact_rcp(sf_val * rcp_g);
+        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
     u32 c[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {

@@ -29,26 +29,7 @@
 #define LAYOUT_LINEAR 0
 #define LAYOUT_SWIZZLED 1
 
-__device__ __forceinline__ u8 f32_to_e4m3_nonsat(float x) {
-    u32 bits = __float_as_uint(x);
-    u8 sign = (u8)((bits >> 24) & 0x80u);
-    if (x != x) return sign | 0x7f;
-    u32 a_bits = bits & 0x7fffffffu;
-    float a = __uint_as_float(a_bits);
-    if (a_bits == 0x7f800000u) return sign | 0x7f;
-    u32 mag;
-    if (a < 0.015625f) {
-        mag = (u32)rintf(a * 512.0f);
-    } else {
-        u32 lsb = (a_bits >> 20) & 1u;
-        u32 r = (a_bits + 0x7ffffu + lsb) >> 20;
-        mag = r - (120u << 3);
-    }
-    if (mag > 0x7eu) return sign | 0x7f;
-    return sign | (u8)mag;
-}
-
-__device__ __forceinline__ float exact_rcp(float v) { return v == 0.0f ? 0.0f : 1.0f / v; }
+// f32_to_e4m3_nonsat and exact_rcp: common.cuh (shared with moe.cu).
 
 // Offset of scale (m, k) for kb = cols/16 scale columns.
 __device__ __forceinline__ i64 sf_offset(i64 m, i64 k, i64 kb, int layout) {
