@@ -240,3 +240,20 @@ __device__ __forceinline__ u32 twiddle_f32(float f) {
     u32 b = __float_as_uint(f);
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
+
+// ---- Mamba-2 SSM state cache formats (selective_state_update.cu, ssu_multi_token.cu) ----
+
+#define ST_F32 0
+#define ST_BF16 1
+#define ST_F16 2
+#define ST_I16 3
+
+// Element i of a state cache in format `dt` as f32 (int16: times its row's decode scale).
+__device__ __forceinline__ float ssu_load_state(const void* st, i64 i, i64 dt, float decode) {
+    switch (dt) {
+        case ST_F32: return ((const float*)st)[i];
+        case ST_BF16: return bf16_to_f32(((const u16*)st)[i]);
+        case ST_F16: return f16_to_f32(((const u16*)st)[i]);
+        default: return __fmul_rn((float)((const short*)st)[i], decode);
+    }
+}

@@ -43,19 +43,7 @@ struct SsuParams {
 };
 
 #define SSU_MAX_PER_LANE 16
-#define ST_F32 0
-#define ST_BF16 1
-#define ST_F16 2
-#define ST_I16 3
-
-__device__ __forceinline__ float ssu_load_state(const void* st, i64 i, i64 dt, float decode) {
-    switch (dt) {
-        case ST_F32: return ((const float*)st)[i];
-        case ST_BF16: return bf16_to_f32(((const u16*)st)[i]);
-        case ST_F16: return f16_to_f32(((const u16*)st)[i]);
-        default: return __fmul_rn((float)((const short*)st)[i], decode);
-    }
-}
+// ST_* state formats and ssu_load_state: common.cuh (shared with ssu_multi_token.cu).
 
 
 // Stores element `e` of the new state s1 in the cache's format (nothing for a pad row) and

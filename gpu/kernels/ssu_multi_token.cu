@@ -30,34 +30,22 @@ struct SsuMtParams {
 };
 
 #define MT_MAX_PER_LANE 16
-#define MT_F32 0
-#define MT_BF16 1
-#define MT_F16 2
-#define MT_I16 3
-
-__device__ __forceinline__ float mt_load(const void* st, i64 i, i64 dt, float decode) {
-    switch (dt) {
-        case MT_F32: return ((const float*)st)[i];
-        case MT_BF16: return bf16_to_f32(((const u16*)st)[i]);
-        case MT_F16: return f16_to_f32(((const u16*)st)[i]);
-        default: return __fmul_rn((float)((const short*)st)[i], decode);
-    }
-}
+// State formats (ST_*) and ssu_load_state: common.cuh.
 
 // Rounds s1 into the state format, writes it at dst[i] and returns the stored value. `sr_off`
 // is the element offset the Philox counter uses (the cache slot's), `seed` the step's key.
 __device__ __forceinline__ float mt_store(const SsuMtParams& p, void* dst, i64 i, float s1, bool use_sr,
                                           u64 seed, i64 sr_off, float encode, float decode) {
     switch (p.state_dt) {
-        case MT_F32:
+        case ST_F32:
             ((float*)dst)[i] = s1;
             return s1;
-        case MT_BF16: {
+        case ST_BF16: {
             const u16 q = f32_to_bf16(s1);
             ((u16*)dst)[i] = q;
             return bf16_to_f32(q);
         }
-        case MT_F16: {
+        case ST_F16: {
             u16 q;
             if (use_sr) {
                 u32 w;
@@ -84,7 +72,7 @@ __device__ __forceinline__ float mt_store(const SsuMtParams& p, void* dst, i64 i
 }
 
 __device__ __forceinline__ void mt_copy_elem(const SsuMtParams& p, void* dst, i64 di, const void* src, i64 si) {
-    if (p.state_dt == MT_F32) ((float*)dst)[di] = ((const float*)src)[si];
+    if (p.state_dt == ST_F32) ((float*)dst)[di] = ((const float*)src)[si];
     else ((u16*)dst)[di] = ((const u16*)src)[si];
 }
 
@@ -111,23 +99,23 @@ extern "C" __global__ void ssu_mt_v1(SsuMtParams p, const float* __restrict__ x,
         for (i64 t = 0; t < p.t_len; ++t) {
             const i64 irow = ((b * p.t_len + t) * p.nheads + h) * p.dim + d;
             for (i64 n = lane; n < p.dstate; n += 32) {
-                if (p.state_dt == MT_F32) ((float*)inter)[irow * p.dstate + n] = 0.f;
+                if (p.state_dt == ST_F32) ((float*)inter)[irow * p.dstate + n] = 0.f;
                 else ((u16*)inter)[irow * p.dstate + n] = 0;
             }
             if (lane == 0) {
                 out[irow] = 0.f;
-                if (p.state_dt == MT_I16) inter_scale[irow] = 1.f;
+                if (p.state_dt == ST_I16) inter_scale[irow] = 1.f;
             }
         }
         return;
     }
     float sv[MT_MAX_PER_LANE];
     {
-        const float dec = (p.state_dt == MT_I16 && !pad) ? state_scale[srow_idx] : 1.f;
+        const float dec = (p.state_dt == ST_I16 && !pad) ? state_scale[srow_idx] : 1.f;
 #pragma unroll
         for (int i = 0; i < MT_MAX_PER_LANE; ++i) {
             const i64 n = lane + 32 * (i64)i;
-            sv[i] = (n < p.dstate && !pad) ? mt_load(state, srow_idx * p.dstate + n, p.state_dt, dec) : 0.f;
+            sv[i] = (n < p.dstate && !pad) ? ssu_load_state(state, srow_idx * p.dstate + n, p.state_dt, dec) : 0.f;
         }
     }
     const bool use_sr = p.sr && !pad;
@@ -162,7 +150,7 @@ extern "C" __global__ void ssu_mt_v1(SsuMtParams p, const float* __restrict__ x,
             }
         }
         float encode = 1.f, decode = 1.f;
-        if (p.state_dt == MT_I16) {
+        if (p.state_dt == ST_I16) {
             amax = warp_max_f32(amax);
             encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
             decode = __fdiv_rn(1.f, encode);
@@ -182,7 +170,7 @@ extern "C" __global__ void ssu_mt_v1(SsuMtParams p, const float* __restrict__ x,
         }
         acc = warp_sum_f32(acc);
         if (lane == 0) {
-            if (p.state_dt == MT_I16) inter_scale[irow] = decode;
+            if (p.state_dt == ST_I16) inter_scale[irow] = decode;
             float o = acc;
             if (p.has_d) o += xv * (p.d_per_dim ? D[h * p.dim + d] : D[h]);
             if (p.has_z) {
@@ -196,7 +184,7 @@ extern "C" __global__ void ssu_mt_v1(SsuMtParams p, const float* __restrict__ x,
         const i64 last = ((b * p.t_len + p.t_len - 1) * p.nheads + h) * p.dim + d;
         __syncwarp();
         for (i64 n = lane; n < p.dstate; n += 32) mt_copy_elem(p, state, srow_idx * p.dstate + n, inter, last * p.dstate + n);
-        if (lane == 0 && p.state_dt == MT_I16) state_scale[srow_idx] = inter_scale[last];
+        if (lane == 0 && p.state_dt == ST_I16) state_scale[srow_idx] = inter_scale[last];
     }
 }
 
