@@ -82,7 +82,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     let experts = inputs.get("logits").and_then(|t| t.shape.get(1).copied())?;
     let c = config(p).ok()?;
     if c.n_group > 1 && c.group_mask == GroupMask::Zero {
-        return Some("group_mask = zero (transformers' masking) has no GPU kernel; the kernels implement TRT-LLM's neg_inf".into());
+        return Some("group_mask = zero (DeepseekV3-style masking) has no GPU kernel; the kernels implement neg_inf (TRT-LLM, transformers' NemotronH)".into());
     }
     match version {
         "v2" => v2_ok(experts, &c),

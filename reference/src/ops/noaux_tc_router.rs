@@ -33,10 +33,12 @@
 //!
 //! # Masking (grouped)
 //!
-//! [`GroupMask::NegInf`] (default): experts of groups that were not kept never win (TRT-LLM
-//! masks them with `-inf`). [`GroupMask::Zero`]: transformers masks them with `0.0` instead,
-//! which differs when fewer than `top_k` experts of the kept groups have a positive key (then
-//! dropped-group experts, key +0.0, win, lowest id first).
+//! [`GroupMask::NegInf`] (default): experts of groups that were not kept never win. TRT-LLM
+//! and transformers 5.17's `NemotronHTopkRouter` mask them with `-inf`
+//! (fixtures/goldens/noaux_tc_router-transformers-nemotronh-grouped-negbias). With
+//! [`GroupMask::Zero`], transformers' DeepseekV3-style routers mask them with `0.0` instead.
+//! The two differ when fewer than `top_k` experts of the kept groups have a positive key: then
+//! dropped-group experts, with key +0.0, win, lowest id first.
 //!
 //! # Normalisation modes ([`NormMode`])
 //!
@@ -101,10 +103,10 @@ impl SigmoidMode {
 /// What grouped routing gives the experts of the groups that were not kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupMask {
-    /// TRT-LLM: they never win (masked with `-inf`).
+    /// TRT-LLM and transformers' NemotronHTopkRouter: they never win (masked with `-inf`).
     NegInf,
-    /// transformers (`masked_fill(~mask, 0.0)`): their key becomes `+0.0`, so they win over kept
-    /// experts whose biased key is negative.
+    /// transformers' DeepseekV3-style routers (`masked_fill(~mask, 0.0)`): their key becomes
+    /// `+0.0`, so they win over kept experts whose biased key is negative.
     Zero,
 }
 
@@ -392,8 +394,8 @@ pub fn def() -> OpDef {
                 "group_mask",
                 ParamKind::Enum(&["neg_inf", "zero"]),
                 Some("neg_inf"),
-                "grouped routing: experts of dropped groups never win (neg_inf, TRT-LLM) or get key \
-                 0.0 (zero, transformers' masked_fill)",
+                "grouped routing: experts of dropped groups never win (neg_inf: TRT-LLM, \
+                 transformers' NemotronH) or get key 0.0 (zero: transformers' DeepseekV3-style)",
             ),
         ],
         outputs: vec![
