@@ -16,6 +16,10 @@ pub struct Args {
     ops: Vec<String>,
     #[arg(long)]
     all: bool,
+    /// Leave out the per-kernel ptxas report (one more NVRTC compile of every kernel file);
+    /// `duet profile` passes it, since its bench run only feeds ncu.
+    #[arg(long, hide = true)]
+    no_resources: bool,
     /// GPU: kernel-only benchmark presets at the Super shapes (repeatable), e.g. router_t1,
     /// router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, copy.
     #[arg(long = "shape")]
@@ -257,7 +261,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "schema": "duet.bench/1", "backend": "gpu", "kind": "presets",
             "device": gpu_device_json(),
             "kernel_source_hash": kernel_source_hash(), "git_revision": git_rev(), "duet_version": env!("CARGO_PKG_VERSION"), "results": results,
-            "kernel_resources": kernel_resources_json(),
+            "kernel_resources": if args.no_resources { serde_json::Value::Null } else { kernel_resources_json() },
         });
         write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("-> {}", args.out.display());
@@ -366,7 +370,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         "kernel_source_hash": kernel_source_hash(),
         "results": results,
         "skipped_no_gpu_kernel": skipped,
-        "kernel_resources": if args.backend == "gpu" { kernel_resources_json() } else { serde_json::Value::Null },
+        "kernel_resources": if args.backend == "gpu" && !args.no_resources { kernel_resources_json() } else { serde_json::Value::Null },
     });
     write_atomic(&args.out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     eprintln!("-> {}", args.out.display());

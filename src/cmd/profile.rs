@@ -151,7 +151,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 Some(shape) => cmd.args(["--shape", shape]),
                 None => cmd.arg(&args.op),
             };
-            cmd.args(["--backend", "gpu", "--reps", "1", "--max-seconds", "0"]);
+            cmd.args([
+                "--backend",
+                "gpu",
+                "--reps",
+                "1",
+                "--max-seconds",
+                "0",
+                "--no-resources",
+            ]);
             cmd.arg("--out").arg(dir.join("bench.json"));
             let out = cmd
                 .output()
