@@ -6,7 +6,7 @@
 #   scripts/device-session.sh tests check sanitize bench profile tune
 #
 # Steps (an argument "a+b" runs a and b concurrently):
-#   t:BIN     one GPU test binary from .devbin/tests with --ignored
+#   t:BIN[:LIMIT_S]  one GPU test binary from .devbin/tests with --ignored (default limit 300 s)
 #   memcheck:OPS | racecheck:OPS | synccheck:OPS | initcheck:OPS
 #             compute-sanitizer over `duet check --backend gpu --op OPS`
 #   presets:A,B,...   duet bench --backend gpu --shape A --shape B ...
@@ -51,10 +51,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$
 one() { # one step (see the list above)
     local s=$1
     case "$s" in
-    t:*) step "tests-${s#t:}" 300 "$T/${s#t:}" --ignored --test-threads=1 ;;
+    t:*)  # t:BIN or t:BIN:LIMIT_S
+        local bin=${s#t:} lim=300
+        if [[ "$bin" == *:* ]]; then lim=${bin#*:}; bin=${bin%%:*}; fi
+        step "tests-$bin" "$lim" "$T/$bin" --ignored --test-threads=1 ;;
     memcheck:* | racecheck:* | synccheck:* | initcheck:*)
         local tool=${s%%:*} ops=${s#*:}
-        step "sanitize-$tool" "${SAN_LIMIT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
+        local tag
+        tag=$(printf '%s' "$ops" | tr -c 'A-Za-z0-9_' '_' | cut -c1-40)
+        step "sanitize-$tool-$tag" "${SAN_LIMIT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
             "$B/duet" check --backend gpu --op "$ops" ;;
     presets:*)
         local args=()

@@ -1767,36 +1767,113 @@ fn e2e_broken_config_json() {
             "empty layer list",
             with("layers_block_type", serde_json::json!([])),
         ),
+        ("no hidden_size", without("hidden_size")),
+    ];
+    // Float fields out of range: a config error (exit 2) naming config.json, the field and the
+    // value, before any weight is read or op runs (these once ran to a FAIL, exit 1, or failed
+    // inside the router op without naming config.json).
+    let inf = || serde_json::json!({"__float__": "Infinity"});
+    let nan = || serde_json::json!({"__float__": "NaN"});
+    let float_rows: Vec<(&str, Vec<u8>, Vec<&str>)> = vec![
         (
             "eps NaN",
-            with(
-                "layer_norm_epsilon",
-                serde_json::json!({"__float__": "NaN"}),
-            ),
+            with("layer_norm_epsilon", nan()),
+            vec!["layer_norm_epsilon = NaN"],
         ),
         (
             "eps -1",
             with("layer_norm_epsilon", serde_json::json!(-1.0)),
+            vec!["layer_norm_epsilon = -1"],
+        ),
+        (
+            "eps 0",
+            with("layer_norm_epsilon", serde_json::json!(0.0)),
+            vec!["layer_norm_epsilon = 0"],
+        ),
+        (
+            "eps 1e-50 (0 in f32)",
+            with("layer_norm_epsilon", serde_json::json!(1e-50)),
+            vec!["layer_norm_epsilon", "1e-50", "f32"],
         ),
         (
             "scaling inf",
-            with(
-                "routed_scaling_factor",
-                serde_json::json!({"__float__": "Infinity"}),
-            ),
+            with("routed_scaling_factor", inf()),
+            vec!["routed_scaling_factor = inf"],
         ),
-        ("no hidden_size", without("hidden_size")),
+        (
+            "scaling 1e300 (inf in f32)",
+            with("routed_scaling_factor", serde_json::json!(1e300)),
+            vec!["routed_scaling_factor", "1e300", "f32"],
+        ),
+        (
+            "scaling -5",
+            with("routed_scaling_factor", serde_json::json!(-5.0)),
+            vec!["routed_scaling_factor = -5"],
+        ),
+        (
+            "scaling NaN",
+            with("routed_scaling_factor", nan()),
+            vec!["routed_scaling_factor = NaN"],
+        ),
+        (
+            "time_step_min NaN",
+            with("time_step_min", nan()),
+            vec!["time_step_min = NaN"],
+        ),
+        (
+            "time_step_min -1",
+            with("time_step_min", serde_json::json!(-1.0)),
+            vec!["time_step_min = -1"],
+        ),
+        (
+            "time_step_limit [NaN, inf]",
+            with("time_step_limit", serde_json::json!([nan(), inf()])),
+            vec!["time_step_limit = [NaN, inf]"],
+        ),
+        (
+            "time_step_limit [-inf, inf]",
+            with(
+                "time_step_limit",
+                serde_json::json!([{"__float__": "-Infinity"}, inf()]),
+            ),
+            vec!["time_step_limit = [-inf, inf]"],
+        ),
+        (
+            "time_step_limit [-1, 0.1]",
+            with("time_step_limit", serde_json::json!([-1.0, 0.1])),
+            vec!["time_step_limit = [-1, 0.1]"],
+        ),
+        (
+            "time_step_limit [0.5, 0.1]",
+            with("time_step_limit", serde_json::json!([0.5, 0.1])),
+            vec!["time_step_limit = [0.5, 0.1]"],
+        ),
+        (
+            "time_step_limit [0, 0]",
+            with("time_step_limit", serde_json::json!([0.0, 0.0])),
+            vec!["time_step_limit = [0, 0]"],
+        ),
     ];
     let mut f = Findings::default();
-    for (label, cfg) in rows {
+    let all = rows
+        .into_iter()
+        .map(|(label, cfg)| (label, cfg, vec![]))
+        .chain(float_rows);
+    for (label, cfg, needles) in all {
         let d = tempfile::tempdir().unwrap();
         let m = model_dir(d.path(), &["config.json"]);
         std::fs::write(m.join("config.json"), &cfg).unwrap();
         let out = e2e(&m, &["--decode", "0"]);
+        // Every row names the config; the float rows also config.json, the field and value.
+        let mut want = vec!["config"];
+        if !needles.is_empty() {
+            want.push("config.json");
+            want.extend(needles);
+        }
         f.add(check_clean_error(
             &out,
             &format!("e2e config: {label}"),
-            &["config"],
+            &want,
         ));
     }
     // config.json is a directory.

@@ -257,3 +257,56 @@ __device__ __forceinline__ float ssu_load_state(const void* st, i64 i, i64 dt, f
         default: return __fmul_rn((float)((const short*)st)[i], decode);
     }
 }
+
+// ---- duet_tanhf: f32 tanh from plain IEEE f32 operations (reference/src/num/tanhf.rs) ----
+// Bit-identical to the Rust function: same constants (bits), same operations in the same order,
+// every one spelled out (the file is compiled with --fmad=false; no flush-to-zero). Max 1 ulp
+// from correctly rounded over all 2^32 inputs (gpu/NOTES.md, noaux_tc_router).
+
+__device__ __forceinline__ float duet_tanhf(float y) {
+    const u32 bits = __float_as_uint(y);
+    const u32 abits = bits & 0x7fffffffu;
+    if (abits > 0x7f800000u) return y;  // NaN: unchanged
+    const u32 sign = bits & 0x80000000u;
+    const float a = __uint_as_float(abits);
+    float r;
+    if (a < 0.625f) {
+        const float s = __fmul_rn(a, a);
+        float p = __uint_as_float(0x3b0cbd8bu);
+        p = __fmaf_rn(p, s, __uint_as_float(0xbc061094u));
+        p = __fmaf_rn(p, s, __uint_as_float(0x3cb1ca69u));
+        p = __fmaf_rn(p, s, __uint_as_float(0xbd5cf7beu));
+        p = __fmaf_rn(p, s, __uint_as_float(0x3e088836u));
+        p = __fmaf_rn(p, s, __uint_as_float(0xbeaaaaaau));
+        const float q = __fmul_rn(p, s);
+        r = __fmaf_rn(q, a, a);
+    } else if (a < 9.1f) {
+        const float magic = 12582912.0f;  // 1.5 * 2^23
+        const float z = __fadd_rn(a, a);
+        const float j = __fmaf_rn(z, __uint_as_float(0x3fb8aa3bu), magic);
+        const float k = __fsub_rn(j, magic);
+        const int ki = (int)(__float_as_uint(j) - __float_as_uint(magic));
+        float u = __fmaf_rn(-k, __uint_as_float(0x3f317218u), z);
+        u = __fmaf_rn(-k, __uint_as_float(0xb102e308u), u);
+        float q = __uint_as_float(0x3ab5121fu);
+        q = __fmaf_rn(q, u, __uint_as_float(0x3c091cebu));
+        q = __fmaf_rn(q, u, __uint_as_float(0x3d2aac79u));
+        q = __fmaf_rn(q, u, __uint_as_float(0x3e2aaa49u));
+        q = __fmaf_rn(q, u, __uint_as_float(0x3efffffeu));
+        const float u2 = __fmul_rn(u, u);
+        float m = __fmaf_rn(q, u2, u);
+        m = __fadd_rn(m, 1.0f);
+        const float e = __fmul_rn(m, __uint_as_float((u32)(ki + 127) << 23));
+        const float d = __fadd_rn(e, 1.0f);
+        r = __fsub_rn(1.0f, __fdiv_rn(2.0f, d));
+    } else {
+        r = 1.0f;
+    }
+    return __uint_as_float(__float_as_uint(r) | sign);
+}
+
+// The router's f32 sigmoid (SigmoidMode::TanhF32): 0.5 * duet_tanhf(0.5 * x) + 0.5.
+__device__ __forceinline__ float sigmoid_tanh_f32(float x) {
+    const float t = duet_tanhf(__fmul_rn(0.5f, x));
+    return __fadd_rn(__fmul_rn(0.5f, t), 0.5f);
+}

@@ -547,6 +547,208 @@ MOE_GEMM_FORMATS(m16, 16, 64, 256, 1, 4, 3)
 MOE_GEMM_FORMATS(m64, 64, 128, 64, 2, 2, 3)
 
 // ---------------------------------------------------------------------------------------------
+// v8: grouped GEMM for few rows per expert (decode), NVFP4 x NVFP4 only. Tokens are the mma's
+// N dimension: out^T[n, r] = sum_k W[e, n, k] x[r, k] with mma.m16n8k16, A = 16 weight rows
+// (one warp = 16 output columns = one NVFP4 block of the epilogue), B = up to 8 token rows.
+// No shared-memory staging: each lane loads 16 contiguous bytes (32 k values = two scale
+// blocks) of two weight rows and of one token row straight into registers, dequantizes them
+// to bf16 (exact: byte -> bf16x2 table, one mul.rn.bf16x2 by the E4M3 scale) and feeds them to
+// the mma. The k order inside the dot product is permuted (a lane's 32 contiguous k values
+// fill its fragment slots of 8 consecutive mmas, the same permutation on both operands), which
+// only changes the fp32 summation order, as any tile shape does. Weight bytes stream once.
+// Block = 4 warps = 64 columns of one m-tile of <= 8 rows (schedule with BM = 8).
+// Epilogue q: the 16 columns of a token live on the 8 lanes with equal lane & 3 (2 values each):
+// amax by three shuffles (xor 4, 8, 16), then nvfp4.cu's block math (both modes), codes
+// OR-gathered into one u64 per (token, block).
+
+// NVFP4 block over 8 lanes (xor 4, 8, 16) x 2 values: same arithmetic as quad_nvfp4.
+__device__ __forceinline__ u8 oct_nvfp4(float v0, float v1, float global, int mode, u32* c0, u32* c1) {
+    float vmax, sf_f, rcp_g;
+    u8 sf;
+    if (mode == MODE_KERNEL) {
+        vmax = fmaxf(fabsf(v0), fabsf(v1));
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, o));
+        sf_f = global * (vmax * rcp_approx_ftz(6.0f));
+        sf = f32_to_e4m3_sat(sf_f);
+        rcp_g = rcp_approx_ftz(global);
+    } else {
+        int nan = (v0 != v0) | (v1 != v1);
+        vmax = fmaxf(fmaxf(fabsf(v0), fabsf(v1)), 0.0f);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+            vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, o));
+            nan |= __shfl_xor_sync(DUET_FULL_MASK, nan, o);
+        }
+        if (nan) vmax = __uint_as_float(0x7fc00000u);
+        sf_f = global * (vmax * (1.0f / 6.0f));
+        sf = f32_to_e4m3_nonsat(sf_f);
+        rcp_g = exact_rcp(global);
+    }
+    const float sf_val = e4m3_to_f32(sf);
+    float out_scale = 0.0f;
+    if (sf_val != 0.0f)
+        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
+    const float s0 = v0 * out_scale, s1 = v1 * out_scale;
+    *c0 = (mode == MODE_EXACT && s0 != s0) ? 0u : f32_to_e2m1(s0);
+    *c1 = (mode == MODE_EXACT && s1 != s1) ? 0u : f32_to_e2m1(s1);
+    return sf;
+}
+
+// 16 bytes of codes (32 values) + their two scale bytes -> 16 bf16x2 words (exact).
+// (Measured slower on the H200, session 3: decoding the nibbles with prmt lookups in registers
+// instead of this shared table, 110 / 499 / 1473 us vs 80 / 344 / 1022 us per layer at
+// T = 1 / 8 / 64.)
+__device__ __forceinline__ void gemv_dequant(uint4 q, u32 sf2, const u32* lut, u32 o[16]) {
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const u32 sb = __float_as_uint(e4m3_to_f32((u8)(sf2 >> (8 * h)))) >> 16;
+        const u32 s2 = sb | (sb << 16);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) o[8 * h + j] = bf16x2_mul(lut[(w[2 * h + (j >> 2)] >> (8 * (j & 3))) & 0xffu], s2);
+    }
+}
+
+// Codes and scales of k values k0 .. k0+31 of a row (zeros past K; K % 16 == 0). vec16: the
+// row base and k0 are 16-byte aligned (K % 32 == 0).
+__device__ __forceinline__ void gemv_load(const u8* __restrict__ q, const u8* __restrict__ sf, i64 row, bool ok,
+                                          i64 k0, i64 K, bool vec16, uint4* c, u32* s) {
+    *c = make_uint4(0u, 0u, 0u, 0u);
+    *s = 0u;
+    if (!ok || k0 >= K) return;
+    const u8* p = q + row * (K >> 1) + (k0 >> 1);
+    const u8* ps = sf + row * (K >> 4) + (k0 >> 4);
+    if (k0 + 32 <= K) {
+        if (vec16) {
+            *c = __ldg((const uint4*)p);
+        } else {
+            const uint2 a = __ldg((const uint2*)p), b = __ldg((const uint2*)(p + 8));
+            *c = make_uint4(a.x, a.y, b.x, b.y);
+        }
+        *s = (u32)__ldg(ps) | ((u32)__ldg(ps + 1) << 8);
+    } else {  // k0 + 16 == K: the lower half only
+        const uint2 a = __ldg((const uint2*)p);
+        *c = make_uint4(a.x, a.y, 0u, 0u);
+        *s = (u32)__ldg(ps);
+    }
+}
+
+template <int EPI>
+__device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
+    __shared__ u32 lut[256];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const i64 mt = blockIdx.x;
+    const int e = a.t_exp[mt];
+    if (e < 0) return;  // the whole block: uniform
+    for (int b = tid; b < 256; b += blockDim.x) {
+        const u32 lo = __float_as_uint(e2m1_to_f32((u32)b & 15u)) >> 16;
+        const u32 hi = __float_as_uint(e2m1_to_f32((u32)b >> 4)) >> 16;
+        lut[b] = lo | (hi << 16);
+    }
+    __syncthreads();
+    const i64 N = a.N, K = a.K;
+    const i64 n0 = (i64)blockIdx.y * 64 + (i64)warp * 16;
+    if (n0 >= N) return;  // (epilogue q: N % 16 == 0, a warp's 16 columns are all in or all out)
+    const i64 row0 = a.t_row[mt];
+    const i64 row_end = a.off[e + 1];
+    const i64 nrows = row_end - row0 < 8 ? row_end - row0 : 8;
+    const u8* wq = a.w + (i64)e * N * (K >> 1);
+    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    const i64 nA = n0 + g, nB = n0 + g + 8;
+    const bool okA = nA < N, okB = nB < N;  // only epilogue o can have N % 16 != 0
+    const i64 xr = row0 + g;
+    const bool xok = g < nrows;
+    const bool vec16 = (K & 31) == 0;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+    for (i64 kb = 0; kb < K; kb += 128) {
+        const i64 k0 = kb + 32 * t;
+        uint4 qa, qb, qx;
+        u32 sa, sb, sx;
+        gemv_load(wq, wsf, nA, okA, k0, K, vec16, &qa, &sa);
+        gemv_load(wq, wsf, nB, okB, k0, K, vec16, &qb, &sb);
+        gemv_load(a.x, a.x_sf, xr, xok, k0, K, vec16, &qx, &sx);
+        u32 fa[16], fb[16], fx[16];
+        gemv_dequant(qa, sa, lut, fa);
+        gemv_dequant(qb, sb, lut, fb);
+        gemv_dequant(qx, sx, lut, fx);
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            const u32 af[4] = {fa[2 * s], fb[2 * s], fa[2 * s + 1], fb[2 * s + 1]};
+            mma_bf16(acc, af, fx[2 * s], fx[2 * s + 1]);
+        }
+    }
+    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
+    // acc[0] = (col nA, token 2t), acc[1] = (nA, 2t + 1), acc[2] = (nB, 2t), acc[3] = (nB, 2t + 1).
+    if (EPI == 0) {
+        const float og = a.amax_out ? 0.0f : a.out_g[0];
+        const i64 nb = N >> 4;
+        float amax = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const i64 tok = 2 * t + j;
+            const bool rok = tok < nrows;
+            const i64 r = row0 + tok;
+            float h[2];
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+                float hq = fmaxf(acc[2 * q + j] * alpha, 0.0f);
+                hq = hq * hq;
+                if (a.round_bf16) hq = bf16_to_f32(f32_to_bf16(hq));
+                h[q] = hq;
+            }
+            if (a.amax_out) {
+                if (rok) amax = fmaxf(amax, fmaxf(h[0], h[1]));
+                continue;
+            }
+            u32 c0, c1;
+            const u8 sf = oct_nvfp4(h[0], h[1], og, a.mode, &c0, &c1);
+            u64 word = ((u64)c0 << (4 * g)) | ((u64)c1 << (4 * (g + 8)));
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) word |= __shfl_xor_sync(DUET_FULL_MASK, word, o);
+            if (rok) {
+                if (g == 0) {
+                    *(u64*)((u8*)a.out + r * (N >> 1) + (n0 >> 1)) = word;
+                    a.out_sf[r * nb + (n0 >> 4)] = sf;
+                }
+                if (a.h_out) {
+                    a.h_out[r * N + nA] = f32_to_bf16(h[0]);
+                    a.h_out[r * N + nB] = f32_to_bf16(h[1]);
+                }
+            }
+        }
+        if (a.amax_out) {
+            amax = warp_max_f32(amax);
+            if (lane == 0 && amax > 0.0f) atomicMax(a.amax_out, __float_as_uint(amax));
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const i64 tok = 2 * t + j;
+            if (tok >= nrows) continue;
+            const i64 r = row0 + tok;
+            if (okA) store_from_f32(a.out, r * N + nA, a.out_dt, acc[j] * alpha);
+            if (okB) store_from_f32(a.out, r * N + nB, a.out_dt, acc[2 + j] * alpha);
+        }
+    }
+}
+
+#define MOE_GEMV_KERNEL(NAME, EPI)                                                                       \
+    extern "C" __global__ void __launch_bounds__(128)                                                   \
+        NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
+             const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
+             void* out, u8* out_sf, const float* out_g, int mode, int round_bf16, u16* h_out,      \
+             u32* amax_out, int out_dt) {                                                          \
+        GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
+                      mode, round_bf16, h_out, amax_out, out_dt};                                  \
+        moe_gemv_body<EPI>(a);                                                                       \
+    }
+MOE_GEMV_KERNEL(moe_gemm_v8_ff_q, 0)
+MOE_GEMV_KERNEL(moe_gemm_v8_ff_o, 1)
+
+// ---------------------------------------------------------------------------------------------
 // moe_finalize
 
 extern "C" __global__ void moe_finalize_v1(const void* __restrict__ eo, int eo_dt,

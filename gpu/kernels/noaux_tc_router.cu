@@ -25,6 +25,28 @@
 //       P <= 1024, padding keys 0), n_group == 1: a bitonic sort of the P packed keys, strides
 //       < 32 through warp shuffles, larger strides through shared memory; threads 0..k-1 then
 //       hold the winners in order. Latency ~ log2(P)^2/2 short steps: the small-T version.
+//   v4  one warp per token, 8 tokens per 256-thread block, E = 32*N (N = 8 or 16: E = 256,
+//       512), n_group == 1, k <= 32, logits 16-byte aligned. The row is read with 16-byte
+//       vector loads (f32: 4 experts per load, bf16/f16: 8), the bias is staged per block in
+//       shared memory as f32. Exact sigmoids only for candidates:
+//       1. every expert gets a cheap approximate sigmoid sa = rcp.approx(1 + ex2.approx(-x
+//          log2 e)), |sa - s| <= 2^-23 for every f32 x and every sigmoid mode (measured over
+//          all 2^32 x on the H200 by gpu_router.rs), and bounds L = (sa - 2^-16) + bias <=
+//          key <= U = (sa + 2^-16) + bias (f32 rounding is monotone and the exact key is the
+//          rounded sum of the exact s, so this holds for the computed values, not just the
+//          real ones). A row with a NaN logit or bias (seen as a NaN in the sum of its U)
+//          goes to the slow path, so the fast path compares plain floats.
+//       2. tau = k-th largest lane maximum of L (f32 bitonic sort across the warp): k experts
+//          have key >= L >= tau, so every winner has U >= key >= tau (-0 / +0 ties only add
+//          candidates).
+//       3. candidates (U >= tau) are compacted through shared memory (count scan by
+//          shuffles); if at most 64 pass, each lane evaluates the EXACT sigmoid
+//          (router_sigmoid, any mode) and packed key of its one or two candidates, and ranks
+//          them by counting larger packed keys among all candidates (keys are distinct: the
+//          index is in them). Rank < k: a winner, in order.
+//       4. otherwise (NaN rows, adversarial ties) the slow path: exact sigmoids for every
+//          expert and k rounds of a warp-wide u64 max, as v2.
+//       Weights: the sequential f32 sum of the winners' s in rank order, then router_weight.
 
 #define NORM_FP64 0
 #define NORM_FP32_DIV_MUL 1
@@ -34,8 +56,11 @@
 // Bench-only (not exact, never used by the op): CUDA's f32 tanhf, to measure what the f64
 // sigmoid costs.
 #define SIG_TANH_F32_BENCH 2
+// SigmoidMode::TanhF32: 0.5*duet_tanhf(0.5x)+0.5 in f32 (common.cuh), exact vs the reference.
+#define SIG_TANH_F32 3
 
 __device__ __forceinline__ float router_sigmoid(float x, int mode) {
+    if (mode == SIG_TANH_F32) return sigmoid_tanh_f32(x);
     if (mode == SIG_TANH_F32_BENCH) return 0.5f * tanhf(0.5f * x) + 0.5f;
     if (mode == SIG_TANH) {
         float t = (float)tanh((double)(0.5f * x));
@@ -368,4 +393,270 @@ extern "C" __global__ void router_v3(const void* __restrict__ logits, int logits
         out_idx[t * k + tid] = w;
         out_w[t * k + tid] = router_weight(ws[tid], sum_sh, r, norm, norm_mode);
     }
+}
+
+// ---- v4 ----
+
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// The filter's approximate sigmoid: |router_sigmoid_approx(x) - router_sigmoid(x, m)| <= 2^-23
+// for every f32 x and mode (H200, all 2^32 x; the tests assert <= 2^-20; v4's margin is 2^-16).
+// NaN -> NaN, +inf -> 1, -inf -> 0.
+__device__ __forceinline__ float router_sigmoid_approx(float x) {
+    const float e = ex2_approx_ftz(__fmul_rn(x, -1.44269502f));
+    return rcp_approx_ftz(__fadd_rn(1.0f, e));
+}
+
+// Margin of the filter: 128x the measured bound of router_sigmoid_approx.
+#define ROUTER_V4_EPS 1.52587890625e-05f  // 2^-16
+
+// Descending bitonic sort of one f32 per lane across the warp (no NaNs).
+__device__ __forceinline__ float warp_sort_desc_f32(float v) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            const float o = __shfl_xor_sync(DUET_FULL_MASK, v, stride);
+            const bool keep_max = ((lane & stride) == 0) == ((lane & size) == 0);
+            v = keep_max ? fmaxf(o, v) : fminf(o, v);
+        }
+    }
+    return v;
+}
+
+#define ROUTER_V4_WARPS 8
+#define ROUTER_V4_CAND 64
+
+// Element j (0..N-1) of a lane: chunk j / VEC of the lane's vector loads, item j % VEC.
+template <int VEC>
+__device__ __forceinline__ int router_v4_expert(int j, int lane) {
+    return ((j / VEC) * 32 + lane) * VEC + (j % VEC);
+}
+
+// v4 body. VEC = 4: f32 logits (float4 loads); VEC = 8: bf16 / f16 logits (uint4 loads).
+template <int N, int VEC>
+__device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, int logits_dt,
+                                               const float* __restrict__ bsh, i64 t, int k,
+                                               double r, int norm, int norm_mode, int sig_mode,
+                                               int* __restrict__ out_idx,
+                                               float* __restrict__ out_w, int* ce, float* cx,
+                                               float* cb, u64* ck, int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    const int E = 32 * N;
+    const i64 row = t * (i64)E;
+    float x[N], u[N];
+    if (VEC == 4) {
+        const float4* rp = (const float4*)((const float*)logits + row);
+#pragma unroll
+        for (int c = 0; c < N / 4; ++c) {
+            const float4 q = rp[c * 32 + lane];
+            x[4 * c] = q.x;
+            x[4 * c + 1] = q.y;
+            x[4 * c + 2] = q.z;
+            x[4 * c + 3] = q.w;
+        }
+    } else {
+        const uint4* rp = (const uint4*)((const u16*)logits + row);
+#pragma unroll
+        for (int c = 0; c < N / 8; ++c) {
+            const uint4 q = rp[c * 32 + lane];
+            const u32 w4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const u16 lo = (u16)(w4[h] & 0xffffu), hi = (u16)(w4[h] >> 16);
+                x[8 * c + 2 * h] = logits_dt == DT_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+                x[8 * c + 2 * h + 1] = logits_dt == DT_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+            }
+        }
+    }
+    // 1. Bounds, the lane maximum of L, and a NaN screen (a NaN logit or bias, or inf - inf in
+    // the screen's sum, sends the whole row to the slow path, so the fast path compares plain
+    // floats: numerically L <= key <= U, and -0 / +0 ties only add candidates).
+    float lmax = __uint_as_float(0xff800000u), acc = 0.0f;  // -inf
+#pragma unroll
+    for (int c = 0; c < N / 4; ++c) {
+        // Experts of float4 c: VEC = 4: chunk c; VEC = 8: half (c & 1) of chunk c / 2.
+        const float4 q = *(const float4*)(bsh + router_v4_expert<VEC>(4 * c, lane));
+        const float bq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            const int j = 4 * c + h;
+            const float sa = router_sigmoid_approx(x[j]);
+            const float lo = __fadd_rn(__fsub_rn(sa, ROUTER_V4_EPS), bq[h]);
+            u[j] = __fadd_rn(__fadd_rn(sa, ROUTER_V4_EPS), bq[h]);
+            lmax = fmaxf(lmax, lo);
+            acc = __fadd_rn(acc, u[j]);
+        }
+    }
+    const bool nan_row = __any_sync(DUET_FULL_MASK, acc != acc);
+    // 2. tau = k-th largest lane maximum (no NaN here unless nan_row).
+    const float tau = __shfl_sync(DUET_FULL_MASK, warp_sort_desc_f32(lmax), k - 1);
+    // 3. Candidates: count, scan, compact.
+    u32 flags = 0u;
+#pragma unroll
+    for (int j = 0; j < N; ++j) flags |= (u[j] >= tau ? 1u : 0u) << j;
+    const int cnt = __popc(flags);
+    int incl = cnt;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(DUET_FULL_MASK, incl, o);
+        if (lane >= o) incl += v;
+    }
+    const int total = __shfl_sync(DUET_FULL_MASK, incl, 31);
+    if (!nan_row && total <= ROUTER_V4_CAND) {
+        int pos = incl - cnt;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            if (flags & (1u << j)) {
+                const int e = router_v4_expert<VEC>(j, lane);
+                ce[pos] = e;
+                cx[pos] = x[j];
+                cb[pos] = bsh[e];
+                ++pos;
+            }
+        }
+        __syncwarp();
+        u64 p0 = 0ull, p1 = 0ull;
+        float s0 = 0.0f, s1 = 0.0f;
+        int e0 = 0, e1 = 0;
+        if (lane < total) {
+            e0 = ce[lane];
+            s0 = router_sigmoid(cx[lane], sig_mode);
+            p0 = router_pack(__fadd_rn(s0, cb[lane]), e0);
+            ck[lane] = p0;
+        }
+        if (lane + 32 < total) {
+            e1 = ce[lane + 32];
+            s1 = router_sigmoid(cx[lane + 32], sig_mode);
+            p1 = router_pack(__fadd_rn(s1, cb[lane + 32]), e1);
+            ck[lane + 32] = p1;
+        }
+        __syncwarp();
+        int r0 = 0, r1 = 0;
+        for (int j = 0; j < total; ++j) {
+            const u64 v = ck[j];
+            r0 += v > p0 ? 1 : 0;
+            r1 += v > p1 ? 1 : 0;
+        }
+        if (lane < total && r0 < k) {
+            wi[r0] = e0;
+            ws[r0] = s0;
+        }
+        if (lane + 32 < total && r1 < k) {
+            wi[r1] = e1;
+            ws[r1] = s1;
+        }
+    } else {
+        // 4. Slow path: exact keys everywhere, k rounds of warp max.
+        float sv[N];
+        u64 p[N];
+        u64 best = 0ull;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const int e = router_v4_expert<VEC>(j, lane);
+            sv[j] = router_sigmoid(x[j], sig_mode);
+            p[j] = router_pack(__fadd_rn(sv[j], bsh[e]), e);
+            best = p[j] > best ? p[j] : best;
+        }
+        for (int i = 0; i < k; ++i) {
+            const u64 m = warp_max_u64(best);
+            if (best == m) {
+                // This lane owns the winner (keys are distinct).
+#pragma unroll
+                for (int j = 0; j < N; ++j) {
+                    if (p[j] == m) {
+                        ws[i] = sv[j];
+                        p[j] = 0ull;
+                    }
+                }
+                wi[i] = router_unpack(m);
+                best = 0ull;
+#pragma unroll
+                for (int j = 0; j < N; ++j) best = p[j] > best ? p[j] : best;
+            }
+        }
+    }
+    __syncwarp();
+    // Lanes 0..k-1: winner `lane` in rank order; every lane sums the same k values in order
+    // (16-byte shared loads first, so the chain of adds does not wait on each load).
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        const float4 v = ((const float4*)ws)[q];
+        if (4 * q < k) sum = __fadd_rn(sum, v.x);
+        if (4 * q + 1 < k) sum = __fadd_rn(sum, v.y);
+        if (4 * q + 2 < k) sum = __fadd_rn(sum, v.z);
+        if (4 * q + 3 < k) sum = __fadd_rn(sum, v.w);
+    }
+    if (lane < k) {
+        out_idx[t * k + lane] = wi[lane];
+        out_w[t * k + lane] = router_weight(ws[lane], sum, r, norm, norm_mode);
+    }
+}
+
+// v4: grid = ceil(T / 8), block = 256 (8 warps, one token each), static smem.
+template <int N>
+__device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits, int logits_dt,
+                                                const void* __restrict__ bias, int bias_dt,
+                                                i64 T, int k, double r, int norm,
+                                                int norm_mode, int sig_mode,
+                                                int* __restrict__ out_idx,
+                                                float* __restrict__ out_w) {
+    __shared__ __align__(16) float bsh[32 * N];
+    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ float cx[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ float cb[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ u64 ck[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ int wi[ROUTER_V4_WARPS][32];
+    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
+    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) bsh[e] = load_as_f32(bias, e, bias_dt);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5;
+    const i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
+    if (t >= T) return;
+    if (logits_dt == DT_F32)
+        router_v4_body<N, 4>(logits, logits_dt, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx,
+                             out_w, ce[warp], cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
+    else
+        router_v4_body<N, 8>(logits, logits_dt, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx,
+                             out_w, ce[warp], cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
+}
+
+#define ROUTER_V4(N)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) router_v4_n##N(                              \
+        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
+        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
+        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        router_v4_entry<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,          \
+                           sig_mode, out_idx, out_w);                                           \
+    }
+
+ROUTER_V4(8)
+ROUTER_V4(16)
+
+// Test kernels (gpu_router.rs): duet_tanhf over 2^32 inputs in chunks, and the filter bound.
+// tanh_out[i] = duet_tanhf(bits(base + i)).
+extern "C" __global__ void duet_tanhf_chunk(u32 base, u32 n, float* __restrict__ out) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = duet_tanhf(__uint_as_float(base + i));
+}
+
+// max over x = bits(base + i) of |router_sigmoid_approx(x) - router_sigmoid(x, mode)| (non-NaN
+// x), as f32 bits through atomicMax (non-negative floats order like their bits).
+extern "C" __global__ void router_sigmoid_approx_err(u32 base, u32 n, int mode,
+                                                     u32* __restrict__ max_err) {
+    float m = 0.0f;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float x = __uint_as_float(base + i);
+        if (x != x) continue;
+        const float d = fabsf(__fsub_rn(router_sigmoid_approx(x), router_sigmoid(x, mode)));
+        m = d > m ? d : m;
+    }
+    m = warp_max_f32(m);
+    if ((threadIdx.x & 31) == 0) atomicMax(max_err, __float_as_uint(m));
 }

@@ -270,6 +270,12 @@ extern "C" __global__ void ssu_v2(SsuParams p, const float* __restrict__ x, cons
     }
 }
 
+// v5 keeps the full-A exp out of line: v3 unrolls RPT rows x VEC elements, and inlining a
+// double-precision exp per element made ssu_v3_bf16 ~5k SASS instructions (517 DFMA) of code
+// the Super shape (A per head) never runs. Scalar arguments only: a struct passed by reference
+// to an out-of-line function would put it on the stack.
+__device__ __noinline__ float ssu3_exp_adt(float a, float dtv) { return (float)exp((double)__fmul_rn(a, dtv)); }
+
 // v3 ssu_v3_<state>[_sr]: specialised at compile time per state format (f32 / bf16 / f16 /
 // int16) and per rounding (nearest / stochastic), so no mode the launch does not use costs
 // registers. Each thread owns VEC consecutive state elements of a row (one 16-byte load and one
@@ -278,7 +284,8 @@ extern "C" __global__ void ssu_v2(SsuParams p, const float* __restrict__ x, cons
 // before any arithmetic (RPT x 16 bytes in flight per thread). A block = 128 threads = a tile of
 // (128 / TPR) x RPT consecutive d rows; the per-row prologue (dt + dt_bias, softplus and
 // exp(A*dt) in double, x) is computed once per row into shared memory, not once per lane.
-// B and C (f32) of the thread's columns are loaded once per thread. Same arithmetic and
+// B and C (f32) of the thread's columns are read per element (L1 hits; v5 keeps them in
+// registers). Same arithmetic and
 // rounding per element as v1 (bit-identical state, same Philox counters); `out` sums in
 // another order. Requires dstate % VEC == 0 and dstate / VEC a power of two <= 32 (f32 dstate <=
 // 128, 16-bit dstate <= 256; the host checks: v3_ok in gpu/src/ops/selective_state_update.rs).
@@ -316,9 +323,30 @@ __device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float*
 // Rounds the VEC values of one vector (element index e0 of its first element) into the cache's
 // format: packs them into `q` and overwrites v[] with the stored values. Same rounding as v1's
 // ssu_store_elem, so the two kernels store identical bits.
-template <int ST, bool SR>
+// Two f32 -> packed bf16x2 with the hardware's round-to-nearest-even (one instruction), NaNs
+// fixed up to the reference's rule (quiet, payload and sign kept; the hardware returns a
+// canonical NaN).
+__device__ __forceinline__ u32 ssu_bf16x2_rn(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    if (lo != lo || hi != hi) r = (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
+    return r;
+}
+
+template <int ST, bool SR, bool FAST = false>
 __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, bool pad, float encode, float decode,
                                           uint4& q) {
+    if (ST == ST_BF16 && FAST) {
+        u32 w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            w[k] = ssu_bf16x2_rn(v[2 * k], v[2 * k + 1]);
+            v[2 * k] = __uint_as_float(w[k] << 16);
+            v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+        q = make_uint4(w[0], w[1], w[2], w[3]);
+        return;
+    }
     if (ST == ST_F32) {
         q.x = __float_as_uint(v[0]); q.y = __float_as_uint(v[1]);
         q.z = __float_as_uint(v[2]); q.w = __float_as_uint(v[3]);
@@ -388,7 +416,9 @@ __device__ __forceinline__ void ssu3_load(const SsuParams& p, const void* __rest
     }
 }
 
-template <int ST, bool SR, int RPT, bool EARLY, bool STREAM>
+// FAST (v5): B and C of the thread's columns held in registers, hardware bf16 rounding, FMA in
+// `out`, the full-A exp out of line.
+template <int ST, bool SR, int RPT, bool EARLY, bool STREAM, bool FAST = false>
 __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __restrict__ x,
                                             const float* __restrict__ dt, const float* __restrict__ A,
                                             const float* __restrict__ B, const float* __restrict__ C,
@@ -428,6 +458,23 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
 
     uint4 q[RPT][SSU3_MAXNV];
     float dec_in[RPT];
+    // The thread's B and C columns, once (16-byte loads; dstate % VEC == 0 and the row base is
+    // a multiple of dstate floats, so they are 16-byte aligned): every row of the tile reuses them.
+    float bv[SSU3_MAXNV][VEC], cv[SSU3_MAXNV][VEC];
+#pragma unroll
+    for (int j = 0; j < (FAST ? SSU3_MAXNV : 0); ++j) {
+#pragma unroll
+        for (int k4 = 0; k4 < VEC; k4 += 4) {
+            float4 b4 = make_float4(0.f, 0.f, 0.f, 0.f), c4 = b4;
+            if (j < nv) {
+                const i64 n = ((i64)j * tpr + lane) * VEC + k4;
+                b4 = *(const float4*)(Bg + n);
+                c4 = *(const float4*)(Cg + n);
+            }
+            bv[j][k4] = b4.x; bv[j][k4 + 1] = b4.y; bv[j][k4 + 2] = b4.z; bv[j][k4 + 3] = b4.w;
+            cv[j][k4] = c4.x; cv[j][k4 + 1] = c4.y; cv[j][k4 + 2] = c4.z; cv[j][k4 + 3] = c4.w;
+        }
+    }
     if (EARLY) ssu3_load<ST, RPT, STREAM>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
     for (i64 r = threadIdx.x; r < rows_blk; r += blockDim.x) {
         const i64 d = d0 + r;
@@ -460,9 +507,11 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) {
                     const float dA = !valid ? 0.f
-                                     : p.a_full ? (float)exp((double)__fmul_rn(A[(h * p.dim + d) * p.dstate + n + k], dtv))
+                                     : p.a_full ? (FAST ? ssu3_exp_adt(A[(h * p.dim + d) * p.dstate + n + k], dtv)
+                                                     : (float)exp((double)__fmul_rn(A[(h * p.dim + d) * p.dstate + n + k], dtv)))
                                                 : s_dA[rr];
-                    const float s1 = __fadd_rn(__fmul_rn(v[j][k], dA), __fmul_rn(__fmul_rn(Bg[n + k], dtv), xv));
+                    const float bk = FAST ? bv[j][k] : Bg[n + k];
+                    const float s1 = __fadd_rn(__fmul_rn(v[j][k], dA), __fmul_rn(__fmul_rn(bk, dtv), xv));
                     v[j][k] = s1;
                     amax = fmaxf(amax, fabsf(s1));
                 }
@@ -485,13 +534,16 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) s1[k] = v[j][k];
                 uint4 qo;
-                ssu3_pack<ST, SR>(p, v[j], e0, pad, encode, decode, qo);
+                ssu3_pack<ST, SR, FAST>(p, v[j], e0, pad, encode, decode, qo);
                 if (!pad && valid) {
                     uint4* dst = (uint4*)((char*)state + e0 * (i64)(16 / VEC));
                     if (STREAM) __stcs(dst, qo); else *dst = qo;
                 }
 #pragma unroll
-                for (int k = 0; k < VEC; ++k) acc += (p.out_from == 1 ? v[j][k] : s1[k]) * Cg[n + k];
+                for (int k = 0; k < VEC; ++k) {
+                    const float sv = p.out_from == 1 ? v[j][k] : s1[k];
+                    acc = FAST ? __fmaf_rn(sv, cv[j][k], acc) : acc + sv * Cg[n + k];
+                }
             }
         }
         for (int o = row_mask_width / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(DUET_FULL_MASK, acc, o, row_mask_width);
@@ -499,13 +551,14 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
     }
 }
 
-#define SSU3_ENTRY(NAME, ST, SR, RPT, EARLY, STREAM)                                                                            \
-    extern "C" __global__ void __launch_bounds__(SSU3_THREADS, 4) NAME(                                        \
+#define SSU3_ENTRY(NAME, ST, SR, RPT, EARLY, STREAM) SSU3_ENTRY_X(NAME, ST, SR, RPT, EARLY, STREAM, false, 4)
+#define SSU3_ENTRY_X(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB)                                           \
+    extern "C" __global__ void __launch_bounds__(SSU3_THREADS, MINB) NAME(                                     \
         SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
         const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
         void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
-        ssu_v3_body<ST, SR, RPT, EARLY, STREAM>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out);                \
+        ssu_v3_body<ST, SR, RPT, EARLY, STREAM, FAST>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out); \
     }
 SSU3_ENTRY(ssu_v3_f32, ST_F32, false, 4, false, false)
 SSU3_ENTRY(ssu_v3_bf16, ST_BF16, false, 4, false, false)
@@ -529,3 +582,18 @@ SSU3_ENTRY(ssu_v4_i16, ST_I16, false, 8, true, true)
 SSU3_SWEEP(2, 0, 0) SSU3_SWEEP(2, 1, 0) SSU3_SWEEP(2, 0, 1) SSU3_SWEEP(2, 1, 1)
 SSU3_SWEEP(4, 0, 0) SSU3_SWEEP(4, 1, 0) SSU3_SWEEP(4, 0, 1) SSU3_SWEEP(4, 1, 1)
 SSU3_SWEEP(8, 0, 0) SSU3_SWEEP(8, 1, 0) SSU3_SWEEP(8, 0, 1) SSU3_SWEEP(8, 1, 1)
+
+// v5: v3 with cheaper per-element work: bf16 states rounded by the hardware's packed
+// cvt.rn.bf16x2.f32 (NaNs fixed up to the reference's rule, so the state stays bit-identical),
+// `out` accumulated with fused multiply-adds (out is compared with the fp32 tolerance, as for
+// every version), and 6 resident blocks per SM asked of ptxas (<= 80 registers; 4 for int16 and
+// stochastic f16, which spilled at 80).
+SSU3_ENTRY_X(ssu_v5_f32, ST_F32, false, 4, false, false, true, 6)
+SSU3_ENTRY_X(ssu_v5_bf16, ST_BF16, false, 4, false, false, true, 6)
+SSU3_ENTRY_X(ssu_v5_f16, ST_F16, false, 4, false, false, true, 6)
+SSU3_ENTRY_X(ssu_v5_f16_sr, ST_F16, true, 4, false, false, true, 4)
+SSU3_ENTRY_X(ssu_v5_i16, ST_I16, false, 4, false, false, true, 4)
+// Sweep variants of v5 (bf16, nearest): ssu_x_bf16_r{RPT}_f1_m{MINB}: rows per thread x the
+// resident blocks asked of ptxas (4: <= 128 registers, 6: <= 80, 7: <= 72, 8: <= 64).
+#define SSU5_SWEEP(RPT, MB) SSU3_ENTRY_X(ssu_x_bf16_r##RPT##_f1_m##MB, ST_BF16, false, RPT, false, false, true, MB)
+SSU5_SWEEP(4, 4) SSU5_SWEEP(2, 6) SSU5_SWEEP(8, 4) SSU5_SWEEP(2, 4)

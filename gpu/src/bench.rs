@@ -4,7 +4,8 @@
 //!
 //! - [`crate::bench`] (crate root): one case of the compare table on its default kernel version.
 //! - [`preset`]: the target shapes (`router_t1`, `router_t64`, `router_t4096`,
-//!   `router_t32768`: 512 experts, top-22, Super config; `nvfp4_8192`: an 8192 x 8192 bf16
+//!   `router_t32768`: 512 experts, top-22, Super config, versions v1-v4; `router_t*_f32sig`: the
+//!   same with the all-f32 sigmoid `tanh_f32`; `nvfp4_8192`: an 8192 x 8192 bf16
 //!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling;
 //!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer).
 
@@ -104,8 +105,21 @@ fn rand_f32(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 
 /// Router at `tokens` tokens, 512 experts, top-22, Super config; every version.
 pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
+    router_with(g, tokens, RouterConfig::nemotron_super())
+}
+
+/// [`router`] with the Super config's sigmoid replaced by `tanh_f32` (the all-f32 sigmoid of
+/// `reference::num::tanhf`; presets `router_t*_f32sig`).
+pub fn router_f32sig(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
+    let c = RouterConfig {
+        sigmoid: reference::ops::noaux_tc_router::SigmoidMode::TanhF32,
+        ..RouterConfig::nemotron_super()
+    };
+    router_with(g, tokens, c)
+}
+
+fn router_with(g: &Gpu, tokens: usize, c: RouterConfig) -> Result<serde_json::Value, GpuError> {
     let e = 512;
-    let c = RouterConfig::nemotron_super();
     let logits = g.upload(&Tensor::from_f32(
         &[tokens, e],
         rand_f32(tokens * e, 1, 2.0),
@@ -126,8 +140,13 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
         f32_sigmoid_bench: false,
     };
     let bytes = (tokens * e * 4 + e * 4 + tokens * c.top_k * 8) as f64;
+    debug_assert!(
+        e != 512
+            || c.top_k != 22
+            || preset_counted_bytes(&format!("router_t{tokens}")) == Some(bytes as u64)
+    );
     let mut versions = vec![];
-    for v in ["v1", "v2", "v3"] {
+    for v in ["v1", "v2", "v3", "v4"] {
         let (single, graph) = time_launch(g, true, || l.run(g, v))?;
         let best = graph.as_ref().map_or(single.median_us, |t| t.median_us);
         versions.push(json!({
@@ -148,7 +167,7 @@ pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
     }));
     Ok(
         json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
-              "bytes": bytes, "versions": versions}),
+              "sigmoid": format!("{:?}", c.sigmoid), "bytes": bytes, "versions": versions}),
     )
 }
 
@@ -189,6 +208,12 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
             )
         })?;
         let bytes = (rows * cols * 2 + rows * cols / 2 + l.len(rows, cols)) as f64;
+        debug_assert!(
+            rows != 8192
+                || cols != 8192
+                || l.name() != "linear"
+                || preset_counted_bytes("nvfp4_8192") == Some(bytes as u64)
+        );
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         out.push(
             json!({"version": ver, "layout": l.name(), "time": timing_json(&t), "bytes": bytes,
@@ -202,6 +227,23 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
     )
 }
 
+/// Bytes a preset's kernel must move at least (inputs read once + outputs written once), for
+/// the presets whose shape is one number: `router_t*` (f32 logits [T, 512] + bias, i32 indices
+/// and f32 weights [T, 22]) and `nvfp4_8192` (bf16 in, E2M1 codes + linear E4M3 scales out).
+/// `duet profile --shape` prints ncu's DRAM bytes next to it. No GPU needed.
+pub fn preset_counted_bytes(name: &str) -> Option<u64> {
+    let router = |t: u64| t * 512 * 4 + 512 * 4 + t * 22 * 8;
+    let nvfp4 = |rows: u64, cols: u64| rows * cols * 2 + rows * cols / 2 + rows * cols / 16;
+    let t = name
+        .strip_prefix("router_t")
+        .map(|r| r.strip_suffix("_f32sig").unwrap_or(r));
+    match (name, t.and_then(|t| t.parse::<u64>().ok())) {
+        (_, Some(t)) => Some(router(t)),
+        ("nvfp4_8192", _) => Some(nvfp4(8192, 8192)),
+        _ => None,
+    }
+}
+
 /// A named preset (module doc).
 pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
     let g = gpu()?;
@@ -210,6 +252,10 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
         "router_t64" => router(&g, 64),
         "router_t4096" => router(&g, 4096),
         "router_t32768" => router(&g, 32768),
+        "router_t1_f32sig" => router_f32sig(&g, 1),
+        "router_t64_f32sig" => router_f32sig(&g, 64),
+        "router_t4096_f32sig" => router_f32sig(&g, 4096),
+        "router_t32768_f32sig" => router_f32sig(&g, 32768),
         "nvfp4_8192" => nvfp4_quantize(&g, 8192, 8192),
         // Mamba (gpu/src/ops/{causal_conv1d,ssd_chunk_scan}.rs): prefill batch 1, 50,000 tokens.
         "conv1d_prefill_50k" => ops::causal_conv1d::bench_prefill(&g, 1, 10240, 50_000, 4),
@@ -232,7 +278,7 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
         ))),
     }
 }

@@ -229,6 +229,7 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelResources> {
         line[..i].split_whitespace().last()?.parse().ok()
     };
     let mut out: Vec<KernelResources> = vec![];
+    let mut in_entry = false;
     for line in log.lines() {
         if let Some(i) = line.find("Compiling entry function '") {
             let rest = &line[i + "Compiling entry function '".len()..];
@@ -237,7 +238,17 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelResources> {
                 kernel: name.into(),
                 ..Default::default()
             });
-        } else if let Some(cur) = out.last_mut() {
+            in_entry = true;
+        } else if line.contains("Function properties for ") {
+            // ptxas also reports every out-of-line device function an entry calls; only the
+            // entry's own properties belong to it.
+            let f = line
+                .split("Function properties for ")
+                .nth(1)
+                .unwrap_or_default()
+                .trim();
+            in_entry = out.last().is_some_and(|c| c.kernel == f);
+        } else if let Some(cur) = out.last_mut().filter(|_| in_entry) {
             if line.contains("bytes stack frame") {
                 cur.stack_bytes = num_before(line, "bytes stack frame").unwrap_or(0);
                 cur.spill_stores_bytes = num_before(line, "bytes spill stores").unwrap_or(0);
@@ -372,6 +383,42 @@ mod tests {
             Some(("common.cuh".into(), 10))
         );
         assert_eq!(parse_loc("no location here"), None);
+    }
+
+    #[test]
+    fn ptxas_report_keeps_called_functions_out_of_the_entry() {
+        // Shape of ptxas 13.0's -v report for an entry that calls an out-of-line function.
+        let log = "ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k_a' for 'sm_90a'
+ptxas info    : Function properties for k_a
+ptxas         .     184 bytes stack frame, 28 bytes spill stores, 20 bytes spill loads
+ptxas info    : Used 80 registers, used 1 barriers, 184 bytes cumulative stack size, 6144 bytes smem
+ptxas info    : Compile time = 101.845 ms
+ptxas info    : Function properties for _Z12ssu3_exp_adtff
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'k_b' for 'sm_90a'
+ptxas info    : Function properties for k_b
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 0 barriers
+";
+        let r = parse_ptxas_log(log);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(
+            (r[0].kernel.as_str(), r[0].registers, r[0].stack_bytes),
+            ("k_a", 80, 184)
+        );
+        assert_eq!(
+            (
+                r[0].spill_stores_bytes,
+                r[0].spill_loads_bytes,
+                r[0].smem_bytes
+            ),
+            (28, 20, 6144)
+        );
+        assert_eq!(
+            (r[1].kernel.as_str(), r[1].registers, r[1].stack_bytes),
+            ("k_b", 32, 0)
+        );
     }
 
     #[test]

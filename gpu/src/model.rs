@@ -1118,6 +1118,7 @@ pub(crate) trait Reused: OpExec {
         let sig = match c.sigmoid {
             SigmoidMode::Tanh => "tanh",
             SigmoidMode::Exp => "exp",
+            SigmoidMode::TanhF32 => "tanh_f32",
         };
         let mask = match c.group_mask {
             GroupMask::NegInf => "neg_inf",

@@ -1,15 +1,87 @@
-//! Element indices past 2^31 for the router and NVFP4 kernel families (issue 9: "one test per
-//! kernel family with element indices beyond 2^31"; SSU and conv1d have theirs in gpu_ssu.rs
-//! and mamba_conv1d.rs). Each input holds a little more than 2^31 elements (4.3 GB in bf16). Every
-//! GPU version runs the whole tensor. The rows around and after the 2^31 boundary are compared
-//! bit for bit with the reference run on just those rows (the ops are row-independent; NVFP4
-//! gets an explicit global scale so its blocks do not depend on the whole tensor).
+//! Element indices past 2^31, one test per GPU kernel family (issue 9: "one test per kernel
+//! family with element indices beyond 2^31"; SSU and conv1d have theirs in gpu_ssu.rs
+//! `ssu_state_offsets_beyond_2_pow_31` and mamba_conv1d.rs `conv1d_fn_index_past_2_pow_31`).
+//!
+//! Each test builds an input whose largest tensor holds a little more than 2^31 elements, runs
+//! every listed GPU version of the op that takes it (`op.versions`, `op.applicable`) on the
+//! whole tensor, and compares the rows / batch entries / tokens around and after the 2^31
+//! boundary, plus a head slice, with the CPU reference run on just those slices (every op here
+//! is independent across the sliced dimension). Comparisons are bit for bit except
+//! `ssd_chunk_scan` (f32 sums in another order by design: the per-dtype tolerance
+//! `mamba_ssd.rs` uses). Outputs are NaN-poisoned before the launch, so an element never written
+//! fails. Inputs cycle through random tiles of an odd length ([`ODD_TILE`]): cheap to build, and
+//! coprime with every power-of-two row width, so a row read from the wrong place (an index
+//! wrapped at 2^31 or 2^32) holds other values than the right one.
+//!
+//! | test | largest tensor | compared | host / GPU memory (about) |
+//! | --- | --- | --- | --- |
+//! | `router_logits_past_2_pow_31` | logits 4,194,344 x 512 bf16 (4.3 GB) | rows 2^22-8.., 0..8 | 15 / 5 GB |
+//! | `nvfp4_quantize_past_2_pow_31` | x 524,352 x 4096 bf16 (4.3 GB) | rows 2^19-8.., codes + scales | 15 / 6 GB |
+//! | `ssd_chunk_scan_past_2_pow_31` | x / y (83,890, 100, 4, 64) bf16 (4.3 GB each) | batch 83,884.., 0..2 | 20 / 17 GB |
+//! | `moe_finalize_past_2_pow_31` | expert_out 2,097,408 x 1024 bf16 (4.3 GB) | tokens T-64.., 0..8 | 15 / 7 GB |
+//! | `moe_expert_gemm2_past_2_pow_31` | x NVFP4 1,048,688 x 2048 (fp4 elements past 2^31; 1.1 GB of codes); w2 NVFP4 2049 x 1024 x 2048 (2.1 GB of codes: the last expert starts at byte 2^31); out f32 (4.3 GB) | rows 2^20-32.., 0..16 | 15 / 8 GB |
+//! | `philox_past_2_pow_31` | counter / out (2^29+64) x 4 u32 (8.6 GB each) | rows 2^29-8.., 0..8 | 45 / 22 GB |
+//! | `stochastic_round_f16_past_2_pow_31` | x 524,296 x 4096 f32 (8.6 GB), rand u32 (8.6 GB) | rows 2^19-4.., 0..4 | 52 / 22 GB |
+//! | `fused_add_rmsnorm_nvfp4_past_2_pow_31` | x, residual 524,352 x 4096 bf16 (4.3 GB each); f32 y on the device (8.6 GB) | rows 2^19-8.., 0..8 | 25 / 23 GB |
+//!
+//! Host figures include the op's own copies (uploads stage the bytes twice; `philox` /
+//! `stochastic_round_f16` widen their u32 inputs to i64 while checking them). Run the binary
+//! with `--test-threads=1` (scripts/device-session.sh does): the tests together would not fit.
+//!
+//! Not covered, and why:
+//! - `moe_expert_gemm1_relu2_nvfp4`: runs the same `launch_gemm` main loop as GEMM2 (the operand
+//!   offsets tested below); only its NVFP4 epilogue differs, and that epilogue's outputs (codes
+//!   `M x N/2` bytes, scales `M x N/16`) pass 2^31 elements only when M x N passes 2^32: four
+//!   times the GEMM2 test's rows (and 8.6 GB of bf16 `h`) for no new operand index.
+//! - `moe_permute`: refuses more than 2^31 - 1 routed rows (its outputs are i32), so its largest
+//!   tensor cannot pass 2^31 elements.
+//! - bf16 activations or weights past 2^31 elements (another 4.3 GB each, four more runs of the
+//!   binary's slowest test): bf16 operands are the test / reference formats, not the
+//!   production path, and only NVFP4 x NVFP4 reaches every GEMM version (`v2_v8` takes nothing
+//!   else); the NVFP4 operands below already put x past fp4 element 2^31 and an expert's
+//!   weights past byte 2^31.
+//! - `rmsnorm_nvfp4`, `gated_rmsnorm_nvfp4`, `relu2_nvfp4`: the fused-add test runs the same
+//!   `norm_seg_v1` front half (plus the residual read / write) and the same NVFP4 epilogue;
+//!   `relu2_v1` is a grid-stride loop with an i64 index like `philox_rows_v1`.
+//!
 //! `#[ignore = "gpu"]`: run on the H200 (scripts/device-session.sh t:gpu_index64).
 
 mod common;
 
+use compare::gen::Rng;
 use compare::Tolerance;
+use reference::tensor::f32_to_bf16;
 use reference::{Data, Tensor, TensorMap};
+use std::time::Instant;
+
+/// Length of the random tiles the big inputs cycle through: odd, so coprime with every
+/// power-of-two row width (two rows hold the same values only ~2^20 rows apart).
+const ODD_TILE: usize = (1 << 20) + 3;
+
+/// `n` values cycling through `tile`.
+fn cycled<T: Copy>(tile: &[T], n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    while v.len() < n {
+        let take = (n - v.len()).min(tile.len());
+        v.extend_from_slice(&tile[..take]);
+    }
+    v
+}
+
+/// A bf16 tensor of N(0, scale^2) values cycling through an [`ODD_TILE`] tile.
+fn bf16_cycled(r: &mut Rng, shape: &[usize], scale: f32) -> Tensor {
+    let tile: Vec<u16> = r
+        .normal_vec(ODD_TILE, scale)
+        .into_iter()
+        .map(f32_to_bf16)
+        .collect();
+    Tensor::from_bf16_bits(shape, cycled(&tile, shape.iter().product()))
+}
+
+/// An f32 tensor cycling through `tile`.
+fn f32_cycled(tile: &[f32], shape: &[usize]) -> Tensor {
+    Tensor::from_f32(shape, cycled(tile, shape.iter().product()))
+}
 
 /// `rows` x `cols` bf16 values cycling through a random tile of 2^20 values (cheap to build;
 /// the rows compared are sliced from the same data, so the cycling does not matter). The last
@@ -29,23 +101,48 @@ fn big_bf16(rows: usize, cols: usize, tail: usize, scale: f32, seed: u64) -> Ten
     Tensor::from_bf16_bits(&[rows, cols], v)
 }
 
-/// Rows `lo..hi` of a 2-D tensor.
-fn rows_of(t: &Tensor, lo: usize, hi: usize) -> Tensor {
-    let cols = t.shape[1];
+/// Entries `rows` (in that order) along the first dimension of a tensor of any rank.
+fn gather_rows(t: &Tensor, rows: &[usize]) -> Tensor {
+    fn pick<T: Copy>(v: &[T], inner: usize, rows: &[usize]) -> Vec<T> {
+        let mut out = Vec::with_capacity(rows.len() * inner);
+        for &r in rows {
+            out.extend_from_slice(&v[r * inner..(r + 1) * inner]);
+        }
+        out
+    }
+    let inner: usize = t.shape[1..].iter().product();
     let d = match &t.data {
-        Data::BF16(v) => Data::BF16(v[lo * cols..hi * cols].to_vec()),
-        Data::I32(v) => Data::I32(v[lo * cols..hi * cols].to_vec()),
-        Data::F32(v) => Data::F32(v[lo * cols..hi * cols].to_vec()),
-        Data::U8(v) => Data::U8(v[lo * cols..hi * cols].to_vec()),
-        other => panic!("rows_of: unexpected dtype {other:?}"),
+        Data::BF16(v) => Data::BF16(pick(v, inner, rows)),
+        Data::F16(v) => Data::F16(pick(v, inner, rows)),
+        Data::I32(v) => Data::I32(pick(v, inner, rows)),
+        Data::I64(v) => Data::I64(pick(v, inner, rows)),
+        Data::U32(v) => Data::U32(pick(v, inner, rows)),
+        Data::F32(v) => Data::F32(pick(v, inner, rows)),
+        Data::U8(v) => Data::U8(pick(v, inner, rows)),
+        other => panic!("gather_rows: unexpected dtype {other:?}"),
     };
-    Tensor::new(&[hi - lo, cols], d)
+    let mut shape = t.shape.clone();
+    shape[0] = rows.len();
+    Tensor::new(&shape, d)
 }
 
-fn check_rows(what: &str, want: &TensorMap, got: &TensorMap, lo: usize, hi: usize) {
+/// Entries `lo..hi` along the first dimension (rows of a 2-D tensor, batch entries, ...).
+fn rows_of(t: &Tensor, lo: usize, hi: usize) -> Tensor {
+    gather_rows(t, &(lo..hi).collect::<Vec<_>>())
+}
+
+/// Every output of `want` (the reference on entries `lo..hi`) against entries `lo..hi` of `got`.
+fn check_rows_tol(
+    what: &str,
+    want: &TensorMap,
+    got: &TensorMap,
+    lo: usize,
+    hi: usize,
+    tol: &dyn Fn(&Tensor) -> Tolerance,
+) {
     for (name, w) in want {
         let g = rows_of(&got[name], lo, hi);
-        let rep = compare::compare(name, w, &g, Tolerance::Exact);
+        let rep = compare::compare(name, w, &g, tol(w));
         assert!(
             rep.passed,
             "{what}: {name} rows {lo}..{hi}\n{}",
@@ -53,6 +150,49 @@ fn check_rows(what: &str, want: &TensorMap, got: &TensorMap, lo: usize, hi: usiz
         );
     }
 }
+
+fn check_rows(what: &str, want: &TensorMap, got: &TensorMap, lo: usize, hi: usize) {
+    check_rows_tol(what, want, got, lo, hi, &|_| Tolerance::Exact);
+}
+
+/// The CPU reference of `op` on (small) `inputs`.
+fn reference_on(op: &str, inputs: &TensorMap, sets: &[(String, String)]) -> TensorMap {
+    let def = reference::ops::find(op).expect("op");
+    def.call(inputs, sets)
+        .unwrap_or_else(|e| panic!("{op} reference: {e}"))
+}
+
+/// Runs every listed GPU version of `op` that takes `big` (`op.applicable`) and hands each
+/// result to `check`; returns how many ran (at least one, or it panics).
+fn each_version(
+    op: &str,
+    big: &TensorMap,
+    sets: &[(String, String)],
+    mut check: impl FnMut(&str, &TensorMap),
+) -> usize {
+    let def = reference::ops::find(op).expect("op");
+    let p = reference::op::Params::resolve(&def, sets).expect("params");
+    let g = common::gpu();
+    let gop = gpu::ops::find(op).expect("gpu op");
+    let mut ran = 0;
+    for &v in gop.versions {
+        if let Some(why) = (gop.applicable)(v, big, &p) {
+            eprintln!("{op} {v}: not applicable ({why})");
+            continue;
+        }
+        let t0 = Instant::now();
+        let got = gpu::ops::run_version(&g, &gop, v, big, sets, &Default::default())
+            .unwrap_or_else(|e| panic!("{op} {v}: {e}"));
+        check(v, &got);
+        eprintln!("{op} {v}: matches ({:.1} s)", t0.elapsed().as_secs_f64());
+        ran += 1;
+    }
+    assert!(ran >= 1, "no GPU version of {op} takes these inputs");
+    ran
+}
+
+// ---------------------------------------------------------------------------------------------
+// router / NVFP4
 
 #[test]
 #[ignore = "gpu"]
@@ -130,4 +270,327 @@ fn nvfp4_quantize_past_2_pow_31() {
             "nvfp4_quantize {v}: {rows} x {cols} bf16, rows {lo}..{hi} past element 2^31 match"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ssd_chunk_scan
+
+#[test]
+#[ignore = "gpu"]
+fn ssd_chunk_scan_past_2_pow_31() {
+    // seqlen 100 = one full chunk of 64 + a partial one; 4 heads in 2 groups.
+    let (l, h, p, ng, n, chunk) = (100usize, 4usize, 64usize, 2usize, 16usize, 64usize);
+    let per = l * h * p; // x / y elements per batch entry
+    let boundary = (1usize << 31) / per; // the batch entry holding element 2^31 (83,886)
+    let b = boundary + 4;
+    assert!((b * per) as u64 > 1u64 << 31);
+    let mut r = Rng::new(11);
+    let mut big = TensorMap::new();
+    big.insert("x".into(), bf16_cycled(&mut r, &[b, l, h, p], 1.0));
+    big.insert(
+        "dt".into(),
+        f32_cycled(&r.uniform_vec(ODD_TILE, -3.0, 1.0), &[b, l, h]),
+    );
+    big.insert("B".into(), bf16_cycled(&mut r, &[b, l, ng, n], 0.5));
+    big.insert("C".into(), bf16_cycled(&mut r, &[b, l, ng, n], 0.5));
+    big.insert(
+        "initial_states".into(),
+        f32_cycled(&r.normal_vec(ODD_TILE, 1.0), &[b, h, p, n]),
+    );
+    big.insert(
+        "A".into(),
+        Tensor::from_f32(&[h], r.uniform_vec(h, -2.0, -0.2)),
+    );
+    big.insert("D".into(), Tensor::from_f32(&[h], r.normal_vec(h, 1.0)));
+    big.insert(
+        "dt_bias".into(),
+        Tensor::from_f32(&[h], r.uniform_vec(h, -0.5, 0.5)),
+    );
+    let sets = common::sets(&[
+        ("chunk_size", chunk.to_string()),
+        ("dt_softplus", "true".into()),
+    ]);
+    // Batch entries are independent sequences: the reference runs on a slice of the batch.
+    let per_batch = ["x", "dt", "B", "C", "initial_states"];
+    let slice = |lo: usize, hi: usize| -> TensorMap {
+        big.iter()
+            .map(|(k, t)| {
+                let t = if per_batch.contains(&k.as_str()) {
+                    rows_of(t, lo, hi)
+                } else {
+                    t.clone()
+                };
+                (k.clone(), t)
+            })
+            .collect()
+    };
+    let (lo, hi) = (boundary - 2, b);
+    let want = reference_on("ssd_chunk_scan", &slice(lo, hi), &sets);
+    let want_head = reference_on("ssd_chunk_scan", &slice(0, 2), &sets);
+    // The tolerance of the mamba_ssd.rs tests (`by_dtype`): y bf16, final_states f32.
+    let tol = |w: &Tensor| Tolerance::for_dtype(w.dtype());
+    let ran = each_version("ssd_chunk_scan", &big, &sets, |v, got| {
+        check_rows_tol(&format!("ssd {v}"), &want, got, lo, hi, &tol);
+        check_rows_tol(&format!("ssd {v} head"), &want_head, got, 0, 2, &tol);
+    });
+    eprintln!(
+        "ssd_chunk_scan: {ran} versions, batch {b} x ({l}, {h}, {p}) bf16, entries {lo}..{hi} \
+         past element 2^31 match"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// MoE
+
+#[test]
+#[ignore = "gpu"]
+fn moe_finalize_past_2_pow_31() {
+    let (hd, k) = (1024usize, 4usize);
+    let boundary_row = (1usize << 31) / hd; // expert_out row 2^21 starts at element 2^31
+    let t = boundary_row / k + 64;
+    let m = t * k; // 2^21 + 256 rows
+                   // Slot-major rows (token tok's j-th expert output at row j*T + tok, the order of a routing
+                   // where slot j always picks expert j), slots reversed on odd tokens: every token reads one
+                   // row from each quarter of expert_out; the last 256 tokens one past element 2^31.
+    let inverse: Vec<i32> = (0..t)
+        .flat_map(|tok| {
+            (0..k).map(move |j| {
+                let s = if tok % 2 == 1 { k - 1 - j } else { j };
+                (s * t + tok) as i32
+            })
+        })
+        .collect();
+    let mut r = Rng::new(21);
+    let eo = bf16_cycled(&mut r, &[m, hd], 1.0);
+    let wts = Tensor::from_f32(&[t, k], r.uniform_vec(t * k, 0.01, 0.5));
+    let inv = Tensor::from_i32(&[t, k], inverse);
+    let sets = common::sets(&[]);
+    // The reference on tokens lo..hi: their k rows of expert_out gathered, inverse renumbered.
+    let on_tokens = |lo: usize, hi: usize| -> TensorMap {
+        let rows: Vec<usize> = rows_of(&inv, lo, hi)
+            .to_i64_vec()
+            .expect("i32")
+            .into_iter()
+            .map(|x| x as usize)
+            .collect();
+        let mut s = TensorMap::new();
+        s.insert("expert_out".into(), gather_rows(&eo, &rows));
+        s.insert("topk_weights".into(), rows_of(&wts, lo, hi));
+        s.insert(
+            "inverse".into(),
+            Tensor::from_i32(&[hi - lo, k], (0..((hi - lo) * k) as i32).collect()),
+        );
+        s
+    };
+    let (lo, hi) = (t - 64, t);
+    let tail_rows = rows_of(&inv, lo, hi).to_i64_vec().expect("i32");
+    assert!(
+        (0..hi - lo).all(|i| tail_rows[i * k..(i + 1) * k]
+            .iter()
+            .any(|&x| x as usize >= boundary_row)),
+        "every compared tail token must read a row past element 2^31"
+    );
+    let want = reference_on("moe_finalize", &on_tokens(lo, hi), &sets);
+    let want_head = reference_on("moe_finalize", &on_tokens(0, 8), &sets);
+    let mut big = TensorMap::new();
+    big.insert("expert_out".into(), eo);
+    big.insert("topk_weights".into(), wts);
+    big.insert("inverse".into(), inv);
+    each_version("moe_finalize", &big, &sets, |v, got| {
+        check_rows(&format!("moe_finalize {v}"), &want, got, lo, hi);
+        check_rows(&format!("moe_finalize {v} head"), &want_head, got, 0, 8);
+    });
+    eprintln!(
+        "moe_finalize: expert_out {m} x {hd} bf16, tokens {lo}..{hi} past element 2^31 match"
+    );
+}
+
+#[test]
+#[ignore = "gpu"]
+fn moe_expert_gemm2_past_2_pow_31() {
+    // NVFP4 activations x NVFP4 weights (the production formats, the only pair every GEMM
+    // version takes), exactly summable values (E2M1 codes x power-of-two scales: every f32
+    // summation order gives the same bits, so the comparison is bit for bit).
+    let (kd, n) = (2048usize, 1024usize);
+    // The last expert's codes start at byte (E-1) * N * K/2 = 2^31 (fp4 element 2^32).
+    let e = (1usize << 32) / (n * kd) + 1; // 2049
+    let boundary_row = (1usize << 31) / kd; // x row 2^20 starts at fp4 element 2^31
+    let m = boundary_row + 112;
+    let mut r = Rng::new(31);
+    let codes_sf = |rows: usize, r: &mut Rng| {
+        let ct: Vec<u8> = (0..ODD_TILE).map(|_| r.next_u32() as u8).collect();
+        let st: Vec<u8> = (0..ODD_TILE)
+            .map(|_| [0x30u8, 0x38, 0x40][r.below(3) as usize]) // E4M3 0.5, 1, 2
+            .collect();
+        (cycled(&ct, rows * kd / 2), cycled(&st, rows * kd / 16))
+    };
+    let (xc, xs) = codes_sf(m, &mut r);
+    let x_fp4 = Tensor::from_u8(&[m, kd / 2], xc);
+    let x_sf = Tensor::from_u8(&[m, kd / 16], xs);
+    let x_gs = Tensor::from_f32(&[1], vec![0.5]);
+    let (wc, ws) = codes_sf(e * n, &mut r);
+    let codes = Tensor::from_u8(&[e, n, kd / 2], wc);
+    let sf = Tensor::from_u8(&[e, n, kd / 16], ws);
+    assert!((e - 1) * n * kd / 2 >= 1usize << 31);
+    let gl: Vec<f32> = (0..e).map(|i| [0.5f32, 1.0, 2.0][i % 3]).collect();
+    // Experts 0..E-2 share rows 0..split (~511 each); the last expert (weights past byte 2^31)
+    // takes rows split..M, across x's element 2^31.
+    let split = boundary_row - 16;
+    let mut off: Vec<i32> = (0..e).map(|i| (i * split / (e - 1)) as i32).collect();
+    off.push(m as i32);
+    assert!(off[e - 2] as usize <= split - 16 && off[1] >= 16);
+    let sets = common::sets(&[("out_dtype", "f32".into())]);
+    // The reference on rows lo..hi of experts e0..e1 (rows are independent in a GEMM).
+    let on_rows = |lo: usize, hi: usize, e0: usize, e1: usize, offs: Vec<i32>| -> TensorMap {
+        let mut s = TensorMap::new();
+        s.insert("x_fp4".into(), rows_of(&x_fp4, lo, hi));
+        s.insert("sf".into(), rows_of(&x_sf, lo, hi));
+        s.insert("global_scale".into(), x_gs.clone());
+        s.insert("w2_fp4".into(), rows_of(&codes, e0, e1));
+        s.insert("w2_sf".into(), rows_of(&sf, e0, e1));
+        s.insert(
+            "w2_global_scale".into(),
+            Tensor::from_f32(&[e1 - e0], gl[e0..e1].to_vec()),
+        );
+        s.insert(
+            "expert_offsets".into(),
+            Tensor::from_i32(&[e1 - e0 + 1], offs),
+        );
+        s
+    };
+    let (lo, hi) = (split - 16, m);
+    let tail = on_rows(lo, hi, e - 2, e, vec![0, 16, (hi - lo) as i32]);
+    let want = reference_on("moe_expert_gemm2", &tail, &sets);
+    let head = on_rows(0, 16, 0, 1, vec![0, 16]);
+    let want_head = reference_on("moe_expert_gemm2", &head, &sets);
+    let mut big = TensorMap::new();
+    big.insert("x_fp4".into(), x_fp4);
+    big.insert("sf".into(), x_sf);
+    big.insert("global_scale".into(), x_gs);
+    big.insert("w2_fp4".into(), codes);
+    big.insert("w2_sf".into(), sf);
+    big.insert("w2_global_scale".into(), Tensor::from_f32(&[e], gl));
+    big.insert("expert_offsets".into(), Tensor::from_i32(&[e + 1], off));
+    let ran = each_version("moe_expert_gemm2", &big, &sets, |v, got| {
+        check_rows(&format!("gemm2 {v}"), &want, got, lo, hi);
+        check_rows(&format!("gemm2 {v} head"), &want_head, got, 0, 16);
+    });
+    assert!(ran >= 3, "the v1 tile versions all take NVFP4 x NVFP4");
+    eprintln!(
+        "moe_expert_gemm2: {ran} versions, x {m} x {kd} NVFP4, w2 {e} x {n} x {kd} NVFP4, rows \
+         {lo}..{hi} past x element 2^31 and w2 byte 2^31 match"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// philox / stochastic_round_f16
+
+#[test]
+#[ignore = "gpu"]
+fn philox_past_2_pow_31() {
+    let boundary_row = 1usize << 29; // out element 2^31 = row 2^29, word 0
+    let rows = boundary_row + 64;
+    // Every row its own counter (the 64-bit row index in words 0-1) and a row-dependent key.
+    let mut c = Vec::with_capacity(rows * 4);
+    let mut k = Vec::with_capacity(rows * 2);
+    for i in 0..rows {
+        c.extend([i as u32, (i >> 32) as u32, 0x243F_6A88, 0x85A3_08D3]);
+        k.extend([(i as u32).wrapping_mul(0x9E37_79B9), 0xBB67_AE85]);
+    }
+    let counter = Tensor::from_u32(&[rows, 4], c);
+    let key = Tensor::from_u32(&[rows, 2], k);
+    let sets = common::sets(&[]);
+    let on_rows = |lo: usize, hi: usize| -> TensorMap {
+        let mut s = TensorMap::new();
+        s.insert("counter".into(), rows_of(&counter, lo, hi));
+        s.insert("key".into(), rows_of(&key, lo, hi));
+        s
+    };
+    let (lo, hi) = (boundary_row - 8, rows);
+    let want = reference_on("philox", &on_rows(lo, hi), &sets);
+    let want_head = reference_on("philox", &on_rows(0, 8), &sets);
+    let mut big = TensorMap::new();
+    big.insert("counter".into(), counter);
+    big.insert("key".into(), key);
+    each_version("philox", &big, &sets, |v, got| {
+        check_rows(&format!("philox {v}"), &want, got, lo, hi);
+        check_rows(&format!("philox {v} head"), &want_head, got, 0, 8);
+    });
+    eprintln!("philox: {rows} x 4 words out, rows {lo}..{hi} past element 2^31 match");
+}
+
+#[test]
+#[ignore = "gpu"]
+fn stochastic_round_f16_past_2_pow_31() {
+    let cols = 4096usize;
+    let boundary_row = (1usize << 31) / cols;
+    let rows = boundary_row + 8;
+    let mut r = Rng::new(51);
+    // f32 values that need rounding (bf16 inputs would be exact in f16 and ignore the bits).
+    let x = f32_cycled(&r.normal_vec(ODD_TILE, 3.0), &[rows, cols]);
+    // A second odd tile length: x and rand realign only ~2^40 elements apart.
+    let rt: Vec<u32> = (0..ODD_TILE + 2).map(|_| r.next_u32()).collect();
+    let rand = Tensor::from_u32(&[rows, cols], cycled(&rt, rows * cols));
+    let sets = common::sets(&[]);
+    let on_rows = |lo: usize, hi: usize| -> TensorMap {
+        let mut s = TensorMap::new();
+        s.insert("x".into(), rows_of(&x, lo, hi));
+        s.insert("rand".into(), rows_of(&rand, lo, hi));
+        s
+    };
+    let (lo, hi) = (boundary_row - 4, rows);
+    let want = reference_on("stochastic_round_f16", &on_rows(lo, hi), &sets);
+    let want_head = reference_on("stochastic_round_f16", &on_rows(0, 4), &sets);
+    let mut big = TensorMap::new();
+    big.insert("x".into(), x);
+    big.insert("rand".into(), rand);
+    each_version("stochastic_round_f16", &big, &sets, |v, got| {
+        check_rows(&format!("sr {v}"), &want, got, lo, hi);
+        check_rows(&format!("sr {v} head"), &want_head, got, 0, 4);
+    });
+    eprintln!("stochastic_round_f16: {rows} x {cols} f32, rows {lo}..{hi} past element 2^31 match");
+}
+
+// ---------------------------------------------------------------------------------------------
+// fused NVFP4 norms
+
+#[test]
+#[ignore = "gpu"]
+fn fused_add_rmsnorm_nvfp4_past_2_pow_31() {
+    let cols = 4096usize;
+    let boundary_row = (1usize << 31) / cols;
+    let rows = boundary_row + 64;
+    let mut r = Rng::new(61);
+    let x = bf16_cycled(&mut r, &[rows, cols], 1.0);
+    let res = bf16_cycled(&mut r, &[rows, cols], 2.0);
+    let w: Vec<f32> = r.uniform_vec(cols, 0.5, 1.5);
+    let weight = Tensor::from_f32_as(&[cols], &w, reference::DType::BF16);
+    // Explicit global scale: each row's blocks then do not depend on the rest of the tensor.
+    let gs = Tensor::from_f32(&[1], vec![448.0 * 6.0 / 12.0]);
+    let sets = common::sets(&[("mode", "kernel".into()), ("layout", "linear".into())]);
+    let on_rows = |lo: usize, hi: usize| -> TensorMap {
+        let mut s = TensorMap::new();
+        s.insert("x".into(), rows_of(&x, lo, hi));
+        s.insert("residual".into(), rows_of(&res, lo, hi));
+        s.insert("weight".into(), weight.clone());
+        s.insert("global_scale".into(), gs.clone());
+        s
+    };
+    let op = "fused_add_rmsnorm_nvfp4";
+    let (lo, hi) = (boundary_row - 8, rows);
+    let mut want = reference_on(op, &on_rows(lo, hi), &sets);
+    let mut want_head = reference_on(op, &on_rows(0, 8), &sets);
+    want.remove("global_scale");
+    want_head.remove("global_scale");
+    let mut big = TensorMap::new();
+    big.insert("x".into(), x);
+    big.insert("residual".into(), res);
+    big.insert("weight".into(), weight);
+    big.insert("global_scale".into(), gs.clone());
+    each_version(op, &big, &sets, |v, got| {
+        assert_eq!(got["global_scale"], gs, "{op} {v}: global_scale");
+        check_rows(&format!("{op} {v}"), &want, got, lo, hi);
+        check_rows(&format!("{op} {v} head"), &want_head, got, 0, 8);
+    });
+    eprintln!("{op}: {rows} x {cols} bf16, rows {lo}..{hi} past element 2^31 match");
 }

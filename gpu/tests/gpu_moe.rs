@@ -23,7 +23,16 @@ use reference::ops::moe_permute::permute;
 use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
 use reference::{DType, Tensor, TensorMap};
 
-const GEMM_VERSIONS: [&str; 3] = ["v1", "v1_m16", "v1_m64"];
+const GEMM_VERSIONS: [&str; 4] = ["v1", "v1_m16", "v1_m64", "v2"];
+
+/// Every GEMM version that takes these operand formats (`v2_v8`: NVFP4 x NVFP4 only).
+fn versions_for(xf4: bool, wf4: bool) -> Vec<&'static str> {
+    let mut v = GEMM_VERSIONS.to_vec();
+    if xf4 && wf4 {
+        v.push("v2_v8");
+    }
+    v
+}
 
 #[test]
 fn moe_kernels_compile_without_spills() {
@@ -303,7 +312,7 @@ fn gemm1_bit_exact_on_exact_sums() {
                 seed: 7 + i as u64,
             };
             let mut m = gemm_inputs(&c, "w1");
-            for v in GEMM_VERSIONS {
+            for v in versions_for(xf4, wf4) {
                 for (mode, round, given) in [
                     ("kernel", "none", false),
                     ("exact", "bf16", true),
@@ -352,7 +361,7 @@ fn gemm2_bit_exact_on_exact_sums() {
                 seed: 70 + i as u64,
             };
             let m = gemm_inputs(&c, "w2");
-            for v in GEMM_VERSIONS {
+            for v in versions_for(xf4, wf4) {
                 for dt in ["f32", "bf16"] {
                     let name = format!("{} out={dt}", c.name());
                     let s = sets(&[("out_dtype", dt.into())]);
@@ -545,7 +554,7 @@ fn gemm1_random_bounded_flips() {
             };
             let mut m = gemm_inputs(&c, "w1");
             let mm = t * k;
-            for v in GEMM_VERSIONS {
+            for v in versions_for(xf4, wf4) {
                 for (mode, round, given) in [
                     ("kernel", "none", false),
                     ("exact", "none", true),
@@ -593,7 +602,7 @@ fn gemm2_random_nmse() {
                 seed: 2000 + i as u64,
             };
             let m = gemm_inputs(&c, "w2");
-            for v in GEMM_VERSIONS {
+            for v in versions_for(xf4, wf4) {
                 for (dt, max) in [("f32", 1e-10), ("bf16", 1e-5)] {
                     let name = format!("{} {v} out={dt}", c.name());
                     let (want, got) = run_both(

@@ -1,5 +1,8 @@
 //! noaux_tc_router: random shapes (odd E, grouped, every norm/sigmoid mode, bf16 inputs, ties
-//! and NaNs) through every kernel version, bit-exact indices (in order) and weights.
+//! and NaNs) through every kernel version (`gpu::ops::noaux_tc_router::VERSIONS`, v4 included
+//! even while the op registry does not list it), bit-exact indices (in order) and weights.
+//! Plus the f32 sigmoid: `duet_tanhf` (common.cuh) bit for bit against the Rust function on every
+//! one of the 2^32 f32 inputs, and the bound of v4's approximate filter sigmoid over all inputs.
 
 mod common;
 
@@ -37,7 +40,7 @@ fn run_all(m: &TensorMap, s: &[(String, String)], name: &str) -> Result<(), Stri
     let op = gpu::ops::find("noaux_tc_router").map_err(|e| e.to_string())?;
     let def = reference::ops::find("noaux_tc_router").map_err(|e| e.to_string())?;
     let p = reference::op::Params::resolve(&def, s).map_err(|e| e.to_string())?;
-    for &v in op.versions {
+    for &v in gpu::ops::noaux_tc_router::VERSIONS {
         if (op.applicable)(v, m, &p).is_some() {
             continue;
         }
@@ -50,12 +53,15 @@ fn run_all(m: &TensorMap, s: &[(String, String)], name: &str) -> Result<(), Stri
 #[ignore = "gpu"]
 fn super_shape_every_token_count() {
     for t in [1usize, 7, 64, 1000, 4096] {
-        let m = inputs(t, 512, t as u64, DType::F32, false, false);
-        let s = sets(&[
-            ("top_k", "22".into()),
-            ("routed_scaling_factor", "5.0".into()),
-        ]);
-        run_all(&m, &s, &format!("T={t},E=512,k=22")).unwrap_or_else(|e| panic!("{e}"));
+        for sig in ["tanh", "tanh_f32"] {
+            let m = inputs(t, 512, t as u64, DType::F32, false, false);
+            let s = sets(&[
+                ("top_k", "22".into()),
+                ("routed_scaling_factor", "5.0".into()),
+                ("sigmoid", sig.into()),
+            ]);
+            run_all(&m, &s, &format!("T={t},E=512,k=22,{sig}")).unwrap_or_else(|e| panic!("{e}"));
+        }
     }
 }
 
@@ -66,6 +72,9 @@ fn ties_nans_and_modes() {
         ("fp64", "tanh"),
         ("fp32_divide_then_multiply", "exp"),
         ("fp32_no_eps", "tanh"),
+        ("fp64", "tanh_f32"),
+        ("fp32_divide_then_multiply", "tanh_f32"),
+        ("fp32_no_eps", "exp"),
     ]
     .iter()
     .enumerate()
@@ -85,6 +94,203 @@ fn ties_nans_and_modes() {
     let m = inputs(5, 64, 9, DType::F16, false, false);
     let s = sets(&[("top_k", "4".into()), ("norm_topk_prob", "false".into())]);
     run_all(&m, &s, "no-norm").unwrap_or_else(|e| panic!("{e}"));
+    for sig in ["tanh", "exp", "tanh_f32"] {
+        for norm in ["fp64", "fp32_divide_then_multiply", "fp32_no_eps"] {
+            let m = inputs(19, 512, 11, DType::F16, false, true);
+            let s = sets(&[
+                ("top_k", "22".into()),
+                ("norm_topk_prob", "false".into()),
+                ("norm_mode", norm.into()),
+                ("sigmoid", sig.into()),
+                ("routed_scaling_factor", "5.0".into()),
+            ]);
+            run_all(&m, &s, &format!("no-norm,{norm},{sig},E=512,f16"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+/// v4's paths: E = 256 and 512 with f32 / bf16 / f16 logits and bias dtypes, k from 1 to 32;
+/// rows whose candidates overflow the 64-slot fast path (all logits equal; logits so large that
+/// every sigmoid is 1; coarse ties) go through the slow path; +-inf and NaN in logits and bias.
+#[test]
+#[ignore = "gpu"]
+fn v4_dtypes_k_and_slow_path() {
+    let v4 = |m: &TensorMap, s: &[(String, String)], name: &str| -> Result<(), String> {
+        diff("noaux_tc_router", "v4", name, m, s, &exact)
+    };
+    for (i, e) in [256usize, 512].into_iter().enumerate() {
+        for (j, dt) in [DType::F32, DType::BF16, DType::F16]
+            .into_iter()
+            .enumerate()
+        {
+            for k in [1usize, 2, 8, 22, 31, 32] {
+                for sig in ["tanh", "exp", "tanh_f32"] {
+                    let seed = (i * 1000 + j * 100 + k) as u64;
+                    let m = inputs(
+                        37,
+                        e,
+                        seed,
+                        dt,
+                        seed.is_multiple_of(3),
+                        seed.is_multiple_of(2),
+                    );
+                    let s = sets(&[
+                        ("top_k", k.to_string()),
+                        ("sigmoid", sig.into()),
+                        ("routed_scaling_factor", "2.5".into()),
+                    ]);
+                    v4(&m, &s, &format!("E={e},{dt:?},k={k},{sig}"))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+        }
+    }
+    // Slow path rows (and a normal row between them, in the same launch).
+    let e = 512;
+    let mut l = vec![0.0f32; 5 * e];
+    let mut r = Rng::new(5);
+    for (i, v) in l.iter_mut().enumerate() {
+        *v = match i / e {
+            0 => 0.0,                            // all equal: lowest indices win
+            1 => 20.0 + r.normal_vec(1, 3.0)[0], // every sigmoid rounds to 1 (or near)
+            2 => r.normal_vec(1, 2.0)[0],        // ordinary
+            3 => ((i % 7) as f32) * 0.25,        // 7 distinct values, 73 copies each
+            _ => f32::INFINITY,                  // all +inf: s = 1 for all
+        };
+    }
+    l[4 * e + 100] = f32::NAN;
+    for (bias, name) in [
+        (vec![0.0f32; e], "zero bias"),
+        (
+            (0..e)
+                .map(|i| if i % 50 == 0 { 1e-7 } else { 0.0 })
+                .collect::<Vec<_>>(),
+            "sparse tiny bias",
+        ),
+        (
+            (0..e)
+                .map(|i| match i {
+                    3 => f32::INFINITY,
+                    4 => f32::NEG_INFINITY,
+                    9 => f32::NAN,
+                    _ => 0.0,
+                })
+                .collect::<Vec<_>>(),
+            "inf/nan bias",
+        ),
+    ] {
+        for dt in [DType::F32, DType::BF16] {
+            let mut m = TensorMap::new();
+            m.insert("logits".into(), Tensor::from_f32_as(&[5, e], &l, dt));
+            m.insert("bias".into(), Tensor::from_f32_as(&[e], &bias, dt));
+            for sig in ["tanh", "exp", "tanh_f32"] {
+                let s = sets(&[("top_k", "22".into()), ("sigmoid", sig.into())]);
+                run_all(&m, &s, &format!("slow path rows, {name}, {dt:?}, {sig}"))
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+    }
+}
+
+/// `duet_tanhf` on the GPU (common.cuh) vs the Rust function (reference::num::tanhf) for every
+/// one of the 2^32 f32 inputs, bit for bit (NaNs included: both return the input unchanged).
+#[test]
+#[ignore = "gpu"]
+fn duet_tanhf_bit_exact_on_every_f32() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = common::gpu();
+    let chunk: u32 = 1 << 28;
+    let out = g.alloc_raw::<f32>(chunk as usize).expect("alloc");
+    let f = g
+        .function("noaux_tc_router", "duet_tanhf_chunk")
+        .expect("kernel");
+    let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
+    let mut mismatches = 0u64;
+    let mut first = vec![];
+    let t0 = std::time::Instant::now();
+    for c in 0..16u32 {
+        let base = c * chunk;
+        {
+            let (op, _s) = out.device_ptr(&g.stream);
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&base).arg(&chunk).arg(&op);
+            // SAFETY: matches duet_tanhf_chunk; `out` holds `chunk` f32.
+            unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 32, 256, 0)) }.expect("launch");
+        }
+        let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+        let per = got.len().div_ceil(threads);
+        let results: Vec<(u64, Vec<u32>)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = got
+                .chunks(per)
+                .enumerate()
+                .map(|(ti, part)| {
+                    sc.spawn(move || {
+                        let mut n = 0u64;
+                        let mut f = vec![];
+                        for (i, v) in part.iter().enumerate() {
+                            let b = base + (ti * per + i) as u32;
+                            let want = reference::num::duet_tanhf(f32::from_bits(b));
+                            if want.to_bits() != v.to_bits() {
+                                n += 1;
+                                if f.len() < 8 {
+                                    f.push(b);
+                                }
+                            }
+                        }
+                        (n, f)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().expect("thread")).collect()
+        });
+        for (n, f) in results {
+            mismatches += n;
+            first.extend(f);
+        }
+    }
+    println!(
+        "duet_tanhf on {}: {mismatches} of 2^32 inputs differ from the Rust function ({:.1} s); first: {:?}",
+        g.name,
+        t0.elapsed().as_secs_f64(),
+        first
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:#010x}"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(mismatches, 0);
+}
+
+/// v4's filter assumes |router_sigmoid_approx(x) - s(x)| <= 2^-20 for every f32 x in every
+/// sigmoid mode (it uses a 2^-16 margin): measured here over all 2^32 inputs.
+#[test]
+#[ignore = "gpu"]
+fn v4_filter_sigmoid_bound_on_every_f32() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = common::gpu();
+    let f = g
+        .function("noaux_tc_router", "router_sigmoid_approx_err")
+        .expect("kernel");
+    for (mode, name) in [(0i32, "tanh"), (1, "exp"), (3, "tanh_f32")] {
+        let m = g.alloc_raw::<u32>(1).expect("alloc");
+        let chunk: u32 = 1 << 30;
+        for c in 0..4u32 {
+            let base = c * chunk;
+            let (mp, _s) = m.device_ptr(&g.stream);
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&base).arg(&chunk).arg(&mode).arg(&mp);
+            // SAFETY: matches router_sigmoid_approx_err; `m` holds one u32.
+            unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 32, 256, 0)) }.expect("launch");
+        }
+        let v: Vec<u32> = g.stream.clone_dtoh(&m).expect("download");
+        let err = f32::from_bits(v[0]);
+        println!(
+            "v4 filter sigmoid vs {name}: max |approx - exact| = {err:e} = 2^{:.2} over all 2^32 inputs",
+            (err as f64).log2()
+        );
+        assert!(err <= 2f32.powi(-20), "{name}: {err:e}");
+    }
 }
 
 proptest! {
@@ -93,15 +299,17 @@ proptest! {
     #[test]
     #[ignore = "gpu"]
     fn random_shapes(t in 1usize..200, e_sel in 0usize..8, k_frac in 0.0f64..1.0, seed in any::<u64>(),
-                     grouped in any::<bool>(), bf16 in any::<bool>()) {
+                     grouped in any::<bool>(), bf16 in any::<bool>(), sig in 0usize..3) {
         let e = [32usize, 64, 96, 160, 256, 512, 33, 257][e_sel];
         let (n_group, topk_group) = if grouped && e.is_multiple_of(8) { (8usize, 3usize) } else { (1, 1) };
         let max_k = if n_group > 1 { topk_group * (e / n_group) } else { e }.min(40);
         let k = 1 + ((max_k - 1) as f64 * k_frac) as usize;
         let m = inputs(t, e, seed, if bf16 { DType::BF16 } else { DType::F32 }, seed % 5 == 0, seed % 7 == 0);
+        let sig = ["tanh", "exp", "tanh_f32"][sig];
         let s = sets(&[("top_k", k.to_string()), ("n_group", n_group.to_string()),
-                       ("topk_group", topk_group.to_string()), ("routed_scaling_factor", "5.0".into())]);
-        let name = format!("T={t},E={e},k={k},groups={n_group}/{topk_group}");
+                       ("topk_group", topk_group.to_string()), ("routed_scaling_factor", "5.0".into()),
+                       ("sigmoid", sig.to_string())]);
+        let name = format!("T={t},E={e},k={k},groups={n_group}/{topk_group},{sig}");
         if let Err(msg) = run_all(&m, &s, &name) {
             prop_assert!(false, "{}", msg);
         }

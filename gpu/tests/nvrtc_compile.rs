@@ -99,13 +99,18 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
         "ssu_v4_f16",
         "ssu_v4_f16_sr",
         "ssu_v4_i16",
+        "ssu_v5_f32",
+        "ssu_v5_bf16",
+        "ssu_v5_f16",
+        "ssu_v5_f16_sr",
+        "ssu_v5_i16",
     ] {
         let k = r
             .iter()
             .find(|k| k.kernel == name)
             .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
         assert!(k.registers > 0, "{name}: no register count parsed");
-        if name.starts_with("ssu_v3") || name.starts_with("ssu_v4") {
+        if name.starts_with("ssu_v3") || name.starts_with("ssu_v4") || name.starts_with("ssu_v5") {
             assert_eq!(
                 (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
                 (0, 0, 0),
@@ -117,13 +122,47 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
             );
         }
     }
-    // The bench sweep variants (ssu_x_bf16_r*_e*_s*): all 12 present, none spills.
+    // The bench sweep variants (ssu_x_bf16_r*_e*_s* and the v5 ones ssu_x_bf16_r*_f1_m*): all 16
+    // present, none spills.
     let sweep: Vec<_> = r
         .iter()
         .filter(|k| k.kernel.starts_with("ssu_x_bf16_"))
         .collect();
-    assert_eq!(sweep.len(), 12, "{sweep:?}");
+    assert_eq!(sweep.len(), 16, "{sweep:?}");
     for k in sweep {
         assert_eq!((k.spill_stores_bytes, k.spill_loads_bytes), (0, 0), "{k:?}");
+    }
+}
+
+/// The router kernels: v4 (one warp per token, keys and bounds in registers) neither spills nor
+/// uses a stack frame, so the large-T path stays register-resident.
+#[test]
+fn ptxas_no_spills_in_router_v4() {
+    if !compile::nvrtc_available() {
+        return; // covered by every_kernel_compiles_for_sm90a
+    }
+    let r = compile::resources("noaux_tc_router", "sm_90a").expect("resources");
+    for k in r.iter().filter(|k| k.kernel.starts_with("router_")) {
+        eprintln!(
+            "{:<20} {:>3} regs  spill st/ld {:>4}/{:>4} B  stack {:>4} B  smem {:>5} B",
+            k.kernel,
+            k.registers,
+            k.spill_stores_bytes,
+            k.spill_loads_bytes,
+            k.stack_bytes,
+            k.smem_bytes
+        );
+    }
+    for name in ["router_v4_n8", "router_v4_n16"] {
+        let k = r
+            .iter()
+            .find(|k| k.kernel == name)
+            .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
+        assert!(k.registers > 0, "{name}: no register count parsed");
+        assert_eq!(
+            (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
+            (0, 0, 0),
+            "{name} spills or uses a stack frame: {k:?}"
+        );
     }
 }

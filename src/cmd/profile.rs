@@ -106,9 +106,10 @@ fn metric(k: &NcuKernel, names: &[&str]) -> Option<f64> {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let re = regex::Regex::new(&args.op)
         .map_err(|e| anyhow::anyhow!("'{}' is not a valid regex: {e}", args.op))?;
-    // A --shape preset is not a case-table row: its bytes are in the preset's own JSON.
-    let counted: Option<u64> = if args.shape.is_some() {
-        None
+    // A --shape preset is not a case-table row: the presets with one fixed shape count their
+    // bytes in gpu::bench::preset_counted_bytes (the others report them in their own JSON).
+    let counted: Option<u64> = if let Some(shape) = &args.shape {
+        gpu::bench::preset_counted_bytes(shape)
     } else {
         compare::cases::all()
             .into_iter()
@@ -261,7 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             r["dram_write_bytes"].as_f64(),
         ) {
             println!(
-                "    DRAM read+write {:.2} MB of {:.2} MB counted by the case table",
+                "    DRAM read+write {:.2} MB of {:.2} MB counted",
                 (rd + wr) / 1e6,
                 c as f64 / 1e6
             );
@@ -279,6 +280,26 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::default_kernel_regex;
+
+    #[test]
+    fn presets_with_one_shape_count_their_bytes() {
+        // 8192 x 8192 bf16 in, codes and linear scales out; 512 f32 logits per token + bias,
+        // 22 (i32, f32) picks per token.
+        assert_eq!(
+            gpu::bench::preset_counted_bytes("nvfp4_8192"),
+            Some(134_217_728 + 33_554_432 + 4_194_304)
+        );
+        assert_eq!(
+            gpu::bench::preset_counted_bytes("router_t4096"),
+            Some(4096 * 2048 + 2048 + 4096 * 176)
+        );
+        assert_eq!(
+            gpu::bench::preset_counted_bytes("router_t1_f32sig"),
+            Some(2048 + 2048 + 176)
+        );
+        assert_eq!(gpu::bench::preset_counted_bytes("ssu_b256_bf16"), None);
+        assert_eq!(gpu::bench::preset_counted_bytes("router_tx"), None);
+    }
 
     #[test]
     fn presets_profile_their_own_kernels_not_the_helpers() {

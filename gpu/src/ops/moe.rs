@@ -7,6 +7,9 @@
 //! `v1_m16`, else `v1_m64`); `v1_m16` (16 x 64 tiles, K step 256: decode, bandwidth) and
 //! `v1_m64` (64 x 128 tiles, K step 64: prefill) force one. The m-tiles of all experts are laid
 //! out on the device (`moe_tile_schedule`), so a launch needs no host copy of the offsets.
+//! `v2` is `v1` except that NVFP4 x NVFP4 with <= 8 rows per expert on average runs the `V8`
+//! kernels (tokens as the mma's N dimension, weights streamed straight into registers: decode);
+//! `v2_v8` forces them.
 
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, Gpu};
@@ -17,7 +20,7 @@ use reference::ops::moe_permute::MAX_EXPERTS;
 use reference::ops::nvfp4_quantize::Nvfp4Mode;
 use reference::{DType, Tensor, TensorMap};
 
-const GEMM_VERSIONS: &[&str] = &["v1", "v1_m16", "v1_m64"];
+const GEMM_VERSIONS: &[&str] = &["v1", "v1_m16", "v1_m64", "v2", "v2_v8"];
 
 pub fn ops() -> Vec<GpuOp> {
     vec![
@@ -268,6 +271,9 @@ pub enum TileCfg {
     M16,
     /// 64 x 128 tiles, K step 64 (prefill).
     M64,
+    /// <= 8 token rows x 64 columns, tokens as the mma's N, no shared-memory staging
+    /// (decode; NVFP4 x NVFP4 only).
+    V8,
 }
 
 impl TileCfg {
@@ -275,37 +281,52 @@ impl TileCfg {
         match self {
             TileCfg::M16 => 16,
             TileCfg::M64 => 64,
+            TileCfg::V8 => 8,
         }
     }
     pub fn bn(self) -> usize {
         match self {
             TileCfg::M16 => 64,
             TileCfg::M64 => 128,
+            TileCfg::V8 => 64,
         }
     }
     fn bk(self) -> usize {
         match self {
             TileCfg::M16 => 256,
             TileCfg::M64 => 64,
+            TileCfg::V8 => 128,
         }
     }
     fn tag(self) -> &'static str {
         match self {
             TileCfg::M16 => "m16",
             TileCfg::M64 => "m64",
+            TileCfg::V8 => "v8",
         }
     }
     fn smem(self) -> u32 {
-        ((self.bm() + self.bn()) * (self.bk() + 8) * 2) as u32
+        match self {
+            TileCfg::V8 => 0, // registers + a static 1 KB table
+            _ => ((self.bm() + self.bn()) * (self.bk() + 8) * 2) as u32,
+        }
     }
-    /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one.
-    pub fn pick(version: &str, m: usize, e: usize) -> Result<TileCfg, GpuError> {
+    /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one. `v2`: as `v1`, but
+    /// NVFP4 x NVFP4 with at most 8 rows per expert on average takes `V8`; `v2_v8` forces `V8`
+    /// (`ff`: both operands NVFP4, which `V8` requires).
+    pub fn pick(version: &str, m: usize, e: usize, ff: bool) -> Result<TileCfg, GpuError> {
         match version {
             "v1" => Ok(if m <= 32 * e.max(1) {
                 TileCfg::M16
             } else {
                 TileCfg::M64
             }),
+            "v2" if ff && m <= 8 * e.max(1) => Ok(TileCfg::V8),
+            "v2" => TileCfg::pick("v1", m, e, ff),
+            "v2_v8" if ff => Ok(TileCfg::V8),
+            "v2_v8" => Err(GpuError::Unsupported(format!(
+                "moe grouped GEMM {version}: needs NVFP4 activations and weights"
+            ))),
             "v1_m16" => Ok(TileCfg::M16),
             "v1_m64" => Ok(TileCfg::M64),
             other => Err(GpuError::NoVersion {
@@ -479,6 +500,12 @@ enum HostOperand<'a> {
     },
 }
 
+impl HostOperand<'_> {
+    fn is_nvfp4(&self) -> bool {
+        matches!(self, HostOperand::Fp4 { .. })
+    }
+}
+
 struct GemmInputs<'a> {
     x: HostOperand<'a>,
     w: HostOperand<'a>,
@@ -504,12 +531,24 @@ fn float_not_bf16(inputs: &TensorMap, names: &[&str]) -> Option<String> {
     None
 }
 
-fn gemm1_applicable(_: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
-    float_not_bf16(inputs, &["x", "w1"])
+/// `v2_v8` multiplies NVFP4 by NVFP4 only.
+fn v8_needs_fp4(version: &str, inputs: &TensorMap, w: &str) -> Option<String> {
+    if version.starts_with("v2_v8")
+        && !(inputs.contains_key("x_fp4") && inputs.contains_key(&format!("{w}_fp4")))
+    {
+        return Some(format!(
+            "{version} takes NVFP4 activations and weights ('x_fp4', '{w}_fp4'); bf16 operands run on v1 / v2"
+        ));
+    }
+    None
 }
 
-fn gemm2_applicable(_: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
-    float_not_bf16(inputs, &["x", "w2"])
+fn gemm1_applicable(version: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
+    float_not_bf16(inputs, &["x", "w1"]).or_else(|| v8_needs_fp4(version, inputs, "w1"))
+}
+
+fn gemm2_applicable(version: &str, inputs: &TensorMap, _: &Params) -> Option<String> {
+    float_not_bf16(inputs, &["x", "w2"]).or_else(|| v8_needs_fp4(version, inputs, "w2"))
 }
 
 fn activation<'a>(inp: &Inputs<'a>) -> Result<(HostOperand<'a>, usize, usize), GpuError> {
@@ -715,7 +754,7 @@ struct Prepared {
 }
 
 fn prepare(g: &Gpu, version: &str, gi: &GemmInputs) -> Result<Prepared, GpuError> {
-    let c = TileCfg::pick(version, gi.m, gi.e)?;
+    let c = TileCfg::pick(version, gi.m, gi.e, gi.x.is_nvfp4() && gi.w.is_nvfp4())?;
     let x = upload_operand(g, &gi.x)?;
     let w = upload_operand(g, &gi.w)?;
     let off = g.upload(&Tensor::from_i64(&[gi.e + 1], gi.offsets.clone()))?;
@@ -1089,10 +1128,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     };
     let idx_p = d_idx.ptr(st);
     launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po)?;
-    let cfgc = TileCfg::pick("v1", m, e)?;
-    let sched = Schedule::new(g, cfgc, m, e)?;
     let offp = ptr(g, &off64);
-    sched.launch(g, offp, e)?;
     // GEMM1 out (NVFP4 [M, I]) -> GEMM2 in; GEMM2 out bf16 [M, L].
     let y = raw(m * i / 2)?;
     let ys = raw(m * i / 16)?;
@@ -1136,22 +1172,6 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     };
     g.sync()?;
     let small = t <= 64;
-    let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
-    let gemm2 = || launch_gemm(g, &sched, &yo, &w2o, offp, l, i, &epi2);
-    let (t1, t1g) = crate::bench::time_launch(g, small, gemm1)?;
-    let (t2, t2g) = crate::bench::time_launch(g, small, gemm2)?;
-    let (tl, tlg) = crate::bench::time_launch(g, small, || {
-        sched.launch(g, offp, e)?;
-        gemm1()?;
-        gemm2()
-    })?;
-    let (tp, _) = crate::bench::time_launch(g, false, || {
-        launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po)
-    })?;
-    let best = |a: &crate::runtime::Timing, b: &Option<crate::runtime::Timing>| {
-        b.as_ref().map_or(a.median_us, |x| x.median_us)
-    };
-    let layer_us = best(&tl, &tlg);
     let flops = 2.0 * 2.0 * (m * l * i) as f64;
     let experts_hit = {
         let offs = g
@@ -1161,19 +1181,64 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         offs.windows(2).filter(|w| w[1] > w[0]).count()
     };
     let weight_bytes = experts_hit as f64 * 2.0 * (l * i) as f64 * (0.5 + 1.0 / 16.0);
+    let best = |a: &crate::runtime::Timing, b: &Option<crate::runtime::Timing>| {
+        b.as_ref().map_or(a.median_us, |x| x.median_us)
+    };
+    // Every GEMM version's tile choice for this shape (v2 differs from v1 where it takes V8).
+    let mut versions = vec![];
+    let mut tiles_seen = vec![];
+    for ver in ["v1", "v2"] {
+        let cfgc = TileCfg::pick(ver, m, e, true)?;
+        if tiles_seen.contains(&cfgc.tag()) {
+            continue;
+        }
+        tiles_seen.push(cfgc.tag());
+        let sched = Schedule::new(g, cfgc, m, e)?;
+        sched.launch(g, offp, e)?;
+        g.sync()?;
+        let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
+        let gemm2 = || launch_gemm(g, &sched, &yo, &w2o, offp, l, i, &epi2);
+        let (t1, t1g) = crate::bench::time_launch(g, small, gemm1)?;
+        let (t2, t2g) = crate::bench::time_launch(g, small, gemm2)?;
+        let (tl, tlg) = crate::bench::time_launch(g, small, || {
+            sched.launch(g, offp, e)?;
+            gemm1()?;
+            gemm2()
+        })?;
+        let layer_us = best(&tl, &tlg);
+        versions.push(serde_json::json!({
+            "version": ver, "tile": cfgc.tag(), "us": layer_us,
+            "layer": {"event": timing_json(&tl), "graph_per_launch": tlg.as_ref().map(timing_json),
+                      "us": layer_us, "pct_of_floor": 100.0 * floor_us / layer_us,
+                      "tflops": flops / (layer_us * 1e-6) / 1e12,
+                      "weight_gb_per_s": weight_bytes / (layer_us * 1e-6) / 1e9,
+                      "note": "tile schedule + GEMM1 (relu^2 + NVFP4 epilogue) + GEMM2"},
+            "gemm1": {"event": timing_json(&t1), "graph_per_launch": t1g.as_ref().map(timing_json)},
+            "gemm2": {"event": timing_json(&t2), "graph_per_launch": t2g.as_ref().map(timing_json)},
+        }));
+    }
+    let (tp, _) = crate::bench::time_launch(g, false, || {
+        launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po)
+    })?;
+    let fastest = versions
+        .iter()
+        .min_by(|a, b| {
+            let f = |v: &serde_json::Value| v["us"].as_f64().unwrap_or(f64::MAX);
+            f(a).total_cmp(&f(b))
+        })
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
     Ok(serde_json::json!({
         "op": "moe_expert_layer",
         "shape": {"T": t, "E": e, "top_k": k, "latent": l, "width": i, "rows": m,
                   "weights": "nvfp4", "activations": "nvfp4", "gemm2_out": "bf16",
-                  "tile": cfgc.tag(), "experts_hit": experts_hit},
+                  "tile": fastest["tile"], "experts_hit": experts_hit},
         "floor_us": floor_us,
-        "layer": {"event": timing_json(&tl), "graph_per_launch": tlg.as_ref().map(timing_json),
-                  "us": layer_us, "pct_of_floor": 100.0 * floor_us / layer_us,
-                  "tflops": flops / (layer_us * 1e-6) / 1e12,
-                  "weight_gb_per_s": weight_bytes / (layer_us * 1e-6) / 1e9,
-                  "note": "tile schedule + GEMM1 (relu^2 + NVFP4 epilogue) + GEMM2"},
-        "gemm1": {"event": timing_json(&t1), "graph_per_launch": t1g.as_ref().map(timing_json)},
-        "gemm2": {"event": timing_json(&t2), "graph_per_launch": t2g.as_ref().map(timing_json)},
+        "fastest_version": fastest["version"],
+        "layer": fastest["layer"],
+        "gemm1": fastest["gemm1"],
+        "gemm2": fastest["gemm2"],
+        "versions": versions,
         "permute": {"event": timing_json(&tp), "note": "not part of the layer time"},
     }))
 }

@@ -1,6 +1,9 @@
 //! `noaux_tc_router` on the GPU (gpu/kernels/noaux_tc_router.cu): v1 block per token (any
 //! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
-//! bitonic sort (E <= 1024, one group); `auto` picks by T ([`auto_version`]).
+//! bitonic sort (E <= 1024, one group), v4 warp per token with 16-byte loads and exact sigmoids
+//! only for the candidates of an approximate-sigmoid filter (E = 256 or 512, one group,
+//! k <= 32, 16-byte aligned logits); `auto` picks by T ([`auto_version`]). Every version
+//! accepts every sigmoid mode (`tanh`, `exp`, `tanh_f32`) and is bit-exact with the reference.
 
 use super::RunOpts;
 use crate::runtime::{cfg, dtype_code, Gpu};
@@ -15,6 +18,27 @@ const OP: &str = "noaux_tc_router";
 const V2_N: &[usize] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32];
 const V1_MAX_E: usize = 4096;
 const V3_MAX_E: usize = 1024;
+/// E/32 values with a compiled v4 kernel (`router_v4_n<N>`).
+const V4_N: &[usize] = &[8, 16];
+
+/// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
+/// `duet check --backend gpu` runs).
+pub const VERSIONS: &[&str] = &["auto", "v1", "v2", "v3", "v4"];
+
+fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
+    if c.n_group != 1 {
+        return Some(format!("v4 is single-group (n_group = {})", c.n_group));
+    }
+    if c.top_k > 32 {
+        return Some(format!("v4 needs top_k <= 32 (top_k = {})", c.top_k));
+    }
+    if !experts.is_multiple_of(32) || !V4_N.contains(&(experts / 32)) {
+        return Some(format!(
+            "v4 needs E = 32*N with N in {V4_N:?}, i.e. E = 256 or 512 (E = {experts})"
+        ));
+    }
+    None
+}
 
 fn v3_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     if c.n_group != 1 {
@@ -43,7 +67,7 @@ fn config(p: &Params) -> Result<RouterConfig, GpuError> {
         norm_mode: NormMode::parse(norm_s)
             .ok_or_else(|| perr("norm_mode", format!("'{norm_s}' is not a norm mode")))?,
         sigmoid: SigmoidMode::parse(sig_s)
-            .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh or exp")))?,
+            .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh, exp or tanh_f32")))?,
         group_mask: GroupMask::parse(p.str("group_mask")?)
             .ok_or_else(|| perr("group_mask", "must be neg_inf or zero".into()))?,
     })
@@ -64,10 +88,26 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
-/// The version `auto` runs. H200 (E = 512, k = 22): v3 (block per token) is the fastest at
-/// small T (6 us at T = 64 vs 17 us for v2), v2 (warp per token) at large T (45 us at T = 4096
-/// vs 108 us for v3); the crossover is taken at T = 512. v1 where neither applies.
+/// The version `auto` runs. H200 (E = 512, k = 22, graph replay): v4 wherever it applies, at
+/// every T (3.8 / 4.8 / 10.6 / 63 us at T = 1 / 64 / 4096 / 32768 vs v3 5.8 / 6.0 and v2
+/// 25.8 / 172; bit-exact in every gpu_router test). Otherwise v3 (block per token) at small T
+/// (6 us at T = 64 vs 17 us for v2), v2 (warp per token) at large T (45 us at T = 4096 vs 108 us
+/// for v3); the crossover is taken at T = 512. v1 where none applies. (`Launch::run` skips v4
+/// for logits that are not 16-byte aligned: [`auto_version_aligned`].)
 pub fn auto_version(tokens: usize, experts: usize, c: &RouterConfig) -> &'static str {
+    auto_version_aligned(tokens, experts, c, true)
+}
+
+/// [`auto_version`] for logits whose address is (or is not) 16-byte aligned.
+pub fn auto_version_aligned(
+    tokens: usize,
+    experts: usize,
+    c: &RouterConfig,
+    aligned: bool,
+) -> &'static str {
+    if aligned && v4_ok(experts, c).is_none() {
+        return "v4";
+    }
     let (v2, v3) = (v2_ok(experts, c).is_none(), v3_ok(experts, c).is_none());
     match (tokens <= 512, v2, v3) {
         (true, _, true) => "v3",
@@ -87,6 +127,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
+        "v4" => v4_ok(experts, &c),
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -116,7 +157,7 @@ pub fn run(
     let c = config(p)?;
     c.validate(experts).map_err(|e| inp.invalid(e))?;
     let version = match version {
-        "auto" => auto_version(tokens, experts, &c),
+        "auto" => auto_version(tokens, experts, &c), // fresh uploads are 16-byte aligned
         v => v,
     };
     let logits = g.upload(lt)?;
@@ -178,6 +219,7 @@ impl Launch {
             _ if self.f32_sigmoid_bench => 2,
             SigmoidMode::Tanh => 0,
             SigmoidMode::Exp => 1,
+            SigmoidMode::TanhF32 => 3,
         };
         let t = self.tokens as i64;
         match version {
@@ -281,15 +323,51 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
+            "v4" => {
+                if let Some(why) = v4_ok(self.experts, c) {
+                    return Err(GpuError::Unsupported(why));
+                }
+                if !self.logits.is_multiple_of(16) {
+                    return Err(GpuError::Unsupported(format!(
+                        "router v4 reads the logits with 16-byte loads: the pointer {:#x} is not \
+                         16-byte aligned",
+                        self.logits
+                    )));
+                }
+                let name = format!("router_v4_n{}", self.experts / 32);
+                let f = g.function("noaux_tc_router", &name)?;
+                let blocks = self.tokens.div_ceil(8);
+                if blocks > i32::MAX as usize {
+                    return Err(GpuError::Unsupported("router v4: too many tokens".into()));
+                }
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.logits)
+                    .arg(&self.logits_dt)
+                    .arg(&self.bias)
+                    .arg(&self.bias_dt);
+                a.arg(&t)
+                    .arg(&k)
+                    .arg(&r)
+                    .arg(&norm)
+                    .arg(&norm_mode)
+                    .arg(&sig);
+                a.arg(&self.out_idx).arg(&self.out_w);
+                // SAFETY: matches router_v4_n<N>'s signature; 8 tokens per 256-thread block;
+                // logits hold T*E values at a 16-byte aligned address (checked above), bias E,
+                // outputs T*k; shared memory is static.
+                unsafe { a.launch(cfg(blocks as u32, 256, 0)) }
+                    .map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+            }
             "auto" => {
-                let v = auto_version(self.tokens, self.experts, c);
+                let aligned = self.logits.is_multiple_of(16);
+                let v = auto_version_aligned(self.tokens, self.experts, c, aligned);
                 return self.run(g, v);
             }
             other => {
                 return Err(GpuError::NoVersion {
                     op: OP.into(),
                     version: other.into(),
-                    known: "auto, v1, v2, v3".into(),
+                    known: VERSIONS.join(", "),
                 })
             }
         }

@@ -25,7 +25,7 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2", "v3", "v4"],
+        versions: &["auto", "v1", "v2", "v3", "v4", "v5"],
         run,
         applicable,
     }]
@@ -83,7 +83,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if version == "v3" || version == "v4" {
+    if version == "v3" || version == "v4" || version == "v5" {
         return v3_ok(dstate, st.dtype());
     }
     None
@@ -132,11 +132,11 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4"].contains(&version) && sweep_rpt(version).is_none() {
+    if !["auto", "v1", "v2", "v3", "v4", "v5"].contains(&version) && sweep_rpt(version).is_none() {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4".into(),
+            known: "auto, v1, v2, v3, v4, v5".into(),
         });
     }
     let inp = Inputs::new(OP, inputs);
@@ -203,7 +203,10 @@ pub fn run(
         DType::F32,
         opts.poison,
     )?;
-    // auto: v3 where its layout conditions hold (v3_ok), else v1. Measured on the H200
+    // auto: v5 where v3's layout conditions hold (v3_ok), else v1. v5 (v3 with B/C in
+    // registers, hardware bf16 rounding, FMA in `out`) measured 734.6 / 186.2 us vs v3's 817.7 /
+    // 209.6 us at batch 256 / 64, bf16 per head (H200, session 3, docs/measurements/
+    // h200_session3_presets.json). Earlier, measured on the H200
     // (docs/measurements/h200_ssu_v1_v3_bench.jsonl, bf16 state): v3 10.0 / 208 / 815 us vs v1
     // 20.3 / 1020 / 4063 us at batch 1 / 64 / 256. v2 is never picked (slower than v1), nor v4
     // (19.5 / 297 / 1199 us: bit-exact, slower than v3; docs/measurements/h200_session2_presets.json).
@@ -215,13 +218,13 @@ pub fn run(
             }
             "v2"
         }
-        "v3" | "v4" => {
+        "v3" | "v4" | "v5" => {
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
             }
             version
         }
-        "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v3",
+        "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
         v if sweep_rpt(v).is_some() => {
             if state_dtype != DType::BF16 || sr == 1 {
                 return Err(GpuError::Unsupported(format!(
@@ -380,6 +383,10 @@ pub const SWEEP: &[&str] = &[
     "x_bf16_r8_e1_s0",
     "x_bf16_r8_e0_s1",
     "x_bf16_r8_e1_s1",
+    "x_bf16_r4_f1_m4",
+    "x_bf16_r2_f1_m6",
+    "x_bf16_r8_f1_m4",
+    "x_bf16_r2_f1_m4",
 ];
 
 /// Rows per thread of a sweep variant name (None: not a sweep variant).
@@ -397,7 +404,10 @@ fn sweep_rpt(v: &str) -> Option<usize> {
 /// `ssu_sweep_b{batch}_bf16`: every sweep variant at the Super shape, dt / D / dt_bias per head,
 /// sorted by time (the tests check each variant bit-exact: gpu/tests/gpu_ssu.rs).
 pub fn bench_sweep(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
-    let mut v = vec![bench_super_version(g, batch, DType::BF16, "v3", true)?];
+    let mut v = vec![
+        bench_super_version(g, batch, DType::BF16, "v3", true)?,
+        bench_super_version(g, batch, DType::BF16, "v5", true)?,
+    ];
     for name in SWEEP {
         v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
     }
@@ -422,7 +432,7 @@ fn launch_shape(
 ) -> (String, usize) {
     match version {
         "v2" => ("ssu_v2".into(), 1),
-        "v3" | "v4" => {
+        "v3" | "v4" | "v5" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -456,7 +466,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let mut v = vec![];
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
-    for version in ["v1", "v3", "v4"] {
+    for version in ["v1", "v3", "v4", "v5"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }

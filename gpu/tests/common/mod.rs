@@ -34,7 +34,8 @@ pub fn diff(
     let o = ops::find(op).map_err(|e| e.to_string())?;
     let mut runs = vec![];
     for poison in [0xFFu8, 0x00, 0x5A] {
-        let got = ops::run_version(&g, &o, version, inputs, sets, &RunOpts { poison })
+        // Unlisted: the SSU sweep variants are accepted by the op but not listed as versions.
+        let got = ops::run_unlisted_version(&g, &o, version, inputs, sets, &RunOpts { poison })
             .map_err(|e| format!("{name} gpu:{op}:{version} (poison {poison:#04x}): {e}"))?;
         runs.push(got);
     }

@@ -141,6 +141,36 @@ fn float_of(v: &Value) -> Option<f64> {
     }
 }
 
+/// `x` as the f32 the model computes with; a finite value that overflows f32 or a non-zero
+/// value that underflows to 0 is an error (NaN and +-inf pass: `Config::validate` judges them).
+fn narrow_f32(x: f64) -> Result<f32, String> {
+    let f = x as f32;
+    if x.is_finite() && !f.is_finite() {
+        return Err(format!(
+            "is {}, beyond the f32 range (|x| <= {:e}); fix it in config.json",
+            short(x),
+            f32::MAX
+        ));
+    }
+    if x != 0.0 && f == 0.0 {
+        return Err(format!(
+            "is {}, which rounds to 0 in f32 (the model computes in f32); fix it in config.json",
+            short(x)
+        ));
+    }
+    Ok(f)
+}
+
+/// `x` in scientific notation with at most 15 significant digits, as a config writes it (JSON
+/// parsing may land one ulp off: `1e-50` reads back as `9.999999999999999e-51`).
+fn short(x: f64) -> String {
+    let s = format!("{x:.14e}");
+    match s.split_once('e') {
+        Some((m, e)) => format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.')),
+        None => s,
+    }
+}
+
 fn parse_float_str(s: &str) -> Option<f64> {
     match s.trim().to_ascii_lowercase().as_str() {
         "infinity" | "inf" | "+inf" | "+infinity" => Some(f64::INFINITY),
@@ -189,9 +219,11 @@ impl Reader<'_> {
     fn f32_or(&self, key: &str, d: f32) -> Result<f32, ModelError> {
         match self.obj.get(key).filter(|v| !v.is_null()) {
             None => Ok(d),
-            Some(v) => float_of(v)
-                .map(|x| x as f32)
-                .ok_or_else(|| self.err(key, format!("must be a number, found {v}"))),
+            Some(v) => {
+                let x = float_of(v)
+                    .ok_or_else(|| self.err(key, format!("must be a number, found {v}")))?;
+                narrow_f32(x).map_err(|m| self.err(key, m))
+            }
         }
     }
     fn bool_or(&self, key: &str, d: bool) -> Result<bool, ModelError> {
@@ -310,7 +342,10 @@ impl Config {
                     .ok_or_else(|| r.err("time_step_limit", "min is not a number"))?;
                 let hi = float_of(&a[1])
                     .ok_or_else(|| r.err("time_step_limit", "max is not a number"))?;
-                (lo as f32, hi as f32)
+                let n = |x: f64, which: &str| {
+                    narrow_f32(x).map_err(|m| r.err("time_step_limit", format!("{which} {m}")))
+                };
+                (n(lo, "min")?, n(hi, "max")?)
             }
         };
         for (key, want) in [("mamba_hidden_act", "silu"), ("mlp_hidden_act", "relu2")] {
@@ -361,7 +396,8 @@ impl Config {
         Ok(c)
     }
 
-    /// Checks the divisibility rules the model relies on.
+    /// Checks the rules the model relies on: bounded sizes, divisibility, and every float field
+    /// finite and in its valid range. Errors name `origin`, the field, its value and the fix.
     pub fn validate(&self, origin: &str) -> Result<(), ModelError> {
         let e = |m: String| Err(ModelError::Config(format!("{origin}: {m}")));
         let uses = |k: LayerKind| self.layers.contains(&k) || self.mtp_layers.contains(&k);
@@ -403,22 +439,39 @@ impl Config {
         if self.layers.is_empty() {
             return e("the layer pattern is empty; give at least one layer".into());
         }
-        for (name, v) in [
-            ("layer_norm_epsilon", self.layer_norm_epsilon),
-            ("routed_scaling_factor", self.routed_scaling_factor),
+        // Every float field: finite and in its valid range (only the time-step limit's max may
+        // be +inf, "no upper clamp"). A bad value would otherwise run to NaN outputs (eps) or
+        // fail later in an op without naming config.json (the router's scaling factor).
+        for (name, v, what) in [
+            (
+                "layer_norm_epsilon",
+                self.layer_norm_epsilon,
+                "the RMSNorm epsilon; the hub checkpoints use 1e-5",
+            ),
+            (
+                "routed_scaling_factor",
+                self.routed_scaling_factor,
+                "the scale of the routed experts' weights; Nemotron 3 Super uses 5.0",
+            ),
+            (
+                "time_step_min",
+                self.time_step_min,
+                "the smallest dt of the dt initialisation; the hub checkpoints use 0.001",
+            ),
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return e(format!(
-                    "{name} = {v} must be a finite number > 0; check config.json"
+                    "{name} = {v} must be a finite number > 0 ({what}); fix it in config.json"
                 ));
             }
         }
-        if self.time_step_min.is_nan() {
-            return e("time_step_min is NaN; check config.json".into());
-        }
         let (lo, hi) = self.time_step_limit;
-        if lo.is_nan() || hi.is_nan() || lo > hi {
-            return e(format!("time_step_limit = [{lo}, {hi}] must be an ordered pair of numbers; check config.json"));
+        if !(lo.is_finite() && lo >= 0.0 && hi > 0.0 && lo <= hi) {
+            return e(format!(
+                "time_step_limit = [{lo}, {hi}] must be [min, max] with min finite and >= 0, max > 0 \
+                 and min <= max (the clamp of dt; max may be Infinity for no upper clamp, the hub \
+                 value is [0.0, Infinity]); fix it in config.json"
+            ));
         }
         if self.hidden_size == 0 || self.vocab_size == 0 {
             return e("hidden_size and vocab_size must be positive".into());
@@ -581,5 +634,105 @@ impl Config {
             topk_group: 1,
             norm_topk_prob: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod float_field_tests {
+    use super::*;
+
+    fn check(c: &Config) -> Result<(), String> {
+        c.validate("m/config.json").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_float_field_must_be_finite_and_in_range() {
+        type Set = fn(&mut Config, f32);
+        let fields: [(&str, Set); 3] = [
+            ("layer_norm_epsilon", |c, v| c.layer_norm_epsilon = v),
+            ("routed_scaling_factor", |c, v| c.routed_scaling_factor = v),
+            ("time_step_min", |c, v| c.time_step_min = v),
+        ];
+        for (name, set) in fields {
+            for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -1.0] {
+                let mut c = Config::tiny();
+                set(&mut c, bad);
+                let err = check(&c).expect_err(&format!("{name} = {bad} accepted"));
+                for needle in [
+                    "m/config.json",
+                    name,
+                    &format!("= {bad}"),
+                    "fix it in config.json",
+                ] {
+                    assert!(err.contains(needle), "{name} = {bad}: {err}");
+                }
+            }
+            for good in [1e-6f32, 0.001, 1.0, 5.0] {
+                let mut c = Config::tiny();
+                set(&mut c, good);
+                assert_eq!(check(&c), Ok(()), "{name} = {good}");
+            }
+        }
+        let inf = f32::INFINITY;
+        for bad in [
+            (f32::NAN, inf),
+            (0.0, f32::NAN),
+            (f32::NEG_INFINITY, inf),
+            (-1.0, 0.1),
+            (0.5, 0.1),
+            (0.0, 0.0),
+            (inf, inf),
+        ] {
+            let mut c = Config::tiny();
+            c.time_step_limit = bad;
+            let err = check(&c).expect_err(&format!("time_step_limit {bad:?} accepted"));
+            assert!(
+                err.contains("time_step_limit = [") && err.contains("config.json"),
+                "{err}"
+            );
+        }
+        for good in [(0.0, inf), (0.0, 0.1), (0.001, 1e30), (0.1, 0.1)] {
+            let mut c = Config::tiny();
+            c.time_step_limit = good;
+            assert_eq!(check(&c), Ok(()), "time_step_limit {good:?}");
+        }
+    }
+
+    #[test]
+    fn floats_outside_f32_are_named_not_rounded() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../fixtures/models/nemotron-tiny-a/config.json"
+        );
+        let base: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json");
+        let with = |k: &str, v: Value| {
+            let mut c = base.clone();
+            c[k] = v;
+            Config::from_json_str(&c.to_string(), "m/config.json").map_err(|e| e.to_string())
+        };
+        assert!(with("layer_norm_epsilon", serde_json::json!(1e-5)).is_ok());
+        for (k, v, needle) in [
+            ("layer_norm_epsilon", serde_json::json!(1e-50), "1e-50"),
+            ("routed_scaling_factor", serde_json::json!(1e300), "1e300"),
+            ("time_step_min", serde_json::json!(-1e39), "-1e39"),
+            (
+                "time_step_limit",
+                serde_json::json!([0.0, 1e39]),
+                "max is 1e39",
+            ),
+        ] {
+            let err = with(k, v).expect_err(k);
+            for n in ["m/config.json", k, needle, "f32"] {
+                assert!(err.contains(n), "{k}: {err}");
+            }
+        }
+        // The hub's spelling of "no upper clamp".
+        let hub = with(
+            "time_step_limit",
+            serde_json::json!([0.0, {"__float__": "Infinity"}]),
+        )
+        .expect("hub time_step_limit");
+        assert_eq!(hub.time_step_limit, (0.0, f32::INFINITY));
     }
 }

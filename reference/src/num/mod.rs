@@ -9,6 +9,7 @@
 //! | [`rcp_approx`]        | PTX `rcp.approx.ftz.f32`, bit-exact from an H200 measurement   |
 //! | [`philox`]            | Philox-4x32-R counter-based random numbers                    |
 //! | [`stochastic_round`]  | f32 -> f16 stochastic rounding from 13 random bits (SSU state)|
+//! | [`tanhf`]             | `duet_tanhf`: f32 tanh from plain f32 ops (router sigmoid)     |
 //!
 //! All functions are pure and work on raw bits where the format has no Rust type, so the
 //! CPU reference and the CUDA kernels can share one documented algorithm.
@@ -20,6 +21,7 @@ pub mod f16;
 pub mod philox;
 pub mod rcp_approx;
 pub mod stochastic_round;
+pub mod tanhf;
 
 pub use bf16::{bf16_bits_to_f32, f32_to_bf16_bits, round_bf16};
 pub use e2m1::{e2m1_to_f32, f32_to_e2m1, pack_e2m1, unpack_e2m1, E2M1_MAX, E2M1_VALUES};
@@ -31,3 +33,4 @@ pub use rcp_approx::{
     RcpTable, RcpTableError,
 };
 pub use stochastic_round::stochastic_round_f16_bits;
+pub use tanhf::{duet_tanhf, sigmoid_tanh_f32};

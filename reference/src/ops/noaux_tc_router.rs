@@ -88,6 +88,13 @@ pub enum SigmoidMode {
     /// `1 / (1 + exp(-x))` correctly rounded to f32 (computed in f64): torch's `sigmoid`
     /// within its last-bit error.
     Exp,
+    /// `0.5 * duet_tanhf(0.5 x) + 0.5`, every step an f32 operation
+    /// ([`crate::num::tanhf`]: `duet_tanhf` is within 1 ulp of the correctly rounded tanh over
+    /// all 2^32 inputs, like CUDA's `tanhf`, and bit-identical on CPU and GPU). Differs from
+    /// [`SigmoidMode::Tanh`] by at most one ulp of `s` (2^-24), and only where `duet_tanhf`
+    /// differs from the correctly rounded tanh (0.13% of inputs, by 1 ulp). No f64 anywhere: the fast
+    /// GPU path.
+    TanhF32,
 }
 
 impl SigmoidMode {
@@ -95,6 +102,7 @@ impl SigmoidMode {
         match s {
             "tanh" => Some(SigmoidMode::Tanh),
             "exp" => Some(SigmoidMode::Exp),
+            "tanh_f32" => Some(SigmoidMode::TanhF32),
             _ => None,
         }
     }
@@ -217,6 +225,7 @@ pub fn sigmoid(x: f32, mode: SigmoidMode) -> f32 {
             0.5f32 * t + 0.5f32
         }
         SigmoidMode::Exp => (1.0 / (1.0 + (-(x as f64)).exp())) as f32,
+        SigmoidMode::TanhF32 => crate::num::tanhf::sigmoid_tanh_f32(x),
     }
 }
 
@@ -386,9 +395,11 @@ pub fn def() -> OpDef {
             ),
             ParamSpec::new(
                 "sigmoid",
-                ParamKind::Enum(&["tanh", "exp"]),
+                ParamKind::Enum(&["tanh", "exp", "tanh_f32"]),
                 Some("tanh"),
-                "tanh: 0.5*tanh(0.5x)+0.5 (TRT-LLM); exp: 1/(1+exp(-x)) (torch)",
+                "tanh: 0.5*tanh(0.5x)+0.5 (TRT-LLM; tanh correctly rounded via f64); exp: \
+                 1/(1+exp(-x)) (torch); tanh_f32: the same with duet_tanhf, an all-f32 tanh \
+                 within 1 ulp (reference::num::tanhf; bit-identical on the GPU, no f64)",
             ),
             ParamSpec::new(
                 "group_mask",
@@ -440,7 +451,7 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
             )
         })?,
         sigmoid: SigmoidMode::parse(sig_s)
-            .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh or exp")))?,
+            .ok_or_else(|| perr("sigmoid", format!("'{sig_s}' is not tanh, exp or tanh_f32")))?,
         group_mask: GroupMask::parse(p.str("group_mask")?)
             .ok_or_else(|| perr("group_mask", "must be neg_inf or zero".into()))?,
     };
@@ -456,4 +467,108 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
             Tensor::from_f32(&[tokens, k], r.topk_weights),
         ),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(sig: SigmoidMode, k: usize) -> RouterConfig {
+        RouterConfig {
+            top_k: k,
+            sigmoid: sig,
+            ..RouterConfig::nemotron_super()
+        }
+    }
+
+    #[test]
+    fn tanh_f32_mode_parses_and_is_the_f32_sigmoid() {
+        assert_eq!(SigmoidMode::parse("tanh_f32"), Some(SigmoidMode::TanhF32));
+        assert_eq!(SigmoidMode::parse("tanh"), Some(SigmoidMode::Tanh));
+        for x in [
+            -30.0f32, -3.5, -0.7, -1e-30, 0.0, 1e-7, 0.3, 1.25, 7.0, 50.0,
+        ] {
+            assert_eq!(
+                sigmoid(x, SigmoidMode::TanhF32).to_bits(),
+                crate::num::tanhf::sigmoid_tanh_f32(x).to_bits()
+            );
+            let d = (sigmoid(x, SigmoidMode::TanhF32) - sigmoid(x, SigmoidMode::Tanh)).abs();
+            assert!(d <= 2f32.powi(-24), "{x}: {d:e}");
+        }
+        assert!(sigmoid(f32::NAN, SigmoidMode::TanhF32).is_nan());
+        assert_eq!(sigmoid(f32::INFINITY, SigmoidMode::TanhF32), 1.0);
+        assert_eq!(sigmoid(f32::NEG_INFINITY, SigmoidMode::TanhF32), 0.0);
+        // Subnormal logits: s = 0.5 exactly.
+        assert_eq!(sigmoid(f32::from_bits(1), SigmoidMode::TanhF32), 0.5);
+        assert_eq!(
+            sigmoid(-f32::from_bits(0x7fffff), SigmoidMode::TanhF32),
+            0.5
+        );
+    }
+
+    /// Routing with the f32 sigmoid: winners are the top-k of `sigmoid_tanh_f32(x) + b` (brute
+    /// force, ties to the lowest index), weights normalised from those scores; NaN / inf
+    /// logits follow the module's NaN policy.
+    #[test]
+    fn tanh_f32_routing_matches_brute_force() {
+        let (t, e, k) = (3usize, 64usize, 6usize);
+        let mut logits: Vec<f32> = (0..t * e)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        logits[5] = f32::INFINITY;
+        logits[e + 9] = f32::NAN;
+        logits[2 * e + 3] = f32::NEG_INFINITY;
+        let bias: Vec<f32> = (0..e).map(|i| (i % 5) as f32 * 0.01).collect();
+        let c = cfg(SigmoidMode::TanhF32, k);
+        let r = route(&logits, &bias, t, e, &c).unwrap();
+        for tok in 0..t {
+            let row = &logits[tok * e..(tok + 1) * e];
+            let s: Vec<f32> = row
+                .iter()
+                .map(|&x| crate::num::tanhf::sigmoid_tanh_f32(x))
+                .collect();
+            let mut order: Vec<u64> = (0..e).map(|i| packed_key(s[i] + bias[i], i)).collect();
+            order.sort_unstable_by(|a, b| b.cmp(a));
+            let want: Vec<i32> = order[..k].iter().map(|&p| unpack_index(p) as i32).collect();
+            assert_eq!(
+                &r.topk_indices[tok * k..(tok + 1) * k],
+                &want[..],
+                "token {tok}"
+            );
+            let sum = want.iter().fold(0f32, |a, &i| a + s[i as usize]);
+            for (j, &i) in want.iter().enumerate() {
+                let w = (s[i as usize] as f64 * 5.0 / (sum as f64 + 1e-20)) as f32;
+                assert_eq!(
+                    r.topk_weights[tok * k + j].to_bits(),
+                    w.to_bits(),
+                    "token {tok} rank {j}"
+                );
+            }
+        }
+        // NaN logit: selected first, NaN weights (the +inf one is covered by the brute force).
+        assert_eq!(r.topk_indices[k], 9);
+        assert!(r.topk_weights[k..2 * k].iter().all(|w| w.is_nan()));
+    }
+
+    #[test]
+    fn tanh_f32_is_accepted_by_the_op() {
+        let def = def();
+        let mut m = TensorMap::new();
+        m.insert(
+            "logits".into(),
+            Tensor::from_f32(&[2, 8], (0..16).map(|i| i as f32 * 0.3 - 2.0).collect()),
+        );
+        m.insert("bias".into(), Tensor::from_f32(&[8], vec![0.0; 8]));
+        let set = |v: &str| {
+            vec![
+                ("top_k".to_string(), "3".to_string()),
+                ("sigmoid".to_string(), v.to_string()),
+            ]
+        };
+        let a = def.call(&m, &set("tanh_f32")).unwrap();
+        let b = def.call(&m, &set("tanh")).unwrap();
+        assert_eq!(a["topk_indices"], b["topk_indices"]);
+        let err = def.call(&m, &set("tanh64")).unwrap_err().to_string();
+        assert!(err.contains("tanh_f32"), "{err}");
+    }
 }
