@@ -3,6 +3,21 @@
 
 use gpu::compile;
 
+/// One line per kernel of ptxas' report (shown with --nocapture).
+fn print_resources<'a>(ks: impl Iterator<Item = &'a compile::KernelResources>) {
+    for k in ks {
+        eprintln!(
+            "{:<20} {:>3} regs  spill st/ld {:>4}/{:>4} B  stack {:>4} B  smem {:>5} B",
+            k.kernel,
+            k.registers,
+            k.spill_stores_bytes,
+            k.spill_loads_bytes,
+            k.stack_bytes,
+            k.smem_bytes
+        );
+    }
+}
+
 #[test]
 fn every_kernel_compiles_for_sm90a() {
     if !compile::nvrtc_available() {
@@ -75,17 +90,7 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
         return; // covered by every_kernel_compiles_for_sm90a
     }
     let r = compile::resources("selective_state_update", "sm_90a").expect("resources");
-    for k in &r {
-        eprintln!(
-            "{:<20} {:>3} regs  spill st/ld {:>4}/{:>4} B  stack {:>4} B  smem {:>5} B",
-            k.kernel,
-            k.registers,
-            k.spill_stores_bytes,
-            k.spill_loads_bytes,
-            k.stack_bytes,
-            k.smem_bytes
-        );
-    }
+    print_resources(r.iter());
     for name in [
         "ssu_v1",
         "ssu_v2",
@@ -104,13 +109,21 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
         "ssu_v5_f16",
         "ssu_v5_f16_sr",
         "ssu_v5_i16",
+        "ssu_v6_f32",
+        "ssu_v6_bf16",
+        "ssu_v6_f16",
+        "ssu_v6_f16_sr",
+        "ssu_v6_i16",
     ] {
         let k = r
             .iter()
             .find(|k| k.kernel == name)
             .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
         assert!(k.registers > 0, "{name}: no register count parsed");
-        if name.starts_with("ssu_v3") || name.starts_with("ssu_v4") || name.starts_with("ssu_v5") {
+        if ["ssu_v3", "ssu_v4", "ssu_v5", "ssu_v6"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
             assert_eq!(
                 (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
                 (0, 0, 0),
@@ -142,17 +155,7 @@ fn ptxas_no_spills_in_router_v4() {
         return; // covered by every_kernel_compiles_for_sm90a
     }
     let r = compile::resources("noaux_tc_router", "sm_90a").expect("resources");
-    for k in r.iter().filter(|k| k.kernel.starts_with("router_")) {
-        eprintln!(
-            "{:<20} {:>3} regs  spill st/ld {:>4}/{:>4} B  stack {:>4} B  smem {:>5} B",
-            k.kernel,
-            k.registers,
-            k.spill_stores_bytes,
-            k.spill_loads_bytes,
-            k.stack_bytes,
-            k.smem_bytes
-        );
-    }
+    print_resources(r.iter().filter(|k| k.kernel.starts_with("router_")));
     for name in ["router_v4_n8", "router_v4_n16"] {
         let k = r
             .iter()

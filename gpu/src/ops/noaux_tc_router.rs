@@ -205,6 +205,46 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// Launches `<prefix>_n<E/32>` (v2, v4: one warp per token, `per_block` tokens per block
+    /// of `threads`, static shared memory) with the common argument list.
+    fn launch_warp_per_token(
+        &self,
+        g: &Gpu,
+        prefix: &str,
+        per_block: usize,
+        threads: u32,
+        (k, r, norm, norm_mode, sig): (i32, f64, i32, i32, i32),
+    ) -> Result<(), GpuError> {
+        let name = format!("{prefix}_n{}", self.experts / 32);
+        let f = g.function("noaux_tc_router", &name)?;
+        let blocks = self.tokens.div_ceil(per_block);
+        if blocks > i32::MAX as usize {
+            return Err(GpuError::Unsupported(format!(
+                "{name}: {} tokens need more than 2^31-1 blocks",
+                self.tokens
+            )));
+        }
+        let t = self.tokens as i64;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&self.logits)
+            .arg(&self.logits_dt)
+            .arg(&self.bias)
+            .arg(&self.bias_dt);
+        a.arg(&t)
+            .arg(&k)
+            .arg(&r)
+            .arg(&norm)
+            .arg(&norm_mode)
+            .arg(&sig);
+        a.arg(&self.out_idx).arg(&self.out_w);
+        // SAFETY: matches the router_v2_n<N> / router_v4_n<N> signature (logits, dtype, bias,
+        // dtype, T, k, scale, norm, norm mode, sigmoid, outputs); buffers hold T*E logits, E
+        // biases and T*k outputs; `per_block` warps per block cover T tokens; no dynamic smem.
+        unsafe { a.launch(cfg(blocks as u32, threads, 0)) }
+            .map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+        Ok(())
+    }
+
     pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
         let c = &self.cfg;
         let (e, k) = (self.experts as i32, c.top_k as i32);
@@ -221,7 +261,6 @@ impl Launch {
             SigmoidMode::Exp => 1,
             SigmoidMode::TanhF32 => 3,
         };
-        let t = self.tokens as i64;
         match version {
             "v1" => {
                 if self.experts > V1_MAX_E {
@@ -272,27 +311,8 @@ impl Launch {
                 if let Some(why) = v2_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
-                let name = format!("router_v2_n{}", self.experts / 32);
-                let f = g.function("noaux_tc_router", &name)?;
-                let blocks = self.tokens.div_ceil(4);
-                if blocks > i32::MAX as usize {
-                    return Err(GpuError::Unsupported("router v2: too many tokens".into()));
-                }
-                let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.logits)
-                    .arg(&self.logits_dt)
-                    .arg(&self.bias)
-                    .arg(&self.bias_dt);
-                a.arg(&t)
-                    .arg(&k)
-                    .arg(&r)
-                    .arg(&norm)
-                    .arg(&norm_mode)
-                    .arg(&sig);
-                a.arg(&self.out_idx).arg(&self.out_w);
-                // SAFETY: matches router_v2_n<N>'s signature; 4 tokens per 128-thread block.
-                unsafe { a.launch(cfg(blocks as u32, 128, 0)) }
-                    .map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+                // 4 tokens per 128-thread block.
+                self.launch_warp_per_token(g, "router_v2", 4, 128, (k, r, norm, norm_mode, sig))?;
             }
             "v3" => {
                 if let Some(why) = v3_ok(self.experts, c) {
@@ -334,29 +354,8 @@ impl Launch {
                         self.logits
                     )));
                 }
-                let name = format!("router_v4_n{}", self.experts / 32);
-                let f = g.function("noaux_tc_router", &name)?;
-                let blocks = self.tokens.div_ceil(8);
-                if blocks > i32::MAX as usize {
-                    return Err(GpuError::Unsupported("router v4: too many tokens".into()));
-                }
-                let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.logits)
-                    .arg(&self.logits_dt)
-                    .arg(&self.bias)
-                    .arg(&self.bias_dt);
-                a.arg(&t)
-                    .arg(&k)
-                    .arg(&r)
-                    .arg(&norm)
-                    .arg(&norm_mode)
-                    .arg(&sig);
-                a.arg(&self.out_idx).arg(&self.out_w);
-                // SAFETY: matches router_v4_n<N>'s signature; 8 tokens per 256-thread block;
-                // logits hold T*E values at a 16-byte aligned address (checked above), bias E,
-                // outputs T*k; shared memory is static.
-                unsafe { a.launch(cfg(blocks as u32, 256, 0)) }
-                    .map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+                // 8 tokens per 256-thread block; logits 16-byte aligned (checked above).
+                self.launch_warp_per_token(g, "router_v4", 8, 256, (k, r, norm, norm_mode, sig))?;
             }
             "auto" => {
                 let aligned = self.logits.is_multiple_of(16);

@@ -25,7 +25,7 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2", "v3", "v4", "v5"],
+        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6"],
         run,
         applicable,
     }]
@@ -83,7 +83,10 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if version == "v3" || version == "v4" || version == "v5" {
+    if version == "v6" && inputs.get("A").is_some_and(|a| a.rank() != 1) {
+        return Some("v6 takes A per head (nheads,); a full A runs on v1-v5".into());
+    }
+    if ["v3", "v4", "v5", "v6"].contains(&version) {
         return v3_ok(dstate, st.dtype());
     }
     None
@@ -132,11 +135,13 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4", "v5"].contains(&version) && sweep_rpt(version).is_none() {
+    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6"].contains(&version)
+        && sweep_rpt(version).is_none()
+    {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5".into(),
+            known: "auto, v1, v2, v3, v4, v5, v6".into(),
         });
     }
     let inp = Inputs::new(OP, inputs);
@@ -218,9 +223,14 @@ pub fn run(
             }
             "v2"
         }
-        "v3" | "v4" | "v5" => {
+        "v3" | "v4" | "v5" | "v6" => {
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
+            }
+            if version == "v6" && parsed.a.1 {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} v6: takes A per head (nheads,); a full A runs on v1-v5"
+                )));
             }
             version
         }
@@ -407,6 +417,7 @@ pub fn bench_sweep(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError>
     let mut v = vec![
         bench_super_version(g, batch, DType::BF16, "v3", true)?,
         bench_super_version(g, batch, DType::BF16, "v5", true)?,
+        bench_super_version(g, batch, DType::BF16, "v6", true)?,
     ];
     for name in SWEEP {
         v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
@@ -432,7 +443,7 @@ fn launch_shape(
 ) -> (String, usize) {
     match version {
         "v2" => ("ssu_v2".into(), 1),
-        "v3" | "v4" | "v5" => {
+        "v3" | "v4" | "v5" | "v6" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -466,7 +477,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let mut v = vec![];
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
-    for version in ["v1", "v3", "v4", "v5"] {
+    for version in ["v1", "v3", "v4", "v5", "v6"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
