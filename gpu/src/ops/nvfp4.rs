@@ -101,11 +101,15 @@ pub fn launch_quantize(
         "v2" => "nvfp4_quantize_v2",
         "v3" => "nvfp4_quantize_v3",
         "v4" => "nvfp4_quantize_v4",
+        // v5: v4 with the fast path's 16-bit dtype fixed at compile time (dt code 2 = f16;
+        // f32 input takes the generic path of either instantiation).
+        "v5" if dt == 2 => "nvfp4_quantize_v5_f16",
+        "v5" => "nvfp4_quantize_v5_bf16",
         other => {
             return Err(GpuError::NoVersion {
                 op: "nvfp4_quantize".into(),
                 version: other.into(),
-                known: "v4, v3, v2, v1".into(),
+                known: "v4, v3, v2, v1, v5".into(),
             })
         }
     };
@@ -149,7 +153,7 @@ pub fn launch_quantize(
             shared_mem_bytes: 0,
         }
     };
-    // SAFETY: matches nvfp4_quantize_v1/v2 (same signature); x holds rows*cols elements, x_fp4
+    // SAFETY: matches nvfp4_quantize_v1..v5 (same signature); x holds rows*cols elements, x_fp4
     // rows*cols/2 bytes, sf layout.len(rows, cols) bytes, global one f32.
     unsafe { a.launch(launch_cfg) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
     Ok(())
