@@ -383,7 +383,14 @@ __device__ __forceinline__ u32 max_x2(u32 a, u32 b, int dt) {
     return d;
 }
 
-extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+// v4 and v5 share one body: v4 decodes the 16-bit input by the run-time `dt` (DTC = -1); v5
+// (session 3, not yet run on the H200) fixes it at compile time (nvfp4_quantize_v5_bf16 /
+// _f16): in v4 the SASS of the fast path carries the f16 decode's branches next to every bf16
+// element (~900 static instructions between the loads and the stores of a 16-element block).
+// Same arithmetic (bit-identical codes and scales); other dtypes and exact mode take the
+// generic path.
+template <int DTC>
+__device__ __forceinline__ void nvfp4_quantize_v4_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
                                              const float* __restrict__ global_p, int mode,
                                              int layout, i64 rows_p, i64 kb_p,
                                              u32* __restrict__ x_fp4, u8* __restrict__ sf) {
@@ -391,7 +398,10 @@ extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt,
     const float global = *global_p;
     const i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= kb_p) return;
-    const bool fast = mode == MODE_KERNEL && (dt == DT_BF16 || dt == DT_F16);
+    // DTC: the fast path's input dtype, fixed at compile time (v5: DT_BF16 or DT_F16, the
+    // launch picks the instantiation that matches `dt`) or -1 = the run-time `dt` (v4).
+    const int d = DTC < 0 ? dt : DTC;
+    const bool fast = mode == MODE_KERNEL && (DTC < 0 ? (dt == DT_BF16 || dt == DT_F16) : dt == DTC);
     const float rcp6 = rcp_approx_ftz(6.0f), rcp_g = rcp_approx_ftz(global);
     for (i64 m = blockIdx.y; m < rows_p; m += gridDim.y) {
         if (m >= rows || k >= kb) {
@@ -414,9 +424,9 @@ extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt,
         u32 w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
         u32 mx = w[0] & 0x7fff7fffu;
 #pragma unroll
-        for (int j = 1; j < 8; ++j) mx = max_x2(mx, w[j] & 0x7fff7fffu, dt);
+        for (int j = 1; j < 8; ++j) mx = max_x2(mx, w[j] & 0x7fff7fffu, d);
         float vmax;
-        if (dt == DT_BF16) vmax = fmaxf(__uint_as_float(mx << 16), __uint_as_float(mx & 0xffff0000u));
+        if (d == DT_BF16) vmax = fmaxf(__uint_as_float(mx << 16), __uint_as_float(mx & 0xffff0000u));
         else vmax = fmaxf(f16_to_f32((u16)(mx & 0xffffu)), f16_to_f32((u16)(mx >> 16)));
         const u8 sfb = f32_to_e4m3_sat(global * (vmax * rcp6));
         const float sf_val = e4m3_to_f32(sfb);
@@ -425,7 +435,7 @@ extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt,
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             float lo, hi;
-            if (dt == DT_BF16) {
+            if (d == DT_BF16) {
                 lo = __uint_as_float(w[j] << 16);
                 hi = __uint_as_float(w[j] & 0xffff0000u);
             } else {
@@ -440,70 +450,11 @@ extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt,
     }
 }
 
-// v5 (session 3, not yet run on the H200): v4 with the 16-bit input dtype of the fast path
-// fixed at compile time (nvfp4_quantize_v5_bf16 / _f16). In v4 `dt` is a run-time value, and
-// the SASS of its fast path carries the f16 decode's branches next to every bf16 element
-// (~900 static instructions between the loads and the stores for 16 elements). Same
-// arithmetic as v4 (bit-identical codes and scales); other dtypes and exact mode take v4's
-// generic path, unchanged.
-template <int DTC>
-__device__ __forceinline__ void nvfp4_quantize_v5_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt, i64 rows, i64 cols,
                                              const float* __restrict__ global_p, int mode,
                                              int layout, i64 rows_p, i64 kb_p,
                                              u32* __restrict__ x_fp4, u8* __restrict__ sf) {
-    const i64 kb = cols / 16;
-    const float global = *global_p;
-    const i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= kb_p) return;
-    // DTC: the input dtype fixed at compile time for the fast path (DT_BF16 or DT_F16); the
-    // launch picks the instantiation that matches `dt`.
-    const bool fast = mode == MODE_KERNEL && dt == DTC;
-    const float rcp6 = rcp_approx_ftz(6.0f), rcp_g = rcp_approx_ftz(global);
-    for (i64 m = blockIdx.y; m < rows_p; m += gridDim.y) {
-        if (m >= rows || k >= kb) {
-            sf[sf_offset(m, k, kb, layout)] = 0;
-            continue;
-        }
-        const i64 i0 = m * cols + k * 16;
-        if (!fast) {
-            float v[16];
-            load16(x, i0, dt, v);
-            u64 codes;
-            u8 s = nvfp4_block_fast(v, global, mode, &codes);
-            x_fp4[2 * (m * kb + k)] = (u32)codes;
-            x_fp4[2 * (m * kb + k) + 1] = (u32)(codes >> 32);
-            sf[sf_offset(m, k, kb, layout)] = s;
-            continue;
-        }
-        const uint4* p = (const uint4*)((const u16*)x + i0);
-        uint4 u0 = __ldg(p), u1 = __ldg(p + 1);
-        u32 w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        u32 mx = w[0] & 0x7fff7fffu;
-#pragma unroll
-        for (int j = 1; j < 8; ++j) mx = max_x2(mx, w[j] & 0x7fff7fffu, DTC);
-        float vmax;
-        if (DTC == DT_BF16) vmax = fmaxf(__uint_as_float(mx << 16), __uint_as_float(mx & 0xffff0000u));
-        else vmax = fmaxf(f16_to_f32((u16)(mx & 0xffffu)), f16_to_f32((u16)(mx >> 16)));
-        const u8 sfb = f32_to_e4m3_sat(global * (vmax * rcp6));
-        const float sf_val = e4m3_to_f32(sfb);
-        const float out_scale = sf_val != 0.0f ? rcp_approx_ftz(sf_val * rcp_g) : 0.0f;
-        u32 c[2] = {0u, 0u};
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            float lo, hi;
-            if (DTC == DT_BF16) {
-                lo = __uint_as_float(w[j] << 16);
-                hi = __uint_as_float(w[j] & 0xffff0000u);
-            } else {
-                lo = f16_to_f32((u16)(w[j] & 0xffffu));
-                hi = f16_to_f32((u16)(w[j] >> 16));
-            }
-            c[j >> 2] |= (e2m1_code_v3(lo * out_scale) | (e2m1_code_v3(hi * out_scale) << 4)) << (8 * (j & 3));
-        }
-        x_fp4[2 * (m * kb + k)] = c[0];
-        x_fp4[2 * (m * kb + k) + 1] = c[1];
-        sf[sf_offset(m, k, kb, layout)] = sfb;
-    }
+    nvfp4_quantize_v4_body<-1>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p, x_fp4, sf);
 }
 
 #define NVFP4_V5_ENTRY(NAME, DTC)                                                                  \
@@ -511,7 +462,7 @@ __device__ __forceinline__ void nvfp4_quantize_v5_body(const void* __restrict__ 
                                     const float* __restrict__ global_p, int mode, int layout,      \
                                     i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,                \
                                     u8* __restrict__ sf) {                                         \
-        nvfp4_quantize_v5_body<DTC>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p,      \
+        nvfp4_quantize_v4_body<DTC>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p,      \
                                     x_fp4, sf);                                                    \
     }
 NVFP4_V5_ENTRY(nvfp4_quantize_v5_bf16, DT_BF16)

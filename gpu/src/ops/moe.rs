@@ -1133,30 +1133,16 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     let y = raw(m * i / 2)?;
     let ys = raw(m * i / 16)?;
     let out = raw(m * l * 2)?;
-    let xo = DevOperand {
-        data: ptr(g, &x),
-        sf: ptr(g, &xs),
-        global: one.ptr(st),
+    let fp4 = |data: &CudaSlice<u8>, sf: &CudaSlice<u8>, global: u64| DevOperand {
+        data: ptr(g, data),
+        sf: ptr(g, sf),
+        global,
         nvfp4: true,
     };
-    let w1o = DevOperand {
-        data: ptr(g, &w1),
-        sf: ptr(g, &w1s),
-        global: wg.ptr(st),
-        nvfp4: true,
-    };
-    let yo = DevOperand {
-        data: ptr(g, &y),
-        sf: ptr(g, &ys),
-        global: one.ptr(st),
-        nvfp4: true,
-    };
-    let w2o = DevOperand {
-        data: ptr(g, &w2),
-        sf: ptr(g, &w2s),
-        global: wg.ptr(st),
-        nvfp4: true,
-    };
+    let xo = fp4(&x, &xs, one.ptr(st));
+    let w1o = fp4(&w1, &w1s, wg.ptr(st));
+    let yo = fp4(&y, &ys, one.ptr(st));
+    let w2o = fp4(&w2, &w2s, wg.ptr(st));
     let epi1 = Epilogue::Quant {
         codes: yo.data,
         sf: yo.sf,
