@@ -297,42 +297,59 @@ struct GemmArgs {
     int out_dt;          // o: DT_F32 or DT_BF16
 };
 
-// Quantizes one 16-column block spread over the 4 lanes of an mma quad (4 values per lane:
-// cols 2t, 2t+1, 8+2t, 8+2t+1). Returns the codes of this lane's 4 values as two bytes
-// (byte0: cols 2t..2t+1, byte1: cols 8+2t..) and the scale byte (same on every lane).
-__device__ __forceinline__ u8 quad_nvfp4(const float v[4], float global, int mode, u32* b0, u32* b1) {
+// Quantizes one 16-column block spread over the lanes that XOR-differ in the masks X0, 2*X0,
+// ... (NS steps), NV values per lane: the scale math of nvfp4.cu's nvfp4_block (both modes).
+// Writes this lane's NV E2M1 codes to c[] and returns the scale byte (same on every lane).
+// max |v[i]|, pairwise (NV = 2 or 4).
+template <int NV>
+__device__ __forceinline__ float absmax_pairwise(const float (&v)[NV]) {
+    static_assert(NV == 2 || NV == 4, "2 or 4 values per lane");
+    if (NV == 2) return fmaxf(fabsf(v[0]), fabsf(v[1]));
+    return fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[NV - 2]), fabsf(v[NV - 1])));
+}
+
+template <int NV, int X0, int NS>
+__device__ __forceinline__ u8 group_nvfp4(const float (&v)[NV], float global, int mode, u32 (&c)[NV]) {
     float vmax, sf_f, rcp_g;
     u8 sf;
     if (mode == MODE_KERNEL) {
-        vmax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-        vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, 1));
-        vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, 2));
+        vmax = absmax_pairwise(v);
+#pragma unroll
+        for (int s = 0; s < NS; ++s) vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, X0 << s));
         sf_f = global * (vmax * rcp_approx_ftz(6.0f));
         sf = f32_to_e4m3_sat(sf_f);
         rcp_g = rcp_approx_ftz(global);
     } else {
-        int nan = (v[0] != v[0]) | (v[1] != v[1]) | (v[2] != v[2]) | (v[3] != v[3]);
-        vmax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-        vmax = fmaxf(vmax, 0.0f);
-        vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, 1));
-        vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, 2));
-        nan |= __shfl_xor_sync(DUET_FULL_MASK, nan, 1);
-        nan |= __shfl_xor_sync(DUET_FULL_MASK, nan, 2);
+        int nan = 0;
+#pragma unroll
+        for (int i = 0; i < NV; ++i) nan |= v[i] != v[i];
+        vmax = fmaxf(absmax_pairwise(v), 0.0f);
+#pragma unroll
+        for (int s = 0; s < NS; ++s) vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, X0 << s));
+#pragma unroll
+        for (int s = 0; s < NS; ++s) nan |= __shfl_xor_sync(DUET_FULL_MASK, nan, X0 << s);
         if (nan) vmax = __uint_as_float(0x7fc00000u);
         sf_f = global * (vmax * (1.0f / 6.0f));
         sf = f32_to_e4m3_nonsat(sf_f);
         rcp_g = exact_rcp(global);
     }
-    float sf_val = e4m3_to_f32(sf);
+    const float sf_val = e4m3_to_f32(sf);
     float out_scale = 0.0f;
     if (sf_val != 0.0f)
         out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
-    u32 c[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        float s = v[i] * out_scale;
-        c[i] = (mode == MODE_EXACT && s != s) ? 0u : f32_to_e2m1(s);
+    for (int i = 0; i < NV; ++i) {
+        const float q = v[i] * out_scale;
+        c[i] = (mode == MODE_EXACT && q != q) ? 0u : f32_to_e2m1(q);
     }
+    return sf;
+}
+
+// The mma-quad form (4 lanes, xor 1 and 2; 4 values per lane: cols 2t, 2t+1, 8+2t, 8+2t+1):
+// codes as two bytes (byte0: cols 2t..2t+1, byte1: cols 8+2t..).
+__device__ __forceinline__ u8 quad_nvfp4(const float (&v)[4], float global, int mode, u32* b0, u32* b1) {
+    u32 c[4];
+    const u8 sf = group_nvfp4<4, 1, 2>(v, global, mode, c);
     *b0 = c[0] | (c[1] << 4);
     *b1 = c[2] | (c[3] << 4);
     return sf;
@@ -561,39 +578,6 @@ MOE_GEMM_FORMATS(m64, 64, 128, 64, 2, 2, 3)
 // amax by three shuffles (xor 4, 8, 16), then nvfp4.cu's block math (both modes), codes
 // OR-gathered into one u64 per (token, block).
 
-// NVFP4 block over 8 lanes (xor 4, 8, 16) x 2 values: same arithmetic as quad_nvfp4.
-__device__ __forceinline__ u8 oct_nvfp4(float v0, float v1, float global, int mode, u32* c0, u32* c1) {
-    float vmax, sf_f, rcp_g;
-    u8 sf;
-    if (mode == MODE_KERNEL) {
-        vmax = fmaxf(fabsf(v0), fabsf(v1));
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, o));
-        sf_f = global * (vmax * rcp_approx_ftz(6.0f));
-        sf = f32_to_e4m3_sat(sf_f);
-        rcp_g = rcp_approx_ftz(global);
-    } else {
-        int nan = (v0 != v0) | (v1 != v1);
-        vmax = fmaxf(fmaxf(fabsf(v0), fabsf(v1)), 0.0f);
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-            vmax = fmaxf(vmax, __shfl_xor_sync(DUET_FULL_MASK, vmax, o));
-            nan |= __shfl_xor_sync(DUET_FULL_MASK, nan, o);
-        }
-        if (nan) vmax = __uint_as_float(0x7fc00000u);
-        sf_f = global * (vmax * (1.0f / 6.0f));
-        sf = f32_to_e4m3_nonsat(sf_f);
-        rcp_g = exact_rcp(global);
-    }
-    const float sf_val = e4m3_to_f32(sf);
-    float out_scale = 0.0f;
-    if (sf_val != 0.0f)
-        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
-    const float s0 = v0 * out_scale, s1 = v1 * out_scale;
-    *c0 = (mode == MODE_EXACT && s0 != s0) ? 0u : f32_to_e2m1(s0);
-    *c1 = (mode == MODE_EXACT && s1 != s1) ? 0u : f32_to_e2m1(s1);
-    return sf;
-}
 
 // 16 bytes of codes (32 values) + their two scale bytes -> 16 bf16x2 words (exact).
 // (Measured slower on the H200, session 3: decoding the nibbles with prmt lookups in registers
@@ -703,8 +687,9 @@ __device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
                 if (rok) amax = fmaxf(amax, fmaxf(h[0], h[1]));
                 continue;
             }
-            u32 c0, c1;
-            const u8 sf = oct_nvfp4(h[0], h[1], og, a.mode, &c0, &c1);
+            u32 cc[2];
+            const u8 sf = group_nvfp4<2, 4, 3>(h, og, a.mode, cc);  // 8 lanes: xor 4, 8, 16
+            const u32 c0 = cc[0], c1 = cc[1];
             u64 word = ((u64)c0 << (4 * g)) | ((u64)c1 << (4 * (g + 8)));
 #pragma unroll
             for (int o = 4; o < 32; o <<= 1) word |= __shfl_xor_sync(DUET_FULL_MASK, word, o);
