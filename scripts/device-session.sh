@@ -11,9 +11,12 @@
 #             compute-sanitizer over `duet check --backend gpu --op OPS`
 #   presets:A,B,...   duet bench --backend gpu --shape A --shape B ...
 #   benchall  duet bench --backend gpu --all with its Chrome trace
+#   chk:OPS   duet check --backend gpu --op OPS (limit CHK_LIMIT, default 90 s)
+#   e2esuper  duet e2e --preset super (MEMEMEM*E, NVFP4 experts) decode bench on the GPU path
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
-#   profile:OP[:SHAPE]  duet profile OP [--shape SHAPE]
+#   profile:OP[:SHAPE[:KREGEX]]  duet profile OP [--shape SHAPE] [--kernel KREGEX]
+#   t:BIN[:LIMIT[:FILTER]]  one test binary, optionally only the tests matching FILTER (comma-separated filters)
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
 #   check     duet check --backend gpu
 #   sanitize  compute-sanitizer memcheck over `duet check --backend gpu` (every case, every version)
@@ -51,10 +54,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$
 one() { # one step (see the list above)
     local s=$1
     case "$s" in
-    t:*)  # t:BIN or t:BIN:LIMIT_S
-        local bin=${s#t:} lim=300
+    t:*)  # t:BIN or t:BIN:LIMIT_S or t:BIN:LIMIT_S:FILTER
+        local bin=${s#t:} lim=300 filt=()
         if [[ "$bin" == *:* ]]; then lim=${bin#*:}; bin=${bin%%:*}; fi
-        step "tests-$bin" "$lim" "$T/$bin" --ignored --test-threads=1 ;;
+        if [[ "$lim" == *:* ]]; then IFS=, read -ra filt <<<"${lim#*:}"; lim=${lim%%:*}; fi
+        step "tests-$bin" "$lim" "$T/$bin" --ignored --test-threads=1 "${filt[@]}" ;;
     memcheck:* | racecheck:* | synccheck:* | initcheck:*)
         local tool=${s%%:*} ops=${s#*:}
         local tag
@@ -71,17 +75,23 @@ one() { # one step (see the list above)
             --decode 4 --mtp 2
         step e2e-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b --compare cpu,gpu,golden \
             --decode 4 --mtp 2 ;;
+    chk:*)  # chk:OPS_REGEX  duet check --backend gpu --op OPS_REGEX (a quick smoke before timing)
+        step "check-$(printf '%s' "${s#chk:}" | tr -c 'A-Za-z0-9_' '_' | cut -c1-40)" "${CHK_LIMIT:-90}" \
+            "$B/duet" check --backend gpu --op "${s#chk:}" ;;
+    e2esuper) step e2e-super "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
+        --experts nvfp4 --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
     torch) step torch 300 python3 tools/torch_side_by_side.py --device cuda \
         --out "$OUT/torch_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
-    profile:*)
-        local rest=${s#profile:} op shape
+    profile:*)  # profile:OP[:SHAPE[:KERNEL_REGEX]]
+        local rest=${s#profile:} op shape kre=()
         op=${rest%%:*}
         shape=""
         [ "$rest" != "$op" ] && shape=${rest#*:}
+        if [[ "$shape" == *:* ]]; then kre=(--kernel "${shape#*:}"); shape=${shape%%:*}; fi
         if [ -n "$shape" ]; then
-            step "profile-$op" 200 "$B/duet" profile "$op" --shape "$shape" --launch-count 6
+            step "profile-$op-$shape" 200 "$B/duet" profile "$op" --shape "$shape" --launch-count 4 "${kre[@]}"
         else
             step "profile-$op" 200 "$B/duet" profile "$op" --launch-count 6
         fi ;;
@@ -141,3 +151,5 @@ for arg in "$@"; do
     fi
 done
 cat "$OUT/summary.txt"
+# The device tool brings back a limited number of files: everything also goes into one tarball.
+tar -czf /tmp/duet-all.tgz -C "$OUT" . && mv /tmp/duet-all.tgz "$OUT/all.tgz"

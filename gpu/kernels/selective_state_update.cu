@@ -616,3 +616,265 @@ SSU3_ENTRY_Y(ssu_v6_bf16, ST_BF16, false, 4, false, false, true, 6, true)
 SSU3_ENTRY_Y(ssu_v6_f16, ST_F16, false, 4, false, false, true, 6, true)
 SSU3_ENTRY_Y(ssu_v6_f16_sr, ST_F16, true, 4, false, false, true, 4, true)
 SSU3_ENTRY_Y(ssu_v6_i16, ST_I16, false, 4, false, false, true, 4, true)
+
+// ---------------------------------------------------------------------------------------------
+// v7 ssu_v7_<state>[_sr] (session 4): persistent producer/consumer over the Hopper bulk-copy
+// engine (the seed's TMA state-update design). ncu on v5 at batch 256 bf16 showed why the
+// earlier versions stop at 39-50% of the copy ceiling: memory 29%, SM 57%, occupancy 37%:
+// each block loads its state, waits, computes and stores, so a block's bytes in flight are
+// bounded by its registers and every block pays the full memory latency before any work.
+// v7 decouples the two:
+//   - a tile is one (batch row, head): dim x dstate state elements, contiguous in the cache
+//     (one bulk copy; with state_batch_indices the tile of slot sbi[b]), plus the group's B and
+//     C rows (two more bulk copies, f32);
+//   - one producer warp per block walks the block's tiles (tile = blockIdx.x + i * gridDim.x),
+//     waits for a free stage (mbarrier `empty`), posts the byte count on the stage's `full`
+//     mbarrier (expect_tx), issues `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx`
+//     for the state tile and B / C, then its 32 lanes compute the per-row prologue (dt + dt_bias,
+//     softplus and exp(A*dt) in double as v3, x, z, D, the int16 decode scale) into the stage and
+//     arrive on `full`;
+//   - CW (4; 2 and 8 in the sweep) consumer warps wait on `full`, update the state from shared memory
+//     (16-byte vectors, the same per-element arithmetic and rounding as v3 / v6, so the stored
+//     state is bit-identical), store the new state straight to global memory with 16-byte
+//     stores (fire and forget: the write-back overlaps the next tile's loads), reduce `out`, and
+//     release the stage (one arrive per warp on `empty`).
+// A `stages`-deep ring per block (default 2); the host launches min(tiles, SMs x resident
+// blocks) persistent blocks, resident blocks from the driver's occupancy for the registers and
+// the ring. Measured on the H200 (session 4, Super shape, A / dt / D / dt_bias per head, state
+// rotated over >= 256 MB; docs/measurements/h200_session4_call3_presets.json):
+//   bf16 batch 256: v7 (2 stages) 369.1 us = 3.01 TB/s effective, 76.7% of copy (v6 572.9,
+//   v5 732.4); batch 64: 95.2 us graph (v6 147.1); batch 1: 8.0 us (v6 7.1, so auto keeps v6
+//   below 4 x SMs tiles); f32 batch 256: 673.1 us, 82.9% of copy (v6 859.3).
+//   Ring depth: 1 / 2 / 3 stages 503.0 / 369.1 / 387.3 us; 5 (the first default, ~96 KiB per
+//   block) 596.4 and 8 1084.0 in call 2: deeper rings mean fewer resident blocks, and ncu on
+//   the 5-stage build showed 15% occupancy, memory 38%, SM 44%. Consumer warps: 2 / 4 / 8 at
+//   their best depth 475.5 / 369.1 / 398.7 us. Needs A per head (as v6), v3's vector layout
+// (v3_ok), dim <= 1024 and a stage that fits in shared memory (ssu7_plan in
+// gpu/src/ops/selective_state_update.rs). 64-bit offsets throughout; the bulk copies need
+// 16-byte aligned addresses and sizes (dstate * element size and dstate * 4 are multiples of
+// 16 under v3_ok; cudarc's allocations are 256-byte aligned).
+
+__device__ __forceinline__ u32 ssu7_smem(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void ssu7_bar_init(u64* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ssu7_smem(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void ssu7_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(ssu7_smem(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void ssu7_arrive(u64* bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(ssu7_smem(bar)) : "memory");
+}
+__device__ __forceinline__ void ssu7_wait(u64* bar, u32 parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n SSU7_WAIT_%=:\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra SSU7_WAIT_%=;\n}" ::"r"(ssu7_smem(bar)),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void ssu7_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     ssu7_smem(dst)),
+                 "l"(src), "r"(bytes), "r"(ssu7_smem(bar))
+                 : "memory");
+}
+
+// Byte offsets inside one stage (the host's ssu7_plan computes the same): state tile, B, C
+// (f32, dstate each), then per row dt, dA, x, z, D, decode (f32, dim each), then the tile's slot.
+struct Ssu7Layout {
+    i64 tile, b, c, rows, slot, stage;
+};
+__device__ __forceinline__ Ssu7Layout ssu7_layout(const SsuParams& p, int esize) {
+    Ssu7Layout l;
+    l.tile = 0;
+    l.b = p.dim * p.dstate * esize;
+    l.c = l.b + 4 * p.dstate;
+    l.rows = l.c + 4 * p.dstate;
+    l.slot = (l.rows + 6 * 4 * p.dim + 15) / 16 * 16;
+    l.stage = l.slot + 16;
+    return l;
+}
+
+template <int ST, bool SR, int CW>
+__device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, const float* __restrict__ x,
+                                            const float* __restrict__ dt, const float* __restrict__ A,
+                                            const float* __restrict__ B, const float* __restrict__ C,
+                                            const float* __restrict__ D, const float* __restrict__ z,
+                                            const float* __restrict__ dt_bias, const i64* __restrict__ sbi,
+                                            void* __restrict__ state, float* __restrict__ state_scale,
+                                            float* __restrict__ out) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC;
+    constexpr int ESZ = 16 / VEC;
+    constexpr int SSU7_CONSUMERS = 32 * CW;
+    extern __shared__ __align__(128) unsigned char ssu7_sm[];
+    u64* full = (u64*)ssu7_sm;
+    u64* empty = full + stages;
+    unsigned char* ring = ssu7_sm + ((16 * stages + 127) / 128) * 128;
+    const Ssu7Layout L = ssu7_layout(p, ESZ);
+    const i64 tiles = p.batch * p.nheads;
+    if (threadIdx.x == 0) {
+        for (i64 s = 0; s < stages; ++s) {
+            ssu7_bar_init(&full[s], 32);
+            ssu7_bar_init(&empty[s], CW);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane32 = threadIdx.x & 31;
+    if (warp == 0) {
+        // ---- producer ----
+        i64 it = 0;
+        for (i64 t = blockIdx.x; t < tiles; t += gridDim.x, ++it) {
+            const i64 s = it % stages;
+            const u32 use = (u32)(it / stages);
+            if (use > 0) ssu7_wait(&empty[s], (use + 1) & 1u);
+            unsigned char* st = ring + s * L.stage;
+            const i64 b = t / p.nheads, h = t % p.nheads;
+            const i64 slot = p.has_sbi ? sbi[b] : b;
+            const bool pad = p.has_sbi && slot == p.pad_slot_id;
+            const i64 g = h / (p.nheads / p.ngroups);
+            if (lane32 == 0) {
+                const u32 bc = (u32)(4 * p.dstate);
+                const u32 tb = (u32)(p.dim * p.dstate * ESZ);
+                ssu7_expect_tx(&full[s], 2 * bc + (pad ? 0u : tb));
+                ssu7_bulk_load(st + L.b, B + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
+                ssu7_bulk_load(st + L.c, C + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
+                if (!pad)
+                    ssu7_bulk_load(st + L.tile, (const unsigned char*)state + (slot * p.nheads + h) * p.dim * p.dstate * ESZ,
+                                   tb, &full[s]);
+                *(i64*)(st + L.slot) = slot;
+            }
+            float* rows = (float*)(st + L.rows);
+            const i64 row0 = (b * p.nheads + h) * p.dim;
+            // dt (and so dA) per head: one softplus / exp per lane per tile, not per row.
+            const bool row_dt = p.dt_per_dim || (p.has_bias && p.bias_per_dim);
+            float dt_head = 0.f, dA_head = 0.f;
+            if (!row_dt) {
+                dt_head = dt[b * p.nheads + h];
+                if (p.has_bias) dt_head = __fadd_rn(dt_head, dt_bias[h]);
+                if (p.softplus && dt_head <= 20.f) dt_head = (float)log1p(exp((double)dt_head));
+                dA_head = (float)exp((double)__fmul_rn(A[h], dt_head));
+            }
+            for (i64 d = lane32; d < p.dim; d += 32) {
+                float dtv = dt_head, dAv = dA_head;
+                if (row_dt) {
+                    dtv = p.dt_per_dim ? dt[row0 + d] : dt[b * p.nheads + h];
+                    if (p.has_bias) dtv = __fadd_rn(dtv, p.bias_per_dim ? dt_bias[h * p.dim + d] : dt_bias[h]);
+                    if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
+                    dAv = (float)exp((double)__fmul_rn(A[h], dtv));
+                }
+                rows[d] = dtv;
+                rows[p.dim + d] = dAv;
+                rows[2 * p.dim + d] = x[row0 + d];
+                rows[3 * p.dim + d] = p.has_z ? z[row0 + d] : 0.f;
+                rows[4 * p.dim + d] = p.has_d ? (p.d_per_dim ? D[h * p.dim + d] : D[h]) : 0.f;
+                rows[5 * p.dim + d] =
+                    (ST == ST_I16 && !pad) ? state_scale[(slot * p.nheads + h) * p.dim + d] : 1.f;
+            }
+            ssu7_arrive(&full[s]);
+        }
+        return;
+    }
+    // ---- consumers ----
+    const int ct = threadIdx.x - 32;
+    const i64 nvec = p.dstate / VEC;
+    const int tpr = (int)nvec;             // lanes per row (v3_ok: a power of two <= 32)
+    const int lane = ct % tpr, grp = ct / tpr;
+    const int groups = SSU7_CONSUMERS / tpr;
+    const i64 passes = (p.dim + groups - 1) / groups;
+    const i64 n = (i64)lane * VEC;         // the thread's first column
+    i64 it = 0;
+    for (i64 t = blockIdx.x; t < tiles; t += gridDim.x, ++it) {
+        const i64 s = it % stages;
+        ssu7_wait(&full[s], (u32)(it / stages) & 1u);
+        const unsigned char* st = ring + s * L.stage;
+        const i64 b = t / p.nheads, h = t % p.nheads;
+        const i64 slot = *(const i64*)(st + L.slot);
+        const bool pad = p.has_sbi && slot == p.pad_slot_id;
+        const i64 row0 = (b * p.nheads + h) * p.dim;
+        const float* rows = (const float*)(st + L.rows);
+        if (pad && p.pad_mode == 0) {
+            for (i64 d = ct; d < p.dim; d += SSU7_CONSUMERS) out[row0 + d] = 0.f;
+        } else {
+            float bv[VEC], cv[VEC];
+#pragma unroll
+            for (int k4 = 0; k4 < VEC; k4 += 4) {
+                const float4 b4 = *(const float4*)(st + L.b + 4 * (n + k4));
+                const float4 c4 = *(const float4*)(st + L.c + 4 * (n + k4));
+                bv[k4] = b4.x; bv[k4 + 1] = b4.y; bv[k4 + 2] = b4.z; bv[k4 + 3] = b4.w;
+                cv[k4] = c4.x; cv[k4 + 1] = c4.y; cv[k4 + 2] = c4.z; cv[k4 + 3] = c4.w;
+            }
+            for (i64 pass = 0; pass < passes; ++pass) {
+                const i64 d = (i64)grp + (i64)groups * pass;
+                // Rows past dim run the arithmetic on zeros so every lane reaches the shuffles.
+                const bool valid = d < p.dim;
+                const i64 dd = valid ? d : 0;
+                const float dtv = rows[dd], dA = rows[p.dim + dd], xv = rows[2 * p.dim + dd];
+                const float dec_in = rows[5 * p.dim + dd];
+                uint4 q = make_uint4(0u, 0u, 0u, 0u);
+                if (valid && !pad) q = *(const uint4*)(st + L.tile + (dd * p.dstate + n) * ESZ);
+                float v[VEC];
+                ssu3_unpack<ST>(q, dec_in, v);
+                float amax = 0.f;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const float s1 = __fadd_rn(__fmul_rn(v[k], dA), __fmul_rn(__fmul_rn(bv[k], dtv), xv));
+                    v[k] = s1;
+                    amax = fmaxf(amax, fabsf(s1));
+                }
+                float encode = 1.f, decode = 1.f;
+                if (ST == ST_I16) {
+                    for (int o = tpr / 2; o > 0; o >>= 1)
+                        amax = fmaxf(amax, __shfl_xor_sync(DUET_FULL_MASK, amax, o, tpr));
+                    encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
+                    decode = __fdiv_rn(1.f, encode);
+                }
+                const i64 srow_idx = (slot * p.nheads + h) * p.dim + dd;
+                const i64 e0 = srow_idx * p.dstate + n;
+                float s1[VEC];
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) s1[k] = v[k];
+                uint4 qo;
+                ssu3_pack<ST, SR, true>(p, v, e0, pad, encode, decode, qo);
+                if (!pad && valid) *(uint4*)((char*)state + e0 * (i64)ESZ) = qo;
+                float acc = 0.f;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) acc = __fmaf_rn(p.out_from == 1 ? v[k] : s1[k], cv[k], acc);
+                for (int o = tpr / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(DUET_FULL_MASK, acc, o, tpr);
+                if (lane == 0 && valid) {
+                    if (ST == ST_I16 && !pad) state_scale[srow_idx] = decode;
+                    float o = acc;
+                    if (p.has_d) o += xv * rows[4 * p.dim + d];
+                    if (p.has_z) {
+                        const float zv = rows[3 * p.dim + d];
+                        o *= zv / (1.f + expf(-zv));
+                    }
+                    out[row0 + d] = o;
+                }
+            }
+        }
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) ssu7_arrive(&empty[s]);
+    }
+}
+
+#define SSU7_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4)
+#define SSU7_ENTRY_W(NAME, ST, SR, CW)                                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * (1 + CW)) NAME(                                        \
+        SsuParams p, i64 stages, const float* __restrict__ x, const float* __restrict__ dt,                 \
+        const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,              \
+        const float* __restrict__ D, const float* __restrict__ z, const float* __restrict__ dt_bias,        \
+        const i64* __restrict__ sbi, void* __restrict__ state, float* __restrict__ state_scale,            \
+        float* __restrict__ out) {                                                                         \
+        ssu_v7_body<ST, SR, CW>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out);   \
+    }
+SSU7_ENTRY(ssu_v7_f32, ST_F32, false)
+SSU7_ENTRY(ssu_v7_bf16, ST_BF16, false)
+SSU7_ENTRY(ssu_v7_f16, ST_F16, false)
+SSU7_ENTRY(ssu_v7_f16_sr, ST_F16, true)
+SSU7_ENTRY(ssu_v7_i16, ST_I16, false)
+// Consumer-warp sweep (bf16, nearest; `duet bench --shape ssu_sweep_b256_bf16`): 2 or 8
+// consumer warps per producer warp instead of 4. Same body, bit-identical state.
+SSU7_ENTRY_W(ssu_v7w2_bf16, ST_BF16, false, 2)
+SSU7_ENTRY_W(ssu_v7w8_bf16, ST_BF16, false, 8)

@@ -266,8 +266,10 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
         "ssu_b64_bf16" => ops::selective_state_update::bench_super(&g, 64, DType::BF16),
         "ssu_b256_bf16" => ops::selective_state_update::bench_super(&g, 256, DType::BF16),
         "ssu_b256_f32" => ops::selective_state_update::bench_super(&g, 256, DType::F32),
-        "ssu_sweep_b64_bf16" => ops::selective_state_update::bench_sweep(&g, 64),
-        "ssu_sweep_b256_bf16" => ops::selective_state_update::bench_sweep(&g, 256),
+        "ssu_sweep_b64_bf16" => ops::selective_state_update::bench_sweep(&g, 64, false),
+        "ssu_sweep_b256_bf16" => ops::selective_state_update::bench_sweep(&g, 256, false),
+        "ssu_sweep_all_b64_bf16" => ops::selective_state_update::bench_sweep(&g, 64, true),
+        "ssu_sweep_all_b256_bf16" => ops::selective_state_update::bench_sweep(&g, 256, true),
         // LatentMoE routed expert layer (gpu/src/ops/moe.rs): GEMM1 + relu^2 + NVFP4 epilogue,
         // GEMM2, Super shapes; floors from the issue (bandwidth at small T, bf16 FLOPs at 4096).
         "moe_t1" => ops::moe::bench_expert_layer(&g, 1, 16.0),
@@ -279,7 +281,7 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
         ))),
     }
 }

@@ -25,7 +25,7 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6"],
+        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"],
         run,
         applicable,
     }]
@@ -83,13 +83,80 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if version == "v6" && inputs.get("A").is_some_and(|a| a.rank() != 1) {
-        return Some("v6 takes A per head (nheads,); a full A runs on v1-v5".into());
+    if (version == "v6" || version == "v7") && inputs.get("A").is_some_and(|a| a.rank() != 1) {
+        return Some(format!(
+            "{version} takes A per head (nheads,); a full A runs on v1-v5"
+        ));
+    }
+    if version == "v7" {
+        let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
+        if let Some(why) = v3_ok(dstate, st.dtype()) {
+            return Some(why);
+        }
+        return ssu7_plan(dim, dstate, st.dtype().size(), None).err();
     }
     if ["v3", "v4", "v5", "v6"].contains(&version) {
         return v3_ok(dstate, st.dtype());
     }
     None
+}
+
+/// v7's shared-memory ring (gpu/kernels/selective_state_update.cu, `ssu7_layout`): one stage =
+/// the (batch row, head) state tile + B + C (f32) + six f32 per-row values, 16-byte aligned,
+/// + 16 bytes for the slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ssu7Plan {
+    pub stages: usize,
+    pub stage_bytes: usize,
+    pub smem_bytes: usize,
+    pub blocks_per_sm: usize,
+}
+
+/// Threads of a v7 block: one producer warp + 4 consumer warps (the sweep's v7w2 / v7w8: 2 / 8).
+pub const SSU7_THREADS: u32 = 160;
+/// Dynamic shared memory one block may ask for on sm_90 (227 KiB) and an SM's total (228 KiB,
+/// 1 KiB reserved per block).
+const SMEM_BLOCK_MAX: usize = 227 * 1024;
+const SMEM_SM: usize = 228 * 1024;
+
+/// Stages per block (default 2) and the resident blocks per SM that the shared memory allows
+/// (the launch takes the smaller of that and the driver's occupancy for the registers).
+/// Default 2: at batch 256 bf16 on the H200 (session 4, docs/measurements/
+/// h200_session4_call2_presets.json) 2 stages ran in 379.4 us, 3 in 394.5, 4 in 450.8, 5
+/// (~96 KiB per block, the first default) in 596.4, 8 in 1084.0: fewer stages = more resident
+/// blocks, and the producer's per-tile prologue, not the bytes in flight, was the limit.
+pub fn ssu7_plan(
+    dim: usize,
+    dstate: usize,
+    esize: usize,
+    stages: Option<usize>,
+) -> Result<Ssu7Plan, String> {
+    if dim == 0 || dim > 1024 {
+        return Err(format!("v7: dim {dim} outside 1..=1024"));
+    }
+    let tile = dim * dstate * esize;
+    let stage_bytes = (tile + 8 * dstate + 24 * dim).div_ceil(16) * 16 + 16;
+    let stages = stages.unwrap_or(2);
+    // The kernel's barrier header: full[stages] + empty[stages], rounded up to 128 bytes.
+    let header = (16 * stages).div_ceil(128) * 128;
+    let smem_bytes = header + stages * stage_bytes;
+    if stages < 1 || smem_bytes > SMEM_BLOCK_MAX {
+        return Err(format!(
+            "v7: {stages} stages of {stage_bytes} bytes (state tile dim {dim} x dstate {dstate} x {esize} bytes) need {smem_bytes} bytes of shared memory, more than {SMEM_BLOCK_MAX}"
+        ));
+    }
+    if tile >= 1 << 20 {
+        return Err(format!(
+            "v7: a {tile}-byte state tile exceeds the mbarrier transaction count"
+        ));
+    }
+    let blocks_per_sm = (SMEM_SM / (smem_bytes + 1024)).clamp(1, 16);
+    Ok(Ssu7Plan {
+        stages,
+        stage_bytes,
+        smem_bytes,
+        blocks_per_sm,
+    })
 }
 
 /// Kernel parameters (`struct SsuParams` in the .cu file: 22 x 64-bit, same order).
@@ -135,13 +202,14 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6"].contains(&version)
+    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"].contains(&version)
         && sweep_rpt(version).is_none()
+        && !V7_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5, v6".into(),
+            known: "auto, v1, v2, v3, v4, v5, v6, v7".into(),
         });
     }
     let inp = Inputs::new(OP, inputs);
@@ -223,18 +291,49 @@ pub fn run(
             }
             "v2"
         }
-        "v3" | "v4" | "v5" | "v6" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" => {
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
             }
-            if version == "v6" && parsed.a.1 {
+            if (version == "v6" || version == "v7") && parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
-                    "{OP} v6: takes A per head (nheads,); a full A runs on v1-v5"
+                    "{OP} {version}: takes A per head (nheads,); a full A runs on v1-v5"
                 )));
+            }
+            if version == "v7" {
+                ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
+                    .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
             }
             version
         }
+        // A per head (Nemotron-H): v7 (the bulk-copy producer/consumer kernel) once there are
+        // enough (batch row, head) tiles to fill the SMs several times, else v6. H200, session
+        // 4 (docs/measurements/h200_session4_call2_presets.json, bf16, per head): batch 256
+        // v7 (2 stages) 379.4 us, v6 569.1, v5 726.0; batch 64 97.7 / 145.6 / 184.4 us (graph);
+        // batch 1 (128 tiles) v6 7.0 us, v7 8.1.
+        "auto"
+            if v3_ok(dims.dstate, state_dtype).is_none()
+                && !parsed.a.1
+                && (dims.batch * dims.nheads) as u64 >= 4 * g.sm_count as u64
+                && ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None).is_ok() =>
+        {
+            "v7"
+        }
+        "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v6",
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
+        v if V7_SWEEP.contains(&v) => {
+            if state_dtype != DType::BF16 || sr == 1 || parsed.a.1 {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: the v7 sweep variants take a bf16 state with round-to-nearest and A per head"
+                )));
+            }
+            if let Some(why) = v3_ok(dims.dstate, state_dtype) {
+                return Err(GpuError::Unsupported(format!("{OP} {v}: {why}")));
+            }
+            ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
+                .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
+            v
+        }
         v if sweep_rpt(v).is_some() => {
             if state_dtype != DType::BF16 || sr == 1 {
                 return Err(GpuError::Unsupported(format!(
@@ -256,7 +355,31 @@ pub fn run(
             "{OP} {chosen}: {blocks} blocks exceed the grid limit"
         )));
     }
-    {
+    if chosen.starts_with("v7") {
+        let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
+            .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
+        let threads = match chosen {
+            "v7w2" => 96,
+            "v7w8" => 288,
+            _ => SSU7_THREADS,
+        };
+        let s = &g.stream;
+        let ptrs = [
+            x.ptr(s),
+            dt.ptr(s),
+            a.ptr(s),
+            b.ptr(s),
+            c.ptr(s),
+            d.ptr(s),
+            z.ptr(s),
+            bias.ptr(s),
+            sbi.ptr(s),
+            state.ptr(s),
+            scale.ptr(s),
+            out.ptr(s),
+        ];
+        launch_v7(g, &f, &prm, &plan, blocks, &ptrs, threads)?;
+    } else {
         let (px, pdt, pa, pb, pc, pd, pz, pbias, psbi) = (
             x.ptr(&g.stream),
             dt.ptr(&g.stream),
@@ -314,6 +437,44 @@ pub fn run(
         );
     }
     Ok(m)
+}
+
+/// Launches a v7 kernel: `tiles` (batch x nheads) tiles over min(tiles, SMs x resident blocks)
+/// persistent blocks. `ptrs`: x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out.
+pub(crate) fn launch_v7(
+    g: &Gpu,
+    f: &cudarc::driver::CudaFunction,
+    prm: &SsuParams,
+    plan: &Ssu7Plan,
+    tiles: u64,
+    ptrs: &[u64; 12],
+    threads: u32,
+) -> Result<(), GpuError> {
+    if plan.smem_bytes > 48 * 1024 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            plan.smem_bytes as i32,
+        )
+        .map_err(|e| GpuError::Driver(format!("ssu_v7 shared-memory attribute: {e}")))?;
+    }
+    // Persistent blocks: as many as can be resident at once (registers and shared memory, from
+    // the driver), so no block waits for a second wave.
+    let resident = f
+        .occupancy_max_active_blocks_per_multiprocessor(threads, plan.smem_bytes, None)
+        .map_err(|e| GpuError::Driver(format!("ssu_v7 occupancy: {e}")))?
+        .clamp(1, plan.blocks_per_sm as u32);
+    let grid = tiles.min(g.sm_count as u64 * resident as u64).max(1);
+    let stages = plan.stages as i64;
+    let mut l = g.stream.launch_builder(f);
+    l.arg(prm).arg(&stages);
+    for p in ptrs {
+        l.arg(p);
+    }
+    // SAFETY: the ssu_v7_* signature (params, stages, then the 12 buffers of the common ssu
+    // signature); plan.smem_bytes covers the kernel's barrier header + stages x stage bytes.
+    unsafe { l.launch(cfg(grid as u32, threads, plan.smem_bytes as u32)) }
+        .map(|_| ())
+        .map_err(|e| GpuError::Driver(format!("launch ssu_v7: {e}")))
 }
 
 /// The f32 copies of the small operands on the device (absent ones as 1-element dummies the
@@ -399,6 +560,10 @@ pub const SWEEP: &[&str] = &[
     "x_bf16_r2_f1_m4",
 ];
 
+/// v7 with 2 or 8 consumer warps per producer warp (bf16 state, nearest): the consumer-warp
+/// sweep of `duet bench --shape ssu_sweep_b*_bf16`, runnable as versions for the bit-exact test.
+pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8"];
+
 /// Rows per thread of a sweep variant name (None: not a sweep variant).
 fn sweep_rpt(v: &str) -> Option<usize> {
     if !SWEEP.contains(&v) {
@@ -413,14 +578,24 @@ fn sweep_rpt(v: &str) -> Option<usize> {
 
 /// `ssu_sweep_b{batch}_bf16`: every sweep variant at the Super shape, dt / D / dt_bias per head,
 /// sorted by time (the tests check each variant bit-exact: gpu/tests/gpu_ssu.rs).
-pub fn bench_sweep(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
+pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value, GpuError> {
     let mut v = vec![
         bench_super_version(g, batch, DType::BF16, "v3", true)?,
         bench_super_version(g, batch, DType::BF16, "v5", true)?,
         bench_super_version(g, batch, DType::BF16, "v6", true)?,
+        bench_super_version(g, batch, DType::BF16, "v7", true)?,
     ];
-    for name in SWEEP {
+    // v7's ring depth and consumer warps (default: 2 stages, 4 consumer warps).
+    for name in [
+        "v7_s1", "v7_s3", "v7w2_s1", "v7w2_s2", "v7w2_s3", "v7w8_s1", "v7w8_s2", "v7w8_s3",
+    ] {
         v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
+    }
+    // The SWEEP variants (session 3: none beat v5) run with --shape ssu_sweep_all_b{64,256}_bf16.
+    if all {
+        for name in SWEEP {
+            v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
+        }
     }
     let key = |x: &serde_json::Value| {
         x["graph_replay"]["median_us"]
@@ -443,7 +618,8 @@ fn launch_shape(
 ) -> (String, usize) {
     match version {
         "v2" => ("ssu_v2".into(), 1),
-        "v3" | "v4" | "v5" | "v6" => {
+        v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
+        "v3" | "v4" | "v5" | "v6" | "v7" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -451,10 +627,12 @@ fn launch_shape(
                 (DType::F16, true) => "f16_sr",
                 _ => "i16",
             };
-            (
-                format!("ssu_{version}_{fmt}"),
-                dim.div_ceil(v3_rows_per_block(dstate, state_dt, version)),
-            )
+            let dtiles = if version == "v7" {
+                1 // one (batch row, head) per tile
+            } else {
+                dim.div_ceil(v3_rows_per_block(dstate, state_dt, version))
+            };
+            (format!("ssu_{version}_{fmt}"), dtiles)
         }
         v if sweep_rpt(v).is_some() => {
             let nvec = dstate / (16 / state_dt.size().max(1));
@@ -477,7 +655,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let mut v = vec![];
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
-    for version in ["v1", "v3", "v4", "v5", "v6"] {
+    for version in ["v1", "v3", "v4", "v5", "v6", "v7"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
@@ -573,7 +751,17 @@ fn bench_super_version(
         },
         ..Default::default()
     };
-    let (fname, dtiles) = launch_shape(version, dim, dstate, state_dt, false);
+    let base = if version.starts_with("v7") {
+        "v7"
+    } else {
+        version
+    };
+    let (mut fname, dtiles) = launch_shape(base, dim, dstate, state_dt, false);
+    for w in ["v7w2", "v7w8"] {
+        if version.starts_with(w) {
+            fname = format!("ssu_{w}_bf16");
+        }
+    }
     let f = g.function("selective_state_update", &fname)?;
     let blocks = ((batch * nheads) * dtiles) as u32;
     let s = &g.stream;
@@ -590,9 +778,35 @@ fn bench_super_version(
     let sbi_ptrs: Vec<u64> = sbis.iter().map(|t| t.ptr(s)).collect();
     let (pst, psc, pout) = (dev_state.ptr(s), scale.ptr(s), out.ptr(s));
     let mut k = 0usize;
+    // v7 sweep names: v7[w2|w8][_s{stages}] (consumer warps, ring depth).
+    let (plan7, threads7) = if version.starts_with("v7") {
+        let stages = version
+            .rsplit_once("_s")
+            .and_then(|(_, n)| n.parse::<usize>().ok());
+        let cw = if version.starts_with("v7w2") {
+            2
+        } else if version.starts_with("v7w8") {
+            8
+        } else {
+            4
+        };
+        (
+            Some(ssu7_plan(dim, dstate, state_dt.size(), stages).map_err(GpuError::Unsupported)?),
+            32 * (1 + cw),
+        )
+    } else {
+        (None, 0)
+    };
     let (single, graph) = crate::bench::time_launch(g, batch <= 64, || {
         let psbi = sbi_ptrs[k % windows];
         k += 1;
+        if let Some(plan) = &plan7 {
+            let p12 = [
+                ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst,
+                psc, pout,
+            ];
+            return launch_v7(g, &f, &prm, plan, blocks as u64, &p12, threads7);
+        }
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
         for p in &ptrs {
@@ -622,4 +836,35 @@ fn bench_super_version(
         "copy_ceiling_gb_per_s": copy_gbs, "copy_median_us": copy.median_us,
         "pct_of_copy": 100.0 * (bytes / (best * 1e-6) / 1e9) / copy_gbs,
     }))
+}
+
+#[cfg(test)]
+mod ssu7_plan_tests {
+    use super::ssu7_plan;
+
+    #[test]
+    fn super_shape_plans_match_the_kernel_layout() {
+        // bf16 Super tile: 64 x 128 x 2 = 16384 state bytes + B, C (2 x 512) + 6 x 64 x 4 row
+        // values = 18944, + 16 for the slot = 18960 per stage; 2 stages + 128 header.
+        let p = ssu7_plan(64, 128, 2, None).expect("bf16 plan");
+        assert_eq!((p.stages, p.stage_bytes, p.smem_bytes), (2, 18960, 38048));
+        assert_eq!(p.blocks_per_sm, (228 * 1024) / (38048 + 1024));
+        let f = ssu7_plan(64, 128, 4, Some(3)).expect("f32 plan");
+        assert_eq!(f.stage_bytes, 32768 + 1024 + 1536 + 16);
+        assert_eq!(f.smem_bytes, 128 + 3 * f.stage_bytes);
+        // More than 8 stages: the barrier header grows past 128 bytes.
+        let d = ssu7_plan(8, 16, 2, Some(9)).expect("deep ring");
+        assert_eq!(d.smem_bytes, 256 + 9 * d.stage_bytes);
+    }
+
+    #[test]
+    fn oversized_tiles_are_refused_with_the_reason() {
+        let e = ssu7_plan(1024, 256, 4, None).expect_err("1 MiB tile");
+        assert!(e.contains("shared memory"), "{e}");
+        assert!(ssu7_plan(0, 128, 2, None).is_err());
+        assert!(ssu7_plan(2048, 8, 2, None)
+            .expect_err("dim")
+            .contains("dim 2048"));
+        assert!(ssu7_plan(64, 128, 2, Some(0)).is_err());
+    }
 }
