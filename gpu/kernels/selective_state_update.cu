@@ -698,7 +698,7 @@ __device__ __forceinline__ Ssu7Layout ssu7_layout(const SsuParams& p, int esize)
     return l;
 }
 
-template <int ST, bool SR, int CW>
+template <int ST, bool SR, int CW, bool EARLY>
 __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, const float* __restrict__ x,
                                             const float* __restrict__ dt, const float* __restrict__ A,
                                             const float* __restrict__ B, const float* __restrict__ C,
@@ -726,39 +726,36 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
     const int warp = threadIdx.x >> 5, lane32 = threadIdx.x & 31;
     if (warp == 0) {
         // ---- producer ----
+        // v8 (EARLY): the tile's slot and per-row values are loaded and computed *before*
+        // waiting for the stage, so a freed stage gets its bulk copies right away; the row
+        // values then include the gate silu(z) and x * D, so the consumers' row finish is one
+        // add and one multiply (v7 evaluates expf and a division per row on lane 0).
+        constexpr int RPL = 2;  // rows per lane held in registers across the wait (dim <= 64)
         i64 it = 0;
         for (i64 t = blockIdx.x; t < tiles; t += gridDim.x, ++it) {
             const i64 s = it % stages;
             const u32 use = (u32)(it / stages);
-            if (use > 0) ssu7_wait(&empty[s], (use + 1) & 1u);
-            unsigned char* st = ring + s * L.stage;
+            if (!EARLY && use > 0) ssu7_wait(&empty[s], (use + 1) & 1u);  // v7: wait first
             const i64 b = t / p.nheads, h = t % p.nheads;
             const i64 slot = p.has_sbi ? sbi[b] : b;
             const bool pad = p.has_sbi && slot == p.pad_slot_id;
             const i64 g = h / (p.nheads / p.ngroups);
-            if (lane32 == 0) {
-                const u32 bc = (u32)(4 * p.dstate);
-                const u32 tb = (u32)(p.dim * p.dstate * ESZ);
-                ssu7_expect_tx(&full[s], 2 * bc + (pad ? 0u : tb));
-                ssu7_bulk_load(st + L.b, B + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
-                ssu7_bulk_load(st + L.c, C + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
-                if (!pad)
-                    ssu7_bulk_load(st + L.tile, (const unsigned char*)state + (slot * p.nheads + h) * p.dim * p.dstate * ESZ,
-                                   tb, &full[s]);
-                *(i64*)(st + L.slot) = slot;
-            }
-            float* rows = (float*)(st + L.rows);
             const i64 row0 = (b * p.nheads + h) * p.dim;
             // dt (and so dA) per head: one softplus / exp per lane per tile, not per row.
             const bool row_dt = p.dt_per_dim || (p.has_bias && p.bias_per_dim);
             float dt_head = 0.f, dA_head = 0.f;
-            if (!row_dt) {
-                dt_head = dt[b * p.nheads + h];
-                if (p.has_bias) dt_head = __fadd_rn(dt_head, dt_bias[h]);
-                if (p.softplus && dt_head <= 20.f) dt_head = (float)log1p(exp((double)dt_head));
-                dA_head = (float)exp((double)__fmul_rn(A[h], dt_head));
-            }
-            for (i64 d = lane32; d < p.dim; d += 32) {
+            auto head_vals = [&]() {
+                if (!row_dt) {
+                    dt_head = dt[b * p.nheads + h];
+                    if (p.has_bias) dt_head = __fadd_rn(dt_head, dt_bias[h]);
+                    if (p.softplus && dt_head <= 20.f) dt_head = (float)log1p(exp((double)dt_head));
+                    dA_head = (float)exp((double)__fmul_rn(A[h], dt_head));
+                }
+            };
+            if (EARLY) head_vals();
+            // The row values of row d: dt, dA, x, z (v7) or gate (v8), D (v7) or x * D (v8),
+            // the int16 decode scale.
+            auto row_vals = [&](i64 d, float* o6) {
                 float dtv = dt_head, dAv = dA_head;
                 if (row_dt) {
                     dtv = p.dt_per_dim ? dt[row0 + d] : dt[b * p.nheads + h];
@@ -766,13 +763,54 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
                     if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
                     dAv = (float)exp((double)__fmul_rn(A[h], dtv));
                 }
-                rows[d] = dtv;
-                rows[p.dim + d] = dAv;
-                rows[2 * p.dim + d] = x[row0 + d];
-                rows[3 * p.dim + d] = p.has_z ? z[row0 + d] : 0.f;
-                rows[4 * p.dim + d] = p.has_d ? (p.d_per_dim ? D[h * p.dim + d] : D[h]) : 0.f;
-                rows[5 * p.dim + d] =
-                    (ST == ST_I16 && !pad) ? state_scale[(slot * p.nheads + h) * p.dim + d] : 1.f;
+                const float xv = x[row0 + d];
+                const float zv = p.has_z ? z[row0 + d] : 0.f;
+                const float dv = p.has_d ? (p.d_per_dim ? D[h * p.dim + d] : D[h]) : 0.f;
+                o6[0] = dtv;
+                o6[1] = dAv;
+                o6[2] = xv;
+                o6[3] = EARLY ? (p.has_z ? zv / (1.f + expf(-zv)) : 1.f) : zv;
+                o6[4] = EARLY ? xv * dv : dv;
+                o6[5] = (ST == ST_I16 && !pad) ? state_scale[(slot * p.nheads + h) * p.dim + d] : 1.f;
+            };
+            float early[RPL][6];
+            if (EARLY) {
+#pragma unroll
+                for (int k = 0; k < RPL; ++k) {
+                    const i64 d = lane32 + 32 * k;
+                    if (d < p.dim) row_vals(d, early[k]);
+                }
+            }
+            if (EARLY && use > 0) ssu7_wait(&empty[s], (use + 1) & 1u);
+            unsigned char* st = ring + s * L.stage;
+            if (lane32 == 0) {
+                const u32 bc = (u32)(4 * p.dstate);
+                const u32 tb = (u32)(p.dim * p.dstate * ESZ);
+                const unsigned char* src = (const unsigned char*)state + (slot * p.nheads + h) * p.dim * p.dstate * ESZ;
+                ssu7_expect_tx(&full[s], 2 * bc + (pad ? 0u : tb));
+                if (EARLY && !pad) ssu7_bulk_load(st + L.tile, src, tb, &full[s]);  // v8: the big copy first
+                ssu7_bulk_load(st + L.b, B + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
+                ssu7_bulk_load(st + L.c, C + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
+                if (!EARLY && !pad) ssu7_bulk_load(st + L.tile, src, tb, &full[s]);
+                *(i64*)(st + L.slot) = slot;
+            }
+            if (!EARLY) head_vals();  // v7: after the copies
+            float* rows = (float*)(st + L.rows);
+            for (i64 d = lane32; d < p.dim; d += 32) {
+                float o6[6];
+                const i64 k = (d - lane32) / 32;
+                if (EARLY && k < RPL) {
+#pragma unroll
+                    for (int j = 0; j < RPL; ++j)
+                        if (j == k) {
+#pragma unroll
+                            for (int q = 0; q < 6; ++q) o6[q] = early[j][q];
+                        }
+                } else {
+                    row_vals(d, o6);
+                }
+#pragma unroll
+                for (int q = 0; q < 6; ++q) rows[q * p.dim + d] = o6[q];
             }
             ssu7_arrive(&full[s]);
         }
@@ -847,10 +885,15 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
                 if (lane == 0 && valid) {
                     if (ST == ST_I16 && !pad) state_scale[srow_idx] = decode;
                     float o = acc;
-                    if (p.has_d) o += xv * rows[4 * p.dim + d];
-                    if (p.has_z) {
-                        const float zv = rows[3 * p.dim + d];
-                        o *= zv / (1.f + expf(-zv));
+                    if (EARLY) {  // x * D and silu(z) precomputed by the producer (same expressions)
+                        if (p.has_d) o += rows[4 * p.dim + d];
+                        if (p.has_z) o *= rows[3 * p.dim + d];
+                    } else {
+                        if (p.has_d) o += xv * rows[4 * p.dim + d];
+                        if (p.has_z) {
+                            const float zv = rows[3 * p.dim + d];
+                            o *= zv / (1.f + expf(-zv));
+                        }
                     }
                     out[row0 + d] = o;
                 }
@@ -861,15 +904,17 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
     }
 }
 
-#define SSU7_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4)
-#define SSU7_ENTRY_W(NAME, ST, SR, CW)                                                                     \
+#define SSU7_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4, false)
+#define SSU8_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4, true)
+#define SSU7_ENTRY_W(NAME, ST, SR, CW, EARLY)                                                              \
     extern "C" __global__ void __launch_bounds__(32 * (1 + CW)) NAME(                                        \
         SsuParams p, i64 stages, const float* __restrict__ x, const float* __restrict__ dt,                 \
         const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,              \
         const float* __restrict__ D, const float* __restrict__ z, const float* __restrict__ dt_bias,        \
         const i64* __restrict__ sbi, void* __restrict__ state, float* __restrict__ state_scale,            \
         float* __restrict__ out) {                                                                         \
-        ssu_v7_body<ST, SR, CW>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out);   \
+        ssu_v7_body<ST, SR, CW, EARLY>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale,  \
+                                       out);                                                               \
     }
 SSU7_ENTRY(ssu_v7_f32, ST_F32, false)
 SSU7_ENTRY(ssu_v7_bf16, ST_BF16, false)
@@ -878,5 +923,13 @@ SSU7_ENTRY(ssu_v7_f16_sr, ST_F16, true)
 SSU7_ENTRY(ssu_v7_i16, ST_I16, false)
 // Consumer-warp sweep (bf16, nearest; `duet bench --shape ssu_sweep_b256_bf16`): 2 or 8
 // consumer warps per producer warp instead of 4. Same body, bit-identical state.
-SSU7_ENTRY_W(ssu_v7w2_bf16, ST_BF16, false, 2)
-SSU7_ENTRY_W(ssu_v7w8_bf16, ST_BF16, false, 8)
+SSU7_ENTRY_W(ssu_v7w2_bf16, ST_BF16, false, 2, false)
+SSU7_ENTRY_W(ssu_v7w8_bf16, ST_BF16, false, 8, false)
+// v8 (session 4): v7 with the producer's loads and prologue math before its wait for a free
+// stage (the state copy is issued first once the stage frees), and the row finish
+// precomputed (x * D, silu(z)): same expressions, so `out` and the state are as v7's.
+SSU8_ENTRY(ssu_v8_f32, ST_F32, false)
+SSU8_ENTRY(ssu_v8_bf16, ST_BF16, false)
+SSU8_ENTRY(ssu_v8_f16, ST_F16, false)
+SSU8_ENTRY(ssu_v8_f16_sr, ST_F16, true)
+SSU8_ENTRY(ssu_v8_i16, ST_I16, false)

@@ -59,13 +59,16 @@ pub fn gpu_ops() -> Vec<(&'static str, Vec<&'static str>)> {
 /// Every GPU kernel version as a backend; `filter` is an op-name regex (a plain substring
 /// match is used when it is not a valid regex).
 pub fn backends(filter: Option<&str>) -> Result<Vec<Box<dyn Backend>>, GpuError> {
+    backends_where(|op| filter.is_none_or(|f| backend::name_matches(f, op)))
+}
+
+/// Every version of every GPU op whose name `keep` accepts.
+pub fn backends_where(keep: impl Fn(&str) -> bool) -> Result<Vec<Box<dyn Backend>>, GpuError> {
     runtime::gpu()?;
     let mut v: Vec<Box<dyn Backend>> = vec![];
     for op in ops::all() {
-        if let Some(f) = filter {
-            if !backend::name_matches(f, op.name) {
-                continue;
-            }
+        if !keep(op.name) {
+            continue;
         }
         for &ver in op.versions {
             v.push(Box::new(backend::GpuBackend::new(op.name, ver)));

@@ -155,9 +155,9 @@ fn ssu_random_shapes_every_mode() {
             "case {i}: b{} slots{} h{} d{} n{} g{} {state_dt} pads={pads} {pad_mode} {out_from}",
             s.batch, s.slots, s.nheads, s.dim, s.dstate, s.ngroups
         );
-        // Every version; v3-v7 only where their layout conditions hold (A is per head here,
+        // Every version; v3-v8 only where their layout conditions hold (A is per head here,
         // which v6 requires).
-        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7"] {
+        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
             if v >= "v3" && gpu::ops::selective_state_update::v3_ok(s.dstate, state_dt).is_some() {
                 continue;
             }
@@ -175,10 +175,10 @@ fn ssu_random_shapes_every_mode() {
             }
         }
     }
-    eprintln!("{n} random cases ({n_v3} on v3-v7), {} failed", fails.len());
+    eprintln!("{n} random cases ({n_v3} on v3-v8), {} failed", fails.len());
     assert!(
         n_v3 > 0,
-        "no random shape met v3's layout conditions: v3-v7 untested"
+        "no random shape met v3's layout conditions: v3-v8 untested"
     );
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
@@ -213,7 +213,7 @@ fn ssu_stochastic_rounding_is_bit_exact() {
             ("philox_rounds", if i % 2 == 0 { "10" } else { "5" }.into()),
             ("dt_softplus", "true".into()),
         ]);
-        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7"] {
+        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
             if let Err(e) = common::diff(
                 "selective_state_update",
                 v,
@@ -272,7 +272,7 @@ fn ssu_state_offsets_beyond_2_pow_31() {
     );
     let g = common::gpu();
     let op = gpu::ops::find("selective_state_update").unwrap();
-    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7"] {
+    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
         let got =
             gpu::ops::run_version(&g, &op, v, &inp, &[], &gpu::ops::RunOpts::default()).unwrap();
         let rep = compare::compare(

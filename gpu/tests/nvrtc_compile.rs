@@ -119,13 +119,18 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
         "ssu_v7_f16",
         "ssu_v7_f16_sr",
         "ssu_v7_i16",
+        "ssu_v8_f32",
+        "ssu_v8_bf16",
+        "ssu_v8_f16",
+        "ssu_v8_f16_sr",
+        "ssu_v8_i16",
     ] {
         let k = r
             .iter()
             .find(|k| k.kernel == name)
             .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
         assert!(k.registers > 0, "{name}: no register count parsed");
-        if name.starts_with("ssu_v7") {
+        if name.starts_with("ssu_v7") || name.starts_with("ssu_v8") {
             // Dynamic shared memory only (the ring): no static prologue arrays. The bf16
             // kernels keep a few words on a small stack across the calls of the f64 exp /
             // division slow paths (SASS of ssu_v7_bf16, session 4: STL / LDL once per tile and

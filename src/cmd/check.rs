@@ -25,6 +25,15 @@ pub struct Args {
     goldens: Option<PathBuf>,
 }
 
+/// The op names of the case-table rows whose name (`op/vars`) the regex matches (all without one).
+pub fn ops_of_matching_cases(re: Option<&Regex>) -> std::collections::BTreeSet<&'static str> {
+    compare::cases::all()
+        .iter()
+        .filter(|c| re.is_none_or(|r| r.is_match(&c.name())))
+        .map(|c| c.op())
+        .collect()
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let re = match &args.op {
         Some(r) => Some(
@@ -32,8 +41,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ),
         None => None,
     };
+    // GPU versions of the ops whose name matches --op, and of the ops of every case the regex
+    // selects: `--op 'ssd_chunk_scan/what=odd,'` names cases, not an op, and must still run the
+    // op's kernels (before session 4 it matched no op name, and the GPU rows were silently
+    // left out).
     let gpu_backends: Vec<Box<dyn Backend>> = if args.backend == "gpu" {
-        gpu::backends(args.op.as_deref())?
+        let case_ops = ops_of_matching_cases(re.as_ref());
+        gpu::backends_where(|op| {
+            case_ops.contains(op)
+                || args
+                    .op
+                    .as_deref()
+                    .is_none_or(|f| gpu::backend::name_matches(f, op))
+        })?
     } else {
         vec![]
     };
@@ -96,4 +116,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     }
     Ok(if failed == 0 { 0 } else { 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_case_regex_selects_its_ops_gpu_kernels() {
+        let re = Regex::new("ssd_chunk_scan/what=(odd|odd_all),").expect("regex");
+        let ops = ops_of_matching_cases(Some(&re));
+        assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec!["ssd_chunk_scan"]);
+        let re = Regex::new("router").expect("regex");
+        assert!(ops_of_matching_cases(Some(&re)).contains("noaux_tc_router"));
+        let re = Regex::new("^no_such_op/").expect("regex");
+        assert!(ops_of_matching_cases(Some(&re)).is_empty());
+    }
 }

@@ -25,7 +25,7 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"],
+        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"],
         run,
         applicable,
     }]
@@ -83,12 +83,12 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if (version == "v6" || version == "v7") && inputs.get("A").is_some_and(|a| a.rank() != 1) {
+    if ["v6", "v7", "v8"].contains(&version) && inputs.get("A").is_some_and(|a| a.rank() != 1) {
         return Some(format!(
             "{version} takes A per head (nheads,); a full A runs on v1-v5"
         ));
     }
-    if version == "v7" {
+    if version == "v7" || version == "v8" {
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         if let Some(why) = v3_ok(dstate, st.dtype()) {
             return Some(why);
@@ -202,14 +202,14 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"].contains(&version)
+    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"].contains(&version)
         && sweep_rpt(version).is_none()
         && !V7_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5, v6, v7".into(),
+            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8".into(),
         });
     }
     let inp = Inputs::new(OP, inputs);
@@ -291,33 +291,34 @@ pub fn run(
             }
             "v2"
         }
-        "v3" | "v4" | "v5" | "v6" | "v7" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" => {
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
             }
-            if (version == "v6" || version == "v7") && parsed.a.1 {
+            if ["v6", "v7", "v8"].contains(&version) && parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
                     "{OP} {version}: takes A per head (nheads,); a full A runs on v1-v5"
                 )));
             }
-            if version == "v7" {
+            if version == "v7" || version == "v8" {
                 ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
                     .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
             }
             version
         }
-        // A per head (Nemotron-H): v7 (the bulk-copy producer/consumer kernel) once there are
-        // enough (batch row, head) tiles to fill the SMs several times, else v6. H200, session
-        // 4 (docs/measurements/h200_session4_call2_presets.json, bf16, per head): batch 256
-        // v7 (2 stages) 379.4 us, v6 569.1, v5 726.0; batch 64 97.7 / 145.6 / 184.4 us (graph);
-        // batch 1 (128 tiles) v6 7.0 us, v7 8.1.
+        // A per head (Nemotron-H): v8 (the bulk-copy producer/consumer kernel, v7 with the
+        // producer's work before its wait) once there are enough (batch row, head) tiles to
+        // fill the SMs several times, else v6. H200, session 4, bf16, per head
+        // (docs/measurements/h200_session4_call4_presets.json): batch 256 v8 334.5 us, v7
+        // 368.7, v6 567.8, v5 726.0; batch 64 (graph) 86.9 / 94.6 / 145.4 / 184.2 us; batch 1
+        // (128 tiles; call 3) v6 7.1 us, v7 8.0.
         "auto"
             if v3_ok(dims.dstate, state_dtype).is_none()
                 && !parsed.a.1
                 && (dims.batch * dims.nheads) as u64 >= 4 * g.sm_count as u64
                 && ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None).is_ok() =>
         {
-            "v7"
+            "v8"
         }
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v6",
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
@@ -355,7 +356,7 @@ pub fn run(
             "{OP} {chosen}: {blocks} blocks exceed the grid limit"
         )));
     }
-    if chosen.starts_with("v7") {
+    if chosen.starts_with("v7") || chosen == "v8" {
         let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
             .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
         let threads = match chosen {
@@ -584,11 +585,18 @@ pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value
         bench_super_version(g, batch, DType::BF16, "v5", true)?,
         bench_super_version(g, batch, DType::BF16, "v6", true)?,
         bench_super_version(g, batch, DType::BF16, "v7", true)?,
+        bench_super_version(g, batch, DType::BF16, "v8", true)?,
+        bench_super_version(g, batch, DType::BF16, "v8_s3", true)?,
+        bench_super_version(g, batch, DType::BF16, "v8_s4", true)?,
     ];
     // v7's ring depth and consumer warps (default: 2 stages, 4 consumer warps).
+    // (v7 ring depths 1 / 3 and 2 / 8 consumer warps: measured in session 4, call 3; with all.)
     for name in [
         "v7_s1", "v7_s3", "v7w2_s1", "v7w2_s2", "v7w2_s3", "v7w8_s1", "v7w8_s2", "v7w8_s3",
-    ] {
+    ]
+    .into_iter()
+    .filter(|_| all)
+    {
         v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
     }
     // The SWEEP variants (session 3: none beat v5) run with --shape ssu_sweep_all_b{64,256}_bf16.
@@ -619,7 +627,7 @@ fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -627,7 +635,7 @@ fn launch_shape(
                 (DType::F16, true) => "f16_sr",
                 _ => "i16",
             };
-            let dtiles = if version == "v7" {
+            let dtiles = if version == "v7" || version == "v8" {
                 1 // one (batch row, head) per tile
             } else {
                 dim.div_ceil(v3_rows_per_block(dstate, state_dt, version))
@@ -655,7 +663,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let mut v = vec![];
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
-    for version in ["v1", "v3", "v4", "v5", "v6", "v7"] {
+    for version in ["v1", "v3", "v4", "v5", "v6", "v7", "v8"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
@@ -751,7 +759,9 @@ fn bench_super_version(
         },
         ..Default::default()
     };
-    let base = if version.starts_with("v7") {
+    let base = if version.starts_with("v8") {
+        "v8"
+    } else if version.starts_with("v7") {
         "v7"
     } else {
         version
@@ -779,7 +789,7 @@ fn bench_super_version(
     let (pst, psc, pout) = (dev_state.ptr(s), scale.ptr(s), out.ptr(s));
     let mut k = 0usize;
     // v7 sweep names: v7[w2|w8][_s{stages}] (consumer warps, ring depth).
-    let (plan7, threads7) = if version.starts_with("v7") {
+    let (plan7, threads7) = if version.starts_with("v7") || version.starts_with("v8") {
         let stages = version
             .rsplit_once("_s")
             .and_then(|(_, n)| n.parse::<usize>().ok());
