@@ -397,6 +397,14 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
     q.w = (u32)h[6] | ((u32)h[7] << 16);
 }
 
+// int16 block scale of a row whose `width` lanes (a power of two, aligned within the warp) hold
+// partial amaxes: encode = 32767 / amax (1 for an all-zero row), decode = 1 / encode.
+__device__ __forceinline__ void ssu_i16_scale(float amax, int width, float* encode, float* decode) {
+    for (int o = width / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(DUET_FULL_MASK, amax, o, width));
+    *encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
+    *decode = __fdiv_rn(1.f, *encode);
+}
+
 // The state loads of a thread: RPT rows x nv 16-byte vectors (rows past dim and pad rows: zeros).
 template <int ST, int RPT, bool STREAM>
 __device__ __forceinline__ void ssu3_load(const SsuParams& p, const void* __restrict__ state,
@@ -528,12 +536,7 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
             }
         }
         float encode = 1.f, decode = 1.f;
-        if (ST == ST_I16) {
-            for (int o = row_mask_width / 2; o > 0; o >>= 1)
-                amax = fmaxf(amax, __shfl_xor_sync(DUET_FULL_MASK, amax, o, row_mask_width));
-            encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
-            decode = __fdiv_rn(1.f, encode);
-        }
+        if (ST == ST_I16) ssu_i16_scale(amax, row_mask_width, &encode, &decode);
         float acc = 0.f;
 #pragma unroll
         for (int j = 0; j < SSU3_MAXNV; ++j) {
@@ -864,12 +867,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
                     amax = fmaxf(amax, fabsf(s1));
                 }
                 float encode = 1.f, decode = 1.f;
-                if (ST == ST_I16) {
-                    for (int o = tpr / 2; o > 0; o >>= 1)
-                        amax = fmaxf(amax, __shfl_xor_sync(DUET_FULL_MASK, amax, o, tpr));
-                    encode = amax == 0.f ? 1.f : __fdiv_rn(32767.f, amax);
-                    decode = __fdiv_rn(1.f, encode);
-                }
+                if (ST == ST_I16) ssu_i16_scale(amax, tpr, &encode, &decode);
                 const i64 srow_idx = (slot * p.nheads + h) * p.dim + dd;
                 const i64 e0 = srow_idx * p.dstate + n;
                 float s1[VEC];

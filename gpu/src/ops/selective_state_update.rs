@@ -251,16 +251,7 @@ pub fn run(
         rounds,
         seed,
     };
-    let Operands {
-        x,
-        dt,
-        a,
-        b,
-        c,
-        d,
-        z,
-        bias,
-    } = upload_operands(g, &parsed)?;
+    let operands = upload_operands(g, &parsed)?;
     let sbi = g.upload(&Tensor::from_i64(
         &[dims.batch.max(1)],
         parsed
@@ -356,6 +347,9 @@ pub fn run(
             "{OP} {chosen}: {blocks} blocks exceed the grid limit"
         )));
     }
+    // x, dt, A, B, C, D, z, dt_bias, then sbi, state, state_scale, out: the common ssu signature.
+    let s = &g.stream;
+    let ptrs = operands.ptrs_then(s, &[sbi.ptr(s), state.ptr(s), scale.ptr(s), out.ptr(s)]);
     if chosen.starts_with("v7") || chosen == "v8" {
         let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
             .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
@@ -364,53 +358,16 @@ pub fn run(
             "v7w8" => 288,
             _ => SSU7_THREADS,
         };
-        let s = &g.stream;
-        let ptrs = [
-            x.ptr(s),
-            dt.ptr(s),
-            a.ptr(s),
-            b.ptr(s),
-            c.ptr(s),
-            d.ptr(s),
-            z.ptr(s),
-            bias.ptr(s),
-            sbi.ptr(s),
-            state.ptr(s),
-            scale.ptr(s),
-            out.ptr(s),
-        ];
         launch_v7(g, &f, &prm, &plan, blocks, &ptrs, threads)?;
     } else {
-        let (px, pdt, pa, pb, pc, pd, pz, pbias, psbi) = (
-            x.ptr(&g.stream),
-            dt.ptr(&g.stream),
-            a.ptr(&g.stream),
-            b.ptr(&g.stream),
-            c.ptr(&g.stream),
-            d.ptr(&g.stream),
-            z.ptr(&g.stream),
-            bias.ptr(&g.stream),
-            sbi.ptr(&g.stream),
-        );
-        let (pst, psc, pout) = (
-            state.ptr(&g.stream),
-            scale.ptr(&g.stream),
-            out.ptr(&g.stream),
-        );
-        let mut l = g.stream.launch_builder(&f);
+        let mut l = s.launch_builder(&f);
         l.arg(&prm);
-        l.arg(&px)
-            .arg(&pdt)
-            .arg(&pa)
-            .arg(&pb)
-            .arg(&pc)
-            .arg(&pd)
-            .arg(&pz)
-            .arg(&pbias)
-            .arg(&psbi);
-        l.arg(&pst).arg(&psc).arg(&pout);
-        // SAFETY: ssu_v1's signature; every buffer holds the element counts parse_inputs checked
-        // (absent operands are 1-element dummies the kernel never reads: has_* = 0).
+        for p in &ptrs {
+            l.arg(p);
+        }
+        // SAFETY: the ssu kernels' common signature; every buffer holds the element counts
+        // parse_inputs checked (absent operands are 1-element dummies the kernel never reads:
+        // has_* = 0).
         unsafe { l.launch(cfg(blocks as u32, 32 * WARPS, 0)) }.map_err(drv)?;
     }
     g.sync()?;
@@ -448,9 +405,15 @@ pub(crate) fn launch_v7(
     prm: &SsuParams,
     plan: &Ssu7Plan,
     tiles: u64,
-    ptrs: &[u64; 12],
+    ptrs: &[u64],
     threads: u32,
 ) -> Result<(), GpuError> {
+    if ptrs.len() != 12 {
+        return Err(GpuError::Unsupported(format!(
+            "ssu_v7: {} buffer arguments, the kernel takes 12",
+            ptrs.len()
+        )));
+    }
     if plan.smem_bytes > 48 * 1024 {
         f.set_attribute(
             cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -489,6 +452,29 @@ pub(crate) struct Operands {
     pub d: crate::runtime::DevTensor,
     pub z: crate::runtime::DevTensor,
     pub bias: crate::runtime::DevTensor,
+}
+
+impl Operands {
+    /// Device addresses in the kernels' argument order: x, dt, A, B, C, D, z, dt_bias.
+    pub fn ptrs(&self, s: &cudarc::driver::CudaStream) -> [u64; 8] {
+        [
+            self.x.ptr(s),
+            self.dt.ptr(s),
+            self.a.ptr(s),
+            self.b.ptr(s),
+            self.c.ptr(s),
+            self.d.ptr(s),
+            self.z.ptr(s),
+            self.bias.ptr(s),
+        ]
+    }
+
+    /// [`Operands::ptrs`] followed by the kernel's other arguments.
+    pub fn ptrs_then(&self, s: &cudarc::driver::CudaStream, rest: &[u64]) -> Vec<u64> {
+        let mut v = self.ptrs(s).to_vec();
+        v.extend_from_slice(rest);
+        v
+    }
 }
 
 pub(crate) fn upload_operands(
@@ -716,15 +702,17 @@ fn bench_super_version(
     let dev_state = g.upload(&state)?;
     drop(state);
     let f32t = |v: Vec<f32>| g.upload(&Tensor::from_f32(&[v.len()], v));
-    let x = f32t(r.normal_vec(batch * nheads * dim, 1.0))?;
     let per = if per_head { 1 } else { dim };
-    let dt = f32t(r.uniform_vec(batch * nheads * per, -3.0, 0.0))?;
-    let a = f32t(r.uniform_vec(nheads, -4.0, -0.5))?;
-    let b = f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?;
-    let c = f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?;
-    let d = f32t(r.normal_vec(nheads * per, 1.0))?;
-    let z = f32t(r.normal_vec(batch * nheads * dim, 1.0))?;
-    let bias = f32t(r.uniform_vec(nheads * per, -1.0, 0.0))?;
+    let operands = Operands {
+        x: f32t(r.normal_vec(batch * nheads * dim, 1.0))?,
+        dt: f32t(r.uniform_vec(batch * nheads * per, -3.0, 0.0))?,
+        a: f32t(r.uniform_vec(nheads, -4.0, -0.5))?,
+        b: f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?,
+        c: f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?,
+        d: f32t(r.normal_vec(nheads * per, 1.0))?,
+        z: f32t(r.normal_vec(batch * nheads * dim, 1.0))?,
+        bias: f32t(r.uniform_vec(nheads * per, -1.0, 0.0))?,
+    };
     let sbis: Vec<_> = (0..windows)
         .map(|w| {
             g.upload(&Tensor::from_i64(
@@ -775,16 +763,7 @@ fn bench_super_version(
     let f = g.function("selective_state_update", &fname)?;
     let blocks = ((batch * nheads) * dtiles) as u32;
     let s = &g.stream;
-    let ptrs = [
-        x.ptr(s),
-        dt.ptr(s),
-        a.ptr(s),
-        b.ptr(s),
-        c.ptr(s),
-        d.ptr(s),
-        z.ptr(s),
-        bias.ptr(s),
-    ];
+    let ptrs = operands.ptrs(s);
     let sbi_ptrs: Vec<u64> = sbis.iter().map(|t| t.ptr(s)).collect();
     let (pst, psc, pout) = (dev_state.ptr(s), scale.ptr(s), out.ptr(s));
     let mut k = 0usize;

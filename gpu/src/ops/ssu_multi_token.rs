@@ -6,7 +6,7 @@
 //! Inputs are validated by the reference's own parsers (`parse_inputs(.., multi = true)`,
 //! `parse_config`, `resolve_slots`), so the kernels see only consistent sizes.
 
-use super::selective_state_update::{rounding_fields, state_dt_code, upload_operands, Operands};
+use super::selective_state_update::{rounding_fields, state_dt_code, upload_operands};
 use super::{GpuOp, RunOpts};
 use crate::runtime::{cfg, Gpu};
 use crate::GpuError;
@@ -188,16 +188,7 @@ pub fn run(
         write_cache: (!keep) as i64,
         seed,
     };
-    let Operands {
-        x,
-        dt,
-        a,
-        b,
-        c,
-        d,
-        z,
-        bias,
-    } = upload_operands(g, &parsed)?;
+    let operands = upload_operands(g, &parsed)?;
     let i64t = |v: Option<&[i64]>, n: usize| {
         g.upload(&Tensor::from_i64(
             &[n.max(1)],
@@ -229,24 +220,19 @@ pub fn run(
     if blocks > 0 && t_len > 0 {
         let f = g.function("ssu_multi_token", "ssu_mt_v1")?;
         let s = &g.stream;
-        let ptrs = [
-            x.ptr(s),
-            dt.ptr(s),
-            a.ptr(s),
-            b.ptr(s),
-            c.ptr(s),
-            d.ptr(s),
-            z.ptr(s),
-            bias.ptr(s),
-            sbi.ptr(s),
-            par.ptr(s),
-            state.ptr(s),
-            scale.ptr(s),
-            inter.ptr(s),
-            inter_scale.ptr(s),
-            hist.ptr(s),
-            out.ptr(s),
-        ];
+        let ptrs = operands.ptrs_then(
+            s,
+            &[
+                sbi.ptr(s),
+                par.ptr(s),
+                state.ptr(s),
+                scale.ptr(s),
+                inter.ptr(s),
+                inter_scale.ptr(s),
+                hist.ptr(s),
+                out.ptr(s),
+            ],
+        );
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
         for p in &ptrs {
