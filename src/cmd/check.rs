@@ -99,6 +99,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             args.op.as_deref().unwrap_or("")
         );
     }
+    // --backend gpu that ran no GPU kernel is not a pass: a sanitizer run over it would report
+    // "0 errors" about nothing (session 4 found exactly that).
+    if args.backend == "gpu" && !rows.iter().any(|r| r.implementation.starts_with("gpu:")) {
+        anyhow::bail!(
+            "--backend gpu: no GPU kernel ran for the cases matching --op {} (their ops have no GPU \
+             kernel, or none applies to these shapes); `duet ops` shows which ops have GPU kernels",
+            args.op.as_deref().unwrap_or(".")
+        );
+    }
     let failed = rows.iter().filter(|r| !r.passed).count();
     if args.json {
         println!(
