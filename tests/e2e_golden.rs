@@ -446,6 +446,40 @@ fn e2e_bench_decode_reports_timings_and_floor() {
     let floor = cpu["floor_us"].as_f64().unwrap_or(0.0);
     assert!((ratio - med * 1e3 / floor).abs() < 1e-6 * ratio);
     assert_eq!(v["paths"]["cpu"]["bench_decode"]["steps"], 3);
+    // Where the step goes: per-op host time of the timed steps, most first; the tiny-a pattern
+    // MEM*EM-E runs 3 Mamba layers (one ssu_step each per token) and 3 MoE layers; the ops'
+    // time fits inside the steps' time.
+    let ops = cpu["op_breakdown"].as_array().cloned().unwrap_or_default();
+    assert!(ops.len() >= 8, "{cpu}");
+    let per_step = |name: &str| {
+        ops.iter()
+            .find(|o| o["op"] == name)
+            .and_then(|o| o["calls_per_step"].as_f64())
+    };
+    assert_eq!(per_step("ssu_step"), Some(3.0), "{ops:?}");
+    assert_eq!(per_step("routed_experts"), Some(3.0), "{ops:?}");
+    assert_eq!(per_step("attention"), Some(1.0), "{ops:?}");
+    assert!(ops
+        .iter()
+        .any(|o| o["op"].as_str().is_some_and(|n| n.starts_with("linear "))));
+    let ms: Vec<f64> = ops
+        .iter()
+        .map(|o| o["ms_per_step"].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert!(ms.iter().all(|&x| x >= 0.0), "{ops:?}");
+    assert!(
+        ms.windows(2).all(|w| w[0] >= w[1]),
+        "most time first: {ms:?}"
+    );
+    let sum: f64 = ms.iter().sum();
+    let mean_step = cpu["ms"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|x| x.as_f64()).sum::<f64>() / a.len() as f64)
+        .unwrap_or(0.0);
+    assert!(
+        sum > 0.0 && sum <= mean_step * 1.001,
+        "ops {sum} ms vs step {mean_step} ms"
+    );
     // A bad copy ceiling is a clear error.
     let out = Command::new(env!("CARGO_BIN_EXE_duet"))
         .args(["e2e", fx.to_str().expect("utf8"), "--bench-decode", "1"])

@@ -8,7 +8,9 @@
 //! Reported: median / p10 / p90 ms per step, tokens/s, the HBM floor of the step
 //! (`reference::model::floor`: bytes / copy ceiling, `--copy-gbps`, default 3900 GB/s as
 //! measured on the H200) under the production dtypes (bf16 weights, `--experts` format) and
-//! as loaded (f32), and measured / floor. The target (batch-1 decode step <= 1.5x the
+//! as loaded (f32), and measured / floor, plus `op_breakdown`: host wall time per backend op
+//! over the timed steps (`reference::model::TimedKernels`; `linear` keyed by weight shape), most
+//! first, the top 8 also printed. The target (batch-1 decode step <= 1.5x the
 //! HBM floor) is measured with
 //!
 //! `duet e2e --preset super --pattern MEMEMEM*E --experts nvfp4 --compare gpu --bench-decode 8`
@@ -38,8 +40,8 @@ use anyhow::{bail, Context};
 use compare::Tolerance;
 use reference::model::nemotron::ExpertFormat;
 use reference::model::{
-    decode_step_bytes, CpuKernels, DecodeBytes, ForwardOut, Model, ModelKernels, Pass, SpecStats,
-    StepBytes,
+    decode_step_bytes, CpuKernels, DecodeBytes, ForwardOut, Model, ModelKernels, OpTime, Pass,
+    SpecStats, StepBytes, TimedKernels,
 };
 use reference::{io, Tensor, TensorMap};
 use serde_json::{json, Value};
@@ -123,6 +125,8 @@ struct BenchRun {
     ms: Vec<f64>,
     /// weights uploaded by the GPU backend during the timed steps (None on the CPU)
     uploads: Option<u64>,
+    /// host wall time per backend op over the timed steps, most first ([`TimedKernels`])
+    ops: Vec<(String, OpTime)>,
 }
 
 /// Quantile `q` of sorted values (nearest rank).
@@ -148,6 +152,7 @@ fn bench_decode(
     prompt: &[u32],
     n: usize,
     gpu: Option<&gpu::model::GpuKernels>,
+    timer: &TimedKernels,
 ) -> anyhow::Result<BenchRun> {
     let v = model.cfg.vocab_size;
     let sync = || -> anyhow::Result<()> {
@@ -171,6 +176,7 @@ fn bench_decode(
         toks.push(argmax_rows(&o.logits, v)[0] as u32);
     }
     sync()?;
+    timer.reset();
     let up0 = gpu.map(|g| g.weight_stats().uploads);
     let mut cache = cache0;
     let mut ms = Vec::with_capacity(n);
@@ -186,7 +192,11 @@ fn bench_decode(
         (Some(g), Some(u)) => Some(g.weight_stats().uploads - u),
         _ => None,
     };
-    Ok(BenchRun { ms, uploads })
+    Ok(BenchRun {
+        ms,
+        uploads,
+        ops: timer.snapshot(),
+    })
 }
 
 fn step_json(b: &StepBytes, bps: f64) -> Value {
@@ -239,7 +249,26 @@ fn bench_path_json(b: &BenchRun, floor_us: f64, floor_loaded_us: f64) -> Value {
         "ratio_vs_as_loaded_floor": med * 1e3 / floor_loaded_us.max(1e-12),
         "meets_target": med * 1e3 <= FLOOR_TARGET * floor_us,
         "weight_uploads_timed": b.uploads,
+        "op_breakdown": op_breakdown_json(b),
     })
+}
+
+/// Per-op host wall time of the timed steps (module doc of `reference::model::timed`).
+fn op_breakdown_json(b: &BenchRun) -> Value {
+    let steps = b.ms.len().max(1) as f64;
+    let total_ms: f64 = b.ms.iter().sum();
+    Value::Array(
+        b.ops
+            .iter()
+            .map(|(op, t)| {
+                json!({
+                    "op": op, "calls_per_step": t.calls as f64 / steps,
+                    "ms_per_step": t.seconds * 1e3 / steps,
+                    "share_of_step": if total_ms > 0.0 { t.seconds * 1e3 / total_ms } else { 0.0 },
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Golden-vs-ours metrics of one tensor.
@@ -780,11 +809,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             ("gpu", Some(g)) => (g.clone(), Some(g.as_ref())),
             _ => (Arc::new(CpuKernels), None),
         };
-        model.set_kernels(k);
+        model.set_kernels(k.clone());
         runs.push(run_path(&model, p, &ids, plan, args.mtp)?);
         if let Some(n) = args.bench_decode.filter(|&n| n > 0) {
-            let b = bench_decode(&model, &ids[..prefill_len], n, g)
+            // The same backend behind a per-op timer (where a step's time goes).
+            let timer = Arc::new(TimedKernels::new(k.clone()));
+            model.set_kernels(timer.clone());
+            let b = bench_decode(&model, &ids[..prefill_len], n, g, &timer)
                 .with_context(|| format!("{p} path: decode benchmark"))?;
+            model.set_kernels(k);
             benches.push((p, b));
         }
     }
@@ -981,6 +1014,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     med * 1e3 / fa.max(1e-12),
                     b.uploads.map_or(String::new(), |u| format!("; {u} weight uploads while timed")),
                 );
+                let steps = b.ms.len().max(1) as f64;
+                for (op, t) in b.ops.iter().take(8) {
+                    println!(
+                        "    {op:<28} {:>9.3} ms/step  {:>6.1} calls/step",
+                        t.seconds * 1e3 / steps,
+                        t.calls as f64 / steps
+                    );
+                }
             }
         }
         if golden.is_some() || gpu_vs_cpu.is_some() || runs.iter().any(|r| r.spec.is_some()) {

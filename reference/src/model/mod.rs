@@ -16,12 +16,14 @@ pub mod floor;
 pub mod kernels;
 pub mod linear;
 pub mod nemotron;
+pub mod timed;
 pub mod weights;
 
 pub use config::{parse_pattern, Config, LayerKind};
 pub use floor::{decode_step_bytes, DecodeBytes, Dtypes, StepBytes};
 pub use kernels::{AttnGeometry, CpuKernels, ModelKernels};
 pub use nemotron::{Cache, ForwardOut, Model, Pass, SpecStats};
+pub use timed::{OpTime, TimedKernels};
 pub use weights::{Mat, WeightStore};
 
 use std::path::PathBuf;
