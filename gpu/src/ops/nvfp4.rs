@@ -105,11 +105,14 @@ pub fn launch_quantize(
         // f32 input takes the generic path of either instantiation).
         "v5" if dt == 2 => "nvfp4_quantize_v5_f16",
         "v5" => "nvfp4_quantize_v5_bf16",
+        // v6: v5 with NVFP4_V6_ROWS = 4 rows per thread, loads first.
+        "v6" if dt == 2 => "nvfp4_quantize_v6_f16",
+        "v6" => "nvfp4_quantize_v6_bf16",
         other => {
             return Err(GpuError::NoVersion {
                 op: "nvfp4_quantize".into(),
                 version: other.into(),
-                known: "v4, v3, v2, v1, v5".into(),
+                known: "v4, v3, v2, v1, v5, v6".into(),
             })
         }
     };
@@ -143,17 +146,19 @@ pub fn launch_quantize(
         }
     } else {
         let bx = (kb_p as u32).clamp(32, 256).next_power_of_two().min(256);
+        // v6 covers NVFP4_V6_ROWS rows per thread and grid row.
+        let rows_per_y = if version == "v6" { 4 } else { 1 };
         cudarc::driver::LaunchConfig {
             grid_dim: (
                 (kb_p as u32).div_ceil(bx).max(1),
-                (rows_p.min(65535) as u32).max(1),
+                (rows_p.div_ceil(rows_per_y).min(65535) as u32).max(1),
                 1,
             ),
             block_dim: (bx, 1, 1),
             shared_mem_bytes: 0,
         }
     };
-    // SAFETY: matches nvfp4_quantize_v1..v5 (same signature); x holds rows*cols elements, x_fp4
+    // SAFETY: matches nvfp4_quantize_v1..v6 (same signature); x holds rows*cols elements, x_fp4
     // rows*cols/2 bytes, sf layout.len(rows, cols) bytes, global one f32.
     unsafe { a.launch(launch_cfg) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
     Ok(())
