@@ -209,6 +209,12 @@ pub struct GpuKernels {
     pub ssu_version: &'static str,
     /// Kernel version of the reused `noaux_tc_router`.
     pub router_version: &'static str,
+    /// MTP verification (`ssu_verify`): `None` runs `t` single-token `selective_state_update`
+    /// launches recording the state after each (the default, run on the H200); `Some(v)` runs
+    /// the `selective_state_update_multi_token` kernel version `v` once (one launch writes every
+    /// intermediate state; same numbers: the bridge test below checks the TensorMap on the CPU
+    /// reference; not yet run through the model on the H200).
+    pub ssu_verify_kernel: Option<&'static str>,
 }
 
 impl std::fmt::Debug for GpuKernels {
@@ -278,6 +284,7 @@ impl GpuKernels {
             ssd_version: "v1",
             ssu_version: "auto",
             router_version: "auto",
+            ssu_verify_kernel: None,
         }
     }
 
@@ -1041,6 +1048,58 @@ pub(crate) trait Reused: OpExec {
         out_f32(&o, OP, "out")
     }
 
+    /// MTP verification in one multi-token launch: `t` steps from `state` (f32, chained from
+    /// the unrounded state, `state` itself kept), returning (out, every intermediate state) as
+    /// [`reference::model::kernels::ssu_verify`] does.
+    fn ssu_verify_mt(
+        &self,
+        version: &str,
+        dims: SsmDims,
+        state: &[f32],
+        t: usize,
+        p: &SsmParams<'_>,
+        r: &SsmRows<'_>,
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        const OP: &str = "selective_state_update_multi_token";
+        let SsmDims {
+            nheads: h,
+            headdim: hd,
+            ngroups: g,
+            dstate: n,
+        } = dims;
+        let mut m = TensorMap::new();
+        m.insert("state".into(), tensor(OP, "state", &[1, h, hd, n], state)?);
+        m.insert("x".into(), tensor(OP, "x", &[1, t, h, hd], r.x)?);
+        m.insert("dt".into(), tensor(OP, "dt", &[1, t, h], r.dt)?);
+        m.insert("A".into(), tensor(OP, "A", &[h], p.a)?);
+        m.insert("B".into(), tensor(OP, "B", &[1, t, g, n], r.b)?);
+        m.insert("C".into(), tensor(OP, "C", &[1, t, g, n], r.c)?);
+        m.insert("D".into(), tensor(OP, "D", &[h], p.d)?);
+        m.insert("dt_bias".into(), tensor(OP, "dt_bias", &[h], p.dt_bias)?);
+        let o = self.run_op(
+            OP,
+            version,
+            &m,
+            &[
+                ("dt_softplus", "true".into()),
+                ("disable_state_update", "true".into()),
+                ("chain_from", "unrounded_state".into()),
+            ],
+        )?;
+        let out = out_f32(&o, OP, "out")?;
+        let inter = out_f32(&o, OP, "intermediate_states")?;
+        if out.len() != t * h * hd || inter.len() != t * state.len() {
+            return Err(GpuError::Driver(format!(
+                "{OP}: out has {} values (want {}), intermediate_states {} (want {})",
+                out.len(),
+                t * h * hd,
+                inter.len(),
+                t * state.len()
+            )));
+        }
+        Ok((out, inter))
+    }
+
     fn ssu_steps(
         &self,
         dims: SsmDims,
@@ -1280,6 +1339,11 @@ impl ModelKernels for GpuKernels {
         r: &SsmRows<'_>,
     ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
         // disable_state_update: `state` is left untouched.
+        if let Some(v) = self.ssu_verify_kernel {
+            return self
+                .ssu_verify_mt(v, dims, state, t, p, r)
+                .map_err(merr("selective_state_update_multi_token (verify)"));
+        }
         let run = self
             .ssu_steps(dims, state, t, p, r, Record::EveryStep)
             .map_err(merr("selective_state_update (multi-token verify)"))?;
@@ -1520,6 +1584,16 @@ mod tests {
         assert!(max_diff(&yv, &run.out) == 0.0, "verify out");
         assert!(max_diff(&iv, &run.states) == 0.0, "verify states");
         assert_eq!(run.last, iv[(t - 1) * init.len()..]);
+        // The one-launch bridge (GpuKernels::ssu_verify_kernel): the multi-token op's TensorMap
+        // gives the model's verification bit for bit.
+        let (ym, im) = RefExec
+            .ssu_verify_mt("v1", dims, &init, t, &p, &rows)
+            .unwrap();
+        assert!(max_diff(&yv, &ym) == 0.0, "multi-token bridge out");
+        assert!(max_diff(&iv, &im) == 0.0, "multi-token bridge states");
+        assert!(RefExec
+            .ssu_verify_mt("v1", dims, &init[1..], t, &p, &rows)
+            .is_err());
 
         let (tokens, e) = (6usize, 16usize);
         let logits = vals(20, tokens * e, 3.0);

@@ -592,10 +592,39 @@ fn gpu_path_matches_cpu_path_per_layer() {
 #[test]
 #[ignore = "gpu"]
 fn gpu_decode_and_verification_match_cpu() {
+    decode_and_verification_vs_cpu(gpu_k(0xFF));
+}
+
+/// The same with MTP verification as one `selective_state_update_multi_token` launch
+/// (`GpuKernels::ssu_verify_kernel`) instead of t single-token launches; then speculative
+/// decoding on it = greedy.
+#[test]
+#[ignore = "gpu"]
+fn gpu_verification_with_the_multi_token_kernel_matches_cpu() {
+    let mut k = gpu_k(0xFF);
+    k.ssu_verify_kernel = Some("v1");
+    decode_and_verification_vs_cpu(k);
+    let (g, p) = golden();
+    let ids = ids(&g);
+    let mut k = gpu_k(0xFF);
+    k.ssu_verify_kernel = Some("v1");
+    let mut m = Model::load_dir(&fixture()).expect("fixture");
+    m.set_kernels(Arc::new(k));
+    let greedy = m.generate_greedy(&ids[..p], 12).expect("greedy");
+    for kd in [1usize, 3] {
+        let s = m
+            .generate_speculative(&ids[..p], 12, kd)
+            .expect("speculative");
+        assert_eq!(s.tokens, greedy, "k = {kd}");
+    }
+}
+
+fn decode_and_verification_vs_cpu(k: GpuKernels) {
     let (g, p) = golden();
     let ids = ids(&g);
     let cpu = Model::load_dir(&fixture()).expect("fixture");
-    let gpu = gpu_model(Model::load_dir(&fixture()).expect("fixture"));
+    let mut gpu = Model::load_dir(&fixture()).expect("fixture");
+    gpu.set_kernels(Arc::new(k));
     let (mut cc, mut gc) = (cpu.new_cache(), gpu.new_cache());
     cpu.forward(&ids[..p], Some(&mut cc), Pass::Prefill, false)
         .expect("cpu prefill");
