@@ -7,7 +7,10 @@
 //!   `router_t32768`: 512 experts, top-22, Super config, versions v1-v4; `router_t*_f32sig`: the
 //!   same with the all-f32 sigmoid `tanh_f32`; `nvfp4_8192`: an 8192 x 8192 bf16
 //!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling;
-//!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer).
+//!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer;
+//!   `ssu_sweep_b{64,256}_bf16`: SSU v3 / v5-v8 and v8's ring depths at the Super shape;
+//!   `ssu_sweep_all_b{1,64,256}_bf16`: also every sweep variant (rows per thread, early loads,
+//!   cache hints, v7 ring depths and consumer warps)).
 
 use crate::ops::{self, noaux_tc_router, nvfp4};
 use crate::runtime::{cfg, gpu, Gpu, Timing};
@@ -269,6 +272,7 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
         "ssu_b256_f32" => ops::selective_state_update::bench_super(&g, 256, DType::F32),
         "ssu_sweep_b64_bf16" => ops::selective_state_update::bench_sweep(&g, 64, false),
         "ssu_sweep_b256_bf16" => ops::selective_state_update::bench_sweep(&g, 256, false),
+        "ssu_sweep_all_b1_bf16" => ops::selective_state_update::bench_sweep(&g, 1, true),
         "ssu_sweep_all_b64_bf16" => ops::selective_state_update::bench_sweep(&g, 64, true),
         "ssu_sweep_all_b256_bf16" => ops::selective_state_update::bench_sweep(&g, 256, true),
         // LatentMoE routed expert layer (gpu/src/ops/moe.rs): GEMM1 + relu^2 + NVFP4 epilogue,
@@ -282,7 +286,7 @@ pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
         ))),
     }
 }
