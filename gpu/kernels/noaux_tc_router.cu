@@ -25,6 +25,7 @@
 //       P <= 1024, padding keys 0), n_group == 1: a bitonic sort of the P packed keys, strides
 //       < 32 through warp shuffles, larger strides through shared memory; threads 0..k-1 then
 //       hold the winners in order. Latency ~ log2(P)^2/2 short steps: the small-T version.
+//   v5, v6  v4 in persistent blocks (v6: next token's row loaded first); see "v5 / v6" below.
 //   v4  one warp per token, 8 tokens per 256-thread block, E = 32*N (N = 8 or 16: E = 256,
 //       512), n_group == 1, k <= 32, logits 16-byte aligned. The row is read with 16-byte
 //       vector loads (f32: 4 experts per load, bf16/f16: 8), the bias is staged per block in
@@ -438,18 +439,14 @@ __device__ __forceinline__ int router_v4_expert(int j, int lane) {
     return ((j / VEC) * 32 + lane) * VEC + (j % VEC);
 }
 
-// v4 body. VEC = 4: f32 logits (float4 loads); VEC = 8: bf16 / f16 logits (uint4 loads).
+// The row of token t as f32: lane holds experts router_v4_expert(j, lane), j < N. VEC = 4:
+// f32 logits (float4 loads); VEC = 8: bf16 / f16 logits (uint4 loads).
 template <int N, int VEC>
-__device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, int logits_dt,
-                                               const float* __restrict__ bsh, i64 t, int k,
-                                               double r, int norm, int norm_mode, int sig_mode,
-                                               int* __restrict__ out_idx,
-                                               float* __restrict__ out_w, int* ce, float* cx,
-                                               float* cb, u64* ck, int* wi, float* ws) {
+__device__ __forceinline__ void router_v4_load(const void* __restrict__ logits, int logits_dt, i64 t,
+                                               float (&x)[N]) {
     const int lane = threadIdx.x & 31;
     const int E = 32 * N;
     const i64 row = t * (i64)E;
-    float x[N], u[N];
     if (VEC == 4) {
         const float4* rp = (const float4*)((const float*)logits + row);
 #pragma unroll
@@ -474,6 +471,16 @@ __device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, 
             }
         }
     }
+}
+
+// v4 / v5 selection of token t from its loaded row x (router_v4_load).
+template <int N, int VEC>
+__device__ __forceinline__ void router_v4_select(const float (&x)[N], const float* __restrict__ bsh, i64 t,
+                                                 int k, double r, int norm, int norm_mode, int sig_mode,
+                                                 int* __restrict__ out_idx, float* __restrict__ out_w, int* ce,
+                                                 float* cx, float* cb, u64* ck, int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    float u[N];
     // 1. Bounds, the lane maximum of L, and a NaN screen (a NaN logit or bias, or inf - inf in
     // the screen's sum, sends the whole row to the slow path, so the fast path compares plain
     // floats: numerically L <= key <= U, and -0 / +0 ties only add candidates).
@@ -599,6 +606,20 @@ __device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, 
     }
 }
 
+// v4 body: load token t's row, select.
+template <int N, int VEC>
+__device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, int logits_dt,
+                                               const float* __restrict__ bsh, i64 t, int k,
+                                               double r, int norm, int norm_mode, int sig_mode,
+                                               int* __restrict__ out_idx,
+                                               float* __restrict__ out_w, int* ce, float* cx,
+                                               float* cb, u64* ck, int* wi, float* ws) {
+    float x[N];
+    router_v4_load<N, VEC>(logits, logits_dt, t, x);
+    router_v4_select<N, VEC>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce, cx, cb, ck,
+                             wi, ws);
+}
+
 // v4: grid = ceil(T / 8), block = 256 (8 warps, one token each), static smem.
 template <int N>
 __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits, int logits_dt,
@@ -638,6 +659,80 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
 
 ROUTER_V4(8)
 ROUTER_V4(16)
+
+// v5 / v6 (session 4, not yet run on the H200): v4's per-token selection in persistent blocks.
+// v4 launches ceil(T / 8) blocks that each stage the 512 biases and then route 8 tokens once:
+// at T = 32768 that is 4096 blocks at 3 resident per SM (76 registers x 256 threads), each
+// paying the bias staging and a full load latency for one token per warp (62.8 us, ~1.2 TB/s).
+// v5 launches as many blocks as are resident, stages the bias once per block, and each warp
+// walks tokens t, t + W, ... (W = warps in the grid). v6 also loads the next token's row
+// before selecting the current one (the load latency hidden behind the selection; 124
+// registers for E = 512, v5 102: 2 blocks per SM instead of v4's 3). Same per-token arithmetic as v4
+// (router_v4_select): bit-identical indices and weights.
+template <int N, bool PREFETCH>
+__device__ __forceinline__ void router_v5_entry(const void* __restrict__ logits, int logits_dt,
+                                                const void* __restrict__ bias, int bias_dt, i64 T, int k,
+                                                double r, int norm, int norm_mode, int sig_mode,
+                                                int* __restrict__ out_idx, float* __restrict__ out_w) {
+    __shared__ __align__(16) float bsh[32 * N];
+    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ float cx[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ float cb[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ u64 ck[ROUTER_V4_WARPS][ROUTER_V4_CAND];
+    __shared__ int wi[ROUTER_V4_WARPS][32];
+    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
+    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) bsh[e] = load_as_f32(bias, e, bias_dt);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5;
+    const i64 stride = (i64)gridDim.x * ROUTER_V4_WARPS;
+    i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
+    if (t >= T) return;
+    if (logits_dt == DT_F32) {
+        float x[N], xn[N];
+        if (PREFETCH) router_v4_load<N, 4>(logits, logits_dt, t, x);
+        for (; t < T; t += stride) {
+            if (!PREFETCH) router_v4_load<N, 4>(logits, logits_dt, t, x);
+            const bool more = PREFETCH && t + stride < T;
+            if (more) router_v4_load<N, 4>(logits, logits_dt, t + stride, xn);
+            router_v4_select<N, 4>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce[warp],
+                                   cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
+            __syncwarp();  // the warp's shared slots are reused by the next token
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                if (PREFETCH) x[j] = xn[j];
+        }
+    } else {
+        float x[N], xn[N];
+        if (PREFETCH) router_v4_load<N, 8>(logits, logits_dt, t, x);
+        for (; t < T; t += stride) {
+            if (!PREFETCH) router_v4_load<N, 8>(logits, logits_dt, t, x);
+            const bool more = PREFETCH && t + stride < T;
+            if (more) router_v4_load<N, 8>(logits, logits_dt, t + stride, xn);
+            router_v4_select<N, 8>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce[warp],
+                                   cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
+            __syncwarp();
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                if (PREFETCH) x[j] = xn[j];
+        }
+    }
+}
+
+#define ROUTER_V5(NAME, N, PREFETCH, MINB)                                                      \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                                 \
+        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
+        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
+        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        router_v5_entry<N, PREFETCH>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, \
+                                     sig_mode, out_idx, out_w);                                 \
+    }
+
+// Registers (E = 512): v5 102, v6 124, so 2 resident blocks per SM (v4: 76, 3 blocks). Asking
+// ptxas for 3 blocks made v5_n16 spill (72 / 284 bytes), so neither asks.
+ROUTER_V5(router_v5_n8, 8, false, 1)
+ROUTER_V5(router_v5_n16, 16, false, 1)
+ROUTER_V5(router_v6_n8, 8, true, 2)
+ROUTER_V5(router_v6_n16, 16, true, 2)
 
 // Test kernels (gpu_router.rs): duet_tanhf over 2^32 inputs in chunks, and the filter bound.
 // tanh_out[i] = duet_tanhf(bits(base + i)).

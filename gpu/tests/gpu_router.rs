@@ -116,8 +116,12 @@ fn ties_nans_and_modes() {
 #[test]
 #[ignore = "gpu"]
 fn v4_dtypes_k_and_slow_path() {
+    // v5 / v6 run v4's per-token selection in persistent blocks: the same cases.
     let v4 = |m: &TensorMap, s: &[(String, String)], name: &str| -> Result<(), String> {
-        diff("noaux_tc_router", "v4", name, m, s, &exact)
+        for v in ["v4", "v5", "v6"] {
+            diff("noaux_tc_router", v, name, m, s, &exact)?;
+        }
+        Ok(())
     };
     for (i, e) in [256usize, 512].into_iter().enumerate() {
         for (j, dt) in [DType::F32, DType::BF16, DType::F16]
@@ -195,6 +199,48 @@ fn v4_dtypes_k_and_slow_path() {
 
 /// `duet_tanhf` on the GPU (common.cuh) vs the Rust function (reference::num::tanhf) for every
 /// one of the 2^32 f32 inputs, bit for bit (NaNs included: both return the input unchanged).
+/// v5 / v6 (persistent blocks: each warp walks tokens t, t + W, ...; v6 loads the next row
+/// first): enough tokens that every warp of the grid routes several (9001 > 132 SMs x 2 blocks
+/// x 8 warps x 4), a NaN row and a slow-path row among them, E = 256 / 512, f32 and bf16.
+#[test]
+#[ignore = "gpu"]
+fn v5_v6_persistent_walk_many_tokens() {
+    for (i, (e, dt)) in [
+        (512usize, DType::F32),
+        (256, DType::BF16),
+        (512, DType::BF16),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut m = inputs(9001, e, 300 + i as u64, dt, false, true);
+        if let Some(l) = m.get_mut("logits") {
+            // Token 4444: all logits equal (the slow path: every key ties).
+            let mut v = l.to_f32_vec();
+            for x in &mut v[4444 * e..4445 * e] {
+                *x = 0.25;
+            }
+            *l = Tensor::from_f32_as(&[9001, e], &v, dt);
+        }
+        let s = sets(&[
+            ("top_k", "22".into()),
+            ("sigmoid", "tanh".into()),
+            ("routed_scaling_factor", "2.5".into()),
+        ]);
+        for v in ["v5", "v6"] {
+            diff(
+                "noaux_tc_router",
+                v,
+                &format!("T=9001,E={e},{dt:?}"),
+                &m,
+                &s,
+                &exact,
+            )
+            .unwrap_or_else(|err| panic!("{err}"));
+        }
+    }
+}
+
 #[test]
 #[ignore = "gpu"]
 fn duet_tanhf_bit_exact_on_every_f32() {

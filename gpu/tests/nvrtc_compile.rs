@@ -176,7 +176,14 @@ fn ptxas_no_spills_in_router_v4() {
     }
     let r = compile::resources("noaux_tc_router", "sm_90a").expect("resources");
     print_resources(r.iter().filter(|k| k.kernel.starts_with("router_")));
-    for name in ["router_v4_n8", "router_v4_n16"] {
+    for name in [
+        "router_v4_n8",
+        "router_v4_n16",
+        "router_v5_n8",
+        "router_v5_n16",
+        "router_v6_n8",
+        "router_v6_n16",
+    ] {
         let k = r
             .iter()
             .find(|k| k.kernel == name)

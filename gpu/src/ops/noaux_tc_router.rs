@@ -23,7 +23,7 @@ const V4_N: &[usize] = &[8, 16];
 
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
-pub const VERSIONS: &[&str] = &["auto", "v1", "v2", "v3", "v4"];
+pub const VERSIONS: &[&str] = &["auto", "v1", "v2", "v3", "v4", "v5", "v6"];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     if c.n_group != 1 {
@@ -127,7 +127,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" => v4_ok(experts, &c),
+        "v4" | "v5" | "v6" => v4_ok(experts, &c),
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -207,6 +207,9 @@ pub struct Launch {
 impl Launch {
     /// Launches `<prefix>_n<E/32>` (v2, v4: one warp per token, `per_block` tokens per block
     /// of `threads`, static shared memory) with the common argument list.
+    /// `persistent` (v5, v6): at most as many blocks as can be resident at once (the kernel's
+    /// warps walk the tokens).
+    #[allow(clippy::too_many_arguments)]
     fn launch_warp_per_token(
         &self,
         g: &Gpu,
@@ -214,10 +217,18 @@ impl Launch {
         per_block: usize,
         threads: u32,
         (k, r, norm, norm_mode, sig): (i32, f64, i32, i32, i32),
+        persistent: bool,
     ) -> Result<(), GpuError> {
         let name = format!("{prefix}_n{}", self.experts / 32);
         let f = g.function("noaux_tc_router", &name)?;
-        let blocks = self.tokens.div_ceil(per_block);
+        let mut blocks = self.tokens.div_ceil(per_block);
+        if persistent {
+            let resident = f
+                .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
+                .map_err(|e| GpuError::Driver(format!("{name} occupancy: {e}")))?
+                .max(1) as usize;
+            blocks = blocks.min(g.sm_count as usize * resident).max(1);
+        }
         if blocks > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!(
                 "{name}: {} tokens need more than 2^31-1 blocks",
@@ -312,7 +323,14 @@ impl Launch {
                     return Err(GpuError::Unsupported(why));
                 }
                 // 4 tokens per 128-thread block.
-                self.launch_warp_per_token(g, "router_v2", 4, 128, (k, r, norm, norm_mode, sig))?;
+                self.launch_warp_per_token(
+                    g,
+                    "router_v2",
+                    4,
+                    128,
+                    (k, r, norm, norm_mode, sig),
+                    false,
+                )?;
             }
             "v3" => {
                 if let Some(why) = v3_ok(self.experts, c) {
@@ -343,19 +361,27 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" => {
+            "v4" | "v5" | "v6" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
                 if !self.logits.is_multiple_of(16) {
                     return Err(GpuError::Unsupported(format!(
-                        "router v4 reads the logits with 16-byte loads: the pointer {:#x} is not \
-                         16-byte aligned",
+                        "router {version} reads the logits with 16-byte loads: the pointer {:#x} \
+                         is not 16-byte aligned",
                         self.logits
                     )));
                 }
-                // 8 tokens per 256-thread block; logits 16-byte aligned (checked above).
-                self.launch_warp_per_token(g, "router_v4", 8, 256, (k, r, norm, norm_mode, sig))?;
+                // 8 warps (tokens at a time) per 256-thread block; logits 16-byte aligned
+                // (checked above); v5 / v6 persistent.
+                self.launch_warp_per_token(
+                    g,
+                    &format!("router_{version}"),
+                    8,
+                    256,
+                    (k, r, norm, norm_mode, sig),
+                    version != "v4",
+                )?;
             }
             "auto" => {
                 let aligned = self.logits.is_multiple_of(16);
