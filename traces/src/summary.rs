@@ -393,7 +393,9 @@ impl Sink for Aggregator {
                 registers: k.registers,
                 shared_mem: match (k.static_smem, k.dynamic_smem) {
                     (None, None) => None,
-                    (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+                    // Saturating: a trace may claim absurd sizes (fuzzed "DymSMem (MB)" =
+                    // 6.7e48 saturated to u64::MAX overflowed the plain sum).
+                    (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
                 },
             });
         }
