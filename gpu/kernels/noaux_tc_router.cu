@@ -620,6 +620,20 @@ __device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, 
                              wi, ws);
 }
 
+// Shared memory of a v4 / v5 / v6 block (the biases as f32; per warp the candidate slots and
+// the winners) and the bias staging, as one statement list (a macro, so v4's code is exactly
+// what it was when it ran on the H200).
+#define ROUTER_V4_SMEM_AND_BIAS(N)                                                                   \
+    __shared__ __align__(16) float bsh[32 * N];                                                     \
+    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V4_CAND];                                             \
+    __shared__ float cx[ROUTER_V4_WARPS][ROUTER_V4_CAND];                                           \
+    __shared__ float cb[ROUTER_V4_WARPS][ROUTER_V4_CAND];                                           \
+    __shared__ u64 ck[ROUTER_V4_WARPS][ROUTER_V4_CAND];                                             \
+    __shared__ int wi[ROUTER_V4_WARPS][32];                                                         \
+    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];                                         \
+    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) bsh[e] = load_as_f32(bias, e, bias_dt); \
+    __syncthreads()
+
 // v4: grid = ceil(T / 8), block = 256 (8 warps, one token each), static smem.
 template <int N>
 __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits, int logits_dt,
@@ -628,15 +642,7 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
                                                 int norm_mode, int sig_mode,
                                                 int* __restrict__ out_idx,
                                                 float* __restrict__ out_w) {
-    __shared__ __align__(16) float bsh[32 * N];
-    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ float cx[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ float cb[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ u64 ck[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ int wi[ROUTER_V4_WARPS][32];
-    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
-    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) bsh[e] = load_as_f32(bias, e, bias_dt);
-    __syncthreads();
+    ROUTER_V4_SMEM_AND_BIAS(N);
     const int warp = threadIdx.x >> 5;
     const i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
     if (t >= T) return;
@@ -666,56 +672,51 @@ ROUTER_V4(16)
 // paying the bias staging and a full load latency for one token per warp (62.8 us, ~1.2 TB/s).
 // v5 launches as many blocks as are resident, stages the bias once per block, and each warp
 // walks tokens t, t + W, ... (W = warps in the grid). v6 also loads the next token's row
-// before selecting the current one (the load latency hidden behind the selection; 124
-// registers for E = 512, v5 102: 2 blocks per SM instead of v4's 3). Same per-token arithmetic as v4
-// (router_v4_select): bit-identical indices and weights.
+// before selecting the current one (the load latency hidden behind the selection). Both use
+// 118 registers at E = 512: 2 blocks per SM instead of v4's 3. Same per-token arithmetic as
+// v4 (router_v4_select): bit-identical indices and weights.
+
+// One warp's tokens t, t + stride, ... < T (v5: load then select; v6: the next row loaded
+// before the current one is selected).
+template <int N, int VEC, bool PREFETCH>
+__device__ __forceinline__ void router_v5_walk(const void* __restrict__ logits, int logits_dt,
+                                               const float* __restrict__ bsh, i64 t, i64 T, i64 stride, int k,
+                                               double r, int norm, int norm_mode, int sig_mode,
+                                               int* __restrict__ out_idx, float* __restrict__ out_w, int* ce,
+                                               float* cx, float* cb, u64* ck, int* wi, float* ws) {
+    float x[N], xn[N];
+    if (PREFETCH) router_v4_load<N, VEC>(logits, logits_dt, t, x);
+    for (; t < T; t += stride) {
+        if (!PREFETCH) router_v4_load<N, VEC>(logits, logits_dt, t, x);
+        const bool more = PREFETCH && t + stride < T;
+        if (more) router_v4_load<N, VEC>(logits, logits_dt, t + stride, xn);
+        router_v4_select<N, VEC>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce, cx, cb, ck,
+                                 wi, ws);
+        __syncwarp();  // the warp's shared slots are reused by the next token
+#pragma unroll
+        for (int j = 0; j < N; ++j)
+            if (PREFETCH) x[j] = xn[j];
+    }
+}
+
 template <int N, bool PREFETCH>
 __device__ __forceinline__ void router_v5_entry(const void* __restrict__ logits, int logits_dt,
                                                 const void* __restrict__ bias, int bias_dt, i64 T, int k,
                                                 double r, int norm, int norm_mode, int sig_mode,
                                                 int* __restrict__ out_idx, float* __restrict__ out_w) {
-    __shared__ __align__(16) float bsh[32 * N];
-    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ float cx[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ float cb[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ u64 ck[ROUTER_V4_WARPS][ROUTER_V4_CAND];
-    __shared__ int wi[ROUTER_V4_WARPS][32];
-    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
-    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) bsh[e] = load_as_f32(bias, e, bias_dt);
-    __syncthreads();
+    ROUTER_V4_SMEM_AND_BIAS(N);
     const int warp = threadIdx.x >> 5;
     const i64 stride = (i64)gridDim.x * ROUTER_V4_WARPS;
     i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
     if (t >= T) return;
-    if (logits_dt == DT_F32) {
-        float x[N], xn[N];
-        if (PREFETCH) router_v4_load<N, 4>(logits, logits_dt, t, x);
-        for (; t < T; t += stride) {
-            if (!PREFETCH) router_v4_load<N, 4>(logits, logits_dt, t, x);
-            const bool more = PREFETCH && t + stride < T;
-            if (more) router_v4_load<N, 4>(logits, logits_dt, t + stride, xn);
-            router_v4_select<N, 4>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce[warp],
-                                   cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
-            __syncwarp();  // the warp's shared slots are reused by the next token
-#pragma unroll
-            for (int j = 0; j < N; ++j)
-                if (PREFETCH) x[j] = xn[j];
-        }
-    } else {
-        float x[N], xn[N];
-        if (PREFETCH) router_v4_load<N, 8>(logits, logits_dt, t, x);
-        for (; t < T; t += stride) {
-            if (!PREFETCH) router_v4_load<N, 8>(logits, logits_dt, t, x);
-            const bool more = PREFETCH && t + stride < T;
-            if (more) router_v4_load<N, 8>(logits, logits_dt, t + stride, xn);
-            router_v4_select<N, 8>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce[warp],
-                                   cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
-            __syncwarp();
-#pragma unroll
-            for (int j = 0; j < N; ++j)
-                if (PREFETCH) x[j] = xn[j];
-        }
-    }
+    if (logits_dt == DT_F32)
+        router_v5_walk<N, 4, PREFETCH>(logits, logits_dt, bsh, t, T, stride, k, r, norm, norm_mode, sig_mode,
+                                       out_idx, out_w, ce[warp], cx[warp], cb[warp], ck[warp], wi[warp],
+                                       ws[warp]);
+    else
+        router_v5_walk<N, 8, PREFETCH>(logits, logits_dt, bsh, t, T, stride, k, r, norm, norm_mode, sig_mode,
+                                       out_idx, out_w, ce[warp], cx[warp], cb[warp], ck[warp], wi[warp],
+                                       ws[warp]);
 }
 
 #define ROUTER_V5(NAME, N, PREFETCH, MINB)                                                      \
@@ -727,7 +728,7 @@ __device__ __forceinline__ void router_v5_entry(const void* __restrict__ logits,
                                      sig_mode, out_idx, out_w);                                 \
     }
 
-// Registers (E = 512): v5 102, v6 124, so 2 resident blocks per SM (v4: 76, 3 blocks). Asking
+// Registers (E = 512): 118 for v5 and v6, so 2 resident blocks per SM (v4: 76, 3 blocks). Asking
 // ptxas for 3 blocks made v5_n16 spill (72 / 284 bytes), so neither asks.
 ROUTER_V5(router_v5_n8, 8, false, 1)
 ROUTER_V5(router_v5_n16, 16, false, 1)

@@ -418,6 +418,20 @@ __device__ __forceinline__ u8 nvfp4_fast_block(const uint4& u0, const uint4& u1,
     return sfb;
 }
 
+// The generic path of v4 / v5 / v6 (other dtypes, exact mode): block (m, k) through v2's
+// per-element math.
+__device__ __forceinline__ void nvfp4_generic_block(const void* __restrict__ x, int dt, i64 m, i64 k, i64 cols,
+                                                    i64 kb, float global, int mode, int layout,
+                                                    u32* __restrict__ x_fp4, u8* __restrict__ sf) {
+    float v[16];
+    load16(x, m * cols + k * 16, dt, v);
+    u64 codes;
+    const u8 s = nvfp4_block_fast(v, global, mode, &codes);
+    x_fp4[2 * (m * kb + k)] = (u32)codes;
+    x_fp4[2 * (m * kb + k) + 1] = (u32)(codes >> 32);
+    sf[sf_offset(m, k, kb, layout)] = s;
+}
+
 // v4 and v5 share one body: v4 decodes the 16-bit input by the run-time `dt` (DTC = -1); v5
 // (session 3, not yet run on the H200) fixes it at compile time (nvfp4_quantize_v5_bf16 /
 // _f16): in v4 the SASS of the fast path carries the f16 decode's branches next to every bf16
@@ -445,13 +459,7 @@ __device__ __forceinline__ void nvfp4_quantize_v4_body(const void* __restrict__ 
         }
         const i64 i0 = m * cols + k * 16;
         if (!fast) {
-            float v[16];
-            load16(x, i0, dt, v);
-            u64 codes;
-            u8 s = nvfp4_block_fast(v, global, mode, &codes);
-            x_fp4[2 * (m * kb + k)] = (u32)codes;
-            x_fp4[2 * (m * kb + k) + 1] = (u32)(codes >> 32);
-            sf[sf_offset(m, k, kb, layout)] = s;
+            nvfp4_generic_block(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
             continue;
         }
         const uint4* p = (const uint4*)((const u16*)x + i0);
@@ -471,16 +479,16 @@ extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt,
     nvfp4_quantize_v4_body<-1>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p, x_fp4, sf);
 }
 
-#define NVFP4_V5_ENTRY(NAME, DTC)                                                                  \
+// An entry of a compile-time-dtype version (v5, v6): BODY<DTC> with the common signature.
+#define NVFP4_DTC_ENTRY(NAME, BODY, DTC)                                                           \
     extern "C" __global__ void NAME(const void* __restrict__ x, int dt, i64 rows, i64 cols,       \
                                     const float* __restrict__ global_p, int mode, int layout,      \
                                     i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,                \
                                     u8* __restrict__ sf) {                                         \
-        nvfp4_quantize_v4_body<DTC>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p,      \
-                                    x_fp4, sf);                                                    \
+        BODY<DTC>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p, x_fp4, sf);            \
     }
-NVFP4_V5_ENTRY(nvfp4_quantize_v5_bf16, DT_BF16)
-NVFP4_V5_ENTRY(nvfp4_quantize_v5_f16, DT_F16)
+NVFP4_DTC_ENTRY(nvfp4_quantize_v5_bf16, nvfp4_quantize_v4_body, DT_BF16)
+NVFP4_DTC_ENTRY(nvfp4_quantize_v5_f16, nvfp4_quantize_v4_body, DT_F16)
 
 // v6 (session 4, not yet run on the H200): v5 with R = 4 rows per thread and the loads of all
 // R rows issued before any math. v4 / v5 give each thread one 16-element block (32 bytes in
@@ -511,13 +519,7 @@ __device__ __forceinline__ void nvfp4_quantize_v6_body(const void* __restrict__ 
                     sf[sf_offset(m, k, kb, layout)] = 0;
                     continue;
                 }
-                float v[16];
-                load16(x, m * cols + k * 16, dt, v);
-                u64 codes;
-                const u8 s = nvfp4_block_fast(v, global, mode, &codes);
-                x_fp4[2 * (m * kb + k)] = (u32)codes;
-                x_fp4[2 * (m * kb + k) + 1] = (u32)(codes >> 32);
-                sf[sf_offset(m, k, kb, layout)] = s;
+                nvfp4_generic_block(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
             }
             continue;
         }
@@ -550,13 +552,5 @@ __device__ __forceinline__ void nvfp4_quantize_v6_body(const void* __restrict__ 
     }
 }
 
-#define NVFP4_V6_ENTRY(NAME, DTC)                                                                  \
-    extern "C" __global__ void NAME(const void* __restrict__ x, int dt, i64 rows, i64 cols,       \
-                                    const float* __restrict__ global_p, int mode, int layout,      \
-                                    i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,                \
-                                    u8* __restrict__ sf) {                                         \
-        nvfp4_quantize_v6_body<DTC>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p,      \
-                                    x_fp4, sf);                                                    \
-    }
-NVFP4_V6_ENTRY(nvfp4_quantize_v6_bf16, DT_BF16)
-NVFP4_V6_ENTRY(nvfp4_quantize_v6_f16, DT_F16)
+NVFP4_DTC_ENTRY(nvfp4_quantize_v6_bf16, nvfp4_quantize_v6_body, DT_BF16)
+NVFP4_DTC_ENTRY(nvfp4_quantize_v6_f16, nvfp4_quantize_v6_body, DT_F16)

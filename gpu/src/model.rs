@@ -246,6 +246,35 @@ fn tensor(op: &str, name: &str, shape: &[usize], v: &[f32]) -> Result<Tensor, Gp
     Ok(Tensor::from_f32(shape, v.to_vec()))
 }
 
+/// The state-update ops' inputs for one sequence: state (1, h, hd, n); x, dt, B, C with the
+/// leading dims `lead` ((1,) for one token, (1, t) for t tokens); A, D, dt_bias per head.
+fn ssm_inputs(
+    op: &str,
+    dims: SsmDims,
+    state: &[f32],
+    lead: &[usize],
+    p: &SsmParams<'_>,
+    r: &SsmRows<'_>,
+) -> Result<TensorMap, GpuError> {
+    let SsmDims {
+        nheads: h,
+        headdim: hd,
+        ngroups: g,
+        dstate: n,
+    } = dims;
+    let with = |tail: &[usize]| [lead, tail].concat();
+    let mut m = TensorMap::new();
+    m.insert("state".into(), tensor(op, "state", &[1, h, hd, n], state)?);
+    m.insert("x".into(), tensor(op, "x", &with(&[h, hd]), r.x)?);
+    m.insert("dt".into(), tensor(op, "dt", &with(&[h]), r.dt)?);
+    m.insert("A".into(), tensor(op, "A", &[h], p.a)?);
+    m.insert("B".into(), tensor(op, "B", &with(&[g, n]), r.b)?);
+    m.insert("C".into(), tensor(op, "C", &with(&[g, n]), r.c)?);
+    m.insert("D".into(), tensor(op, "D", &[h], p.d)?);
+    m.insert("dt_bias".into(), tensor(op, "dt_bias", &[h], p.dt_bias)?);
+    Ok(m)
+}
+
 fn out_f32(m: &TensorMap, op: &str, name: &str) -> Result<Vec<f32>, GpuError> {
     m.get(name)
         .map(|t| t.to_f32_vec())
@@ -1016,21 +1045,8 @@ pub(crate) trait Reused: OpExec {
         c: &[f32],
     ) -> Result<Vec<f32>, GpuError> {
         const OP: &str = "selective_state_update";
-        let SsmDims {
-            nheads: h,
-            headdim: hd,
-            ngroups: g,
-            dstate: n,
-        } = dims;
-        let mut m = TensorMap::new();
-        m.insert("state".into(), tensor(OP, "state", &[1, h, hd, n], state)?);
-        m.insert("x".into(), tensor(OP, "x", &[1, h, hd], x)?);
-        m.insert("dt".into(), tensor(OP, "dt", &[1, h], dt)?);
-        m.insert("A".into(), tensor(OP, "A", &[h], p.a)?);
-        m.insert("B".into(), tensor(OP, "B", &[1, g, n], b)?);
-        m.insert("C".into(), tensor(OP, "C", &[1, g, n], c)?);
-        m.insert("D".into(), tensor(OP, "D", &[h], p.d)?);
-        m.insert("dt_bias".into(), tensor(OP, "dt_bias", &[h], p.dt_bias)?);
+        let rows = SsmRows { x, dt, b, c };
+        let m = ssm_inputs(OP, dims, state, &[1], p, &rows)?;
         let o = self.run_op(
             OP,
             self.versions().ssu,
@@ -1064,18 +1080,9 @@ pub(crate) trait Reused: OpExec {
         let SsmDims {
             nheads: h,
             headdim: hd,
-            ngroups: g,
-            dstate: n,
+            ..
         } = dims;
-        let mut m = TensorMap::new();
-        m.insert("state".into(), tensor(OP, "state", &[1, h, hd, n], state)?);
-        m.insert("x".into(), tensor(OP, "x", &[1, t, h, hd], r.x)?);
-        m.insert("dt".into(), tensor(OP, "dt", &[1, t, h], r.dt)?);
-        m.insert("A".into(), tensor(OP, "A", &[h], p.a)?);
-        m.insert("B".into(), tensor(OP, "B", &[1, t, g, n], r.b)?);
-        m.insert("C".into(), tensor(OP, "C", &[1, t, g, n], r.c)?);
-        m.insert("D".into(), tensor(OP, "D", &[h], p.d)?);
-        m.insert("dt_bias".into(), tensor(OP, "dt_bias", &[h], p.dt_bias)?);
+        let m = ssm_inputs(OP, dims, state, &[1, t], p, r)?;
         let o = self.run_op(
             OP,
             version,
