@@ -26,8 +26,11 @@ pub struct Args {
 }
 
 /// The op names of the case-table rows whose name (`op/vars`) the regex matches (all without one).
-pub fn ops_of_matching_cases(re: Option<&Regex>) -> std::collections::BTreeSet<&'static str> {
-    compare::cases::all()
+pub fn ops_of_matching_cases(
+    cases: &[Box<dyn compare::case::Case>],
+    re: Option<&Regex>,
+) -> std::collections::BTreeSet<&'static str> {
+    cases
         .iter()
         .filter(|c| re.is_none_or(|r| r.is_match(&c.name())))
         .map(|c| c.op())
@@ -45,8 +48,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // selects: `--op 'ssd_chunk_scan/what=odd,'` names cases, not an op, and must still run the
     // op's kernels (before session 4 it matched no op name, and the GPU rows were silently
     // left out).
+    let cases = compare::cases::all();
     let gpu_backends: Vec<Box<dyn Backend>> = if args.backend == "gpu" {
-        let case_ops = ops_of_matching_cases(re.as_ref());
+        let case_ops = ops_of_matching_cases(&cases, re.as_ref());
         gpu::backends_where(|op| {
             case_ops.contains(op)
                 || args
@@ -61,7 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut backends: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
     backends.extend(oracles.iter().map(|o| o as &dyn Backend));
     let mut rows: Vec<Row> = vec![];
-    for case in compare::cases::all() {
+    for case in cases {
         if re.as_ref().is_some_and(|r| !r.is_match(&case.name())) {
             continue;
         }
@@ -134,11 +138,13 @@ mod tests {
     #[test]
     fn a_case_regex_selects_its_ops_gpu_kernels() {
         let re = Regex::new("ssd_chunk_scan/what=(odd|odd_all),").expect("regex");
-        let ops = ops_of_matching_cases(Some(&re));
+        let ops = ops_of_matching_cases(&compare::cases::all(), Some(&re));
         assert_eq!(ops.into_iter().collect::<Vec<_>>(), vec!["ssd_chunk_scan"]);
         let re = Regex::new("router").expect("regex");
-        assert!(ops_of_matching_cases(Some(&re)).contains("noaux_tc_router"));
+        assert!(
+            ops_of_matching_cases(&compare::cases::all(), Some(&re)).contains("noaux_tc_router")
+        );
         let re = Regex::new("^no_such_op/").expect("regex");
-        assert!(ops_of_matching_cases(Some(&re)).is_empty());
+        assert!(ops_of_matching_cases(&compare::cases::all(), Some(&re)).is_empty());
     }
 }

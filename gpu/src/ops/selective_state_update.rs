@@ -114,6 +114,15 @@ pub struct Ssu7Plan {
 
 /// Threads of a v7 block: one producer warp + 4 consumer warps (the sweep's v7w2 / v7w8: 2 / 8).
 pub const SSU7_THREADS: u32 = 160;
+
+/// Threads of a v7 / v8 version's block (v7w2, v7w8: 2 / 8 consumer warps; else 4).
+fn ssu7_threads(version: &str) -> u32 {
+    match version {
+        "v7w2" => 96,
+        "v7w8" => 288,
+        _ => SSU7_THREADS,
+    }
+}
 /// Dynamic shared memory one block may ask for on sm_90 (227 KiB) and an SM's total (228 KiB,
 /// 1 KiB reserved per block).
 const SMEM_BLOCK_MAX: usize = 227 * 1024;
@@ -353,12 +362,7 @@ pub fn run(
     if chosen.starts_with("v7") || chosen == "v8" {
         let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
             .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
-        let threads = match chosen {
-            "v7w2" => 96,
-            "v7w8" => 288,
-            _ => SSU7_THREADS,
-        };
-        launch_v7(g, &f, &prm, &plan, blocks, &ptrs, threads)?;
+        launch_v7(g, &f, &prm, &plan, blocks, &ptrs, ssu7_threads(chosen))?;
     } else {
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
@@ -747,19 +751,13 @@ fn bench_super_version(
         },
         ..Default::default()
     };
-    let base = if version.starts_with("v8") {
-        "v8"
-    } else if version.starts_with("v7") {
-        "v7"
-    } else {
-        version
+    // v7 / v8 bench names: `<version>[_s<stages>]` (v7, v7w2, v7w8, v8; the ring depth).
+    let persistent = version.starts_with("v7") || version.starts_with("v8");
+    let (base, stages) = match version.rsplit_once("_s") {
+        Some((b, n)) if persistent => (b, n.parse::<usize>().ok()),
+        _ => (version, None),
     };
-    let (mut fname, dtiles) = launch_shape(base, dim, dstate, state_dt, false);
-    for w in ["v7w2", "v7w8"] {
-        if version.starts_with(w) {
-            fname = format!("ssu_{w}_bf16");
-        }
-    }
+    let (fname, dtiles) = launch_shape(base, dim, dstate, state_dt, false);
     let f = g.function("selective_state_update", &fname)?;
     let blocks = ((batch * nheads) * dtiles) as u32;
     let s = &g.stream;
@@ -767,21 +765,10 @@ fn bench_super_version(
     let sbi_ptrs: Vec<u64> = sbis.iter().map(|t| t.ptr(s)).collect();
     let (pst, psc, pout) = (dev_state.ptr(s), scale.ptr(s), out.ptr(s));
     let mut k = 0usize;
-    // v7 sweep names: v7[w2|w8][_s{stages}] (consumer warps, ring depth).
-    let (plan7, threads7) = if version.starts_with("v7") || version.starts_with("v8") {
-        let stages = version
-            .rsplit_once("_s")
-            .and_then(|(_, n)| n.parse::<usize>().ok());
-        let cw = if version.starts_with("v7w2") {
-            2
-        } else if version.starts_with("v7w8") {
-            8
-        } else {
-            4
-        };
+    let (plan7, threads7) = if persistent {
         (
             Some(ssu7_plan(dim, dstate, state_dt.size(), stages).map_err(GpuError::Unsupported)?),
-            32 * (1 + cw),
+            ssu7_threads(base),
         )
     } else {
         (None, 0)
