@@ -554,3 +554,203 @@ __device__ __forceinline__ void nvfp4_quantize_v6_body(const void* __restrict__ 
 
 NVFP4_DTC_ENTRY(nvfp4_quantize_v6_bf16, nvfp4_quantize_v6_body, DT_BF16)
 NVFP4_DTC_ENTRY(nvfp4_quantize_v6_f16, nvfp4_quantize_v6_body, DT_F16)
+
+// v7 (session 5): v6 with an E2M1 encoder and a packing that keep the integer pipe free.
+// Hopper issues integer, logic, compare and min/max instructions (LOP3, SHF, ISETP, SEL, IADD3,
+// FMNMX) to a 16-lane pipe, half the rate of the 32-lane FP32 pipe (FFMA, FMUL, FADD, and
+// IMAD). v6's static SASS from its loads to its stores is ~22 integer-pipe instructions per
+// element (e2m1_code_v3: mask, shifts, compares, selects); at 2 cycles per warp instruction
+// that is ~84 us of issue for 64M elements, the measured 85.5 us. v7 per element:
+//   * E2M1 magnitude by e2m1_mag_fma: 3 FFMA (FP32 pipe) + 3 FMNMX, result 2^23 + index;
+//   * the kernel-mode fast path only for blocks with no NaN / inf input (integer max of |x| as
+//     u16 pairs: NaN and inf patterns are the largest) and a finite out_scale, so q's sign is
+//     x's sign and no per-element NaN test is needed; other blocks take the generic path;
+//   * two codes + two signs into one byte by integer multiply-adds on the bit patterns
+//     (mhi * 16 + mlo + sign bits moved by multiply-high), four bytes into a u32 by PRMT.
+// Bit-identical to v2..v6: e2m1_mag_fma equals the threshold table on every non-NaN f32
+// (reference::num::e2m1::e2m1_index_by_fma, swept over all 2^32 on the CPU; e2m1_v7_check
+// here sweeps the kernel's own function on the GPU).
+__device__ __forceinline__ float e2m1_mag_fma(float a) {
+    const float M = 8388608.0f;  // 2^23: ulp 1, so the fused add rounds a * m to an integer
+    const float r0 = __fmaf_rn(a, 2.0f, M);          // [0, 2): rint(2a)
+    const float r1 = __fmaf_rn(a, 1.0f, M + 2.0f);   // [2, 4): 2 + rint(a)
+    const float r2 = __fmaf_rn(a, 0.5f, M + 4.0f);   // [4, 8): 4 + rint(a / 2)
+    return fminf(fminf(fminf(r0, r1), r2), M + 7.0f);
+}
+
+// e2m1_mag_fma's bits (2^23 + index) by integer minima: the r are non-negative floats, whose
+// bit patterns order like the values, and ptxas fuses the chain into two 3-input VIMNMX3.
+__device__ __forceinline__ u32 e2m1_mag_fma_bits(float a) {
+    const float M = 8388608.0f;
+    const u32 r0 = __float_as_uint(__fmaf_rn(a, 2.0f, M));
+    const u32 r1 = __float_as_uint(__fmaf_rn(a, 1.0f, M + 2.0f));
+    const u32 r2 = __float_as_uint(__fmaf_rn(a, 0.5f, M + 4.0f));
+    return min(min(min(r0, r1), r2), 0x4b000007u);
+}
+
+// Saturating E4M3 of x and back by the sm_89+ conversion instructions (one each, instead of
+// f32_to_e4m3_sat / e4m3_to_f32's ~40 integer instructions). cvt.rn.satfinite rounds to
+// nearest even and sends |x| > 448 and +-inf to +-448, NaN to NaN: the reference's saturating
+// E4M3. e4m3_hw_check compares both with the software versions over every input.
+__device__ __forceinline__ u8 e4m3_sat_hw(float x) {
+    u16 r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(r) : "f"(x));
+    return (u8)(r & 0xffu);
+}
+__device__ __forceinline__ float e4m3_to_f32_hw(u8 b) {
+    u32 h2;
+    const u16 in = (u16)b;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(in));
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((u16)(h2 & 0xffffu)));
+    return f;
+}
+
+__device__ __forceinline__ u32 max_u16x2(u32 a, u32 b) {
+    u32 d;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// One 16-element block of 16-bit input (DTC = DT_BF16 / DT_F16), kernel mode. Returns false
+// (nothing written to c / *sfb) when the block needs the generic path.
+template <int DTC>
+__device__ __forceinline__ bool nvfp4_v7_block(const uint4& u0, const uint4& u1, float global, float rcp6,
+                                               float rcp_g, u32 c[2], u8* sfb_out) {
+    const u32 w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    u32 mx = w[0] & 0x7fff7fffu;
+#pragma unroll
+    for (int j = 1; j < 8; ++j) mx = max_u16x2(mx, w[j] & 0x7fff7fffu);
+    const u32 m16 = max(mx & 0xffffu, mx >> 16);
+    // NaN / inf patterns are above every finite one (bf16 0x7f80, f16 0x7c00).
+    if (m16 >= (DTC == DT_BF16 ? 0x7f80u : 0x7c00u)) return false;
+    const float vmax = DTC == DT_BF16 ? __uint_as_float(m16 << 16) : f16_to_f32((u16)m16);
+    const u8 sfb = e4m3_sat_hw(global * (vmax * rcp6));
+    const float sf_val = e4m3_to_f32_hw(sfb);
+    const float out_scale = sf_val != 0.0f ? rcp_approx_ftz(sf_val * rcp_g) : 0.0f;
+    // Finite and not negative (as an integer: also rejects NaN): q = x * out_scale keeps x's sign.
+    if (__float_as_uint(out_scale) >= 0x7f800000u) return false;
+    u32 b[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        float lo, hi;
+        if (DTC == DT_BF16) {
+            lo = __uint_as_float(w[j] << 16);
+            hi = __uint_as_float(w[j] & 0xffff0000u);
+        } else {
+            lo = f16_to_f32((u16)(w[j] & 0xffffu));
+            hi = f16_to_f32((u16)(w[j] >> 16));
+        }
+        // Low byte: index_lo | index_hi << 4 (2^23 + index bit patterns; no carry).
+        b[j] = e2m1_mag_fma_bits(fabsf(hi * out_scale)) * 16u + e2m1_mag_fma_bits(fabsf(lo * out_scale));
+    }
+    // Sign bits: byte j of s_lo / s_hi is byte 1 / 3 of w[j] (bit 7 = the sign of element
+    // 2j / 2j + 1); they go to bits 3 / 7 of code byte j.
+    const u32 p01 = __byte_perm(w[0], w[1], 0x7531), p23 = __byte_perm(w[2], w[3], 0x7531);
+    const u32 p45 = __byte_perm(w[4], w[5], 0x7531), p67 = __byte_perm(w[6], w[7], 0x7531);
+    const u32 lo_s0 = __byte_perm(p01, p23, 0x6420), hi_s0 = __byte_perm(p01, p23, 0x7531);
+    const u32 lo_s1 = __byte_perm(p45, p67, 0x6420), hi_s1 = __byte_perm(p45, p67, 0x7531);
+    const u32 m0 = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+    const u32 m1 = __byte_perm(__byte_perm(b[4], b[5], 0x0040), __byte_perm(b[6], b[7], 0x0040), 0x5410);
+    c[0] = m0 | ((lo_s0 >> 4) & 0x08080808u) | (hi_s0 & 0x80808080u);
+    c[1] = m1 | ((lo_s1 >> 4) & 0x08080808u) | (hi_s1 & 0x80808080u);
+    *sfb_out = sfb;
+    return true;
+}
+
+// The generic path as a call (not inlined four times into the fast loop's body).
+__device__ __noinline__ void nvfp4_generic_block_call(const void* __restrict__ x, int dt, i64 m, i64 k, i64 cols,
+                                                      i64 kb, float global, int mode, int layout,
+                                                      u32* __restrict__ x_fp4, u8* __restrict__ sf) {
+    nvfp4_generic_block(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+}
+
+#define NVFP4_V7_ROWS 4
+template <int DTC>
+__device__ __forceinline__ void nvfp4_quantize_v7_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+                                                       const float* __restrict__ global_p, int mode, int layout,
+                                                       i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,
+                                                       u8* __restrict__ sf) {
+    constexpr int R = NVFP4_V7_ROWS;
+    const i64 kb = cols / 16;
+    const float global = *global_p;
+    const i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= kb_p) return;
+    const bool fast = mode == MODE_KERNEL && dt == DTC;
+    const float rcp6 = rcp_approx_ftz(6.0f), rcp_g = rcp_approx_ftz(global);
+    for (i64 m0 = (i64)blockIdx.y * R; m0 < rows_p; m0 += (i64)gridDim.y * R) {
+        if (!fast) {
+            for (int r = 0; r < R; ++r) {
+                const i64 m = m0 + r;
+                if (m >= rows_p) break;
+                if (m >= rows || k >= kb) {
+                    sf[sf_offset(m, k, kb, layout)] = 0;
+                    continue;
+                }
+                nvfp4_generic_block_call(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+            }
+            continue;
+        }
+        uint4 u[R][2];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const i64 m = m0 + r;
+            u[r][0] = make_uint4(0u, 0u, 0u, 0u);
+            u[r][1] = u[r][0];
+            if (m < rows && k < kb) {
+                const uint4* p = (const uint4*)((const u16*)x + (m * cols + k * 16));
+                u[r][0] = __ldg(p);
+                u[r][1] = __ldg(p + 1);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const i64 m = m0 + r;
+            if (m >= rows_p) break;
+            if (m >= rows || k >= kb) {
+                sf[sf_offset(m, k, kb, layout)] = 0;
+                continue;
+            }
+            u32 c[2];
+            u8 sfb;
+            if (nvfp4_v7_block<DTC>(u[r][0], u[r][1], global, rcp6, rcp_g, c, &sfb)) {
+                *(uint2*)(x_fp4 + 2 * (m * kb + k)) = make_uint2(c[0], c[1]);
+                sf[sf_offset(m, k, kb, layout)] = sfb;
+            } else {
+                nvfp4_generic_block_call(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+            }
+        }
+    }
+}
+
+NVFP4_DTC_ENTRY(nvfp4_quantize_v7_bf16, nvfp4_quantize_v7_body, DT_BF16)
+NVFP4_DTC_ENTRY(nvfp4_quantize_v7_f16, nvfp4_quantize_v7_body, DT_F16)
+
+// Sweeps v7's encoder over 2^32 inputs (lo .. lo+n-1 as f32 bits): the sign of x with
+// e2m1_mag_fma(|x|) against the threshold table; NaN inputs are skipped (v7's fast path never
+// sees them). Counts mismatches.
+extern "C" __global__ void e2m1_v7_check(u64 lo, u64 n, unsigned long long* count) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const float x = __uint_as_float((u32)(lo + i));
+        if (x != x) continue;
+        const u32 code = ((__float_as_uint(x) >> 28) & 8u) | (__float_as_uint(e2m1_mag_fma(fabsf(x))) & 7u);
+        if (code != f32_to_e2m1(x)) atomicAdd(count, 1ull);
+    }
+}
+
+// Compares v7's hardware E4M3 conversions with the software ones: e4m3_sat_hw against
+// f32_to_e4m3_sat for inputs lo .. lo+n-1 (as f32 bits), and (thread 0 of block 0, first
+// launch) e4m3_to_f32_hw against e4m3_to_f32 for all 256 codes (NaN = NaN). Counts mismatches.
+extern "C" __global__ void e4m3_hw_check(u64 lo, u64 n, unsigned long long* count) {
+    if (lo == 0 && blockIdx.x == 0 && threadIdx.x == 0) {
+        for (u32 b = 0; b < 256; ++b) {
+            const float h = e4m3_to_f32_hw((u8)b), s = e4m3_to_f32((u8)b);
+            const bool same = (h != h && s != s) || __float_as_uint(h) == __float_as_uint(s);
+            if (!same) atomicAdd(count, 1ull);
+        }
+    }
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const float x = __uint_as_float((u32)(lo + i));
+        if (e4m3_sat_hw(x) != f32_to_e4m3_sat(x)) atomicAdd(count, 1ull);
+    }
+}

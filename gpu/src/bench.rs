@@ -194,6 +194,8 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
         ("v4", SfLayout::Swizzled128x4),
         ("v5", SfLayout::Linear),
         ("v6", SfLayout::Linear),
+        ("v7", SfLayout::Linear),
+        ("v7", SfLayout::Swizzled128x4),
     ] {
         let q = g.alloc_poisoned(&[rows, cols / 2], DType::U8, 0xFF)?;
         let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, 0xFF)?;

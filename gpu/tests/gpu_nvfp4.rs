@@ -46,7 +46,7 @@ fn quantize_case(
     let s = sets(&[("mode", mode.into()), ("layout", layout.into())]);
     let name =
         format!("rows={rows},cols={cols},{dt},{mode},{layout},given={given},specials={specials}");
-    for v in ["v6", "v5", "v4", "v3", "v2", "v1"] {
+    for v in ["v7", "v6", "v5", "v4", "v3", "v2", "v1"] {
         diff("nvfp4_quantize", v, &name, &m, &s, &exact)?;
     }
     // Round trip: dequantize the reference's quantization on the GPU too.
@@ -121,20 +121,26 @@ proptest! {
 fn fast_e2m1_encoder_equals_the_threshold_table_on_every_f32() {
     use cudarc::driver::{DevicePtr, PushKernelArg};
     let g = common::gpu();
-    let count = g.alloc_raw::<u64>(1).expect("alloc");
-    let (cp, _c) = count.device_ptr(&g.stream);
-    for kernel in ["e2m1_fast_check", "e2m1_v3_check"] {
+    // Each kernel counts its mismatches over all 2^32 f32 inputs: the E2M1 encoders of v2 / v4
+    // (e2m1_fast_check), v3 / v4 (e2m1_v3_check) and v7 (e2m1_v7_check, NaN skipped) against
+    // the threshold table, and v7's hardware E4M3 conversions against the software ones
+    // (e4m3_hw_check, also all 256 codes back to f32).
+    for kernel in [
+        "e2m1_fast_check",
+        "e2m1_v3_check",
+        "e2m1_v7_check",
+        "e4m3_hw_check",
+    ] {
+        let count = g.alloc_raw::<u64>(1).expect("alloc");
+        let (cp, _c) = count.device_ptr(&g.stream);
         let f = g.function("nvfp4", kernel).expect("kernel");
         let (lo, n) = (0u64, 1u64 << 32);
         let mut a = g.stream.launch_builder(&f);
         a.arg(&lo).arg(&n).arg(&cp);
-        // SAFETY: matches e2m1_fast_check / e2m1_v3_check (same signature); both add to count.
+        // SAFETY: every check kernel has the signature (u64 lo, u64 n, u64* count) and only
+        // adds to count.
         unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 64, 256, 0)) }.expect("launch");
+        let c: Vec<u64> = g.stream.clone_dtoh(&count).expect("download");
+        assert_eq!(c[0], 0, "{kernel}: {} mismatching inputs", c[0]);
     }
-    let c: Vec<u64> = g.stream.clone_dtoh(&count).expect("download");
-    assert_eq!(
-        c[0], 0,
-        "f32_to_e2m1_fast differs from f32_to_e2m1 on {} inputs",
-        c[0]
-    );
 }

@@ -66,7 +66,7 @@ pub fn all() -> Vec<GpuOp> {
         },
         GpuOp {
             name: "nvfp4_quantize",
-            versions: &["v4", "v2", "v3", "v1", "v5", "v6"],
+            versions: &["v4", "v2", "v3", "v1", "v5", "v6", "v7"],
             run: nvfp4::run_quantize,
             applicable: always,
         },

@@ -67,6 +67,28 @@ pub fn f32_to_e2m1(x: f32) -> u8 {
     sign | index
 }
 
+/// The E2M1 magnitude index (0..=7) of a finite `a >= 0` by three fused multiply-adds and
+/// three minima: the algorithm of the GPU's `nvfp4_quantize` v7 (`e2m1_mag_fma` in
+/// `gpu/kernels/nvfp4.cu`), kept here so the CPU tests hold it to [`f32_to_e2m1`].
+///
+/// Region by region the E2M1 grid is uniform: spacing 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 8).
+/// `fma(a, m, 2^23 + o)` rounds `a * m` to an integer once (ulp(2^23) = 1, ties to even) and adds
+/// the region's first index `o`: r0 = rint(2a), r1 = 2 + rint(a), r2 = 4 + rint(a / 2). Each is
+/// exact on its own region and can only be larger elsewhere (a coarser or shifted grid), so the
+/// index is min(r0, r1, r2, 7). `o` is even, so ties to an even integer are ties to an even
+/// index. For a >= 2^22 (and inf) every r is >= 2^24 and the clamp gives 7. The result is the
+/// float 2^23 + index, so the index is its low 3 bits (the kernel packs them without a
+/// subtraction). NaN never reaches it (the kernel sends blocks with a NaN or inf element to its
+/// generic path).
+pub fn e2m1_index_by_fma(a: f32) -> u8 {
+    const M: f32 = 8_388_608.0; // 2^23
+    let r0 = a.mul_add(2.0, M);
+    let r1 = a.mul_add(1.0, M + 2.0);
+    let r2 = a.mul_add(0.5, M + 4.0);
+    let r = r0.min(r1).min(r2).min(M + 7.0);
+    (r.to_bits() & 7) as u8
+}
+
 /// E2M1 code -> f32. Only the low 4 bits of `code` are read.
 pub fn e2m1_to_f32(code: u8) -> f32 {
     let v = E2M1_VALUES[(code & 0x7) as usize];
@@ -155,6 +177,65 @@ mod tests {
         assert_eq!(f32_to_e2m1(-f32::NAN), 0x7);
         assert_eq!(f32_to_e2m1(-0.0), 0x8);
         assert_eq!(f32_to_e2m1(-0.1), 0x8);
+    }
+
+    /// The GPU v7 encoder ([`e2m1_index_by_fma`], with the sign of x) equals
+    /// [`f32_to_e2m1`] on every bit pattern within 2^16 ulps of each threshold and tie, on
+    /// every 61st pattern of the whole f32 range, and at the special values. The full 2^32
+    /// sweep is `every_f32_by_fma_encoder` (ignored: run it in release).
+    #[test]
+    fn fma_encoder_matches_near_every_threshold() {
+        let check = |b: u32| {
+            let x = f32::from_bits(b);
+            if x.is_nan() {
+                return;
+            }
+            let sign = if x.is_sign_negative() { 8 } else { 0 };
+            assert_eq!(
+                sign | e2m1_index_by_fma(x.abs()),
+                f32_to_e2m1(x),
+                "bits {b:#010x}"
+            );
+        };
+        for t in [
+            0.25f32, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0, 2.0, 4.0, 8.0, 1.0, 0.5,
+        ] {
+            let c = t.to_bits();
+            for d in 0..(1u32 << 16) {
+                for b in [c + d, c - d, (c + d) | 0x8000_0000, (c - d) | 0x8000_0000] {
+                    check(b);
+                }
+            }
+        }
+        for b in (0..=u32::MAX).step_by(61) {
+            check(b);
+        }
+        for x in [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            4194304.0,
+            8388608.0,
+        ] {
+            check(x.to_bits());
+        }
+    }
+
+    #[test]
+    #[ignore = "slow in debug: cargo test --release -p duet-reference every_f32_by_fma -- --ignored"]
+    fn every_f32_by_fma_encoder() {
+        let bad = (0..=u32::MAX)
+            .filter(|&b| {
+                let x = f32::from_bits(b);
+                !x.is_nan() && {
+                    let sign = if x.is_sign_negative() { 8 } else { 0 };
+                    sign | e2m1_index_by_fma(x.abs()) != f32_to_e2m1(x)
+                }
+            })
+            .count();
+        assert_eq!(bad, 0);
     }
 
     #[test]
