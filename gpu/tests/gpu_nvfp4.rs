@@ -124,7 +124,7 @@ fn fast_e2m1_encoder_equals_the_threshold_table_on_every_f32() {
     // Each kernel counts its mismatches over all 2^32 f32 inputs: the E2M1 encoders of v2 / v4
     // (e2m1_fast_check), v3 / v4 (e2m1_v3_check) and v7 (e2m1_v7_check, NaN skipped) against
     // the threshold table, and v7's hardware E4M3 conversions against the software ones
-    // (e4m3_hw_check, also all 256 codes back to f32).
+    // (e4m3_hw_check, non-NaN inputs, also all 256 codes back to f32).
     for kernel in [
         "e2m1_fast_check",
         "e2m1_v3_check",
