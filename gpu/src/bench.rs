@@ -196,6 +196,7 @@ pub fn nvfp4_quantize(g: &Gpu, rows: usize, cols: usize) -> Result<serde_json::V
         ("v6", SfLayout::Linear),
         ("v7", SfLayout::Linear),
         ("v7", SfLayout::Swizzled128x4),
+        ("v8", SfLayout::Linear),
     ] {
         let q = g.alloc_poisoned(&[rows, cols / 2], DType::U8, 0xFF)?;
         let sf = g.alloc_poisoned(&l.shape(rows, cols), DType::U8, 0xFF)?;

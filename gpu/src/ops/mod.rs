@@ -67,7 +67,7 @@ pub fn all() -> Vec<GpuOp> {
         GpuOp {
             name: "nvfp4_quantize",
             // v7 first = the default (session 5: 53.7 us at 8192^2 bf16, 87.5% of copy; v4 90.2).
-            versions: &["v7", "v4", "v2", "v3", "v1", "v5", "v6"],
+            versions: &["v7", "v4", "v2", "v3", "v1", "v5", "v6", "v8"],
             run: nvfp4::run_quantize,
             applicable: always,
         },

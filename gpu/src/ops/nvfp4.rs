@@ -111,11 +111,14 @@ pub fn launch_quantize(
         // v7: v6's layout with the FP32-pipe E2M1 encoder and hardware E4M3 scale conversions.
         "v7" if dt == 2 => "nvfp4_quantize_v7_f16",
         "v7" => "nvfp4_quantize_v7_bf16",
+        // v8: v7 with 2 rows per thread, at most 64 registers (4 blocks per SM).
+        "v8" if dt == 2 => "nvfp4_quantize_v8_f16",
+        "v8" => "nvfp4_quantize_v8_bf16",
         other => {
             return Err(GpuError::NoVersion {
                 op: "nvfp4_quantize".into(),
                 version: other.into(),
-                known: "v4, v3, v2, v1, v5, v6, v7".into(),
+                known: "v7, v4, v3, v2, v1, v5, v6, v8".into(),
             })
         }
     };
@@ -149,11 +152,11 @@ pub fn launch_quantize(
         }
     } else {
         let bx = (kb_p as u32).clamp(32, 256).next_power_of_two().min(256);
-        // v6 / v7 cover NVFP4_V6_ROWS / NVFP4_V7_ROWS = 4 rows per thread and grid row.
-        let rows_per_y = if version == "v6" || version == "v7" {
-            4
-        } else {
-            1
+        // v6 / v7 cover NVFP4_V6_ROWS / NVFP4_V7_ROWS = 4 rows per thread and grid row, v8 2.
+        let rows_per_y = match version {
+            "v6" | "v7" => 4,
+            "v8" => 2,
+            _ => 1,
         };
         cudarc::driver::LaunchConfig {
             grid_dim: (
@@ -165,7 +168,7 @@ pub fn launch_quantize(
             shared_mem_bytes: 0,
         }
     };
-    // SAFETY: matches nvfp4_quantize_v1..v7 (same signature); x holds rows*cols elements, x_fp4
+    // SAFETY: matches nvfp4_quantize_v1..v8 (same signature); x holds rows*cols elements, x_fp4
     // rows*cols/2 bytes, sf layout.len(rows, cols) bytes, global one f32.
     unsafe { a.launch(launch_cfg) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
     Ok(())
