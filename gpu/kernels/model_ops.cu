@@ -2,6 +2,9 @@
 // reference (reference/src/model/kernels.rs, reference/src/model/linear.rs):
 //   model_gemm_f32        y = x . W^T (+ bias): tiled fp32 GEMM, fp32 accumulate (fmaf, no
 //                         TF32), 64x64 output tiles, 16-deep k slices, 4x4 outputs per thread
+//   model_gemv_f32        the same product for M <= GEMV_MAXM rows (decode): one warp per output
+//                         column, 16-byte weight loads, four in flight per lane, fp32 FMAs
+//                         per lane then a warp tree sum
 //   model_rmsnorm         block per row: x * (1 / sqrt(mean(x^2) + eps)) * w
 //   model_gated_rmsnorm   block per (row, group): g = x * silu(z); g * rstd(g) * w
 //   model_relu2           relu(x)^2, grid-stride
@@ -68,6 +71,81 @@ model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
             if (has_bias) v = v + bias[gn];
             y[gm * N + gn] = v;
         }
+    }
+}
+
+#define GEMV_MAXM 8
+#define GEMV_WARPS 8
+#define GEMV_UNROLL 4
+
+// x (M, K) row-major, w (N, K) row-major, bias (N,) or null, y (M, N), M <= GEMV_MAXM.
+// Grid: ceil(N / GEMV_WARPS); block: 32 * GEMV_WARPS. Warp = output column n: lanes walk k
+// (float4 when K % 4 == 0 and the rows are 16-byte aligned, else scalars), per lane one fp32
+// FMA chain per row of x, then a butterfly sum over the warp. The tiled kernel above gives a
+// one-row product 64 output columns per block and 16-deep k slices between barriers: at M = 1
+// it reads the weights at a few percent of the memory bandwidth (session 5: ~1 ms for a
+// 4096 x 8192 f32 weight, ~36 us of bytes).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
+               const float* __restrict__ bias, float* __restrict__ y,
+               i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    const int lane = threadIdx.x & 31;
+    const i64 n = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
+    if (n >= N) return;
+    float acc[GEMV_MAXM];
+#pragma unroll
+    for (int i = 0; i < GEMV_MAXM; ++i) acc[i] = 0.0f;
+    const float* wr = w + n * K;
+    if (vec4) {
+        const i64 k4 = K >> 2;
+        const float4* w4 = (const float4*)wr;
+        i64 j = lane;
+        for (; j + 32 * (GEMV_UNROLL - 1) < k4; j += 32 * GEMV_UNROLL) {
+            float4 wv[GEMV_UNROLL];
+#pragma unroll
+            for (int u = 0; u < GEMV_UNROLL; ++u) wv[u] = __ldg(w4 + j + 32 * u);
+#pragma unroll
+            for (int i = 0; i < GEMV_MAXM; ++i) {
+                if (i < M) {
+                    const float4* x4 = (const float4*)(x + (i64)i * K);
+#pragma unroll
+                    for (int u = 0; u < GEMV_UNROLL; ++u) {
+                        const float4 xv = __ldg(x4 + j + 32 * u);
+                        acc[i] = fmaf(xv.x, wv[u].x, acc[i]);
+                        acc[i] = fmaf(xv.y, wv[u].y, acc[i]);
+                        acc[i] = fmaf(xv.z, wv[u].z, acc[i]);
+                        acc[i] = fmaf(xv.w, wv[u].w, acc[i]);
+                    }
+                }
+            }
+        }
+        for (; j < k4; j += 32) {
+            const float4 wv = __ldg(w4 + j);
+#pragma unroll
+            for (int i = 0; i < GEMV_MAXM; ++i) {
+                if (i < M) {
+                    const float4 xv = __ldg((const float4*)(x + (i64)i * K) + j);
+                    acc[i] = fmaf(xv.x, wv.x, acc[i]);
+                    acc[i] = fmaf(xv.y, wv.y, acc[i]);
+                    acc[i] = fmaf(xv.z, wv.z, acc[i]);
+                    acc[i] = fmaf(xv.w, wv.w, acc[i]);
+                }
+            }
+        }
+    } else {
+        for (i64 j = lane; j < K; j += 32) {
+            const float wv = __ldg(wr + j);
+#pragma unroll
+            for (int i = 0; i < GEMV_MAXM; ++i)
+                if (i < M) acc[i] = fmaf(__ldg(x + (i64)i * K + j), wv, acc[i]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < GEMV_MAXM; ++i) {
+        if (i >= M) break;
+        float v = acc[i];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+        if (lane == 0) y[(i64)i * N + n] = has_bias ? v + bias[n] : v;
     }
 }
 

@@ -14,10 +14,14 @@
 //!   `selective_state_update` launches on a copy of the state, recording the state after every
 //!   step (with an f32 state this is the same recurrence step by step). The op's own GPU kernel
 //!   (`ssu_mt_v1`, gpu/src/ops/ssu_multi_token.rs, bit-exact on the H200) could replace it.
-//! - Routed experts: `moe_permute` / `moe_finalize` on the host, one up GEMM, ReLU² and down
-//!   GEMM per expert on the device through this module's fp32 GEMM
-//!   ([`reference::model::kernels::routed_experts_with`]). The LatentMoE GPU ops
-//!   (gpu/src/ops/moe.rs: permute, NVFP4 grouped GEMMs, finalize) are not wired in yet.
+//! - Linear layers with at most 8 rows (decode, MTP verification) run `model_gemv_f32` (a warp
+//!   per output column), more rows the tiled `model_gemm_f32`.
+//! - Routed experts ([`GpuKernels::routed_experts_dev`], session 5): `moe_permute` /
+//!   `moe_finalize` on the host; per expert the gathered rows uploaded once and up GEMM,
+//!   ReLU² and down GEMM queued back to back on the device into one expert-ordered buffer, one
+//!   download per layer (before: one upload, launch and download per expert and op). The
+//!   LatentMoE GPU ops (gpu/src/ops/moe.rs: permute, NVFP4 grouped GEMMs, finalize) are not
+//!   wired in yet.
 //!
 //! Weights stay on the device: the weight operands of the model's own kernels (linear layer
 //! weights and biases, RMSNorm and gated-RMSNorm weights) are uploaded once into a weight cache
@@ -33,7 +37,8 @@ use crate::runtime::{self, DevTensor, Gpu};
 use crate::GpuError;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use reference::model::kernels::{
-    op_err, to_channel_major, to_token_major, AttnGeometry, Route, SsmDims, SsmParams, SsmRows,
+    check_routed_experts, op_err, routed_experts_with, to_channel_major, to_token_major,
+    AttnGeometry, Route, SsmDims, SsmParams, SsmRows,
 };
 use reference::model::nemotron::ExpertFormat;
 use reference::model::weights::Init;
@@ -49,6 +54,9 @@ use std::sync::{Arc, Mutex};
 const FILE: &str = "model_ops";
 /// Output tile edge and threads of `model_gemm_f32`.
 const GEMM_TILE: u64 = 64;
+/// `model_gemv_f32`: the most rows of x it takes (GEMV_MAXM) and its warps per block.
+const GEMV_MAX_ROWS: usize = 8;
+const GEMV_WARPS: u32 = 8;
 const GEMM_THREADS: u32 = 256;
 const NORM_THREADS: u32 = 256;
 const ATT_THREADS: u32 = 128;
@@ -579,6 +587,59 @@ impl GpuKernels {
         if m == 0 || n == 0 {
             return Ok(vec![0.0; m * n]);
         }
+        let xd = self.up(x)?;
+        let y = self.out(m * n)?;
+        let st = &self.g.stream;
+        let pb = bias.map(|b| b.ptr(st));
+        self.launch_gemm(xd.ptr(st), m, wd.ptr(st), n, k, pb, y.ptr(st))?;
+        self.down(&y, m * n, "linear out")
+    }
+
+    /// Queues `y = x · Wᵀ (+ bias)` on device pointers (x m*k, w n*k, bias n, y m*n f32
+    /// values; the caller checked the sizes): [`GEMV_MAX_ROWS`] rows or fewer go to
+    /// `model_gemv_f32` (a warp per output column), more to the tiled `model_gemm_f32`.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_gemm(
+        &self,
+        px: u64,
+        m: usize,
+        pw: u64,
+        n: usize,
+        k: usize,
+        bias: Option<u64>,
+        py: u64,
+    ) -> Result<(), GpuError> {
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let dummy;
+        let pb = match bias {
+            Some(b) => b,
+            None => {
+                dummy = self.dummy()?;
+                dummy.ptr(&self.g.stream)
+            }
+        };
+        let (mm, nn, kk) = (m as i64, n as i64, k as i64);
+        let has_bias = bias.is_some() as i32;
+        let st = &self.g.stream;
+        if m <= GEMV_MAX_ROWS {
+            const OP: &str = "model_gemv_f32";
+            let blocks = grid_u32(OP, (n as u64).div_ceil(GEMV_WARPS as u64))?;
+            // 16-byte loads need K % 4 == 0 and 16-byte aligned rows of x and w.
+            let vec4 = (k % 4 == 0 && px % 16 == 0 && pw % 16 == 0) as i32;
+            let f = self.g.function(FILE, OP)?;
+            let mut a = st.launch_builder(&f);
+            a.arg(&px).arg(&pw).arg(&pb).arg(&py);
+            a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias).arg(&vec4);
+            // SAFETY: model_gemv_f32(x, w, bias, y, M, N, K, has_bias, vec4); x holds m*k, w
+            // n*k, bias n (or a dummy never read), y m*n f32 values, M <= GEMV_MAXM = 8; vec4
+            // only with K % 4 == 0 and 16-byte aligned x and w.
+            unsafe { a.launch(runtime::cfg(blocks, 32 * GEMV_WARPS, 0)) }
+                .map_err(launch_err(OP))?;
+            return Ok(());
+        }
+        const OP: &str = "model_gemm_f32";
         let gy = (m as u64).div_ceil(GEMM_TILE);
         if gy > MAX_GRID_Y {
             return Err(bad(
@@ -590,21 +651,7 @@ impl GpuKernels {
             ));
         }
         let gx = grid_u32(OP, (n as u64).div_ceil(GEMM_TILE))?;
-        let xd = self.up(x)?;
-        let dummy;
-        let bd = match bias {
-            Some(b) => b,
-            None => {
-                dummy = self.dummy()?;
-                dummy.as_ref()
-            }
-        };
-        let y = self.out(m * n)?;
         let f = self.g.function(FILE, OP)?;
-        let st = &self.g.stream;
-        let (px, pw, pb, py) = (xd.ptr(st), wd.ptr(st), bd.ptr(st), y.ptr(st));
-        let (mm, nn, kk) = (m as i64, n as i64, k as i64);
-        let has_bias = bias.is_some() as i32;
         let mut a = st.launch_builder(&f);
         a.arg(&px).arg(&pw).arg(&pb).arg(&py);
         a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias);
@@ -616,7 +663,86 @@ impl GpuKernels {
         // SAFETY: model_gemm_f32(x, w, bias, y, M, N, K, has_bias); x holds m*k, w n*k, bias n
         // (or a dummy never read), y m*n f32 values; the kernel bounds-checks every tile.
         unsafe { a.launch(cfg) }.map_err(launch_err(OP))?;
-        self.down(&y, m * n, "linear out")
+        Ok(())
+    }
+
+    /// Queues relu(x)² over n f32 values from device pointer `px` into `po`.
+    fn launch_relu2(&self, px: u64, po: u64, n: usize) -> Result<(), GpuError> {
+        const OP: &str = "model_relu2";
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, OP)?;
+        let st = &self.g.stream;
+        let nn = n as i64;
+        let mut a = st.launch_builder(&f);
+        a.arg(&px).arg(&po).arg(&nn);
+        let grid = ops::grid_for(&self.g, n as u64, 256);
+        // SAFETY: model_relu2(x, out, n): grid-stride over n values of x and out.
+        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
+        Ok(())
+    }
+
+    /// Routed experts on the device: `moe_permute` on the host, then per expert the gathered
+    /// rows uploaded once and up GEMM -> ReLU² -> down GEMM queued back to back on the device,
+    /// each down GEMM writing its rows of one expert-ordered buffer; one download, then
+    /// `moe_finalize` on the host. The numbers of [`routed_experts_with`] over this backend's
+    /// `linear` / `relu2` (the same kernels, in the same order), without a host round trip per
+    /// expert and op.
+    pub fn routed_experts_dev(
+        &self,
+        lat: &[f32],
+        t: usize,
+        topk_indices: &[i64],
+        topk_weights: &[f32],
+        k: usize,
+        experts: &[(Mat, Mat)],
+    ) -> Result<Vec<f32>, ModelError> {
+        use reference::ops::moe_finalize::finalize;
+        use reference::ops::moe_permute::permute;
+        let lw = check_routed_experts(lat, t, topk_indices, topk_weights, k, experts)?;
+        if t == 0 || lw == 0 {
+            return routed_experts_with(self, lat, t, topk_indices, topk_weights, k, experts);
+        }
+        let perm = permute(topk_indices, k, experts.len()).map_err(|e| op_err("moe_permute", e))?;
+        let rows_total = perm.token.len();
+        let run = || -> Result<Vec<f32>, GpuError> {
+            let out = self.out(rows_total * lw)?;
+            let st = &self.g.stream;
+            let po = out.ptr(st);
+            // Every buffer a queued kernel reads or writes stays alive until the download.
+            let mut keep: Vec<DevTensor> = Vec::new();
+            let mut keep_w: Vec<Arc<DevTensor>> = Vec::new();
+            for (e, (up, down)) in experts.iter().enumerate() {
+                let rows = perm.offsets[e]..perm.offsets[e + 1];
+                if rows.is_empty() {
+                    continue;
+                }
+                let m = rows.len();
+                let inter = up.rows();
+                let mut xs = Vec::with_capacity(m * lw);
+                for r in rows.clone() {
+                    let tok = perm.token[r];
+                    xs.extend_from_slice(&lat[tok * lw..(tok + 1) * lw]);
+                }
+                let (wu, wd) = (self.weight_mat(up)?, self.weight_mat(down)?);
+                let xd = self.up(&xs)?;
+                let h = self.out(m * inter)?;
+                let h2 = self.out(m * inter)?;
+                self.launch_gemm(xd.ptr(st), m, wu.ptr(st), inter, lw, None, h.ptr(st))?;
+                self.launch_relu2(h.ptr(st), h2.ptr(st), m * inter)?;
+                let dst = po + (rows.start * lw * 4) as u64;
+                self.launch_gemm(h2.ptr(st), m, wd.ptr(st), lw, inter, None, dst)?;
+                keep.extend([xd, h, h2]);
+                keep_w.extend([wu, wd]);
+            }
+            let v = self.down(&out, rows_total * lw, "routed experts out")?;
+            drop(keep);
+            drop(keep_w);
+            Ok(v)
+        };
+        let expert_out = run().map_err(merr("routed experts"))?;
+        Ok(finalize(&expert_out, lw, topk_weights, &perm.inverse, k))
     }
 
     /// RMSNorm of every row of `x` (rows, w.len()) (`model_rmsnorm`).
@@ -1294,6 +1420,17 @@ impl ModelKernels for GpuKernels {
     }
     fn relu2(&self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
         self.relu2_vec(x).map_err(merr("relu2"))
+    }
+    fn routed_experts(
+        &self,
+        lat: &[f32],
+        t: usize,
+        topk_indices: &[i64],
+        topk_weights: &[f32],
+        k: usize,
+        experts: &[(Mat, Mat)],
+    ) -> Result<Vec<f32>, ModelError> {
+        self.routed_experts_dev(lat, t, topk_indices, topk_weights, k, experts)
     }
     fn causal_conv1d(
         &self,

@@ -594,3 +594,55 @@ fn fused_add_rmsnorm_nvfp4_past_2_pow_31() {
     });
     eprintln!("{op}: {rows} x {cols} bf16, rows {lo}..{hi} past element 2^31 match");
 }
+
+/// The end-to-end model's own GEMM kernels (gpu/kernels/model_ops.cu): `model_gemv_f32` (at most
+/// 8 rows of x) and the tiled `model_gemm_f32` (9 rows), with a weight of 1,048,577 x 2,052
+/// f32 (2,151,680,004 elements, 8.6 GB: the rows from 1,046,529 on start past element 2^31).
+/// Compared with f64 dot products on the rows around the boundary, the last rows and the first
+/// rows, each element within 1e-5 x sum |x w| (fp32 in another summation order, as
+/// gpu_model.rs `gemm_matches_cpu_linear_on_odd_shapes`). Host ~18 GB, GPU ~9 GB.
+#[test]
+#[ignore = "gpu"]
+fn model_gemm_past_2_pow_31() {
+    let (n, k) = ((1usize << 20) + 1, 2052usize);
+    assert!(n * k > 1usize << 31);
+    let mut r = Rng::new(77);
+    let tile: Vec<f32> = (0..ODD_TILE).map(|_| r.normal() * 0.02).collect();
+    let w = cycled(&tile, n * k);
+    let g = match gpu::model::GpuKernels::new() {
+        Ok(g) => g,
+        Err(e) => panic!("no GPU: {e}"),
+    };
+    let first_past = (1usize << 31) / k;
+    let rows: Vec<usize> = (first_past - 3..first_past + 4)
+        .chain(n - 4..n)
+        .chain(0..3)
+        .collect();
+    for m in [1usize, 8, 9] {
+        let x: Vec<f32> = (0..m * k).map(|_| r.normal()).collect();
+        let bias: Vec<f32> = (0..n).map(|i| ((i % 97) as f32) * 1e-3).collect();
+        let t0 = Instant::now();
+        let y = g.gemm(&x, m, &w, n, k, Some(&bias)).expect("gpu gemm");
+        assert_eq!(y.len(), m * n);
+        for &o in &rows {
+            for row in 0..m {
+                let (mut dot, mut mag) = (bias[o] as f64, (bias[o] as f64).abs());
+                for j in 0..k {
+                    let p = x[row * k + j] as f64 * w[o * k + j] as f64;
+                    dot += p;
+                    mag += p.abs();
+                }
+                let got = y[row * n + o] as f64;
+                assert!(
+                    got.is_finite() && (got - dot).abs() <= 1e-5 * mag,
+                    "m = {m}: y[{row}, {o}] = {got:e}, f64 {dot:e} (sum |x w| {mag:e})"
+                );
+            }
+        }
+        eprintln!(
+            "model gemm m = {m}: {n} x {k} f32 weight, {} rows checked, {:.1} s",
+            rows.len(),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+}

@@ -113,8 +113,15 @@ fn gemm_matches_cpu_linear_on_odd_shapes() {
     let cpu = CpuKernels;
     let mut r = Rng(0x1234_5678_9abc_def1);
     // (t, out, in): single element, tile edges +-1, decode rows, a K that is not a multiple
-    // of the 16-deep k slice, more rows than one 64-row tile.
+    // of the 16-deep k slice, more rows than one 64-row tile. t <= 8 runs model_gemv_f32:
+    // K a multiple of 4 (16-byte loads, with and without a partial 4-load tail) or not
+    // (scalar loads), 8 rows (its limit); t = 9 the tiled kernel again.
     for (i, &(t, n, k)) in [
+        (1usize, 300usize, 4100usize),
+        (2, 70, 1024),
+        (8, 33, 260),
+        (8, 5, 4097),
+        (9, 20, 64),
         (1usize, 1usize, 1usize),
         (1, 517, 256),
         (3, 67, 129),

@@ -390,21 +390,16 @@ pub fn check_attention(
     Ok(())
 }
 
-/// Routed experts through a backend's `linear` and `relu2` (the composition the GPU backend
-/// uses): `moe_permute` on the host, per expert the gathered rows through up, relu², down,
-/// then `moe_finalize` (f32 weighted sum in slot order) on the host. Same arguments as
-/// [`crate::ops::latent_moe::routed_experts`].
-pub fn routed_experts_with(
-    kern: &dyn ModelKernels,
+/// The argument checks of the routed-experts path ([`routed_experts_with`], the GPU backend's
+/// device-side version): returns the row width `lw` (the latent width) of `lat`.
+pub fn check_routed_experts(
     lat: &[f32],
     t: usize,
     topk_indices: &[i64],
     topk_weights: &[f32],
     k: usize,
     experts: &[(Mat, Mat)],
-) -> Result<Vec<f32>, ModelError> {
-    use crate::ops::moe_finalize::finalize;
-    use crate::ops::moe_permute::permute;
+) -> Result<usize, ModelError> {
     let lw = lat.len().checked_div(t).unwrap_or(0);
     if topk_indices.len() != t * k || topk_weights.len() != t * k || lat.len() != t * lw {
         return Err(op_err(
@@ -434,6 +429,25 @@ pub fn routed_experts_with(
             ),
         ));
     }
+    Ok(lw)
+}
+
+/// Routed experts through a backend's `linear` and `relu2` (the composition the GPU backend
+/// uses): `moe_permute` on the host, per expert the gathered rows through up, relu², down,
+/// then `moe_finalize` (f32 weighted sum in slot order) on the host. Same arguments as
+/// [`crate::ops::latent_moe::routed_experts`].
+pub fn routed_experts_with(
+    kern: &dyn ModelKernels,
+    lat: &[f32],
+    t: usize,
+    topk_indices: &[i64],
+    topk_weights: &[f32],
+    k: usize,
+    experts: &[(Mat, Mat)],
+) -> Result<Vec<f32>, ModelError> {
+    use crate::ops::moe_finalize::finalize;
+    use crate::ops::moe_permute::permute;
+    let lw = check_routed_experts(lat, t, topk_indices, topk_weights, k, experts)?;
     let perm = permute(topk_indices, k, experts.len()).map_err(|e| op_err("moe_permute", e))?;
     let mut expert_out = Vec::with_capacity(perm.token.len() * lw);
     for (e, (up, down)) in experts.iter().enumerate() {
