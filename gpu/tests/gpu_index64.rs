@@ -23,6 +23,7 @@
 //! | `philox_past_2_pow_31` | counter / out (2^29+64) x 4 u32 (8.6 GB each) | rows 2^29-8.., 0..8 | 45 / 22 GB |
 //! | `stochastic_round_f16_past_2_pow_31` | x 524,296 x 4096 f32 (8.6 GB), rand u32 (8.6 GB) | rows 2^19-4.., 0..4 | 52 / 22 GB |
 //! | `fused_add_rmsnorm_nvfp4_past_2_pow_31` | x, residual 524,352 x 4096 bf16 (4.3 GB each); f32 y on the device (8.6 GB) | rows 2^19-8.., 0..8 | 25 / 23 GB |
+//! | `model_gemm_past_2_pow_31` | the model's f32 weight 1,048,577 x 2,052 (8.6 GB), x 1 / 8 / 9 rows | output columns 1,046,522.., the last 4, 0..3 (f64 dot products, 1e-5 x sum \|x w\|) | 18 / 9 GB |
 //!
 //! Host figures include the op's own copies (uploads stage the bytes twice; `philox` /
 //! `stochastic_round_f16` widen their u32 inputs to i64 while checking them). Run the binary
