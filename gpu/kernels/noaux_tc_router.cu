@@ -26,6 +26,9 @@
 //       < 32 through warp shuffles, larger strides through shared memory; threads 0..k-1 then
 //       hold the winners in order. Latency ~ log2(P)^2/2 short steps: the small-T version.
 //   v5, v6  v4 in persistent blocks (v6: next token's row loaded first); see "v5 / v6" below.
+//   v7  v4 with tau = the k-th largest of the lanes' top-2 lower bounds and, for at most 32
+//       candidates, a bitonic sort of the exact keys instead of the rank loop (session 5, not
+//       yet run on a GPU); see "v7" below.
 //   v4  one warp per token, 8 tokens per 256-thread block, E = 32*N (N = 8 or 16: E = 256,
 //       512), n_group == 1, k <= 32, logits 16-byte aligned. The row is read with 16-byte
 //       vector loads (f32: 4 experts per load, bf16/f16: 8), the bias is staged per block in
@@ -474,7 +477,48 @@ __device__ __forceinline__ void router_v4_load(const void* __restrict__ logits, 
 }
 
 // v4 / v5 selection of token t from its loaded row x (router_v4_load).
-template <int N, int VEC>
+// v7's filter threshold: the k-th largest of the 64 values {lmax, lmax2} of the warp (every
+// lane's two largest lower bounds L; k <= 32). They are the L of 64 distinct experts, so k
+// experts have key >= L >= tau and every winner has U >= key >= tau, as in v4, with a tau at
+// least as high as v4's (the k-th largest lane maximum). With A and B the two lists sorted
+// descending (1-based ranks, A_0 = B_0 = +inf), the k-th largest of their union is
+// max over i = 0..k of min(A_i, B_{k-i}); lane i evaluates split i (and every lane split k when
+// k = 32, since lanes stop at 31).
+__device__ __forceinline__ float router_v7_tau(float lmax, float lmax2, int k) {
+    const int lane = threadIdx.x & 31;
+    const float inf = __uint_as_float(0x7f800000u);
+    const float A = warp_sort_desc_f32(lmax), B = warp_sort_desc_f32(lmax2);
+    float a = __shfl_sync(DUET_FULL_MASK, A, (lane - 1) & 31);
+    float b = __shfl_sync(DUET_FULL_MASK, B, (k - lane - 1) & 31);
+    const float a32 = __shfl_sync(DUET_FULL_MASK, A, 31);
+    if (lane == 0) a = inf;
+    if (k - lane == 0) b = inf;
+    float v = lane <= k ? fminf(a, b) : -inf;
+    if (k == 32) v = fmaxf(v, a32);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(DUET_FULL_MASK, v, o));
+    return v;
+}
+
+// Descending bitonic sort of one packed u64 key per lane across the warp, carrying s.
+__device__ __forceinline__ void router_v7_sort_desc(u64& p, float& s) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            const u64 op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
+            const float os = __shfl_xor_sync(DUET_FULL_MASK, s, stride);
+            const bool keep_max = ((lane & stride) == 0) == ((lane & size) == 0);
+            if (keep_max ? op > p : op < p) {
+                p = op;
+                s = os;
+            }
+        }
+    }
+}
+
+template <int N, int VEC, bool V7 = false>
 __device__ __forceinline__ void router_v4_select(const float (&x)[N], const float* __restrict__ bsh, i64 t,
                                                  int k, double r, int norm, int norm_mode, int sig_mode,
                                                  int* __restrict__ out_idx, float* __restrict__ out_w, int* ce,
@@ -485,6 +529,7 @@ __device__ __forceinline__ void router_v4_select(const float (&x)[N], const floa
     // the screen's sum, sends the whole row to the slow path, so the fast path compares plain
     // floats: numerically L <= key <= U, and -0 / +0 ties only add candidates).
     float lmax = __uint_as_float(0xff800000u), acc = 0.0f;  // -inf
+    float lmax2 = lmax;  // v7: the lane's second largest L
 #pragma unroll
     for (int c = 0; c < N / 4; ++c) {
         // Experts of float4 c: VEC = 4: chunk c; VEC = 8: half (c & 1) of chunk c / 2.
@@ -496,13 +541,15 @@ __device__ __forceinline__ void router_v4_select(const float (&x)[N], const floa
             const float sa = router_sigmoid_approx(x[j]);
             const float lo = __fadd_rn(__fsub_rn(sa, ROUTER_V4_EPS), bq[h]);
             u[j] = __fadd_rn(__fadd_rn(sa, ROUTER_V4_EPS), bq[h]);
+            if (V7) lmax2 = fmaxf(lmax2, fminf(lmax, lo));
             lmax = fmaxf(lmax, lo);
             acc = __fadd_rn(acc, u[j]);
         }
     }
     const bool nan_row = __any_sync(DUET_FULL_MASK, acc != acc);
     // 2. tau = k-th largest lane maximum (no NaN here unless nan_row).
-    const float tau = __shfl_sync(DUET_FULL_MASK, warp_sort_desc_f32(lmax), k - 1);
+    const float tau = V7 ? router_v7_tau(lmax, lmax2, k)
+                         : __shfl_sync(DUET_FULL_MASK, warp_sort_desc_f32(lmax), k - 1);
     // 3. Candidates: count, scan, compact.
     u32 flags = 0u;
 #pragma unroll
@@ -515,7 +562,34 @@ __device__ __forceinline__ void router_v4_select(const float (&x)[N], const floa
         if (lane >= o) incl += v;
     }
     const int total = __shfl_sync(DUET_FULL_MASK, incl, 31);
-    if (!nan_row && total <= ROUTER_V4_CAND) {
+    if (V7 && !nan_row && total <= 32) {
+        // v7: at most one candidate per lane. Compact (expert, logit) pairs, exact key per
+        // lane, then a bitonic sort of the packed keys (s carried along): lane r holds the
+        // winner of rank r (the keys are distinct: the index is in them; empty lanes hold 0,
+        // below every key, and at least k lanes hold one).
+        int pos = incl - cnt;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            if (flags & (1u << j)) {
+                ce[pos] = router_v4_expert<VEC>(j, lane);
+                cx[pos] = x[j];
+                ++pos;
+            }
+        }
+        __syncwarp();
+        u64 p = 0ull;
+        float s = 0.0f;
+        if (lane < total) {
+            const int e = ce[lane];
+            s = router_sigmoid(cx[lane], sig_mode);
+            p = router_pack(__fadd_rn(s, bsh[e]), e);
+        }
+        router_v7_sort_desc(p, s);
+        if (lane < k) {
+            wi[lane] = router_unpack(p);
+            ws[lane] = s;
+        }
+    } else if (!nan_row && total <= ROUTER_V4_CAND) {
         int pos = incl - cnt;
 #pragma unroll
         for (int j = 0; j < N; ++j) {
@@ -606,8 +680,8 @@ __device__ __forceinline__ void router_v4_select(const float (&x)[N], const floa
     }
 }
 
-// v4 body: load token t's row, select.
-template <int N, int VEC>
+// v4 body: load token t's row, select (V7: v7's selection).
+template <int N, int VEC, bool V7 = false>
 __device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, int logits_dt,
                                                const float* __restrict__ bsh, i64 t, int k,
                                                double r, int norm, int norm_mode, int sig_mode,
@@ -616,8 +690,8 @@ __device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, 
                                                float* cb, u64* ck, int* wi, float* ws) {
     float x[N];
     router_v4_load<N, VEC>(logits, logits_dt, t, x);
-    router_v4_select<N, VEC>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce, cx, cb, ck,
-                             wi, ws);
+    router_v4_select<N, VEC, V7>(x, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx, out_w, ce, cx, cb,
+                                 ck, wi, ws);
 }
 
 // Shared memory of a v4 / v5 / v6 block (the biases as f32; per warp the candidate slots and
@@ -635,7 +709,7 @@ __device__ __forceinline__ void router_v4_body(const void* __restrict__ logits, 
     __syncthreads()
 
 // v4: grid = ceil(T / 8), block = 256 (8 warps, one token each), static smem.
-template <int N>
+template <int N, bool V7 = false>
 __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits, int logits_dt,
                                                 const void* __restrict__ bias, int bias_dt,
                                                 i64 T, int k, double r, int norm,
@@ -647,10 +721,10 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
     const i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
     if (t >= T) return;
     if (logits_dt == DT_F32)
-        router_v4_body<N, 4>(logits, logits_dt, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx,
+        router_v4_body<N, 4, V7>(logits, logits_dt, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx,
                              out_w, ce[warp], cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
     else
-        router_v4_body<N, 8>(logits, logits_dt, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx,
+        router_v4_body<N, 8, V7>(logits, logits_dt, bsh, t, k, r, norm, norm_mode, sig_mode, out_idx,
                              out_w, ce[warp], cx[warp], cb[warp], ck[warp], wi[warp], ws[warp]);
 }
 
@@ -665,6 +739,26 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
 
 ROUTER_V4(8)
 ROUTER_V4(16)
+
+// v7 (session 5, not yet run on a GPU): v4 with a tighter filter and a sort instead of the rank
+// loop, for large T. ncu on v4 at T = 32768 (source counters, per token): 1474 warp
+// instructions, of which the rank loop 376 and the candidate compaction 385; two tokens in
+// three had 33-64 candidates (the lanes' maxima are a loose bound). v7's tau is the k-th
+// largest of the lanes' top-2 lower bounds (router_v7_tau); with at most 32 candidates (the
+// common case) each lane evaluates one exact sigmoid and a 15-stage bitonic sort of the packed
+// keys ranks them (router_v7_sort_desc); more candidates take v4's paths. Same keys, same
+// order, same weights: bit-identical to v4.
+#define ROUTER_V7(N)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) router_v7_n##N(                              \
+        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
+        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
+        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        router_v4_entry<N, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,    \
+                                 sig_mode, out_idx, out_w);                                     \
+    }
+
+ROUTER_V7(8)
+ROUTER_V7(16)
 
 // v5 / v6 (session 4, not yet run on the H200): v4's per-token selection in persistent blocks.
 // v4 launches ceil(T / 8) blocks that each stage the 512 biases and then route 8 tokens once:

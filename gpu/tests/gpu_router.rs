@@ -116,9 +116,10 @@ fn ties_nans_and_modes() {
 #[test]
 #[ignore = "gpu"]
 fn v4_dtypes_k_and_slow_path() {
-    // v5 / v6 run v4's per-token selection in persistent blocks: the same cases.
+    // v5 / v6 run v4's per-token selection in persistent blocks, v7 v4's with a tighter
+    // filter and a sort: the same cases.
     let v4 = |m: &TensorMap, s: &[(String, String)], name: &str| -> Result<(), String> {
-        for v in ["v4", "v5", "v6"] {
+        for v in ["v4", "v5", "v6", "v7"] {
             diff("noaux_tc_router", v, name, m, s, &exact)?;
         }
         Ok(())
@@ -227,7 +228,7 @@ fn v5_v6_persistent_walk_many_tokens() {
             ("sigmoid", "tanh".into()),
             ("routed_scaling_factor", "2.5".into()),
         ]);
-        for v in ["v5", "v6"] {
+        for v in ["v5", "v6", "v7"] {
             diff(
                 "noaux_tc_router",
                 v,
