@@ -25,7 +25,10 @@
 //       into two u32. Other dtype/mode combinations take v2's path.
 //   v5  v4 with the fast path's dtype fixed at compile time (94.9 us vs v4's 87.9 at 8192^2
 //       bf16, session 4: slower).
-//   v6  v5 with 4 rows per thread, all loads first (session 4, not yet run on a GPU).
+//   v6  v5 with 4 rows per thread, all loads first (session 4; 85.5-88.9 us on the H200).
+//   v7  v6's row loop with an E2M1 encoder and packing on the FP32 pipe and hardware E4M3
+//       scale conversions (session 5: 53.7-58.3 us, 81-87.5% of copy; the default).
+//   v8  v7 with 2 rows per thread at <= 64 registers (session 5: 53.3-54.8 us).
 
 #define MODE_KERNEL 0
 #define MODE_EXACT 1
@@ -490,70 +493,15 @@ extern "C" __global__ void nvfp4_quantize_v4(const void* __restrict__ x, int dt,
 NVFP4_DTC_ENTRY(nvfp4_quantize_v5_bf16, nvfp4_quantize_v4_body, DT_BF16)
 NVFP4_DTC_ENTRY(nvfp4_quantize_v5_f16, nvfp4_quantize_v4_body, DT_F16)
 
-// v6 (session 4, not yet run on the H200): v5 with R = 4 rows per thread and the loads of all
+// v6 (session 4; on the H200 in session 5: bit-exact, 85.5-88.9 us, 53-55% of copy, so the
+// loads were not v4's limit: the integer pipe was, see v7): v5 with R = 4 rows per thread and the loads of all
 // R rows issued before any math. v4 / v5 give each thread one 16-element block (32 bytes in
 // flight) and exit: at 8192 x 8192 that is 16384 blocks of 256 threads, each thread paying a
 // full memory latency, 58% of the copy ceiling (session 4) with about 33 us of issue work in
 // the 88 us. v6 keeps 128 bytes per thread in flight and a quarter of the threads. Same
 // per-block arithmetic (nvfp4_fast_block), so bit-identical codes and scales; exact mode and
 // other dtypes take the generic per-row path.
-#define NVFP4_V6_ROWS 4
-template <int DTC>
-__device__ __forceinline__ void nvfp4_quantize_v6_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
-                                                       const float* __restrict__ global_p, int mode, int layout,
-                                                       i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,
-                                                       u8* __restrict__ sf) {
-    constexpr int R = NVFP4_V6_ROWS;
-    const i64 kb = cols / 16;
-    const float global = *global_p;
-    const i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= kb_p) return;
-    const bool fast = mode == MODE_KERNEL && dt == DTC;
-    const float rcp6 = rcp_approx_ftz(6.0f), rcp_g = rcp_approx_ftz(global);
-    for (i64 m0 = (i64)blockIdx.y * R; m0 < rows_p; m0 += (i64)gridDim.y * R) {
-        if (!fast) {
-            for (int r = 0; r < R; ++r) {
-                const i64 m = m0 + r;
-                if (m >= rows_p) break;
-                if (m >= rows || k >= kb) {
-                    sf[sf_offset(m, k, kb, layout)] = 0;
-                    continue;
-                }
-                nvfp4_generic_block(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
-            }
-            continue;
-        }
-        uint4 u[R][2];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const i64 m = m0 + r;
-            u[r][0] = make_uint4(0u, 0u, 0u, 0u);
-            u[r][1] = u[r][0];
-            if (m < rows && k < kb) {
-                const uint4* p = (const uint4*)((const u16*)x + (m * cols + k * 16));
-                u[r][0] = __ldg(p);
-                u[r][1] = __ldg(p + 1);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const i64 m = m0 + r;
-            if (m >= rows_p) break;
-            if (m >= rows || k >= kb) {
-                sf[sf_offset(m, k, kb, layout)] = 0;
-                continue;
-            }
-            u32 c[2];
-            const u8 sfb = nvfp4_fast_block(u[r][0], u[r][1], DTC, global, rcp6, rcp_g, c);
-            x_fp4[2 * (m * kb + k)] = c[0];
-            x_fp4[2 * (m * kb + k) + 1] = c[1];
-            sf[sf_offset(m, k, kb, layout)] = sfb;
-        }
-    }
-}
-
-NVFP4_DTC_ENTRY(nvfp4_quantize_v6_bf16, nvfp4_quantize_v6_body, DT_BF16)
-NVFP4_DTC_ENTRY(nvfp4_quantize_v6_f16, nvfp4_quantize_v6_body, DT_F16)
+// v6's body (nvfp4_quantize_v6_body) is below v7's block functions: it shares their row loop.
 
 // v7 (session 5): v6 with an E2M1 encoder and a packing that keep the integer pipe free.
 // Hopper issues integer, logic, compare and min/max instructions (LOP3, SHF, ISETP, SEL, IADD3,
@@ -668,9 +616,12 @@ __device__ __noinline__ void nvfp4_generic_block_call(const void* __restrict__ x
     nvfp4_generic_block(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
 }
 
-#define NVFP4_V7_ROWS 4
-template <int DTC, int R = NVFP4_V7_ROWS>
-__device__ __forceinline__ void nvfp4_quantize_v7_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+// The row loop of v6 / v7 / v8 (R rows per thread, every row's loads before any math):
+// V7 = false: v6's block (nvfp4_fast_block, two u32 stores, generic path inlined); V7 = true:
+// v7's block (nvfp4_v7_block, one uint2 store, the generic path as a call, also for the blocks
+// v7's fast path declines).
+template <int DTC, int R, bool V7>
+__device__ __forceinline__ void nvfp4_rows_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
                                                        const float* __restrict__ global_p, int mode, int layout,
                                                        i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,
                                                        u8* __restrict__ sf) {
@@ -689,7 +640,8 @@ __device__ __forceinline__ void nvfp4_quantize_v7_body(const void* __restrict__ 
                     sf[sf_offset(m, k, kb, layout)] = 0;
                     continue;
                 }
-                nvfp4_generic_block_call(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+                if (V7) nvfp4_generic_block_call(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+                else nvfp4_generic_block(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
             }
             continue;
         }
@@ -714,15 +666,43 @@ __device__ __forceinline__ void nvfp4_quantize_v7_body(const void* __restrict__ 
                 continue;
             }
             u32 c[2];
-            u8 sfb;
-            if (nvfp4_v7_block<DTC>(u[r][0], u[r][1], global, rcp6, rcp_g, c, &sfb)) {
-                *(uint2*)(x_fp4 + 2 * (m * kb + k)) = make_uint2(c[0], c[1]);
-                sf[sf_offset(m, k, kb, layout)] = sfb;
-            } else {
-                nvfp4_generic_block_call(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+            if (V7) {
+                u8 sfb;
+                if (nvfp4_v7_block<DTC>(u[r][0], u[r][1], global, rcp6, rcp_g, c, &sfb)) {
+                    *(uint2*)(x_fp4 + 2 * (m * kb + k)) = make_uint2(c[0], c[1]);
+                    sf[sf_offset(m, k, kb, layout)] = sfb;
+                } else {
+                    nvfp4_generic_block_call(x, dt, m, k, cols, kb, global, mode, layout, x_fp4, sf);
+                }
+                continue;
             }
+            const u8 sfb = nvfp4_fast_block(u[r][0], u[r][1], DTC, global, rcp6, rcp_g, c);
+            x_fp4[2 * (m * kb + k)] = c[0];
+            x_fp4[2 * (m * kb + k) + 1] = c[1];
+            sf[sf_offset(m, k, kb, layout)] = sfb;
         }
     }
+}
+
+#define NVFP4_V6_ROWS 4
+template <int DTC>
+__device__ __forceinline__ void nvfp4_quantize_v6_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+                                                       const float* __restrict__ global_p, int mode, int layout,
+                                                       i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,
+                                                       u8* __restrict__ sf) {
+    nvfp4_rows_body<DTC, NVFP4_V6_ROWS, false>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p, x_fp4, sf);
+}
+
+NVFP4_DTC_ENTRY(nvfp4_quantize_v6_bf16, nvfp4_quantize_v6_body, DT_BF16)
+NVFP4_DTC_ENTRY(nvfp4_quantize_v6_f16, nvfp4_quantize_v6_body, DT_F16)
+
+#define NVFP4_V7_ROWS 4
+template <int DTC, int R = NVFP4_V7_ROWS>
+__device__ __forceinline__ void nvfp4_quantize_v7_body(const void* __restrict__ x, int dt, i64 rows, i64 cols,
+                                                       const float* __restrict__ global_p, int mode, int layout,
+                                                       i64 rows_p, i64 kb_p, u32* __restrict__ x_fp4,
+                                                       u8* __restrict__ sf) {
+    nvfp4_rows_body<DTC, R, true>(x, dt, rows, cols, global_p, mode, layout, rows_p, kb_p, x_fp4, sf);
 }
 
 NVFP4_DTC_ENTRY(nvfp4_quantize_v7_bf16, nvfp4_quantize_v7_body, DT_BF16)
