@@ -283,10 +283,19 @@ fn ssm_inputs(
     Ok(m)
 }
 
-fn out_f32(m: &TensorMap, op: &str, name: &str) -> Result<Vec<f32>, GpuError> {
-    m.get(name)
-        .map(|t| t.to_f32_vec())
-        .ok_or_else(|| GpuError::Driver(format!("{op}: the GPU op returned no '{name}'")))
+/// Output `name` of an op's result map as f32 values, moved out of the map (an f32 tensor's
+/// values are not copied: the decode state update returns a 4 MB state per call).
+fn out_f32(m: &mut TensorMap, op: &str, name: &str) -> Result<Vec<f32>, GpuError> {
+    match m.remove(name) {
+        Some(Tensor {
+            data: reference::Data::F32(v),
+            ..
+        }) => Ok(v),
+        Some(t) => Ok(t.to_f32_vec()),
+        None => Err(GpuError::Driver(format!(
+            "{op}: the GPU op returned no '{name}'"
+        ))),
+    }
 }
 
 fn launch_err(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
@@ -931,21 +940,12 @@ impl GpuKernels {
     }
 }
 
-/// Whether a run of single-token state updates records the state after every step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Record {
-    EveryStep,
-    FinalOnly,
-}
-
-/// What `t` single-token state updates produced.
+/// What `t` single-token state updates produced (MTP verification).
 pub(crate) struct SsuRun {
     /// (t, nheads*headdim)
     out: Vec<f32>,
-    /// (t, nheads, headdim, dstate) with [`Record::EveryStep`], else empty
+    /// (t, nheads, headdim, dstate): the state after every step
     states: Vec<f32>,
-    /// the state after the last step
-    last: Vec<f32>,
 }
 
 /// Kernel versions of the reused ops.
@@ -1044,20 +1044,23 @@ pub(crate) trait Reused: OpExec {
                 tensor(OP, "initial_states", &[1, dim, k - 1], s)?,
             );
         }
-        let o = self.run_op(
+        let mut o = self.run_op(
             OP,
             self.versions().conv_fn,
             &m,
             &[("activation", "silu".into())],
         )?;
-        let y = out_f32(&o, OP, "out")?;
+        let y = out_f32(&mut o, OP, "out")?;
         if y.len() != t * dim {
             return Err(GpuError::Driver(format!(
                 "{OP}: out has {} values",
                 y.len()
             )));
         }
-        Ok((to_token_major(&y, t, dim), out_f32(&o, OP, "final_states")?))
+        Ok((
+            to_token_major(&y, t, dim),
+            out_f32(&mut o, OP, "final_states")?,
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1089,9 +1092,9 @@ pub(crate) trait Reused: OpExec {
         if let Some(b) = bias {
             m.insert("bias".into(), tensor(OP, "bias", &[dim], b)?);
         }
-        let o = self.run_op(OP, "v1", &m, &[("activation", "silu".into())])?;
-        let y = out_f32(&o, OP, "out")?;
-        let st = out_f32(&o, OP, "conv_state")?;
+        let mut o = self.run_op(OP, "v1", &m, &[("activation", "silu".into())])?;
+        let y = out_f32(&mut o, OP, "out")?;
+        let st = out_f32(&mut o, OP, "conv_state")?;
         if y.len() != t * dim || st.len() != state.len() {
             return Err(GpuError::Driver(format!(
                 "{OP}: out has {} values, conv_state {}",
@@ -1102,7 +1105,7 @@ pub(crate) trait Reused: OpExec {
         state.copy_from_slice(&st);
         Ok((
             to_token_major(&y, t, dim),
-            out_f32(&o, OP, "intermediate_conv_window")?,
+            out_f32(&mut o, OP, "intermediate_conv_window")?,
         ))
     }
 
@@ -1141,7 +1144,7 @@ pub(crate) trait Reused: OpExec {
             m.insert("seq_idx".into(), Tensor::from_i64(&[b, l], v.to_vec()));
         }
         let softplus = a.dt_cfg.transform == DtTransform::Softplus;
-        let o = self.run_op(
+        let mut o = self.run_op(
             OP,
             self.versions().ssd,
             &m,
@@ -1153,8 +1156,8 @@ pub(crate) trait Reused: OpExec {
             ],
         )?;
         Ok(SsdOutput {
-            y: out_f32(&o, OP, "y")?,
-            final_states: out_f32(&o, OP, "final_states")?,
+            y: out_f32(&mut o, OP, "y")?,
+            final_states: out_f32(&mut o, OP, "final_states")?,
         })
     }
 
@@ -1173,13 +1176,13 @@ pub(crate) trait Reused: OpExec {
         const OP: &str = "selective_state_update";
         let rows = SsmRows { x, dt, b, c };
         let m = ssm_inputs(OP, dims, state, &[1], p, &rows)?;
-        let o = self.run_op(
+        let mut o = self.run_op(
             OP,
             self.versions().ssu,
             &m,
             &[("dt_softplus", "true".into())],
         )?;
-        let st = out_f32(&o, OP, "state")?;
+        let st = out_f32(&mut o, OP, "state")?;
         if st.len() != state.len() {
             return Err(GpuError::Driver(format!(
                 "{OP}: state has {} values",
@@ -1187,7 +1190,7 @@ pub(crate) trait Reused: OpExec {
             )));
         }
         state.copy_from_slice(&st);
-        out_f32(&o, OP, "out")
+        out_f32(&mut o, OP, "out")
     }
 
     /// MTP verification in one multi-token launch: `t` steps from `state` (f32, chained from
@@ -1209,7 +1212,7 @@ pub(crate) trait Reused: OpExec {
             ..
         } = dims;
         let m = ssm_inputs(OP, dims, state, &[1, t], p, r)?;
-        let o = self.run_op(
+        let mut o = self.run_op(
             OP,
             version,
             &m,
@@ -1219,8 +1222,8 @@ pub(crate) trait Reused: OpExec {
                 ("chain_from", "unrounded_state".into()),
             ],
         )?;
-        let out = out_f32(&o, OP, "out")?;
-        let inter = out_f32(&o, OP, "intermediate_states")?;
+        let out = out_f32(&mut o, OP, "out")?;
+        let inter = out_f32(&mut o, OP, "intermediate_states")?;
         if out.len() != t * h * hd || inter.len() != t * state.len() {
             return Err(GpuError::Driver(format!(
                 "{OP}: out has {} values (want {}), intermediate_states {} (want {})",
@@ -1240,7 +1243,6 @@ pub(crate) trait Reused: OpExec {
         t: usize,
         p: &SsmParams<'_>,
         r: &SsmRows<'_>,
-        record: Record,
     ) -> Result<SsuRun, GpuError> {
         const OP: &str = "selective_state_update";
         let (xh, gn, h) = (
@@ -1266,8 +1268,7 @@ pub(crate) trait Reused: OpExec {
         }
         let mut s = state.to_vec();
         let mut out = Vec::with_capacity(t * xh);
-        let every = record == Record::EveryStep;
-        let mut inter = Vec::with_capacity(if every { t * s.len() } else { 0 });
+        let mut inter = Vec::with_capacity(t * s.len());
         for i in 0..t {
             let y = self.ssu_one(
                 dims,
@@ -1279,15 +1280,9 @@ pub(crate) trait Reused: OpExec {
                 &r.c[i * gn..(i + 1) * gn],
             )?;
             out.extend(y);
-            if every {
-                inter.extend_from_slice(&s);
-            }
+            inter.extend_from_slice(&s);
         }
-        Ok(SsuRun {
-            out,
-            states: inter,
-            last: s,
-        })
+        Ok(SsuRun { out, states: inter })
     }
 
     fn router(
@@ -1316,7 +1311,7 @@ pub(crate) trait Reused: OpExec {
             GroupMask::NegInf => "neg_inf",
             GroupMask::Zero => "zero",
         };
-        let o = self.run_op(
+        let mut o = self.run_op(
             OP,
             self.versions().router,
             &m,
@@ -1335,7 +1330,7 @@ pub(crate) trait Reused: OpExec {
             .get("topk_indices")
             .and_then(|t| t.to_i64_vec())
             .ok_or_else(|| GpuError::Driver(format!("{OP}: no integer 'topk_indices'")))?;
-        let w = out_f32(&o, OP, "topk_weights")?;
+        let w = out_f32(&mut o, OP, "topk_weights")?;
         let k = c.top_k;
         if idx.len() != tokens * k || w.len() != tokens * k {
             return Err(GpuError::Driver(format!(
@@ -1468,11 +1463,10 @@ impl ModelKernels for GpuKernels {
         p: &SsmParams<'_>,
         r: &SsmRows<'_>,
     ) -> Result<Vec<f32>, ModelError> {
-        let run = self
-            .ssu_steps(dims, state, 1, p, r, Record::FinalOnly)
-            .map_err(merr("selective_state_update"))?;
-        state.copy_from_slice(&run.last);
-        Ok(run.out)
+        // One token: the state is updated in place (ssu_one writes it only after the op
+        // succeeded), with no copy of it before and after as a run of steps makes.
+        self.ssu_one(dims, state, p, r.x, r.dt, r.b, r.c)
+            .map_err(merr("selective_state_update"))
     }
     fn ssu_verify(
         &self,
@@ -1489,7 +1483,7 @@ impl ModelKernels for GpuKernels {
                 .map_err(merr("selective_state_update_multi_token (verify)"));
         }
         let run = self
-            .ssu_steps(dims, state, t, p, r, Record::EveryStep)
+            .ssu_steps(dims, state, t, p, r)
             .map_err(merr("selective_state_update (multi-token verify)"))?;
         Ok((run.out, run.states))
     }
@@ -1711,23 +1705,29 @@ mod tests {
         };
         let mut s0 = init.clone();
         let y0 = CpuKernels.ssu_step(dims, &mut s0, &p, &one).unwrap();
-        let run = RefExec
-            .ssu_steps(dims, &init, 1, &p, &one, Record::FinalOnly)
+        // GpuKernels::ssu_step: ssu_one on the state in place.
+        let mut s1 = init.clone();
+        let y1 = RefExec
+            .ssu_one(dims, &mut s1, &p, one.x, one.dt, one.b, one.c)
             .unwrap();
-        assert_eq!(y0, run.out);
-        assert_eq!(s0, run.last);
-        assert!(run.states.is_empty());
+        assert_eq!(y0, y1);
+        assert_eq!(s0, s1);
+        assert_ne!(s1, init, "the state moved");
+        // A wrong size is an error and leaves the state as it was.
+        let mut s2 = init.clone();
+        assert!(RefExec
+            .ssu_one(dims, &mut s2, &p, &one.x[1..], one.dt, one.b, one.c)
+            .is_err());
+        assert_eq!(s2, init);
         // Verification: t single-token updates = the multi-token op (f32 state, chained from
         // the unrounded state), main state untouched.
         let mut sv = init.clone();
         let (yv, iv) = CpuKernels.ssu_verify(dims, &mut sv, t, &p, &rows).unwrap();
         assert_eq!(sv, init);
-        let run = RefExec
-            .ssu_steps(dims, &init, t, &p, &rows, Record::EveryStep)
-            .unwrap();
+        let run = RefExec.ssu_steps(dims, &init, t, &p, &rows).unwrap();
         assert!(max_diff(&yv, &run.out) == 0.0, "verify out");
         assert!(max_diff(&iv, &run.states) == 0.0, "verify states");
-        assert_eq!(run.last, iv[(t - 1) * init.len()..]);
+        assert_eq!(run.states.len(), t * init.len());
         // The one-launch bridge (GpuKernels::ssu_verify_kernel): the multi-token op's TensorMap
         // gives the model's verification bit for bit.
         let (ym, im) = RefExec
