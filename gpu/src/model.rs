@@ -16,7 +16,7 @@
 //!   (`ssu_mt_v1`, gpu/src/ops/ssu_multi_token.rs, bit-exact on the H200) could replace it.
 //! - Linear layers with at most 8 rows (decode, MTP verification) run `model_gemv_f32` (a warp
 //!   per output column), more rows the tiled `model_gemm_f32`.
-//! - Routed experts ([`GpuKernels::routed_experts_dev`], session 5): `moe_permute` /
+//! - Routed experts (`GpuKernels`' `routed_experts`, session 5): `moe_permute` /
 //!   `moe_finalize` on the host; per expert the gathered rows uploaded once and up GEMM,
 //!   ReLU² and down GEMM queued back to back on the device into one expert-ordered buffer, one
 //!   download per layer (before: one upload, launch and download per expert and op). The
@@ -636,7 +636,8 @@ impl GpuKernels {
             const OP: &str = "model_gemv_f32";
             let blocks = grid_u32(OP, (n as u64).div_ceil(GEMV_WARPS as u64))?;
             // 16-byte loads need K % 4 == 0 and 16-byte aligned rows of x and w.
-            let vec4 = (k % 4 == 0 && px % 16 == 0 && pw % 16 == 0) as i32;
+            let vec4 =
+                (k.is_multiple_of(4) && px.is_multiple_of(16) && pw.is_multiple_of(16)) as i32;
             let f = self.g.function(FILE, OP)?;
             let mut a = st.launch_builder(&f);
             a.arg(&px).arg(&pw).arg(&pb).arg(&py);
@@ -690,68 +691,6 @@ impl GpuKernels {
         // SAFETY: model_relu2(x, out, n): grid-stride over n values of x and out.
         unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
         Ok(())
-    }
-
-    /// Routed experts on the device: `moe_permute` on the host, then per expert the gathered
-    /// rows uploaded once and up GEMM -> ReLU² -> down GEMM queued back to back on the device,
-    /// each down GEMM writing its rows of one expert-ordered buffer; one download, then
-    /// `moe_finalize` on the host. The numbers of [`routed_experts_with`] over this backend's
-    /// `linear` / `relu2` (the same kernels, in the same order), without a host round trip per
-    /// expert and op.
-    pub fn routed_experts_dev(
-        &self,
-        lat: &[f32],
-        t: usize,
-        topk_indices: &[i64],
-        topk_weights: &[f32],
-        k: usize,
-        experts: &[(Mat, Mat)],
-    ) -> Result<Vec<f32>, ModelError> {
-        use reference::ops::moe_finalize::finalize;
-        use reference::ops::moe_permute::permute;
-        let lw = check_routed_experts(lat, t, topk_indices, topk_weights, k, experts)?;
-        if t == 0 || lw == 0 {
-            return routed_experts_with(self, lat, t, topk_indices, topk_weights, k, experts);
-        }
-        let perm = permute(topk_indices, k, experts.len()).map_err(|e| op_err("moe_permute", e))?;
-        let rows_total = perm.token.len();
-        let run = || -> Result<Vec<f32>, GpuError> {
-            let out = self.out(rows_total * lw)?;
-            let st = &self.g.stream;
-            let po = out.ptr(st);
-            // Every buffer a queued kernel reads or writes stays alive until the download.
-            let mut keep: Vec<DevTensor> = Vec::new();
-            let mut keep_w: Vec<Arc<DevTensor>> = Vec::new();
-            for (e, (up, down)) in experts.iter().enumerate() {
-                let rows = perm.offsets[e]..perm.offsets[e + 1];
-                if rows.is_empty() {
-                    continue;
-                }
-                let m = rows.len();
-                let inter = up.rows();
-                let mut xs = Vec::with_capacity(m * lw);
-                for r in rows.clone() {
-                    let tok = perm.token[r];
-                    xs.extend_from_slice(&lat[tok * lw..(tok + 1) * lw]);
-                }
-                let (wu, wd) = (self.weight_mat(up)?, self.weight_mat(down)?);
-                let xd = self.up(&xs)?;
-                let h = self.out(m * inter)?;
-                let h2 = self.out(m * inter)?;
-                self.launch_gemm(xd.ptr(st), m, wu.ptr(st), inter, lw, None, h.ptr(st))?;
-                self.launch_relu2(h.ptr(st), h2.ptr(st), m * inter)?;
-                let dst = po + (rows.start * lw * 4) as u64;
-                self.launch_gemm(h2.ptr(st), m, wd.ptr(st), lw, inter, None, dst)?;
-                keep.extend([xd, h, h2]);
-                keep_w.extend([wu, wd]);
-            }
-            let v = self.down(&out, rows_total * lw, "routed experts out")?;
-            drop(keep);
-            drop(keep_w);
-            Ok(v)
-        };
-        let expert_out = run().map_err(merr("routed experts"))?;
-        Ok(finalize(&expert_out, lw, topk_weights, &perm.inverse, k))
     }
 
     /// RMSNorm of every row of `x` (rows, w.len()) (`model_rmsnorm`).
@@ -879,20 +818,12 @@ impl GpuKernels {
 
     /// relu(x)² (`model_relu2`).
     pub fn relu2_vec(&self, x: &[f32]) -> Result<Vec<f32>, GpuError> {
-        const OP: &str = "model_relu2";
         if x.is_empty() {
             return Ok(vec![]);
         }
         let (xd, o) = (self.up(x)?, self.out(x.len())?);
-        let f = self.g.function(FILE, OP)?;
         let st = &self.g.stream;
-        let (px, po) = (xd.ptr(st), o.ptr(st));
-        let n = x.len() as i64;
-        let mut a = st.launch_builder(&f);
-        a.arg(&px).arg(&po).arg(&n);
-        let grid = ops::grid_for(&self.g, x.len() as u64, 256);
-        // SAFETY: model_relu2(x, out, n): grid-stride over n values of x and out.
-        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
+        self.launch_relu2(xd.ptr(st), o.ptr(st), x.len())?;
         self.down(&o, x.len(), "relu2 out")
     }
 
@@ -1416,6 +1347,12 @@ impl ModelKernels for GpuKernels {
     fn relu2(&self, x: &[f32]) -> Result<Vec<f32>, ModelError> {
         self.relu2_vec(x).map_err(merr("relu2"))
     }
+    /// Routed experts on the device: `moe_permute` on the host, then per expert the gathered
+    /// rows uploaded once and up GEMM -> ReLU² -> down GEMM queued back to back on the device,
+    /// each down GEMM writing its rows of one expert-ordered buffer; one download, then
+    /// `moe_finalize` on the host. The numbers of [`routed_experts_with`] over this backend's
+    /// `linear` / `relu2` (the same kernels, in the same order), without a host round trip per
+    /// expert and op.
     fn routed_experts(
         &self,
         lat: &[f32],
@@ -1425,7 +1362,51 @@ impl ModelKernels for GpuKernels {
         k: usize,
         experts: &[(Mat, Mat)],
     ) -> Result<Vec<f32>, ModelError> {
-        self.routed_experts_dev(lat, t, topk_indices, topk_weights, k, experts)
+        use reference::ops::moe_finalize::finalize;
+        use reference::ops::moe_permute::permute;
+        let lw = check_routed_experts(lat, t, topk_indices, topk_weights, k, experts)?;
+        if t == 0 || lw == 0 {
+            return routed_experts_with(self, lat, t, topk_indices, topk_weights, k, experts);
+        }
+        let perm = permute(topk_indices, k, experts.len()).map_err(|e| op_err("moe_permute", e))?;
+        let rows_total = perm.token.len();
+        let run = || -> Result<Vec<f32>, GpuError> {
+            let out = self.out(rows_total * lw)?;
+            let st = &self.g.stream;
+            let po = out.ptr(st);
+            // Every buffer a queued kernel reads or writes stays alive until the download.
+            let mut keep: Vec<DevTensor> = Vec::new();
+            let mut keep_w: Vec<Arc<DevTensor>> = Vec::new();
+            for (e, (up, down)) in experts.iter().enumerate() {
+                let rows = perm.offsets[e]..perm.offsets[e + 1];
+                if rows.is_empty() {
+                    continue;
+                }
+                let m = rows.len();
+                let inter = up.rows();
+                let mut xs = Vec::with_capacity(m * lw);
+                for r in rows.clone() {
+                    let tok = perm.token[r];
+                    xs.extend_from_slice(&lat[tok * lw..(tok + 1) * lw]);
+                }
+                let (wu, wd) = (self.weight_mat(up)?, self.weight_mat(down)?);
+                let xd = self.up(&xs)?;
+                let h = self.out(m * inter)?;
+                let h2 = self.out(m * inter)?;
+                self.launch_gemm(xd.ptr(st), m, wu.ptr(st), inter, lw, None, h.ptr(st))?;
+                self.launch_relu2(h.ptr(st), h2.ptr(st), m * inter)?;
+                let dst = po + (rows.start * lw * 4) as u64;
+                self.launch_gemm(h2.ptr(st), m, wd.ptr(st), lw, inter, None, dst)?;
+                keep.extend([xd, h, h2]);
+                keep_w.extend([wu, wd]);
+            }
+            let v = self.down(&out, rows_total * lw, "routed experts out")?;
+            drop(keep);
+            drop(keep_w);
+            Ok(v)
+        };
+        let expert_out = run().map_err(merr("routed experts"))?;
+        Ok(finalize(&expert_out, lw, topk_weights, &perm.inverse, k))
     }
     fn causal_conv1d(
         &self,
