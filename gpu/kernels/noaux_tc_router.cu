@@ -27,8 +27,11 @@
 //       hold the winners in order. Latency ~ log2(P)^2/2 short steps: the small-T version.
 //   v5, v6  v4 in persistent blocks (v6: next token's row loaded first); see "v5 / v6" below.
 //   v7  v4 with tau = the k-th largest of the lanes' top-2 lower bounds and, for at most 32
-//       candidates, a bitonic sort of the exact keys instead of the rank loop (session 5, not
-//       yet run on a GPU); see "v7" below.
+//       candidates, a bitonic sort of the exact keys instead of the rank loop (session 5); see
+//       "v7" below.
+//   v8  v7's filter on a bound from one MUFU.TANH and one FFMA per expert, the row's registers
+//       freed before the exact stage, s kept by expert in shared memory, a one-compare sort
+//       (session 6); see "v8" below.
 //   v4  one warp per token, 8 tokens per 256-thread block, E = 32*N (N = 8 or 16: E = 256,
 //       512), n_group == 1, k <= 32, logits 16-byte aligned. The row is read with 16-byte
 //       vector loads (f32: 4 experts per load, bf16/f16: 8), the bias is staged per block in
@@ -518,6 +521,65 @@ __device__ __forceinline__ void router_v7_sort_desc(u64& p, float& s) {
     }
 }
 
+// The slow path of v4 / v7 / v8: the exact key of every expert of the lane (router_v4_expert
+// layout), then k rounds of a warp-wide u64 max; writes winner i to wi[i], its s to ws[i].
+template <int N, int VEC>
+__device__ __forceinline__ void router_exact_topk(const float (&x)[N], const float* __restrict__ bsh,
+                                                  int k, int sig_mode, int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    float sv[N];
+    u64 p[N];
+    u64 best = 0ull;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+        const int e = router_v4_expert<VEC>(j, lane);
+        sv[j] = router_sigmoid(x[j], sig_mode);
+        p[j] = router_pack(__fadd_rn(sv[j], bsh[e]), e);
+        best = p[j] > best ? p[j] : best;
+    }
+    for (int i = 0; i < k; ++i) {
+        const u64 m = warp_max_u64(best);
+        if (best == m) {
+            // This lane owns the winner (keys are distinct).
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                if (p[j] == m) {
+                    ws[i] = sv[j];
+                    p[j] = 0ull;
+                }
+            }
+            wi[i] = router_unpack(m);
+            best = 0ull;
+#pragma unroll
+            for (int j = 0; j < N; ++j) best = p[j] > best ? p[j] : best;
+        }
+    }
+}
+
+// Lanes 0..k-1 of wi / ws hold the winners in rank order: every lane sums the same k values
+// in order (the reference's sequential f32 sum) and lanes 0..k-1 write token t's outputs.
+__device__ __forceinline__ void router_warp_finish(i64 t, int k, double r, int norm, int norm_mode,
+                                                   const int* wi, const float* ws,
+                                                   int* __restrict__ out_idx,
+                                                   float* __restrict__ out_w) {
+    const int lane = threadIdx.x & 31;
+    __syncwarp();
+    // 16-byte shared loads first, so the chain of adds does not wait on each load.
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        const float4 v = ((const float4*)ws)[q];
+        if (4 * q < k) sum = __fadd_rn(sum, v.x);
+        if (4 * q + 1 < k) sum = __fadd_rn(sum, v.y);
+        if (4 * q + 2 < k) sum = __fadd_rn(sum, v.z);
+        if (4 * q + 3 < k) sum = __fadd_rn(sum, v.w);
+    }
+    if (lane < k) {
+        out_idx[t * k + lane] = wi[lane];
+        out_w[t * k + lane] = router_weight(ws[lane], sum, r, norm, norm_mode);
+    }
+}
+
 template <int N, int VEC, bool V7 = false>
 __device__ __forceinline__ void router_v4_select(const float (&x)[N], const float* __restrict__ bsh, i64 t,
                                                  int k, double r, int norm, int norm_mode, int sig_mode,
@@ -634,50 +696,9 @@ __device__ __forceinline__ void router_v4_select(const float (&x)[N], const floa
         }
     } else {
         // 4. Slow path: exact keys everywhere, k rounds of warp max.
-        float sv[N];
-        u64 p[N];
-        u64 best = 0ull;
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-            const int e = router_v4_expert<VEC>(j, lane);
-            sv[j] = router_sigmoid(x[j], sig_mode);
-            p[j] = router_pack(__fadd_rn(sv[j], bsh[e]), e);
-            best = p[j] > best ? p[j] : best;
-        }
-        for (int i = 0; i < k; ++i) {
-            const u64 m = warp_max_u64(best);
-            if (best == m) {
-                // This lane owns the winner (keys are distinct).
-#pragma unroll
-                for (int j = 0; j < N; ++j) {
-                    if (p[j] == m) {
-                        ws[i] = sv[j];
-                        p[j] = 0ull;
-                    }
-                }
-                wi[i] = router_unpack(m);
-                best = 0ull;
-#pragma unroll
-                for (int j = 0; j < N; ++j) best = p[j] > best ? p[j] : best;
-            }
-        }
+        router_exact_topk<N, VEC>(x, bsh, k, sig_mode, wi, ws);
     }
-    __syncwarp();
-    // Lanes 0..k-1: winner `lane` in rank order; every lane sums the same k values in order
-    // (16-byte shared loads first, so the chain of adds does not wait on each load).
-    float sum = 0.0f;
-#pragma unroll
-    for (int q = 0; q < 8; ++q) {
-        const float4 v = ((const float4*)ws)[q];
-        if (4 * q < k) sum = __fadd_rn(sum, v.x);
-        if (4 * q + 1 < k) sum = __fadd_rn(sum, v.y);
-        if (4 * q + 2 < k) sum = __fadd_rn(sum, v.z);
-        if (4 * q + 3 < k) sum = __fadd_rn(sum, v.w);
-    }
-    if (lane < k) {
-        out_idx[t * k + lane] = wi[lane];
-        out_w[t * k + lane] = router_weight(ws[lane], sum, r, norm, norm_mode);
-    }
+    router_warp_finish(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
 }
 
 // v4 body: load token t's row, select (V7: v7's selection).
@@ -740,7 +761,7 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
 ROUTER_V4(8)
 ROUTER_V4(16)
 
-// v7 (session 5, not yet run on a GPU): v4 with a tighter filter and a sort instead of the rank
+// v7 (session 5; H200 session 6: 51.9 us at T = 32768 vs v4 62.8): v4 with a tighter filter and a sort instead of the rank
 // loop, for large T. ncu on v4 at T = 32768 (source counters, per token): 1474 warp
 // instructions, of which the rank loop 376 and the candidate compaction 385; two tokens in
 // three had 33-64 candidates (the lanes' maxima are a loose bound). v7's tau is the k-th
@@ -759,6 +780,220 @@ ROUTER_V4(16)
 
 ROUTER_V7(8)
 ROUTER_V7(16)
+
+// v8 (session 6): v7's filter on a cheaper bound, fewer registers, a leaner sort. Per expert the
+// filter costs FMUL, MUFU.TANH, FFMA and three FMNMX (v7: ~11 instructions with two MUFU):
+//   L = fma(0.5, tanh.approx(0.5 x), c_lo[e]),  c_lo[e] = fl(fl(0.5 + b) - D),  D = 2^-10.
+// Bound (every f32 x, |b| <= 256; s the reference's f32 sigmoid, sigma the real one): tanh.approx
+// is within 2^-10.98 relative of tanh (PTX ISA; measured over all 2^32 x on the H200 by
+// gpu_router.rs: |0.5 tanh.approx(0.5x) + 0.5 - s| <= 2^-11, asserted), so
+// 0.5t + c_lo <= sigma - 0.5 + 2^-12 + 0.5 + b - D + 2^-15 <= s + b (|s - sigma| <= 2^-24;
+// roundings of |values| < 2^9 are <= 2^-16), and f32 rounding is monotone: L <= key = fl(s + b).
+// The same terms bound key - L <= 2^-10 + 2^-12 + 2^-14 + 2^-24 < 2^-9 - 2^-16, so with
+// tau = v7's threshold on L (k experts have key >= L >= tau, every winner has key >= tau) every
+// winner has L >= fl(tau - 2^-9) = thr: the candidates are the experts with L >= thr.
+// A NaN logit makes its L NaN and the lane maximum NaN (max.NaN): the row takes the slow path;
+// so does every row of a block whose bias has a NaN or |b| > 256 (the bound's premise).
+// At most 32 candidates (the common case): compaction of expert ids through shared memory, one
+// exact sigmoid per lane (its logit re-read: the row's registers are dead by then, L1 holds it),
+// s kept in shared memory by expert, and a bitonic sort of the packed keys alone (one compare
+// per step: keys are distinct, the empty lanes' zeros are equal). More candidates, NaN rows,
+// unfit biases: the exact slow path on a reloaded row. Same keys, same order, same weights.
+#define ROUTER_V8_D 0x1p-10f
+#define ROUTER_V8_W 0x1p-9f
+#define ROUTER_V8_BMAX 256.0f
+
+__device__ __forceinline__ float router_tanh_approx(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// v8's lower bound L of the key of expert e from its logit x (c_lo = fl(fl(0.5 + b) - D)).
+__device__ __forceinline__ float router_v8_lower(float x, float c_lo) {
+    return __fmaf_rn(0.5f, router_tanh_approx(0.5f * x), c_lo);
+}
+
+__device__ __forceinline__ float router_fmax_nan(float a, float b) {
+    float y;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+    return y;
+}
+
+// Descending bitonic sort of one packed key per lane across the warp (distinct keys, or equal
+// zeros in empty lanes): a lane that keeps the maximum takes its partner's key if it is larger,
+// one that keeps the minimum if it is not larger.
+__device__ __forceinline__ u64 router_v8_sort_desc(u64 p) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int size = 2; size <= 32; size <<= 1) {
+#pragma unroll
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            const u64 op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
+            const bool keep_max = ((lane & stride) == 0) == ((lane & size) == 0);
+            if ((op > p) == keep_max) p = op;
+        }
+    }
+    return p;
+}
+
+#define ROUTER_V8_CAND 32
+
+// v8's slow path: v4's (exact keys of every expert, k rounds of a warp-wide u64 max) with the
+// exact s of the row kept in shared memory (sv, by expert) instead of 16 + 16 registers, and
+// the keys re-derived from it, so the rare path does not set the kernel's register count.
+template <int N, int VEC>
+__device__ __forceinline__ void router_v8_exact_topk(const void* __restrict__ logits, int logits_dt,
+                                                     i64 t, const float* __restrict__ bsh, int k,
+                                                     int sig_mode, float* sv, int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    const i64 row = t * (i64)(32 * N);
+    u64 best = 0ull;
+#pragma unroll 1
+    for (int j = 0; j < N; ++j) {
+        const int e = router_v4_expert<VEC>(j, lane);
+        const float s = router_sigmoid(load_as_f32(logits, row + e, logits_dt), sig_mode);
+        sv[e] = s;
+        const u64 p = router_pack(__fadd_rn(s, bsh[e]), e);
+        best = p > best ? p : best;
+    }
+    u32 taken = 0u;
+    for (int i = 0; i < k; ++i) {
+        const u64 m = warp_max_u64(best);
+        if (best == m) {
+            // This lane owns the winner (keys are distinct); element j of expert e (the inverse
+            // of router_v4_expert).
+            const int e = router_unpack(m);
+            taken |= 1u << ((e / (32 * VEC)) * VEC + e % VEC);
+            wi[i] = e;
+            ws[i] = sv[e];
+            best = 0ull;
+#pragma unroll 1
+            for (int j = 0; j < N; ++j) {
+                if (taken & (1u << j)) continue;
+                const int ej = router_v4_expert<VEC>(j, lane);
+                const u64 p = router_pack(__fadd_rn(sv[ej], bsh[ej]), ej);
+                best = p > best ? p : best;
+            }
+        }
+    }
+}
+
+template <int N, int VEC>
+__device__ __forceinline__ void router_v8_token(const void* __restrict__ logits, int logits_dt,
+                                                const float* __restrict__ bsh,
+                                                const float* __restrict__ clo, bool bias_fit,
+                                                i64 t, int k, double r, int norm, int norm_mode,
+                                                int sig_mode, int* __restrict__ out_idx,
+                                                float* __restrict__ out_w, int* ce, float* sv,
+                                                int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    const int E = 32 * N;
+    float L[N];
+    float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
+    {
+        float x[N];
+        router_v4_load<N, VEC>(logits, logits_dt, t, x);
+#pragma unroll
+        for (int c = 0; c < N / 4; ++c) {
+            const float4 q = *(const float4*)(clo + router_v4_expert<VEC>(4 * c, lane));
+            const float cq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int j = 4 * c + h;
+                L[j] = router_v8_lower(x[j], cq[h]);
+                lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
+                lmax = router_fmax_nan(lmax, L[j]);
+            }
+        }
+    }
+    const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
+    int total = ROUTER_V8_CAND + 1;
+    if (!slow) {
+        const float thr = __fsub_rn(router_v7_tau(lmax, lmax2, k), ROUTER_V8_W);
+        u32 flags = 0u;
+#pragma unroll
+        for (int j = 0; j < N; ++j) flags |= (L[j] >= thr ? 1u : 0u) << j;
+        const int cnt = __popc(flags);
+        int incl = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(DUET_FULL_MASK, incl, o);
+            if (lane >= o) incl += v;
+        }
+        total = __shfl_sync(DUET_FULL_MASK, incl, 31);
+        if (total <= ROUTER_V8_CAND && total >= k) {
+            int pos = incl - cnt;
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                if (flags & (1u << j)) ce[pos++] = router_v4_expert<VEC>(j, lane);
+            }
+            __syncwarp();
+            u64 p = 0ull;
+            if (lane < total) {
+                const int e = ce[lane];
+                const float s = router_sigmoid(load_as_f32(logits, t * (i64)E + e, logits_dt), sig_mode);
+                sv[e] = s;
+                p = router_pack(__fadd_rn(s, bsh[e]), e);
+            }
+            p = router_v8_sort_desc(p);
+            __syncwarp();
+            if (lane < k) {
+                const int e = router_unpack(p);
+                wi[lane] = e;
+                ws[lane] = sv[e];
+            }
+        }
+    }
+    if (slow || total > ROUTER_V8_CAND || total < k)
+        router_v8_exact_topk<N, VEC>(logits, logits_dt, t, bsh, k, sig_mode, sv, wi, ws);
+    router_warp_finish(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
+}
+
+// v8: grid = ceil(T / 8), block = 256 (8 warps, one token each), static smem (E = 512: 2 KB
+// biases, 2 KB c_lo, 16 KB of s by expert, 2 KB candidates and winners).
+template <int N>
+__device__ __forceinline__ void router_v8_entry(const void* __restrict__ logits, int logits_dt,
+                                                const void* __restrict__ bias, int bias_dt, i64 T,
+                                                int k, double r, int norm, int norm_mode,
+                                                int sig_mode, int* __restrict__ out_idx,
+                                                float* __restrict__ out_w) {
+    __shared__ __align__(16) float bsh[32 * N];
+    __shared__ __align__(16) float clo[32 * N];
+    __shared__ float sv[ROUTER_V4_WARPS][32 * N];
+    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V8_CAND];
+    __shared__ int wi[ROUTER_V4_WARPS][32];
+    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
+    int fit = 1;
+    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) {
+        const float b = load_as_f32(bias, e, bias_dt);
+        bsh[e] = b;
+        clo[e] = __fsub_rn(__fadd_rn(0.5f, b), ROUTER_V8_D);
+        fit &= fabsf(b) <= ROUTER_V8_BMAX ? 1 : 0;  // false for NaN
+    }
+    const bool bias_fit = __syncthreads_and(fit) != 0;
+    const int warp = threadIdx.x >> 5;
+    const i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
+    if (t >= T) return;
+    if (logits_dt == DT_F32)
+        router_v8_token<N, 4>(logits, logits_dt, bsh, clo, bias_fit, t, k, r, norm, norm_mode,
+                              sig_mode, out_idx, out_w, ce[warp], sv[warp], wi[warp], ws[warp]);
+    else
+        router_v8_token<N, 8>(logits, logits_dt, bsh, clo, bias_fit, t, k, r, norm, norm_mode,
+                              sig_mode, out_idx, out_w, ce[warp], sv[warp], wi[warp], ws[warp]);
+}
+
+#define ROUTER_V8(N)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) router_v8_n##N(                              \
+        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
+        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
+        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        router_v8_entry<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, sig_mode, \
+                           out_idx, out_w);                                                     \
+    }
+
+ROUTER_V8(8)
+ROUTER_V8(16)
 
 // v5 / v6 (session 4, not yet run on the H200): v4's per-token selection in persistent blocks.
 // v4 launches ceil(T / 8) blocks that each stage the 512 biases and then route 8 tokens once:
@@ -845,6 +1080,22 @@ extern "C" __global__ void router_sigmoid_approx_err(u32 base, u32 n, int mode,
         const float x = __uint_as_float(base + i);
         if (x != x) continue;
         const float d = fabsf(__fsub_rn(router_sigmoid_approx(x), router_sigmoid(x, mode)));
+        m = d > m ? d : m;
+    }
+    m = warp_max_f32(m);
+    if ((threadIdx.x & 31) == 0) atomicMax(max_err, __float_as_uint(m));
+}
+
+// max over x = bits(base + i) of |0.5 tanh.approx(0.5x) + 0.5 - router_sigmoid(x, mode)| (non-NaN
+// x): v8's filter premise (<= 2^-11), as f32 bits through atomicMax.
+extern "C" __global__ void router_v8_tanh_approx_err(u32 base, u32 n, int mode,
+                                                     u32* __restrict__ max_err) {
+    float m = 0.0f;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float x = __uint_as_float(base + i);
+        if (x != x) continue;
+        const float a = __fmaf_rn(0.5f, router_tanh_approx(0.5f * x), 0.5f);
+        const float d = fabsf(__fsub_rn(a, router_sigmoid(x, mode)));
         m = d > m ? d : m;
     }
     m = warp_max_f32(m);

@@ -149,7 +149,7 @@ fn router_with(g: &Gpu, tokens: usize, c: RouterConfig) -> Result<serde_json::Va
             || preset_counted_bytes(&format!("router_t{tokens}")) == Some(bytes as u64)
     );
     let mut versions = vec![];
-    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7"] {
+    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
         let (single, graph) = time_launch(g, true, || l.run(g, v))?;
         let best = graph.as_ref().map_or(single.median_us, |t| t.median_us);
         versions.push(json!({

@@ -117,9 +117,9 @@ fn ties_nans_and_modes() {
 #[ignore = "gpu"]
 fn v4_dtypes_k_and_slow_path() {
     // v5 / v6 run v4's per-token selection in persistent blocks, v7 v4's with a tighter
-    // filter and a sort: the same cases.
+    // filter and a sort, v8 v7's filter on a tanh.approx bound: the same cases.
     let v4 = |m: &TensorMap, s: &[(String, String)], name: &str| -> Result<(), String> {
-        for v in ["v4", "v5", "v6", "v7"] {
+        for v in ["v4", "v5", "v6", "v7", "v8"] {
             diff("noaux_tc_router", v, name, m, s, &exact)?;
         }
         Ok(())
@@ -184,6 +184,19 @@ fn v4_dtypes_k_and_slow_path() {
                 .collect::<Vec<_>>(),
             "inf/nan bias",
         ),
+        (
+            // |b| > 256: outside v8's bound premise (every row of the block takes its slow path).
+            (0..e)
+                .map(|i| {
+                    if i == 7 {
+                        300.0
+                    } else {
+                        r.normal_vec(1, 0.1)[0]
+                    }
+                })
+                .collect::<Vec<_>>(),
+            "one bias of 300",
+        ),
     ] {
         for dt in [DType::F32, DType::BF16] {
             let mut m = TensorMap::new();
@@ -228,7 +241,7 @@ fn v5_v6_persistent_walk_many_tokens() {
             ("sigmoid", "tanh".into()),
             ("routed_scaling_factor", "2.5".into()),
         ]);
-        for v in ["v5", "v6", "v7"] {
+        for v in ["v5", "v6", "v7", "v8"] {
             diff(
                 "noaux_tc_router",
                 v,
@@ -337,6 +350,37 @@ fn v4_filter_sigmoid_bound_on_every_f32() {
             (err as f64).log2()
         );
         assert!(err <= 2f32.powi(-20), "{name}: {err:e}");
+    }
+}
+
+/// v8's filter assumes |0.5 tanh.approx(0.5x) + 0.5 - s(x)| <= 2^-11 for every f32 x in every
+/// sigmoid mode (the bound in the kernel's v8 comment): measured here over all 2^32 inputs.
+#[test]
+#[ignore = "gpu"]
+fn v8_filter_tanh_approx_bound_on_every_f32() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = common::gpu();
+    let f = g
+        .function("noaux_tc_router", "router_v8_tanh_approx_err")
+        .expect("kernel");
+    for (mode, name) in [(0i32, "tanh"), (1, "exp"), (3, "tanh_f32")] {
+        let m = g.alloc_raw::<u32>(1).expect("alloc");
+        let chunk: u32 = 1 << 30;
+        for c in 0..4u32 {
+            let base = c * chunk;
+            let (mp, _s) = m.device_ptr(&g.stream);
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&base).arg(&chunk).arg(&mode).arg(&mp);
+            // SAFETY: matches router_v8_tanh_approx_err; `m` holds one u32.
+            unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 32, 256, 0)) }.expect("launch");
+        }
+        let v: Vec<u32> = g.stream.clone_dtoh(&m).expect("download");
+        let err = f32::from_bits(v[0]);
+        println!(
+            "v8 filter sigmoid vs {name}: max |0.5 tanh.approx(0.5x) + 0.5 - s| = {err:e} = 2^{:.2} over all 2^32 inputs",
+            (err as f64).log2()
+        );
+        assert!(err > 0.0 && err <= 2f32.powi(-11), "{name}: {err:e}");
     }
 }
 

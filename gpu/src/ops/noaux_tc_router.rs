@@ -23,7 +23,7 @@ const V4_N: &[usize] = &[8, 16];
 
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
-pub const VERSIONS: &[&str] = &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"];
+pub const VERSIONS: &[&str] = &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     if c.n_group != 1 {
@@ -127,7 +127,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" | "v5" | "v6" | "v7" => v4_ok(experts, &c),
+        "v4" | "v5" | "v6" | "v7" | "v8" => v4_ok(experts, &c),
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -361,7 +361,7 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" | "v5" | "v6" | "v7" => {
+            "v4" | "v5" | "v6" | "v7" | "v8" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
@@ -373,7 +373,7 @@ impl Launch {
                     )));
                 }
                 // 8 warps (tokens at a time) per 256-thread block; logits 16-byte aligned
-                // (checked above); v5 / v6 persistent; v7 one token per warp like v4.
+                // (checked above); v5 / v6 persistent; v7 / v8 one token per warp like v4.
                 self.launch_warp_per_token(
                     g,
                     &format!("router_{version}"),
