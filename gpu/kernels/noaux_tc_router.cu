@@ -32,6 +32,9 @@
 //   v8  v7's filter on a bound from one MUFU.TANH and one FFMA per expert, the row's registers
 //       freed before the exact stage, s kept by expert in shared memory, a one-compare sort
 //       (session 6); see "v8" below.
+//   v9  v8 in persistent warps with the next row staged in shared memory by cp.async, tau by
+//       k rounds of a warp max, bit-loop compaction, k = 22 kernels (session 6); see "v9".
+//   v10 v9 with v4's ex2 / rcp approximate sigmoid in the filter (session 6).
 //   v4  one warp per token, 8 tokens per 256-thread block, E = 32*N (N = 8 or 16: E = 256,
 //       512), n_group == 1, k <= 32, logits 16-byte aligned. The row is read with 16-byte
 //       vector loads (f32: 4 experts per load, bf16/f16: 8), the bias is staged per block in
@@ -558,11 +561,14 @@ __device__ __forceinline__ void router_exact_topk(const float (&x)[N], const flo
 
 // Lanes 0..k-1 of wi / ws hold the winners in rank order: every lane sums the same k values
 // in order (the reference's sequential f32 sum) and lanes 0..k-1 write token t's outputs.
+// KT > 0: k == KT known at compile time (v9's k = 22 kernels: the sum without per-term tests).
+template <int KT = 0>
 __device__ __forceinline__ void router_warp_finish(i64 t, int k, double r, int norm, int norm_mode,
                                                    const int* wi, const float* ws,
                                                    int* __restrict__ out_idx,
                                                    float* __restrict__ out_w) {
     const int lane = threadIdx.x & 31;
+    if (KT > 0) k = KT;
     __syncwarp();
     // 16-byte shared loads first, so the chain of adds does not wait on each load.
     float sum = 0.0f;
@@ -781,7 +787,9 @@ ROUTER_V4(16)
 ROUTER_V7(8)
 ROUTER_V7(16)
 
-// v8 (session 6): v7's filter on a cheaper bound, fewer registers, a leaner sort. Per expert the
+// v8 (session 6; H200: 7.54 us at T = 4096, 74.1 us at T = 32768, where a straggler in its
+// serial slow path set the time: see v9): v7's filter on a cheaper bound, fewer registers, a
+// leaner sort. Per expert the
 // filter costs FMUL, MUFU.TANH, FFMA and three FMNMX (v7: ~11 instructions with two MUFU):
 //   L = fma(0.5, tanh.approx(0.5 x), c_lo[e]),  c_lo[e] = fl(fl(0.5 + b) - D),  D = 2^-10.
 // Bound (every f32 x, |b| <= 256; s the reference's f32 sigmoid, sigma the real one): tanh.approx
@@ -994,6 +1002,375 @@ __device__ __forceinline__ void router_v8_entry(const void* __restrict__ logits,
 
 ROUTER_V8(8)
 ROUTER_V8(16)
+
+// v9 (session 6): v8's arithmetic in persistent warps with the rows staged in shared memory.
+// v8 ran 973 warp instructions per token (v7 1132) yet took 74 us at T = 32768 (v7 52): one
+// token per warp, so every warp waits for its row from DRAM, then again for the candidates'
+// logits (re-read from L1 / L2). v9:
+//   - persistent blocks (as many as are resident); the biases and c_lo are staged once per
+//     block; each warp walks tokens t, t + W, ... with the next row copied into shared memory
+//     by cp.async (16-byte chunks, L2 only) while the current one is routed: no registers held
+//     for the prefetch, no second global read for the candidates (their logits are in the
+//     staged row);
+//   - the exact s of the candidates is written over the staged row (after a __syncwarp: every
+//     read of the row is done), s by expert as in v8;
+//   - tau by k rounds of a warp max (REDUX) over the lanes' top-2 lower bounds in an
+//     order-preserving u32 map (v7 / v8: two bitonic sorts and a merge; equal values drop
+//     together, which only lowers tau: still a valid bound);
+//   - compaction over the set bits of each lane's candidate mask (v8: 16 predicated blocks);
+//   - k = 22 kernels (`_k22`): the weight sum without per-term tests;
+//   - 33-64 candidates take a two-slot path (two sorts and a bitonic merge) and the slow path
+//     recomputes a lane's next best with all its loads in flight. Without them (v8, the first
+//     v9) the two tokens in 32768 of the bench rows that had more than 32 candidates each
+//     took ~20 us in the serial slow path: one SM stayed active twice as long as the others
+//     (ncu sm__cycles_active max 169.6k vs min 82.8k cycles) and set the kernel's time
+//     (78.6 us). With them: 43.7 us, max / min 96.4k / 90.1k (H200, session 6 call 8).
+// Same keys, same order, same weights as v4-v8.
+__device__ __forceinline__ u32 router_f32_ord(float f) {
+    const u32 b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ float router_ord_f32(u32 o) {
+    return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+}
+
+// tau = the k-th round's maximum over the 64 values {lmax, lmax2} of the warp (lmax >= lmax2
+// per lane; no NaN). Each round removes the maximum (every lane holding it: a tie removes
+// several values in one round, so tau is at most the k-th largest, never above it).
+template <int KT>
+__device__ __forceinline__ float router_v9_tau(float lmax, float lmax2, int k) {
+    u32 a = router_f32_ord(lmax), b = router_f32_ord(lmax2), m = 0u;
+    if (KT > 0) {
+#pragma unroll
+        for (int i = 0; i < KT; ++i) {
+            m = __reduce_max_sync(DUET_FULL_MASK, a);
+            const bool top = a == m;
+            a = top ? b : a;
+            b = top ? 0u : b;
+        }
+    } else {
+        for (int i = 0; i < k; ++i) {
+            m = __reduce_max_sync(DUET_FULL_MASK, a);
+            const bool top = a == m;
+            a = top ? b : a;
+            b = top ? 0u : b;
+        }
+    }
+    return router_ord_f32(m);
+}
+
+__device__ __forceinline__ void router_cp_async16(void* smem, const void* gmem) {
+    const u32 sa = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+
+__device__ __forceinline__ void router_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int NPENDING>
+__device__ __forceinline__ void router_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(NPENDING) : "memory");
+}
+
+// Copies token t's row (32 N logits of 4 / 2 bytes, VEC = 4 / 8) into buf: lane copies the
+// 16-byte chunks c * 32 + lane, the ones it reads back in router_v9_token.
+template <int N, int VEC>
+__device__ __forceinline__ void router_v9_prefetch(const void* __restrict__ logits, i64 t, float* buf) {
+    const int lane = threadIdx.x & 31;
+    const i64 row_bytes = (i64)(32 * N) * (VEC == 4 ? 4 : 2);
+    const char* src = (const char*)logits + t * row_bytes;
+#pragma unroll
+    for (int c = 0; c < N / VEC; ++c)
+        router_cp_async16((char*)buf + (i64)(c * 32 + lane) * 16, src + (i64)(c * 32 + lane) * 16);
+    router_cp_async_commit();
+}
+
+// Logit e of a staged row (f32, or bf16 / f16 bits).
+template <int VEC>
+__device__ __forceinline__ float router_v9_row_logit(const float* row, int e, int logits_dt) {
+    if (VEC == 4) return row[e];
+    const u16 h = ((const u16*)row)[e];
+    return logits_dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+// The row as f32 in the lane's layout (router_v4_expert), from shared memory.
+template <int N, int VEC>
+__device__ __forceinline__ void router_v9_row_load(const float* row, int logits_dt, float (&x)[N]) {
+    const int lane = threadIdx.x & 31;
+    if (VEC == 4) {
+#pragma unroll
+        for (int c = 0; c < N / 4; ++c) {
+            const float4 q = ((const float4*)row)[c * 32 + lane];
+            x[4 * c] = q.x;
+            x[4 * c + 1] = q.y;
+            x[4 * c + 2] = q.z;
+            x[4 * c + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < N / 8; ++c) {
+            const uint4 q = ((const uint4*)row)[c * 32 + lane];
+            const u32 w4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const u16 lo = (u16)(w4[h] & 0xffffu), hi = (u16)(w4[h] >> 16);
+                x[8 * c + 2 * h] = logits_dt == DT_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+                x[8 * c + 2 * h + 1] = logits_dt == DT_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+            }
+        }
+    }
+}
+
+// One token from its staged row (row: 32 N floats of room; on return it holds the exact s of
+// the candidates, or of every expert on the slow path, at their experts' positions).
+#define ROUTER_V9_CAND 64
+
+// a, b: packed keys sorted descending across the warp. Returns the 32 largest of the 64, sorted
+// descending: max(a[i], b[31 - i]) is bitonic and holds them; a 5-step bitonic merge sorts it.
+__device__ __forceinline__ u64 router_v9_merge_desc(u64 a, u64 b) {
+    const int lane = threadIdx.x & 31;
+    const u64 br = __shfl_sync(DUET_FULL_MASK, b, 31 - lane);
+    u64 c = a > br ? a : br;
+#pragma unroll
+    for (int stride = 16; stride > 0; stride >>= 1) {
+        const u64 op = __shfl_xor_sync(DUET_FULL_MASK, c, stride);
+        if ((op > c) == ((lane & stride) == 0)) c = op;
+    }
+    return c;
+}
+
+// EXPF (v10): the filter on v4's approximate sigmoid (rcp.approx(1 + ex2.approx(-x log2 e)),
+// within 2^-20 of s, asserted over all 2^32 x by gpu_router.rs) instead of tanh.approx:
+// L = fl(sa + c_lo), c_lo = fl(b - 2^-14); key - L <= 3 2^-16 + 2^-20 + 2^-14 < 2^-12 - 2^-16,
+// window W = 2^-12 (the v8 argument with these terms).
+#define ROUTER_V10_D 0x1p-14f
+#define ROUTER_V10_W 0x1p-12f
+
+template <int N, int VEC, int KT, bool EXPF, bool PLAINMAX = false>
+__device__ __forceinline__ void router_v9_token(float* row, int logits_dt, const float* __restrict__ bsh,
+                                                const float* __restrict__ clo, bool bias_fit, i64 t,
+                                                int k, double r, int norm, int norm_mode, int sig_mode,
+                                                int* __restrict__ out_idx, float* __restrict__ out_w,
+                                                int* ce, int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    if (KT > 0) k = KT;
+    float L[N];
+    float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
+    float nan_acc = 0.0f;  // PLAINMAX: the NaN screen as a sum (L is finite unless x is NaN)
+    {
+        float x[N];
+        router_v9_row_load<N, VEC>(row, logits_dt, x);
+#pragma unroll
+        for (int c = 0; c < N / 4; ++c) {
+            const float4 q = *(const float4*)(clo + router_v4_expert<VEC>(4 * c, lane));
+            const float cq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const int j = 4 * c + h;
+                L[j] = EXPF ? __fadd_rn(router_sigmoid_approx(x[j]), cq[h])
+                            : router_v8_lower(x[j], cq[h]);
+                lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
+                if (PLAINMAX) {
+                    lmax = fmaxf(lmax, L[j]);
+                    nan_acc = __fadd_rn(nan_acc, L[j]);
+                } else {
+                    lmax = router_fmax_nan(lmax, L[j]);
+                }
+            }
+        }
+    }
+    const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax || nan_acc != nan_acc);
+    int total = ROUTER_V8_CAND + 1;
+    if (!slow) {
+        const float thr =
+            __fsub_rn(router_v9_tau<KT>(lmax, lmax2, k), EXPF ? ROUTER_V10_W : ROUTER_V8_W);
+        u32 flags = 0u;
+#pragma unroll
+        for (int j = 0; j < N; ++j) flags |= (L[j] >= thr ? 1u : 0u) << j;
+        const int cnt = __popc(flags);
+        int incl = cnt;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(DUET_FULL_MASK, incl, o);
+            if (lane >= o) incl += v;
+        }
+        total = __shfl_sync(DUET_FULL_MASK, incl, 31);
+        if (total <= ROUTER_V9_CAND && total >= k) {
+            // At most 64 candidates: slot lane and lane + 32 (the second only when total > 32,
+            // rare: ~2 tokens in 32768 of the random bench rows).
+            int pos = incl - cnt;
+            while (flags) {
+                const int j = __ffs(flags) - 1;
+                flags &= flags - 1u;
+                ce[pos++] = router_v4_expert<VEC>(j, lane);
+            }
+            __syncwarp();
+            const bool two = total > 32;
+            u64 p0 = 0ull, p1 = 0ull;
+            float s0 = 0.0f, s1 = 0.0f;
+            int e0 = 0, e1 = 0;
+            if (lane < total) {
+                e0 = ce[lane];
+                s0 = router_sigmoid(router_v9_row_logit<VEC>(row, e0, logits_dt), sig_mode);
+                p0 = router_pack(__fadd_rn(s0, bsh[e0]), e0);
+            }
+            if (lane + 32 < total) {
+                e1 = ce[lane + 32];
+                s1 = router_sigmoid(router_v9_row_logit<VEC>(row, e1, logits_dt), sig_mode);
+                p1 = router_pack(__fadd_rn(s1, bsh[e1]), e1);
+            }
+            __syncwarp();  // every read of the row is done: s goes over it
+            if (lane < total) row[e0] = s0;
+            if (lane + 32 < total) row[e1] = s1;
+            p0 = router_v8_sort_desc(p0);
+            if (two) p0 = router_v9_merge_desc(p0, router_v8_sort_desc(p1));
+            __syncwarp();
+            if (lane < k) {
+                const int w = router_unpack(p0);
+                wi[lane] = w;
+                ws[lane] = row[w];
+            }
+        }
+    }
+    if (slow || total > ROUTER_V9_CAND || total < k) {
+        float x[N];
+        router_v9_row_load<N, VEC>(row, logits_dt, x);
+        __syncwarp();  // the row is read: s goes over it
+        u64 best = 0ull;
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const int e = router_v4_expert<VEC>(j, lane);
+            const float s = router_sigmoid(x[j], sig_mode);
+            row[e] = s;
+            const u64 p = router_pack(__fadd_rn(s, bsh[e]), e);
+            best = p > best ? p : best;
+        }
+        u32 taken = 0u;
+        for (int i = 0; i < k; ++i) {
+            const u64 m = warp_max_u64(best);
+            if (best == m) {
+                // This lane owns the winner (keys are distinct). Its next best is recomputed
+                // from shared memory with every load issued at once (unrolled): v8's serial
+                // loop made a slow-path token ~20 us, a straggler that set v8's and the first
+                // v9's time at T = 32768 (one SM active 2x longer than the others).
+                const int e = router_unpack(m);
+                taken |= 1u << ((e / (32 * VEC)) * VEC + e % VEC);
+                wi[i] = e;
+                ws[i] = row[e];
+                best = 0ull;
+#pragma unroll
+                for (int j = 0; j < N; ++j) {
+                    const int ej = router_v4_expert<VEC>(j, lane);
+                    const u64 p = router_pack(__fadd_rn(row[ej], bsh[ej]), ej);
+                    best = (taken & (1u << j)) == 0u && p > best ? p : best;
+                }
+            }
+        }
+    }
+    router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
+    __syncwarp();  // the row buffer and wi / ws are free for the next token
+}
+
+// v9: persistent (grid = min(ceil(T / 8), resident blocks)), block = 256 (8 warps), static smem
+// (E = 512: 2 + 2 KB biases and c_lo, per warp two 2 KB rows and 384 B of slots: 39 KB).
+template <int N, int VEC, int KT, bool EXPF, bool PLAINMAX>
+__device__ __forceinline__ void router_v9_walk(const void* __restrict__ logits, int logits_dt,
+                                               const float* __restrict__ bsh,
+                                               const float* __restrict__ clo, bool bias_fit, i64 T,
+                                               int k, double r, int norm, int norm_mode,
+                                               int sig_mode, int* __restrict__ out_idx,
+                                               float* __restrict__ out_w, float* rows, int* ce,
+                                               int* wi, float* ws) {
+    const i64 W = (i64)gridDim.x * ROUTER_V4_WARPS;
+    i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + (threadIdx.x >> 5);
+    if (t >= T) return;
+    router_v9_prefetch<N, VEC>(logits, t, rows);
+    int cur = 0;
+    for (; t < T; t += W) {
+        float* row = rows + cur * (32 * N);
+        if (t + W < T) {
+            router_v9_prefetch<N, VEC>(logits, t + W, rows + (cur ^ 1) * (32 * N));
+            router_cp_async_wait<1>();
+        } else {
+            router_cp_async_wait<0>();
+        }
+        __syncwarp();  // every lane's chunks of row t have landed
+        router_v9_token<N, VEC, KT, EXPF, PLAINMAX>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm, norm_mode,
+                                    sig_mode, out_idx, out_w, ce, wi, ws);
+        cur ^= 1;
+    }
+}
+
+template <int N, int KT, bool EXPF, bool PLAINMAX = false>
+__device__ __forceinline__ void router_v9_entry(const void* __restrict__ logits, int logits_dt,
+                                                const void* __restrict__ bias, int bias_dt, i64 T,
+                                                int k, double r, int norm, int norm_mode,
+                                                int sig_mode, int* __restrict__ out_idx,
+                                                float* __restrict__ out_w) {
+    __shared__ __align__(16) float bsh[32 * N];
+    __shared__ __align__(16) float clo[32 * N];
+    __shared__ __align__(16) float rows[ROUTER_V4_WARPS][2 * 32 * N];
+    __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V9_CAND];
+    __shared__ int wi[ROUTER_V4_WARPS][32];
+    __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
+    int fit = 1;
+    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) {
+        const float b = load_as_f32(bias, e, bias_dt);
+        bsh[e] = b;
+        clo[e] = EXPF ? __fsub_rn(b, ROUTER_V10_D) : __fsub_rn(__fadd_rn(0.5f, b), ROUTER_V8_D);
+        fit &= fabsf(b) <= ROUTER_V8_BMAX ? 1 : 0;  // false for NaN
+    }
+    const bool bias_fit = __syncthreads_and(fit) != 0;
+    const int warp = threadIdx.x >> 5;
+    if (logits_dt == DT_F32)
+        router_v9_walk<N, 4, KT, EXPF, PLAINMAX>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm, norm_mode,
+                                 sig_mode, out_idx, out_w, rows[warp], ce[warp], wi[warp], ws[warp]);
+    else
+        router_v9_walk<N, 8, KT, EXPF, PLAINMAX>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm, norm_mode,
+                                 sig_mode, out_idx, out_w, rows[warp], ce[warp], wi[warp], ws[warp]);
+}
+
+#define ROUTER_V9(NAME, N, KT, EXPF)                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                     \
+        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
+        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
+        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        router_v9_entry<N, KT, EXPF>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, \
+                               sig_mode, out_idx, out_w);                                       \
+    }
+
+ROUTER_V9(router_v9_n8, 8, 0, false)
+ROUTER_V9(router_v9_n16, 16, 0, false)
+ROUTER_V9(router_v9_n8_k22, 8, 22, false)
+ROUTER_V9(router_v9_n16_k22, 16, 22, false)
+// Diagnostic variants (session 6, bench only, hidden versions "v9n" / "v7p"): v9 with a plain
+// fmaxf lane maximum and a summed NaN screen instead of max.NaN; v7 with 16 KB more (unused)
+// shared memory per block. Same selection as v9 / v7. They ruled out max.NaN and shared memory
+// size as the cause of v8's / the first v9's slowness at T = 32768 (H200 call 6: v9n 80.3 us,
+// v9 78.7, v7p 52.3, v7 52.0); the cause was a straggler (v9's slow-path comment).
+extern "C" __global__ void __launch_bounds__(256, 4) router_v9n_n16_k22(
+    const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias, int bias_dt,
+    i64 T, int k, double r, int norm, int norm_mode, int sig_mode, int* __restrict__ out_idx,
+    float* __restrict__ out_w) {
+    router_v9_entry<16, 22, false, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm,
+                                         norm_mode, sig_mode, out_idx, out_w);
+}
+extern "C" __global__ void __launch_bounds__(256) router_v7p_n16(
+    const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias, int bias_dt,
+    i64 T, int k, double r, int norm, int norm_mode, int sig_mode, int* __restrict__ out_idx,
+    float* __restrict__ out_w) {
+    __shared__ volatile char pad[16384];
+    pad[threadIdx.x] = 0;
+    router_v4_entry<16, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,
+                              sig_mode, out_idx, out_w);
+}
+// v10 (session 6): v9 with v4's ex2 / rcp approximate sigmoid in the filter (EXPF above).
+ROUTER_V9(router_v10_n8, 8, 0, true)
+ROUTER_V9(router_v10_n16, 16, 0, true)
+ROUTER_V9(router_v10_n8_k22, 8, 22, true)
+ROUTER_V9(router_v10_n16_k22, 16, 22, true)
 
 // v5 / v6 (session 4, not yet run on the H200): v4's per-token selection in persistent blocks.
 // v4 launches ceil(T / 8) blocks that each stage the 512 biases and then route 8 tokens once:

@@ -149,7 +149,21 @@ fn router_with(g: &Gpu, tokens: usize, c: RouterConfig) -> Result<serde_json::Va
             || preset_counted_bytes(&format!("router_t{tokens}")) == Some(bytes as u64)
     );
     let mut versions = vec![];
-    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
+    // DUET_ROUTER_BENCH_VERSIONS=v4,v9 (diagnostics): time only these versions.
+    let only = std::env::var("DUET_ROUTER_BENCH_VERSIONS").ok();
+    // v9n / v7p: diagnostic variants, timed only when named in DUET_ROUTER_BENCH_VERSIONS.
+    for v in [
+        "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v9n", "v7p",
+    ] {
+        if only.is_none() && matches!(v, "v9n" | "v7p") {
+            continue;
+        }
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x == v))
+        {
+            continue;
+        }
         let (single, graph) = time_launch(g, true, || l.run(g, v))?;
         let best = graph.as_ref().map_or(single.median_us, |t| t.median_us);
         versions.push(json!({
@@ -163,11 +177,13 @@ fn router_with(g: &Gpu, tokens: usize, c: RouterConfig) -> Result<serde_json::Va
         f32_sigmoid_bench: true,
         ..l
     };
-    let (single, graph) = time_launch(g, true, || lf.run(g, "v3"))?;
-    versions.push(json!({
+    if only.is_none() {
+        let (single, graph) = time_launch(g, true, || lf.run(g, "v3"))?;
+        versions.push(json!({
         "version": "v3[f32 tanhf sigmoid, bench only, not exact]", "event": timing_json(&single),
         "graph_per_launch": graph.as_ref().map(timing_json),
     }));
+    }
     Ok(
         json!({"op": "noaux_tc_router", "shape": {"T": tokens, "E": e, "top_k": c.top_k},
               "sigmoid": format!("{:?}", c.sigmoid), "bytes": bytes, "versions": versions}),

@@ -119,7 +119,7 @@ fn v4_dtypes_k_and_slow_path() {
     // v5 / v6 run v4's per-token selection in persistent blocks, v7 v4's with a tighter
     // filter and a sort, v8 v7's filter on a tanh.approx bound: the same cases.
     let v4 = |m: &TensorMap, s: &[(String, String)], name: &str| -> Result<(), String> {
-        for v in ["v4", "v5", "v6", "v7", "v8"] {
+        for v in ["v4", "v5", "v6", "v7", "v8", "v9", "v10"] {
             diff("noaux_tc_router", v, name, m, s, &exact)?;
         }
         Ok(())
@@ -153,7 +153,8 @@ fn v4_dtypes_k_and_slow_path() {
     }
     // Slow path rows (and a normal row between them, in the same launch).
     let e = 512;
-    let mut l = vec![0.0f32; 5 * e];
+    let rows = 6;
+    let mut l = vec![0.0f32; rows * e];
     let mut r = Rng::new(5);
     for (i, v) in l.iter_mut().enumerate() {
         *v = match i / e {
@@ -161,7 +162,11 @@ fn v4_dtypes_k_and_slow_path() {
             1 => 20.0 + r.normal_vec(1, 3.0)[0], // every sigmoid rounds to 1 (or near)
             2 => r.normal_vec(1, 2.0)[0],        // ordinary
             3 => ((i % 7) as f32) * 0.25,        // 7 distinct values, 73 copies each
-            _ => f32::INFINITY,                  // all +inf: s = 1 for all
+            4 => f32::INFINITY,                  // all +inf: s = 1 for all
+            // 40 experts (every 13th) a hair apart near the top, the rest far below: 33-64
+            // candidates for v9 / v10's tight filter (their two-slot path).
+            _ if (i % e) % 13 == 0 && (i % e) / 13 < 40 => 1.0 + ((i % e) / 13) as f32 * 1e-6,
+            _ => -4.0 + r.normal_vec(1, 0.5)[0],
         };
     }
     l[4 * e + 100] = f32::NAN;
@@ -200,7 +205,7 @@ fn v4_dtypes_k_and_slow_path() {
     ] {
         for dt in [DType::F32, DType::BF16] {
             let mut m = TensorMap::new();
-            m.insert("logits".into(), Tensor::from_f32_as(&[5, e], &l, dt));
+            m.insert("logits".into(), Tensor::from_f32_as(&[rows, e], &l, dt));
             m.insert("bias".into(), Tensor::from_f32_as(&[e], &bias, dt));
             for sig in ["tanh", "exp", "tanh_f32"] {
                 let s = sets(&[("top_k", "22".into()), ("sigmoid", sig.into())]);
@@ -213,8 +218,8 @@ fn v4_dtypes_k_and_slow_path() {
 
 /// `duet_tanhf` on the GPU (common.cuh) vs the Rust function (reference::num::tanhf) for every
 /// one of the 2^32 f32 inputs, bit for bit (NaNs included: both return the input unchanged).
-/// v5 / v6 (persistent blocks: each warp walks tokens t, t + W, ...; v6 loads the next row
-/// first): enough tokens that every warp of the grid routes several (9001 > 132 SMs x 2 blocks
+/// v5 / v6 / v9 (persistent blocks: each warp walks tokens t, t + W, ...; v6 loads the next row
+/// first, v9 stages it in shared memory): enough tokens that every warp of the grid routes several (9001 > 132 SMs x 2 blocks
 /// x 8 warps x 4), a NaN row and a slow-path row among them, E = 256 / 512, f32 and bf16.
 #[test]
 #[ignore = "gpu"]
@@ -241,7 +246,7 @@ fn v5_v6_persistent_walk_many_tokens() {
             ("sigmoid", "tanh".into()),
             ("routed_scaling_factor", "2.5".into()),
         ]);
-        for v in ["v5", "v6", "v7", "v8"] {
+        for v in ["v5", "v6", "v7", "v8", "v9", "v10"] {
             diff(
                 "noaux_tc_router",
                 v,

@@ -2,7 +2,8 @@
 //! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
 //! bitonic sort (E <= 1024, one group), v4 warp per token with 16-byte loads and exact sigmoids
 //! only for the candidates of an approximate-sigmoid filter (E = 256 or 512, one group,
-//! k <= 32, 16-byte aligned logits); `auto` picks by T ([`auto_version`]). Every version
+//! k <= 32, 16-byte aligned logits); v5-v10 variants of v4 (v9: persistent warps, rows staged
+//! in shared memory, the default); `auto` picks by T ([`auto_version`]). Every version
 //! accepts every sigmoid mode (`tanh`, `exp`, `tanh_f32`) and is bit-exact with the reference.
 
 use super::RunOpts;
@@ -23,7 +24,9 @@ const V4_N: &[usize] = &[8, 16];
 
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
-pub const VERSIONS: &[&str] = &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"];
+pub const VERSIONS: &[&str] = &[
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     if c.n_group != 1 {
@@ -88,9 +91,10 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
-/// The version `auto` runs. H200 (E = 512, k = 22, graph replay): v4 wherever it applies, at
-/// every T (3.8 / 4.8 / 10.6 / 63 us at T = 1 / 64 / 4096 / 32768 vs v3 5.8 / 6.0 and v2
-/// 25.8 / 172; bit-exact in every gpu_router test). Otherwise v3 (block per token) at small T
+/// The version `auto` runs. H200 (E = 512, k = 22, graph replay, session 6 call 8): v9
+/// wherever v4 applies, at every T (3.65 / 4.05 / 7.23 / 43.7 us at T = 1 / 64 / 4096 / 32768;
+/// v4 3.88 / 4.84 / 10.66 / 63.2, v7 3.54 / 4.02 / 8.67 / 52.1, same run; bit-exact in every
+/// gpu_router test). Otherwise v3 (block per token) at small T
 /// (6 us at T = 64 vs 17 us for v2), v2 (warp per token) at large T (45 us at T = 4096 vs 108 us
 /// for v3); the crossover is taken at T = 512. v1 where none applies. (`Launch::run` skips v4
 /// for logits that are not 16-byte aligned: [`auto_version_aligned`].)
@@ -106,7 +110,7 @@ pub fn auto_version_aligned(
     aligned: bool,
 ) -> &'static str {
     if aligned && v4_ok(experts, c).is_none() {
-        return "v4";
+        return "v9";
     }
     let (v2, v3) = (v2_ok(experts, c).is_none(), v3_ok(experts, c).is_none());
     match (tokens <= 512, v2, v3) {
@@ -127,7 +131,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" | "v5" | "v6" | "v7" | "v8" => v4_ok(experts, &c),
+        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => v4_ok(experts, &c),
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -219,14 +223,24 @@ impl Launch {
         (k, r, norm, norm_mode, sig): (i32, f64, i32, i32, i32),
         persistent: bool,
     ) -> Result<(), GpuError> {
-        let name = format!("{prefix}_n{}", self.experts / 32);
+        // `router_v9_k22` names `router_v9_n<N>_k22` (v10 likewise).
+        let name = match prefix.strip_suffix("_k22") {
+            Some(p) => format!("{p}_n{}_k22", self.experts / 32),
+            None => format!("{prefix}_n{}", self.experts / 32),
+        };
         let f = g.function("noaux_tc_router", &name)?;
         let mut blocks = self.tokens.div_ceil(per_block);
-        if persistent {
+        // Diagnostics (bench only): DUET_ROUTER_BLOCKS_PER_SM=n caps a persistent version's
+        // grid at n blocks per SM (0: one token per warp, not persistent).
+        let cap = std::env::var("DUET_ROUTER_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok());
+        if persistent && cap != Some(0) {
             let resident = f
                 .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
                 .map_err(|e| GpuError::Driver(format!("{name} occupancy: {e}")))?
                 .max(1) as usize;
+            let resident = cap.map_or(resident, |c| c.min(resident));
             blocks = blocks.min(g.sm_count as usize * resident).max(1);
         }
         if blocks > i32::MAX as usize {
@@ -361,7 +375,7 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" | "v5" | "v6" | "v7" | "v8" => {
+            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v9n" | "v7p" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
@@ -373,14 +387,22 @@ impl Launch {
                     )));
                 }
                 // 8 warps (tokens at a time) per 256-thread block; logits 16-byte aligned
-                // (checked above); v5 / v6 persistent; v7 / v8 one token per warp like v4.
+                // (checked above); v5 / v6 / v9 persistent; v7 / v8 one token per warp like
+                // v4. v9 has kernels for k = 22 (`router_v9_n<N>_k22`).
+                // v9n / v7p: bench-only diagnostic variants (E = 512, k = 22 / E = 512), not
+                // in VERSIONS.
+                let prefix = if matches!(version, "v9" | "v10" | "v9n") && k == 22 {
+                    format!("router_{version}_k22")
+                } else {
+                    format!("router_{version}")
+                };
                 self.launch_warp_per_token(
                     g,
-                    &format!("router_{version}"),
+                    &prefix,
                     8,
                     256,
                     (k, r, norm, norm_mode, sig),
-                    matches!(version, "v5" | "v6"),
+                    matches!(version, "v5" | "v6" | "v9" | "v10" | "v9n"),
                 )?;
             }
             "auto" => {
