@@ -922,12 +922,141 @@ impl Reused for GpuKernels {
             router: self.router_version,
         }
     }
+
+    fn ssu_decode_direct(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        p: &SsmParams<'_>,
+        x: &[f32],
+        dt: &[f32],
+        b: &[f32],
+        c: &[f32],
+    ) -> Result<Option<Vec<f32>>, GpuError> {
+        self.ssu_one_direct(dims, state, p, x, dt, b, c)
+    }
+}
+
+impl GpuKernels {
+    /// The decode step without the op runner, where `auto` would run v6 (batch 1, an f32 state,
+    /// A per head: every Nemotron-H decode step): the state goes up and comes back as raw f32
+    /// (`clone_htod` from the slice, `memcpy_dtoh` into it) instead of the op runner's tensor
+    /// map, guarded staging copy and byte conversions (5.7 ms of host work per call at the
+    /// Super shape, 4 MB of state: session 6 call 1, `ssu_step` 22.7 of 37.4 ms per step);
+    /// A, D, dt_bias come from the weight cache. The kernel parameters are
+    /// [`ops::selective_state_update::decode_params`], which a unit test holds equal to the op's
+    /// own. `None`: not this case (another version configured, other dims, lengths the op's
+    /// parser should report): the caller runs the op.
+    #[allow(clippy::too_many_arguments)]
+    fn ssu_one_direct(
+        &self,
+        dims: SsmDims,
+        state: &mut [f32],
+        p: &SsmParams<'_>,
+        x: &[f32],
+        dt: &[f32],
+        b: &[f32],
+        c: &[f32],
+    ) -> Result<Option<Vec<f32>>, GpuError> {
+        use crate::ops::selective_state_update as ssu;
+        let SsmDims {
+            nheads: h,
+            headdim: hd,
+            ngroups: ng,
+            dstate: n,
+        } = dims;
+        let lengths_ok = h > 0
+            && ng > 0
+            && h % ng == 0
+            && state.len() == h * hd * n
+            && x.len() == h * hd
+            && dt.len() == h
+            && b.len() == ng * n
+            && c.len() == ng * n
+            && p.a.len() == h
+            && p.d.len() == h
+            && p.dt_bias.len() == h;
+        if self.ssu_version != "auto"
+            || !lengths_ok
+            || n > ssu::MAX_DSTATE
+            || ssu::v3_ok(n, DType::F32).is_some()
+            || h as u64 >= 4 * self.g.sm_count as u64
+        {
+            return Ok(None);
+        }
+        let prm = ssu::decode_params(h, hd, n, ng)?;
+        let (fname, dtiles) = ssu::launch_shape("v6", hd, n, DType::F32, false);
+        let f = self.g.function("selective_state_update", &fname)?;
+        let blocks = grid_u32("selective_state_update", h as u64 * dtiles as u64)?;
+        let s = &self.g.stream;
+        let st = s
+            .clone_htod(state)
+            .map_err(|e| GpuError::Driver(format!("selective_state_update state upload: {e}")))?;
+        let (xd, dtd, bd, cd) = (self.up(x)?, self.up(dt)?, self.up(b)?, self.up(c)?);
+        let (ad, dd, biasd) = (
+            self.weight_vec(p.a)?,
+            self.weight_vec(p.d)?,
+            self.weight_vec(p.dt_bias)?,
+        );
+        let dummy = self.dummy()?;
+        let out = self.out(h * hd)?;
+        {
+            use cudarc::driver::DevicePtr;
+            let (stp, _sync) = st.device_ptr(s);
+            // x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out: the common ssu
+            // signature (z, sbi and the scale are dummies: has_z = has_sbi = 0, f32 state).
+            let ptrs = [
+                xd.ptr(s),
+                dtd.ptr(s),
+                ad.ptr(s),
+                bd.ptr(s),
+                cd.ptr(s),
+                dd.ptr(s),
+                dummy.ptr(s),
+                biasd.ptr(s),
+                dummy.ptr(s),
+                stp,
+                dummy.ptr(s),
+                out.ptr(s),
+            ];
+            let mut l = s.launch_builder(&f);
+            l.arg(&prm);
+            for q in &ptrs {
+                l.arg(q);
+            }
+            // SAFETY: the ssu v6 signature (params, then the 12 buffers above); the state holds
+            // h * hd * n f32, x and out h * hd, dt / A / D / dt_bias h, B / C ngroups * n
+            // (checked above); the dummies are never read (their has_* flags are 0).
+            unsafe { l.launch(runtime::cfg(blocks, 128, 0)) }
+                .map_err(launch_err("selective_state_update v6 (decode)"))?;
+        }
+        let y = self.down(&out, h * hd, "selective_state_update out")?;
+        s.memcpy_dtoh(&st, state)
+            .map_err(|e| GpuError::Driver(format!("selective_state_update state download: {e}")))?;
+        Ok(Some(y))
+    }
 }
 
 /// The model's calls into the reused op kernels: the model's operands as the ops' TensorMaps
 /// and back.
 pub(crate) trait Reused: OpExec {
     fn versions(&self) -> Versions;
+
+    /// A decode step that bypasses the op runner (GpuKernels: [`GpuKernels::ssu_one_direct`]);
+    /// `None` runs the op.
+    #[allow(clippy::too_many_arguments)]
+    fn ssu_decode_direct(
+        &self,
+        _dims: SsmDims,
+        _state: &mut [f32],
+        _p: &SsmParams<'_>,
+        _x: &[f32],
+        _dt: &[f32],
+        _b: &[f32],
+        _c: &[f32],
+    ) -> Result<Option<Vec<f32>>, GpuError> {
+        Ok(None)
+    }
 
     /// Runs `name` (`version`) on `inputs` with `sets`.
     fn run_op(
@@ -1105,6 +1234,9 @@ pub(crate) trait Reused: OpExec {
         c: &[f32],
     ) -> Result<Vec<f32>, GpuError> {
         const OP: &str = "selective_state_update";
+        if let Some(y) = self.ssu_decode_direct(dims, state, p, x, dt, b, c)? {
+            return Ok(y);
+        }
         let rows = SsmRows { x, dt, b, c };
         let m = ssm_inputs(OP, dims, state, &[1], p, &rows)?;
         let mut o = self.run_op(
@@ -1617,6 +1749,49 @@ mod tests {
         assert!(RefExec
             .conv_prefill(&x[1..], t, dim, &w, None, k, None)
             .is_err());
+    }
+
+    #[test]
+    fn direct_decode_params_equal_the_ops_own() {
+        // The TensorMap the op path builds for a decode step, through the op's own validation
+        // and parameter derivation, against the direct path's parameters.
+        for (h, hd, n, ng) in [(4usize, 8usize, 16usize, 2usize), (128, 64, 128, 8)] {
+            let dims = SsmDims {
+                nheads: h,
+                headdim: hd,
+                ngroups: ng,
+                dstate: n,
+            };
+            let state = vals(1, h * hd * n, 1.0);
+            let (a, d, bias) = (vals(2, h, 1.0), vals(3, h, 1.0), vals(4, h, 0.1));
+            let p = SsmParams {
+                a: &a,
+                d: &d,
+                dt_bias: &bias,
+            };
+            let (x, dt, b, c) = (
+                vals(5, h * hd, 1.0),
+                vals(6, h, 1.0),
+                vals(7, ng * n, 1.0),
+                vals(8, ng * n, 1.0),
+            );
+            let rows = SsmRows {
+                x: &x,
+                dt: &dt,
+                b: &b,
+                c: &c,
+            };
+            let m = ssm_inputs("selective_state_update", dims, &state, &[1], &p, &rows).unwrap();
+            let def = reference::ops::find("selective_state_update").unwrap();
+            let prm = reference::op::Params::resolve(
+                &def,
+                &[("dt_softplus".to_string(), "true".to_string())],
+            )
+            .unwrap();
+            let (_, own) = crate::ops::selective_state_update::prepare(&m, &prm).unwrap();
+            let direct = crate::ops::selective_state_update::decode_params(h, hd, n, ng).unwrap();
+            assert_eq!(own, direct, "h {h} hd {hd} n {n} ng {ng}");
+        }
     }
 
     #[test]

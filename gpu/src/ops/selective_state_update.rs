@@ -170,7 +170,7 @@ pub fn ssu7_plan(
 
 /// Kernel parameters (`struct SsuParams` in the .cu file: 22 x 64-bit, same order).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SsuParams {
     pub batch: i64,
     pub nheads: i64,
@@ -204,23 +204,12 @@ fn drv(e: cudarc::driver::DriverError) -> GpuError {
     GpuError::Driver(format!("launch ssu_v1: {e}"))
 }
 
-pub fn run(
-    g: &Gpu,
-    version: &str,
+/// The reference's validation of the op's inputs and parameters, and the kernel parameters they
+/// give (shared by `run` and the test that holds [`decode_params`] to it).
+pub(crate) fn prepare(
     inputs: &TensorMap,
     p: &Params,
-    opts: &RunOpts,
-) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"].contains(&version)
-        && sweep_rpt(version).is_none()
-        && !V7_SWEEP.contains(&version)
-    {
-        return Err(GpuError::NoVersion {
-            op: OP.into(),
-            version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8".into(),
-        });
-    }
+) -> Result<(reference::ops::selective_state_update::Parsed, SsuParams), GpuError> {
     let inp = Inputs::new(OP, inputs);
     let conf = parse_config(OP, p)?;
     let parsed = parse_inputs(&inp, false)?;
@@ -260,6 +249,72 @@ pub fn run(
         rounds,
         seed,
     };
+    Ok((parsed, prm))
+}
+
+/// The kernel parameters of the model's decode step (`GpuKernels`' direct decode path): batch 1, one
+/// slot, an f32 state, A / D / dt_bias per head, no z, dt_softplus, and the op's defaults for
+/// every other parameter (pad slot, pad mode, out, rounding: resolved from the op's own
+/// definition, as `duet run` would). A unit test holds them equal to what `run` derives from
+/// the same inputs.
+pub fn decode_params(
+    nheads: usize,
+    dim: usize,
+    dstate: usize,
+    ngroups: usize,
+) -> Result<SsuParams, GpuError> {
+    let def = reference::ops::find(OP).map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let p = Params::resolve(&def, &[("dt_softplus".to_string(), "true".to_string())])
+        .map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let conf = parse_config(OP, &p)?;
+    let (sr, sr_mapping, rounds, seed) = rounding_fields(conf.rounding);
+    Ok(SsuParams {
+        batch: 1,
+        nheads: nheads as i64,
+        dim: dim as i64,
+        dstate: dstate as i64,
+        ngroups: ngroups as i64,
+        slots: 1,
+        pad_slot_id: conf.pad_slot_id,
+        dt_per_dim: 0,
+        a_full: 0,
+        d_per_dim: 0,
+        bias_per_dim: 0,
+        has_d: 1,
+        has_z: 0,
+        has_bias: 1,
+        has_sbi: 0,
+        softplus: conf.dt_softplus as i64,
+        pad_mode: (conf.pad_mode == PadMode::ComputeFromZeroState) as i64,
+        out_from: (conf.out_from == OutFrom::StoredState) as i64,
+        state_dt: state_dt_code(DType::F32),
+        sr,
+        sr_mapping,
+        rounds,
+        seed,
+    })
+}
+
+pub fn run(
+    g: &Gpu,
+    version: &str,
+    inputs: &TensorMap,
+    p: &Params,
+    opts: &RunOpts,
+) -> Result<TensorMap, GpuError> {
+    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"].contains(&version)
+        && sweep_rpt(version).is_none()
+        && !V7_SWEEP.contains(&version)
+    {
+        return Err(GpuError::NoVersion {
+            op: OP.into(),
+            version: version.into(),
+            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8".into(),
+        });
+    }
+    let (parsed, prm) = prepare(inputs, p)?;
+    let dims = parsed.dims;
+    let sr = prm.sr;
     let operands = upload_operands(g, &parsed)?;
     let sbi = g.upload(&Tensor::from_i64(
         &[dims.batch.max(1)],
@@ -607,7 +662,7 @@ pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value
 
 /// Kernel name and d-tiles per (batch row, head) of a version (every version runs 128-thread
 /// blocks: v1 4 warps = 4 rows, v2 one block per (b, h), v3 `v3_rows_per_block` rows).
-fn launch_shape(
+pub(crate) fn launch_shape(
     version: &str,
     dim: usize,
     dstate: usize,
