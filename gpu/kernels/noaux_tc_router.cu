@@ -329,11 +329,16 @@ __device__ __forceinline__ void router_v2_body(const void* __restrict__ logits, 
     }
 }
 
+// The parameter list of the warp-per-token kernels (v2, v4-v10): logits and dtype, bias and
+// dtype, T, k, routed scale, norm flag, norm mode, sigmoid mode, the two outputs.
+#define ROUTER_WARP_KERNEL_PARAMS                                                                \
+    const void *__restrict__ logits, int logits_dt, const void *__restrict__ bias, int bias_dt, \
+        i64 T, int k, double r, int norm, int norm_mode, int sig_mode,                          \
+        int *__restrict__ out_idx, float *__restrict__ out_w
+
 #define ROUTER_V2(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(128) router_v2_n##N(                           \
-        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
-        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
-        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        ROUTER_WARP_KERNEL_PARAMS) {                                                            \
         router_v2_body<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, sig_mode, \
                           out_idx, out_w);                                                      \
     }
@@ -757,9 +762,7 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
 
 #define ROUTER_V4(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v4_n##N(                              \
-        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
-        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
-        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        ROUTER_WARP_KERNEL_PARAMS) {                                                            \
         router_v4_entry<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,          \
                            sig_mode, out_idx, out_w);                                           \
     }
@@ -777,9 +780,7 @@ ROUTER_V4(16)
 // order, same weights: bit-identical to v4.
 #define ROUTER_V7(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v7_n##N(                              \
-        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
-        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
-        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        ROUTER_WARP_KERNEL_PARAMS) {                                                            \
         router_v4_entry<N, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,    \
                                  sig_mode, out_idx, out_w);                                     \
     }
@@ -847,6 +848,65 @@ __device__ __forceinline__ u64 router_v8_sort_desc(u64 p) {
 
 #define ROUTER_V8_CAND 32
 
+// Candidate flags of a lane (bit j: L[j] >= thr), their count, the inclusive warp scan of the
+// counts; returns the warp's total (v8 / v9 / v10).
+template <int N>
+__device__ __forceinline__ int router_candidates(const float (&L)[N], float thr, u32& flags,
+                                                 int& cnt, int& incl) {
+    const int lane = threadIdx.x & 31;
+    flags = 0u;
+#pragma unroll
+    for (int j = 0; j < N; ++j) flags |= (L[j] >= thr ? 1u : 0u) << j;
+    cnt = __popc(flags);
+    incl = cnt;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(DUET_FULL_MASK, incl, o);
+        if (lane >= o) incl += v;
+    }
+    return __shfl_sync(DUET_FULL_MASK, incl, 31);
+}
+
+// The k rounds of a slow path whose exact s are in shared memory (sv, by expert): each round a
+// warp-wide u64 max of the lanes' best keys; the owner lane records winner i and recomputes its
+// next best from sv and the biases. UNROLL (v9 / v10): the recompute unrolled, its loads all in
+// flight; v8 walks it serially (one SM ran ~20 us per such token: session 6's straggler).
+template <int N, int VEC, bool UNROLL>
+__device__ __forceinline__ void router_smem_rounds(u64 best, int k, const float* sv,
+                                                   const float* __restrict__ bsh, int* wi,
+                                                   float* ws) {
+    const int lane = threadIdx.x & 31;
+    u32 taken = 0u;
+    for (int i = 0; i < k; ++i) {
+        const u64 m = warp_max_u64(best);
+        if (best == m) {
+            // This lane owns the winner (keys are distinct); element j of expert e (the inverse
+            // of router_v4_expert).
+            const int e = router_unpack(m);
+            taken |= 1u << ((e / (32 * VEC)) * VEC + e % VEC);
+            wi[i] = e;
+            ws[i] = sv[e];
+            best = 0ull;
+            if (UNROLL) {
+#pragma unroll
+                for (int j = 0; j < N; ++j) {
+                    const int ej = router_v4_expert<VEC>(j, lane);
+                    const u64 p = router_pack(__fadd_rn(sv[ej], bsh[ej]), ej);
+                    best = (taken & (1u << j)) == 0u && p > best ? p : best;
+                }
+            } else {
+#pragma unroll 1
+                for (int j = 0; j < N; ++j) {
+                    if (taken & (1u << j)) continue;
+                    const int ej = router_v4_expert<VEC>(j, lane);
+                    const u64 p = router_pack(__fadd_rn(sv[ej], bsh[ej]), ej);
+                    best = p > best ? p : best;
+                }
+            }
+        }
+    }
+}
+
 // v8's slow path: v4's (exact keys of every expert, k rounds of a warp-wide u64 max) with the
 // exact s of the row kept in shared memory (sv, by expert) instead of 16 + 16 registers, and
 // the keys re-derived from it, so the rare path does not set the kernel's register count.
@@ -865,26 +925,7 @@ __device__ __forceinline__ void router_v8_exact_topk(const void* __restrict__ lo
         const u64 p = router_pack(__fadd_rn(s, bsh[e]), e);
         best = p > best ? p : best;
     }
-    u32 taken = 0u;
-    for (int i = 0; i < k; ++i) {
-        const u64 m = warp_max_u64(best);
-        if (best == m) {
-            // This lane owns the winner (keys are distinct); element j of expert e (the inverse
-            // of router_v4_expert).
-            const int e = router_unpack(m);
-            taken |= 1u << ((e / (32 * VEC)) * VEC + e % VEC);
-            wi[i] = e;
-            ws[i] = sv[e];
-            best = 0ull;
-#pragma unroll 1
-            for (int j = 0; j < N; ++j) {
-                if (taken & (1u << j)) continue;
-                const int ej = router_v4_expert<VEC>(j, lane);
-                const u64 p = router_pack(__fadd_rn(sv[ej], bsh[ej]), ej);
-                best = p > best ? p : best;
-            }
-        }
-    }
+    router_smem_rounds<N, VEC, false>(best, k, sv, bsh, wi, ws);
 }
 
 template <int N, int VEC>
@@ -919,17 +960,9 @@ __device__ __forceinline__ void router_v8_token(const void* __restrict__ logits,
     int total = ROUTER_V8_CAND + 1;
     if (!slow) {
         const float thr = __fsub_rn(router_v7_tau(lmax, lmax2, k), ROUTER_V8_W);
-        u32 flags = 0u;
-#pragma unroll
-        for (int j = 0; j < N; ++j) flags |= (L[j] >= thr ? 1u : 0u) << j;
-        const int cnt = __popc(flags);
-        int incl = cnt;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(DUET_FULL_MASK, incl, o);
-            if (lane >= o) incl += v;
-        }
-        total = __shfl_sync(DUET_FULL_MASK, incl, 31);
+        u32 flags;
+        int cnt, incl;
+        total = router_candidates<N>(L, thr, flags, cnt, incl);
         if (total <= ROUTER_V8_CAND && total >= k) {
             int pos = incl - cnt;
 #pragma unroll
@@ -993,9 +1026,7 @@ __device__ __forceinline__ void router_v8_entry(const void* __restrict__ logits,
 
 #define ROUTER_V8(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v8_n##N(                              \
-        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
-        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
-        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        ROUTER_WARP_KERNEL_PARAMS) {                                                            \
         router_v8_entry<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, sig_mode, \
                            out_idx, out_w);                                                     \
     }
@@ -1186,17 +1217,9 @@ __device__ __forceinline__ void router_v9_token(float* row, int logits_dt, const
     if (!slow) {
         const float thr =
             __fsub_rn(router_v9_tau<KT>(lmax, lmax2, k), EXPF ? ROUTER_V10_W : ROUTER_V8_W);
-        u32 flags = 0u;
-#pragma unroll
-        for (int j = 0; j < N; ++j) flags |= (L[j] >= thr ? 1u : 0u) << j;
-        const int cnt = __popc(flags);
-        int incl = cnt;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(DUET_FULL_MASK, incl, o);
-            if (lane >= o) incl += v;
-        }
-        total = __shfl_sync(DUET_FULL_MASK, incl, 31);
+        u32 flags;
+        int cnt, incl;
+        total = router_candidates<N>(L, thr, flags, cnt, incl);
         if (total <= ROUTER_V9_CAND && total >= k) {
             // At most 64 candidates: slot lane and lane + 32 (the second only when total > 32,
             // rare: ~2 tokens in 32768 of the random bench rows).
@@ -1247,27 +1270,7 @@ __device__ __forceinline__ void router_v9_token(float* row, int logits_dt, const
             const u64 p = router_pack(__fadd_rn(s, bsh[e]), e);
             best = p > best ? p : best;
         }
-        u32 taken = 0u;
-        for (int i = 0; i < k; ++i) {
-            const u64 m = warp_max_u64(best);
-            if (best == m) {
-                // This lane owns the winner (keys are distinct). Its next best is recomputed
-                // from shared memory with every load issued at once (unrolled): v8's serial
-                // loop made a slow-path token ~20 us, a straggler that set v8's and the first
-                // v9's time at T = 32768 (one SM active 2x longer than the others).
-                const int e = router_unpack(m);
-                taken |= 1u << ((e / (32 * VEC)) * VEC + e % VEC);
-                wi[i] = e;
-                ws[i] = row[e];
-                best = 0ull;
-#pragma unroll
-                for (int j = 0; j < N; ++j) {
-                    const int ej = router_v4_expert<VEC>(j, lane);
-                    const u64 p = router_pack(__fadd_rn(row[ej], bsh[ej]), ej);
-                    best = (taken & (1u << j)) == 0u && p > best ? p : best;
-                }
-            }
-        }
+        router_smem_rounds<N, VEC, true>(best, k, row, bsh, wi, ws);
     }
     router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
     __syncwarp();  // the row buffer and wi / ws are free for the next token
@@ -1334,9 +1337,7 @@ __device__ __forceinline__ void router_v9_entry(const void* __restrict__ logits,
 
 #define ROUTER_V9(NAME, N, KT, EXPF)                                                            \
     extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                     \
-        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
-        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
-        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        ROUTER_WARP_KERNEL_PARAMS) {                                                            \
         router_v9_entry<N, KT, EXPF>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, \
                                sig_mode, out_idx, out_w);                                       \
     }
@@ -1351,16 +1352,12 @@ ROUTER_V9(router_v9_n16_k22, 16, 22, false)
 // size as the cause of v8's / the first v9's slowness at T = 32768 (H200 call 6: v9n 80.3 us,
 // v9 78.7, v7p 52.3, v7 52.0); the cause was a straggler (v9's slow-path comment).
 extern "C" __global__ void __launch_bounds__(256, 4) router_v9n_n16_k22(
-    const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias, int bias_dt,
-    i64 T, int k, double r, int norm, int norm_mode, int sig_mode, int* __restrict__ out_idx,
-    float* __restrict__ out_w) {
+    ROUTER_WARP_KERNEL_PARAMS) {
     router_v9_entry<16, 22, false, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm,
                                          norm_mode, sig_mode, out_idx, out_w);
 }
 extern "C" __global__ void __launch_bounds__(256) router_v7p_n16(
-    const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias, int bias_dt,
-    i64 T, int k, double r, int norm, int norm_mode, int sig_mode, int* __restrict__ out_idx,
-    float* __restrict__ out_w) {
+    ROUTER_WARP_KERNEL_PARAMS) {
     __shared__ volatile char pad[16384];
     pad[threadIdx.x] = 0;
     router_v4_entry<16, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,
@@ -1427,9 +1424,7 @@ __device__ __forceinline__ void router_v5_entry(const void* __restrict__ logits,
 
 #define ROUTER_V5(NAME, N, PREFETCH, MINB)                                                      \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                                 \
-        const void* __restrict__ logits, int logits_dt, const void* __restrict__ bias,          \
-        int bias_dt, i64 T, int k, double r, int norm, int norm_mode, int sig_mode,             \
-        int* __restrict__ out_idx, float* __restrict__ out_w) {                                 \
+        ROUTER_WARP_KERNEL_PARAMS) {                                                            \
         router_v5_entry<N, PREFETCH>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, \
                                      sig_mode, out_idx, out_w);                                 \
     }

@@ -923,21 +923,6 @@ impl Reused for GpuKernels {
         }
     }
 
-    fn ssu_decode_direct(
-        &self,
-        dims: SsmDims,
-        state: &mut [f32],
-        p: &SsmParams<'_>,
-        x: &[f32],
-        dt: &[f32],
-        b: &[f32],
-        c: &[f32],
-    ) -> Result<Option<Vec<f32>>, GpuError> {
-        self.ssu_one_direct(dims, state, p, x, dt, b, c)
-    }
-}
-
-impl GpuKernels {
     /// The decode step without the op runner, where `auto` would run v6 (batch 1, an f32 state,
     /// A per head: every Nemotron-H decode step): the state goes up and comes back as raw f32
     /// (`clone_htod` from the slice, `memcpy_dtoh` into it) instead of the op runner's tensor
@@ -947,8 +932,7 @@ impl GpuKernels {
     /// [`ops::selective_state_update::decode_params`], which a unit test holds equal to the op's
     /// own. `None`: not this case (another version configured, other dims, lengths the op's
     /// parser should report): the caller runs the op.
-    #[allow(clippy::too_many_arguments)]
-    fn ssu_one_direct(
+    fn ssu_decode_direct(
         &self,
         dims: SsmDims,
         state: &mut [f32],
@@ -1042,8 +1026,8 @@ impl GpuKernels {
 pub(crate) trait Reused: OpExec {
     fn versions(&self) -> Versions;
 
-    /// A decode step that bypasses the op runner (GpuKernels: [`GpuKernels::ssu_one_direct`]);
-    /// `None` runs the op.
+    /// A decode step that bypasses the op runner (GpuKernels: v6 on the raw f32 state, see
+    /// its impl); `None` runs the op.
     #[allow(clippy::too_many_arguments)]
     fn ssu_decode_direct(
         &self,
