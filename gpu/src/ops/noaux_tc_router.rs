@@ -391,6 +391,16 @@ impl Launch {
                 // v4. v9 has kernels for k = 22 (`router_v9_n<N>_k22`).
                 // v9n / v7p: bench-only diagnostic variants (E = 512, k = 22 / E = 512), not
                 // in VERSIONS.
+                if (version == "v9n" && (self.experts != 512 || k != 22))
+                    || (version == "v7p" && self.experts != 512)
+                {
+                    return Err(GpuError::Unsupported(format!(
+                        "router {version} is a diagnostic variant compiled for E = 512{} only \
+                         (E = {}, top_k = {k})",
+                        if version == "v9n" { ", top_k = 22" } else { "" },
+                        self.experts
+                    )));
+                }
                 let prefix = if matches!(version, "v9" | "v10" | "v9n") && k == 22 {
                     format!("router_{version}_k22")
                 } else {
