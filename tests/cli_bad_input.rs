@@ -2273,3 +2273,42 @@ fn tuning_cache_bad_files() {
     );
     std::env::remove_var("DUET_TUNING_CACHE");
 }
+
+#[test]
+fn bench_versions_filter_bad_uses() {
+    // --versions with a non-router preset: refused before any GPU work, naming the fix.
+    let d = tempfile::tempdir().unwrap();
+    let out_path = d.path().join("b.json");
+    let out = duet([
+        OsStr::new("bench"),
+        OsStr::new("--backend"),
+        OsStr::new("gpu"),
+        OsStr::new("--shape"),
+        OsStr::new("nvfp4_8192"),
+        OsStr::new("--versions"),
+        OsStr::new("v9"),
+        OsStr::new("--out"),
+        out_path.as_os_str(),
+    ]);
+    assert_clean_error(
+        &out,
+        "bench --versions with nvfp4_8192",
+        &["--versions", "router"],
+    );
+    assert!(!out_path.exists(), "no results file on an error");
+    // An unknown version name: refused before the GPU is opened (also without a GPU), listing
+    // the known ones.
+    let out = duet([
+        OsStr::new("bench"),
+        OsStr::new("--backend"),
+        OsStr::new("gpu"),
+        OsStr::new("--shape"),
+        OsStr::new("router_t1"),
+        OsStr::new("--versions"),
+        OsStr::new("v9,v99"),
+        OsStr::new("--out"),
+        out_path.as_os_str(),
+    ]);
+    assert_clean_error(&out, "bench --versions v99", &["v99", "v9n"]);
+    assert!(!out_path.exists(), "no results file on an error");
+}

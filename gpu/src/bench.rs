@@ -107,21 +107,40 @@ fn rand_f32(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 /// Router at `tokens` tokens, 512 experts, top-22, Super config; every version.
-pub fn router(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
-    router_with(g, tokens, RouterConfig::nemotron_super())
+/// Router versions a preset times (`duet bench --versions`); `None`: every version.
+#[derive(Clone, Copy)]
+pub struct RouterVersions<'a>(pub Option<&'a [String]>);
+
+/// Every router version the router presets know: the op's versions and the diagnostic
+/// variants (timed only when named).
+const ROUTER_BENCH_VERSIONS: &[&str] = &[
+    "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v9n", "v7p",
+];
+
+pub fn router(g: &Gpu, tokens: usize, rv: RouterVersions) -> Result<serde_json::Value, GpuError> {
+    router_with(g, tokens, RouterConfig::nemotron_super(), rv)
 }
 
 /// [`router`] with the Super config's sigmoid replaced by `tanh_f32` (the all-f32 sigmoid of
 /// `reference::num::tanhf`; presets `router_t*_f32sig`).
-pub fn router_f32sig(g: &Gpu, tokens: usize) -> Result<serde_json::Value, GpuError> {
+pub fn router_f32sig(
+    g: &Gpu,
+    tokens: usize,
+    rv: RouterVersions,
+) -> Result<serde_json::Value, GpuError> {
     let c = RouterConfig {
         sigmoid: reference::ops::noaux_tc_router::SigmoidMode::TanhF32,
         ..RouterConfig::nemotron_super()
     };
-    router_with(g, tokens, c)
+    router_with(g, tokens, c, rv)
 }
 
-fn router_with(g: &Gpu, tokens: usize, c: RouterConfig) -> Result<serde_json::Value, GpuError> {
+fn router_with(
+    g: &Gpu,
+    tokens: usize,
+    c: RouterConfig,
+    rv: RouterVersions,
+) -> Result<serde_json::Value, GpuError> {
     let e = 512;
     let logits = g.upload(&Tensor::from_f32(
         &[tokens, e],
@@ -149,19 +168,11 @@ fn router_with(g: &Gpu, tokens: usize, c: RouterConfig) -> Result<serde_json::Va
             || preset_counted_bytes(&format!("router_t{tokens}")) == Some(bytes as u64)
     );
     let mut versions = vec![];
-    // DUET_ROUTER_BENCH_VERSIONS=v4,v9 (diagnostics): time only these versions.
-    let only = std::env::var("DUET_ROUTER_BENCH_VERSIONS").ok();
-    // v9n / v7p: diagnostic variants, timed only when named in DUET_ROUTER_BENCH_VERSIONS.
-    for v in [
-        "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v9n", "v7p",
-    ] {
-        if only.is_none() && matches!(v, "v9n" | "v7p") {
-            continue;
-        }
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|x| x == v))
-        {
+    let only = rv.0;
+    for &v in ROUTER_BENCH_VERSIONS {
+        let named = only.is_some_and(|o| o.iter().any(|x| x == v));
+        // The diagnostic variants only when named; with a list, only what it names.
+        if (only.is_some() && !named) || (only.is_none() && matches!(v, "v9n" | "v7p")) {
             continue;
         }
         let (single, graph) = time_launch(g, true, || l.run(g, v))?;
@@ -270,16 +281,43 @@ pub fn preset_counted_bytes(name: &str) -> Option<u64> {
 
 /// A named preset (module doc).
 pub fn preset(name: &str) -> Result<serde_json::Value, GpuError> {
+    preset_versions(name, None)
+}
+
+/// [`preset`], the router presets timing only `versions` when given (unknown names are an
+/// error; the diagnostic variants v9n / v7p are timed only when named).
+pub fn preset_versions(
+    name: &str,
+    versions: Option<&[String]>,
+) -> Result<serde_json::Value, GpuError> {
+    if let Some(vs) = versions {
+        if let Some(bad) = vs
+            .iter()
+            .find(|v| !ROUTER_BENCH_VERSIONS.contains(&v.as_str()))
+        {
+            return Err(GpuError::NoVersion {
+                op: "noaux_tc_router".into(),
+                version: bad.clone(),
+                known: ROUTER_BENCH_VERSIONS.join(", "),
+            });
+        }
+        if !name.starts_with("router_t") {
+            return Err(GpuError::Unsupported(format!(
+                "bench preset {name}: a version list applies to the router presets only"
+            )));
+        }
+    }
     let g = gpu()?;
+    let rv = RouterVersions(versions);
     match name {
-        "router_t1" => router(&g, 1),
-        "router_t64" => router(&g, 64),
-        "router_t4096" => router(&g, 4096),
-        "router_t32768" => router(&g, 32768),
-        "router_t1_f32sig" => router_f32sig(&g, 1),
-        "router_t64_f32sig" => router_f32sig(&g, 64),
-        "router_t4096_f32sig" => router_f32sig(&g, 4096),
-        "router_t32768_f32sig" => router_f32sig(&g, 32768),
+        "router_t1" => router(&g, 1, rv),
+        "router_t64" => router(&g, 64, rv),
+        "router_t4096" => router(&g, 4096, rv),
+        "router_t32768" => router(&g, 32768, rv),
+        "router_t1_f32sig" => router_f32sig(&g, 1, rv),
+        "router_t64_f32sig" => router_f32sig(&g, 64, rv),
+        "router_t4096_f32sig" => router_f32sig(&g, 4096, rv),
+        "router_t32768_f32sig" => router_f32sig(&g, 32768, rv),
         "nvfp4_8192" => nvfp4_quantize(&g, 8192, 8192),
         // Mamba (gpu/src/ops/{causal_conv1d,ssd_chunk_scan}.rs): prefill batch 1, 50,000 tokens.
         "conv1d_prefill_50k" => ops::causal_conv1d::bench_prefill(&g, 1, 10240, 50_000, 4),

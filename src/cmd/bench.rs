@@ -24,6 +24,10 @@ pub struct Args {
     /// router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, copy.
     #[arg(long = "shape")]
     shapes: Vec<String>,
+    /// With --shape router_*: time only these kernel versions (comma-separated, e.g. v7,v9;
+    /// also the diagnostic variants v9n, v7p). Default: every version.
+    #[arg(long, value_delimiter = ',')]
+    versions: Vec<String>,
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
     /// Minimum measured repetitions per case.
@@ -249,11 +253,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         if args.backend != "gpu" {
             anyhow::bail!("--shape presets are GPU kernel benchmarks; add --backend gpu");
         }
+        if !args.versions.is_empty() && args.shapes.iter().any(|s| !s.starts_with("router_t")) {
+            anyhow::bail!(
+                "--versions filters the router presets (router_t*); run the other --shape presets without it"
+            );
+        }
+        let versions = (!args.versions.is_empty()).then_some(args.versions.as_slice());
         let mut results = vec![];
         for s in &args.shapes {
             nvtx::range_push!("duet bench preset {s}");
             let _pop = PopOnDrop;
-            let v = gpu::bench::preset(s).with_context(|| format!("bench preset {s}"))?;
+            let v = gpu::bench::preset_versions(s, versions)
+                .with_context(|| format!("bench preset {s}"))?;
             println!("{}", serde_json::to_string(&v)?);
             results.push(v);
         }
