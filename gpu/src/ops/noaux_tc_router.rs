@@ -431,3 +431,131 @@ impl Launch {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod filter_bound_tests {
+    //! CPU model of the router filters' bounds (gpu/kernels/noaux_tc_router.cu, "v8" and
+    //! "EXPF" for v10): for an approximate sigmoid anywhere within the bound the H200 measured
+    //! over all 2^32 inputs (gpu_router.rs), and any bias |b| <= 256 (the kernels' premise),
+    //! the lower bound L is <= the exact key, and every key >= tau has L >= fl(tau - W): no
+    //! winner is ever filtered out. The arithmetic is the kernels' f32 arithmetic.
+    use proptest::prelude::*;
+    use reference::ops::noaux_tc_router::{sigmoid, SigmoidMode};
+
+    const MODES: [SigmoidMode; 3] = [SigmoidMode::Tanh, SigmoidMode::Exp, SigmoidMode::TanhF32];
+
+    /// A bias: 0, +-256, or sign x 2^e x m with e in [-40, 7], m in [1, 2) (every binade the
+    /// premise allows, so the rounding terms of the proof are exercised at their largest).
+    fn bias() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            Just(0.0f32),
+            Just(256.0f32),
+            Just(-256.0f32),
+            (any::<bool>(), -40i32..8, 1.0f32..2.0).prop_map(|(neg, e, m)| {
+                let v = m * 2f32.powi(e);
+                if neg {
+                    -v
+                } else {
+                    v
+                }
+            }),
+        ]
+    }
+
+    fn logit() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            -30.0f32..30.0,
+            -1.0f32..1.0,
+            Just(0.0f32),
+            Just(f32::INFINITY),
+            Just(f32::NEG_INFINITY),
+            Just(88.0f32),
+            Just(-88.0f32),
+        ]
+    }
+
+    /// v8: L = fma(0.5, t, c_lo), c_lo = fl(fl(0.5 + b) - 2^-10), t an f32 with
+    /// |0.5 t + 0.5 - s| <= 2^-11; window W = 2^-9.
+    fn v8_case(x: f32, b: f32, frac: f64, mode: SigmoidMode) -> Result<(), TestCaseError> {
+        let s = sigmoid(x, mode);
+        let key = s + b;
+        let t = (2.0 * s as f64 - 1.0 + frac * 2f64.powi(-10)) as f32;
+        if ((0.5 * t as f64 + 0.5) - s as f64).abs() > 2f64.powi(-11) {
+            return Ok(()); // outside the measured premise
+        }
+        let c_lo = (0.5f32 + b) - 2f32.powi(-10);
+        // fma: one rounding of the exact 0.5 t + c_lo (exact in f64 here: both are f32 values
+        // within 2^29 of each other's scale, or the smaller one is below the f32 rounding).
+        let l = (0.5 * t as f64 + c_lo as f64) as f32;
+        prop_assert!(
+            l <= key,
+            "v8 L {l:e} > key {key:e} (x {x:e}, b {b:e}, t {t:e}, {mode:?})"
+        );
+        let thr = key - 2f32.powi(-9);
+        prop_assert!(
+            l >= thr,
+            "v8 L {l:e} < fl(key - W) {thr:e} (x {x:e}, b {b:e}, {mode:?})"
+        );
+        Ok(())
+    }
+
+    /// v10: L = fl(sa + c_lo), c_lo = fl(b - 2^-14), sa an f32 with |sa - s| <= 2^-20;
+    /// window W = 2^-12.
+    fn v10_case(x: f32, b: f32, frac: f64, mode: SigmoidMode) -> Result<(), TestCaseError> {
+        let s = sigmoid(x, mode);
+        let key = s + b;
+        let sa = (s as f64 + frac * 2f64.powi(-20)) as f32;
+        if (sa as f64 - s as f64).abs() > 2f64.powi(-20) {
+            return Ok(());
+        }
+        let c_lo = b - 2f32.powi(-14);
+        let l = sa + c_lo;
+        prop_assert!(
+            l <= key,
+            "v10 L {l:e} > key {key:e} (x {x:e}, b {b:e}, sa {sa:e}, {mode:?})"
+        );
+        let thr = key - 2f32.powi(-12);
+        prop_assert!(
+            l >= thr,
+            "v10 L {l:e} < fl(key - W) {thr:e} (x {x:e}, b {b:e}, {mode:?})"
+        );
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn v8_lower_bound_and_window(x in logit(), b in bias(), frac in -1.0f64..=1.0, m in 0usize..3) {
+            v8_case(x, b, frac, MODES[m])?;
+        }
+
+        #[test]
+        fn v10_lower_bound_and_window(x in logit(), b in bias(), frac in -1.0f64..=1.0, m in 0usize..3) {
+            v10_case(x, b, frac, MODES[m])?;
+        }
+    }
+
+    /// The extreme corners: the approximation at either end of its bound, biases at +-256 and
+    /// at every power of two in between.
+    #[test]
+    fn corners() {
+        let mut biases = vec![0.0f32, 256.0, -256.0];
+        for e in -30..8 {
+            for m in [1.0f32, 1.5, 1.999_999_9] {
+                biases.push(m * 2f32.powi(e));
+                biases.push(-m * 2f32.powi(e));
+            }
+        }
+        for &b in &biases {
+            for x in [-20.0f32, -3.0, -0.5, 0.0, 0.5, 3.0, 20.0, f32::INFINITY] {
+                for frac in [-1.0, -0.5, 0.0, 0.5, 1.0] {
+                    for mode in MODES {
+                        v8_case(x, b, frac, mode).unwrap();
+                        v10_case(x, b, frac, mode).unwrap();
+                    }
+                }
+            }
+        }
+    }
+}
