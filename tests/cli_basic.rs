@@ -246,6 +246,38 @@ fn profile_reads_an_ncu_raw_export_of_the_h200() {
 }
 
 #[test]
+fn profile_flags_a_straggler_sm() {
+    // Two real ncu captures of router v9 at T = 32768 on the H200 (fixtures/traces): the first
+    // build, where one SM stayed active 1.98x the average, and the fixed one.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/traces/");
+    let straggler = format!("{dir}h200_router_v9_straggler_ncu.csv");
+    let balanced = format!("{dir}h200_router_v9_balanced_ncu.csv");
+    let o = duet(&["profile", "noaux_tc_router", "--from-csv", &straggler]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("STRAGGLER"), "{t}");
+    assert!(t.contains("82.8k / 85.5k / 169.6k of 173.1k"), "{t}");
+    let o = duet(&["profile", "noaux_tc_router", "--from-csv", &balanced]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(!t.contains("STRAGGLER"), "{t}");
+    assert!(t.contains("90.1k / 91.6k / 96.4k"), "{t}");
+    let o = duet(&[
+        "profile",
+        "noaux_tc_router",
+        "--from-csv",
+        &straggler,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v.as_array().unwrap()[0];
+    let ratio = r["sm_straggler_ratio"].as_f64().unwrap();
+    assert!((ratio - 169_619.0 / 85_549.28).abs() < 1e-9, "{ratio}");
+    assert_eq!(r["sm_elapsed_cycles"].as_f64().unwrap(), 173_080.85);
+}
+
+#[test]
 fn compare_treats_topk_rows_as_sets_and_aligns_weights() {
     let d = tempfile::tempdir().unwrap();
     let a = d.path().join("ours.safetensors");

@@ -1,7 +1,8 @@
 //! `duet profile OP [--kernel REGEX] [--metrics LIST]`: runs the op's GPU benchmark under
 //! Nsight Compute (`--clock-control none`, CSV raw page), ingests the CSV with the traces
 //! layer and prints, per kernel, duration, DRAM bytes read/written, memory and SM throughput,
-//! occupancy, registers and shared-memory bank conflicts next to the bytes the case table
+//! occupancy, registers, shared-memory bank conflicts and the per-SM balance (active cycles
+//! min / avg / max: a straggler SM is flagged) next to the bytes the case table
 //! counts ("DRAM read 134 MB of 134 MB counted"). `--from-csv` reads an existing ncu CSV.
 
 use anyhow::{bail, Context};
@@ -21,7 +22,28 @@ pub const DEFAULT_METRICS: &[&str] = &[
     "smsp__inst_executed_pipe_fp64.sum",
     "smsp__inst_executed.sum",
     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+    "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "sm__cycles_active.min",
+    "sm__cycles_active.avg",
+    "sm__cycles_active.max",
+    "sm__cycles_elapsed.avg",
 ];
+
+/// An SM active this many times the average marks a straggler (session 6: router v9's first
+/// build had one SM active 1.98x the average, min 82.8k / avg 85.5k / max 169.6k of 173.1k
+/// cycles, which looked like low occupancy until these were read).
+pub const STRAGGLER_RATIO: f64 = 1.25;
+
+/// Per-SM balance of one kernel from `sm__cycles_active.{min,avg,max}` and
+/// `sm__cycles_elapsed.avg`: (min, avg, max, elapsed) in cycles when all four are present.
+fn sm_cycles(k: &NcuKernel) -> Option<(f64, f64, f64, f64)> {
+    Some((
+        metric(k, &["sm__cycles_active.min"])?,
+        metric(k, &["sm__cycles_active.avg"])?,
+        metric(k, &["sm__cycles_active.max"])?,
+        metric(k, &["sm__cycles_elapsed.avg"])?,
+    ))
+}
 
 /// The kernels a `bench --shape` preset exists to measure (ncu regex), by preset prefix.
 pub fn default_kernel_regex(shape: &str) -> Option<String> {
@@ -217,6 +239,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "occupancy_pct": metric(k, &["sm__warps_active.avg.pct_of_peak_sustained_active", "Achieved Occupancy"]),
             "registers": metric(k, &["launch__registers_per_thread", "Registers Per Thread"]),
             "smem_bank_conflicts": metric(k, &["l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"]),
+            "issue_active_pct": metric(k, &["smsp__issue_active.avg.pct_of_peak_sustained_active"]),
+            "sm_active_cycles": sm_cycles(k).map(|(mn, avg, mx, _)| serde_json::json!({"min": mn, "avg": avg, "max": mx})),
+            "sm_elapsed_cycles": sm_cycles(k).map(|c| c.3),
+            // max / avg active cycles over the SMs: > STRAGGLER_RATIO means a few SMs set the
+            // kernel's time (a slow path, tail work), not a throughput limit.
+            "sm_straggler_ratio": sm_cycles(k).filter(|c| c.1 > 0.0).map(|(_, avg, mx, _)| mx / avg),
             "counted_bytes": counted,
         });
         rows.push(row);
@@ -256,6 +284,27 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             f(&r["registers"], 1.0, 0),
             f(&r["smem_bank_conflicts"], 1.0, 0),
         );
+        if let (Some(c), Some(ratio)) = (
+            r["sm_active_cycles"].as_object(),
+            r["sm_straggler_ratio"].as_f64(),
+        ) {
+            let g = |n: &str| c.get(n).and_then(|v| v.as_f64()).unwrap_or(f64::NAN) / 1e3;
+            let el = r["sm_elapsed_cycles"].as_f64().unwrap_or(f64::NAN) / 1e3;
+            println!(
+                "    SM active cycles min / avg / max {:.1}k / {:.1}k / {:.1}k of {el:.1}k elapsed{}",
+                g("min"),
+                g("avg"),
+                g("max"),
+                if ratio > STRAGGLER_RATIO {
+                    format!(
+                        ": STRAGGLER, one SM active {ratio:.2}x the average (a slow path or tail \
+                         work on a few SMs sets the time, not a throughput limit)"
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
         if let (Some(c), Some(rd), Some(wr)) = (
             counted,
             r["dram_read_bytes"].as_f64(),
