@@ -335,12 +335,14 @@ __device__ __forceinline__ void router_v2_body(const void* __restrict__ logits, 
     const void *__restrict__ logits, int logits_dt, const void *__restrict__ bias, int bias_dt, \
         i64 T, int k, double r, int norm, int norm_mode, int sig_mode,                          \
         int *__restrict__ out_idx, float *__restrict__ out_w
+// ... and the same names forwarded.
+#define ROUTER_WARP_KERNEL_ARGS \
+    logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, sig_mode, out_idx, out_w
 
 #define ROUTER_V2(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(128) router_v2_n##N(                           \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
-        router_v2_body<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, sig_mode, \
-                          out_idx, out_w);                                                      \
+        router_v2_body<N>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
 ROUTER_V2(1)
@@ -763,8 +765,7 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
 #define ROUTER_V4(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v4_n##N(                              \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
-        router_v4_entry<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,          \
-                           sig_mode, out_idx, out_w);                                           \
+        router_v4_entry<N>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
 ROUTER_V4(8)
@@ -781,8 +782,7 @@ ROUTER_V4(16)
 #define ROUTER_V7(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v7_n##N(                              \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
-        router_v4_entry<N, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,    \
-                                 sig_mode, out_idx, out_w);                                     \
+        router_v4_entry<N, true>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
 ROUTER_V7(8)
@@ -1027,8 +1027,7 @@ __device__ __forceinline__ void router_v8_entry(const void* __restrict__ logits,
 #define ROUTER_V8(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v8_n##N(                              \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
-        router_v8_entry<N>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, sig_mode, \
-                           out_idx, out_w);                                                     \
+        router_v8_entry<N>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
 ROUTER_V8(8)
@@ -1338,8 +1337,7 @@ __device__ __forceinline__ void router_v9_entry(const void* __restrict__ logits,
 #define ROUTER_V9(NAME, N, KT, EXPF)                                                            \
     extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                     \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
-        router_v9_entry<N, KT, EXPF>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, \
-                               sig_mode, out_idx, out_w);                                       \
+        router_v9_entry<N, KT, EXPF>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
 ROUTER_V9(router_v9_n8, 8, 0, false)
@@ -1360,8 +1358,7 @@ extern "C" __global__ void __launch_bounds__(256) router_v7p_n16(
     ROUTER_WARP_KERNEL_PARAMS) {
     __shared__ volatile char pad[16384];
     pad[threadIdx.x] = 0;
-    router_v4_entry<16, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode,
-                              sig_mode, out_idx, out_w);
+    router_v4_entry<16, true>(ROUTER_WARP_KERNEL_ARGS);
 }
 // v10 (session 6): v9 with v4's ex2 / rcp approximate sigmoid in the filter (EXPF above).
 ROUTER_V9(router_v10_n8, 8, 0, true)
@@ -1425,8 +1422,7 @@ __device__ __forceinline__ void router_v5_entry(const void* __restrict__ logits,
 #define ROUTER_V5(NAME, N, PREFETCH, MINB)                                                      \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                                 \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
-        router_v5_entry<N, PREFETCH>(logits, logits_dt, bias, bias_dt, T, k, r, norm, norm_mode, \
-                                     sig_mode, out_idx, out_w);                                 \
+        router_v5_entry<N, PREFETCH>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
 // Registers (E = 512): 118 for v5 and v6, so 2 resident blocks per SM (v4: 76, 3 blocks). Asking
