@@ -431,18 +431,26 @@ __device__ __forceinline__ float router_sigmoid_approx(float x) {
 // Margin of the filter: 128x the measured bound of router_sigmoid_approx.
 #define ROUTER_V4_EPS 1.52587890625e-05f  // 2^-16
 
-// Descending bitonic sort of one f32 per lane across the warp (no NaNs).
-__device__ __forceinline__ float warp_sort_desc_f32(float v) {
+// The compare-exchange steps of a descending bitonic sort across the warp, one value per
+// lane: step(stride, keep_max) exchanges with lane ^ stride and keeps the larger of the two
+// where keep_max, the smaller elsewhere (the sorts below differ only in that step).
+template <typename Step>
+__device__ __forceinline__ void warp_bitonic_desc(Step step) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int size = 2; size <= 32; size <<= 1) {
 #pragma unroll
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            const float o = __shfl_xor_sync(DUET_FULL_MASK, v, stride);
-            const bool keep_max = ((lane & stride) == 0) == ((lane & size) == 0);
-            v = keep_max ? fmaxf(o, v) : fminf(o, v);
-        }
+        for (int stride = size >> 1; stride > 0; stride >>= 1)
+            step(stride, ((lane & stride) == 0) == ((lane & size) == 0));
     }
+}
+
+// Descending bitonic sort of one f32 per lane across the warp (no NaNs).
+__device__ __forceinline__ float warp_sort_desc_f32(float v) {
+    warp_bitonic_desc([&](int stride, bool keep_max) {
+        const float o = __shfl_xor_sync(DUET_FULL_MASK, v, stride);
+        v = keep_max ? fmaxf(o, v) : fminf(o, v);
+    });
     return v;
 }
 
@@ -514,6 +522,8 @@ __device__ __forceinline__ float router_v7_tau(float lmax, float lmax2, int k) {
 }
 
 // Descending bitonic sort of one packed u64 key per lane across the warp, carrying s.
+// (Written out, not on warp_bitonic_desc: that form compiles v7 to different SASS, and v7's
+// was measured as it is.)
 __device__ __forceinline__ void router_v7_sort_desc(u64& p, float& s) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -833,16 +843,10 @@ __device__ __forceinline__ float router_fmax_nan(float a, float b) {
 // zeros in empty lanes): a lane that keeps the maximum takes its partner's key if it is larger,
 // one that keeps the minimum if it is not larger.
 __device__ __forceinline__ u64 router_v8_sort_desc(u64 p) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int size = 2; size <= 32; size <<= 1) {
-#pragma unroll
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            const u64 op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
-            const bool keep_max = ((lane & stride) == 0) == ((lane & size) == 0);
-            if ((op > p) == keep_max) p = op;
-        }
-    }
+    warp_bitonic_desc([&](int stride, bool keep_max) {
+        const u64 op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
+        if ((op > p) == keep_max) p = op;
+    });
     return p;
 }
 

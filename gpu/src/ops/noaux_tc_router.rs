@@ -208,6 +208,18 @@ pub struct Launch {
     pub f32_sigmoid_bench: bool,
 }
 
+/// Diagnostics (bench only): DUET_ROUTER_BLOCKS_PER_SM=n caps a persistent version's grid at
+/// n blocks per SM (0: one token per warp, not persistent). Read once per process, not per
+/// launch.
+fn blocks_per_sm_cap() -> Option<usize> {
+    static CAP: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::env::var("DUET_ROUTER_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+    })
+}
+
 impl Launch {
     /// Launches `<prefix>_n<E/32>` (v2, v4: one warp per token, `per_block` tokens per block
     /// of `threads`, static shared memory) with the common argument list.
@@ -230,11 +242,7 @@ impl Launch {
         };
         let f = g.function("noaux_tc_router", &name)?;
         let mut blocks = self.tokens.div_ceil(per_block);
-        // Diagnostics (bench only): DUET_ROUTER_BLOCKS_PER_SM=n caps a persistent version's
-        // grid at n blocks per SM (0: one token per warp, not persistent).
-        let cap = std::env::var("DUET_ROUTER_BLOCKS_PER_SM")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok());
+        let cap = blocks_per_sm_cap();
         if persistent && cap != Some(0) {
             let resident = f
                 .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)

@@ -263,35 +263,47 @@ pub fn decode_params(
     dstate: usize,
     ngroups: usize,
 ) -> Result<SsuParams, GpuError> {
-    let def = reference::ops::find(OP).map_err(|e| GpuError::Unsupported(e.to_string()))?;
-    let p = Params::resolve(&def, &[("dt_softplus".to_string(), "true".to_string())])
-        .map_err(|e| GpuError::Unsupported(e.to_string()))?;
-    let conf = parse_config(OP, &p)?;
-    let (sr, sr_mapping, rounds, seed) = rounding_fields(conf.rounding);
+    // The parameter-derived fields, resolved once per process (the decode step calls this per
+    // layer per token).
+    static DEFAULTS: std::sync::OnceLock<Result<SsuParams, String>> = std::sync::OnceLock::new();
+    let base = DEFAULTS
+        .get_or_init(|| {
+            let def = reference::ops::find(OP).map_err(|e| e.to_string())?;
+            let p = Params::resolve(&def, &[("dt_softplus".to_string(), "true".to_string())])
+                .map_err(|e| e.to_string())?;
+            let conf = parse_config(OP, &p).map_err(|e| e.to_string())?;
+            let (sr, sr_mapping, rounds, seed) = rounding_fields(conf.rounding);
+            Ok(SsuParams {
+                batch: 1,
+                slots: 1,
+                pad_slot_id: conf.pad_slot_id,
+                dt_per_dim: 0,
+                a_full: 0,
+                d_per_dim: 0,
+                bias_per_dim: 0,
+                has_d: 1,
+                has_z: 0,
+                has_bias: 1,
+                has_sbi: 0,
+                softplus: conf.dt_softplus as i64,
+                pad_mode: (conf.pad_mode == PadMode::ComputeFromZeroState) as i64,
+                out_from: (conf.out_from == OutFrom::StoredState) as i64,
+                state_dt: state_dt_code(DType::F32),
+                sr,
+                sr_mapping,
+                rounds,
+                seed,
+                ..SsuParams::default()
+            })
+        })
+        .clone()
+        .map_err(GpuError::Unsupported)?;
     Ok(SsuParams {
-        batch: 1,
         nheads: nheads as i64,
         dim: dim as i64,
         dstate: dstate as i64,
         ngroups: ngroups as i64,
-        slots: 1,
-        pad_slot_id: conf.pad_slot_id,
-        dt_per_dim: 0,
-        a_full: 0,
-        d_per_dim: 0,
-        bias_per_dim: 0,
-        has_d: 1,
-        has_z: 0,
-        has_bias: 1,
-        has_sbi: 0,
-        softplus: conf.dt_softplus as i64,
-        pad_mode: (conf.pad_mode == PadMode::ComputeFromZeroState) as i64,
-        out_from: (conf.out_from == OutFrom::StoredState) as i64,
-        state_dt: state_dt_code(DType::F32),
-        sr,
-        sr_mapping,
-        rounds,
-        seed,
+        ..base
     })
 }
 
