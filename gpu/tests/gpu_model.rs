@@ -662,22 +662,7 @@ fn decode_and_verification_vs_cpu(k: GpuKernels) {
     assert_eq!(a.greedy, b.greedy, "greedy after each position");
     let e = max_rel(&a.out.logits, &b.out.logits);
     assert!(e < TOL, "verify logits: max rel {e:e}");
-    assert_eq!(cc.seen, gc.seen);
-    for (li, (x, y)) in cc.layers.iter().zip(&gc.layers).enumerate() {
-        use reference::model::nemotron::LayerState;
-        match (x, y) {
-            (LayerState::Mamba { conv: c0, ssm: s0 }, LayerState::Mamba { conv: c1, ssm: s1 }) => {
-                assert!(max_rel(c0, c1) < TOL, "layer {li} conv window");
-                assert!(max_rel(s0, s1) < TOL, "layer {li} ssm state");
-            }
-            (LayerState::Attention { k: k0, v: v0 }, LayerState::Attention { k: k1, v: v1 }) => {
-                assert!(max_rel(k0, k1) < TOL, "layer {li} keys");
-                assert!(max_rel(v0, v1) < TOL, "layer {li} values");
-            }
-            (LayerState::Stateless, LayerState::Stateless) => {}
-            _ => panic!("layer {li}: cache kinds differ"),
-        }
-    }
+    assert_same_caches(&mut cc, &mut gc);
     // One more decode step from the promoted state.
     let tk = b.greedy[b.accepted];
     let a = cpu
@@ -690,6 +675,50 @@ fn decode_and_verification_vs_cpu(k: GpuKernels) {
         max_rel(&a.logits, &b.logits) < TOL,
         "decode after promotion"
     );
+    // The GPU's decode steps left its Mamba states on the device: they come back equal.
+    assert!(
+        gc.layers
+            .iter()
+            .any(|l| matches!(l, reference::model::nemotron::LayerState::MambaResident(_))),
+        "the GPU decode step keeps Mamba states resident"
+    );
+    assert_same_caches(&mut cc, &mut gc);
+    // Two more decode steps from states that came back to the host and go up again.
+    let mut last = a.logits;
+    for _ in 0..2 {
+        let v = last.len();
+        let tk = reference::model::linear::argmax_rows(&last, v)[0] as u32;
+        let a2 = cpu
+            .forward(&[tk], Some(&mut cc), Pass::Decode, false)
+            .expect("cpu");
+        let b2 = gpu
+            .forward(&[tk], Some(&mut gc), Pass::Decode, false)
+            .expect("gpu");
+        let e = max_rel(&a2.logits, &b2.logits);
+        assert!(e < TOL, "decode after a download: max rel {e:e}");
+        last = a2.logits;
+    }
+}
+
+/// Same cache kinds and values on both paths (GPU-resident Mamba states are downloaded first).
+fn assert_same_caches(cc: &mut reference::model::Cache, gc: &mut reference::model::Cache) {
+    use reference::model::nemotron::LayerState;
+    assert_eq!(cc.seen, gc.seen);
+    for (li, (x, y)) in cc.layers.iter_mut().zip(gc.layers.iter_mut()).enumerate() {
+        y.make_host().expect("download resident states");
+        match (&*x, &*y) {
+            (LayerState::Mamba { conv: c0, ssm: s0 }, LayerState::Mamba { conv: c1, ssm: s1 }) => {
+                assert!(max_rel(c0, c1) < TOL, "layer {li} conv window");
+                assert!(max_rel(s0, s1) < TOL, "layer {li} ssm state");
+            }
+            (LayerState::Attention { k: k0, v: v0 }, LayerState::Attention { k: k1, v: v1 }) => {
+                assert!(max_rel(k0, k1) < TOL, "layer {li} keys");
+                assert!(max_rel(v0, v1) < TOL, "layer {li} values");
+            }
+            (LayerState::Stateless, LayerState::Stateless) => {}
+            _ => panic!("layer {li}: cache kinds differ"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------- (d) device-resident weights
@@ -744,9 +773,9 @@ fn weights_are_uploaded_once_and_reused() {
         }
         out
     };
-    let d1 = run(&mut c0.clone());
+    let d1 = run(&mut c0.try_clone().expect("cache copy"));
     let u = k.weight_stats().uploads;
-    let d2 = run(&mut c0.clone());
+    let d2 = run(&mut c0.try_clone().expect("cache copy"));
     assert_eq!(d1, d2, "decode differs between identical passes");
     assert_eq!(
         k.weight_stats().uploads,

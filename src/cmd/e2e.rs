@@ -168,7 +168,7 @@ fn bench_decode(
     let first = argmax_rows(&o.logits[o.logits.len() - v..], v)[0] as u32;
     // Warm-up: the steps themselves, recording the greedy tokens.
     let mut toks = vec![first];
-    let mut cache = cache0.clone();
+    let mut cache = cache0.try_clone().context("copying the prefill cache")?;
     for i in 0..n {
         let o = model
             .forward(&[toks[i]], Some(&mut cache), Pass::Decode, false)

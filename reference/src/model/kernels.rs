@@ -466,6 +466,123 @@ pub fn routed_experts_with(
     Ok(finalize(&expert_out, lw, topk_weights, &perm.inverse, k))
 }
 
+/// A Mamba layer's recurrent states held by a backend between decode steps (the GPU keeps them
+/// on the device, so a decode step moves only the token's rows, not the 4 MB SSM state of a
+/// Super layer). The model turns them back into host vectors ([`LayerState::Mamba`], through
+/// [`LayerState::make_host`]) before anything reads them on the host: a prefill continuing
+/// from the cache, a verification pass, a promotion.
+pub trait ResidentMamba: Send + Sync + std::fmt::Debug {
+    /// The states as host vectors: (conv window (conv_dim, kernel-1), oldest first; SSM state
+    /// (nheads, headdim, dstate)).
+    fn download(&self) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+    /// For the backend that made it (to reach its own buffers).
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+/// Per-layer decode state.
+#[derive(Debug)]
+pub enum LayerState {
+    Mamba {
+        /// previous conv inputs (conv_dim, kernel-1), oldest first
+        conv: Vec<f32>,
+        /// SSM state (nheads, headdim, dstate)
+        ssm: Vec<f32>,
+    },
+    /// A Mamba layer's states kept by the backend since its last decode step.
+    MambaResident(Box<dyn ResidentMamba>),
+    Attention {
+        /// (len, kv_heads, head_dim)
+        k: Vec<f32>,
+        v: Vec<f32>,
+    },
+    Stateless,
+}
+
+impl LayerState {
+    /// Brings backend-resident Mamba states back to host vectors (a no-op for every other
+    /// state).
+    pub fn make_host(&mut self) -> Result<(), ModelError> {
+        if let LayerState::MambaResident(r) = self {
+            let (conv, ssm) = r.download()?;
+            *self = LayerState::Mamba { conv, ssm };
+        }
+        Ok(())
+    }
+}
+
+/// Operands of one Mamba decode step ([`ModelKernels::mamba_decode`]) besides the token's rows.
+pub struct MambaStep<'a> {
+    pub dims: SsmDims,
+    /// conv channels: xBC = [x (nheads*headdim) | B (ngroups*dstate) | C (ngroups*dstate)]
+    pub conv_dim: usize,
+    /// conv kernel width
+    pub conv_k: usize,
+    /// (conv_dim, conv_k)
+    pub conv_w: &'a [f32],
+    pub conv_b: Option<&'a [f32]>,
+    pub params: SsmParams<'a>,
+}
+
+/// Splits conv outputs (t, conv_dim) into x (t, d_inner), B and C (t, ngroups*dstate).
+pub fn split_xbc(
+    xa: &[f32],
+    conv_dim: usize,
+    d_inner: usize,
+    gs: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let t = xa.len() / conv_dim.max(1);
+    let mut xs = Vec::with_capacity(t * d_inner);
+    let mut bs = Vec::with_capacity(t * gs);
+    let mut cs = Vec::with_capacity(t * gs);
+    for r in xa.chunks_exact(conv_dim) {
+        xs.extend_from_slice(&r[..d_inner]);
+        bs.extend_from_slice(&r[d_inner..d_inner + gs]);
+        cs.extend_from_slice(&r[d_inner + gs..]);
+    }
+    (xs, bs, cs)
+}
+
+/// [`ModelKernels::mamba_decode`] on host states: [`ModelKernels::causal_conv1d_step`] over the
+/// token, the split of xBC, then [`ModelKernels::ssu_step`].
+pub fn mamba_decode_host(
+    kern: &dyn ModelKernels,
+    conv: &mut [f32],
+    ssm: &mut [f32],
+    m: &MambaStep<'_>,
+    xbc: &[f32],
+    dt: &[f32],
+) -> Result<Vec<f32>, ModelError> {
+    let d = m.dims;
+    let (xa, _) =
+        kern.causal_conv1d_step(xbc, 1, m.conv_dim, conv, m.conv_w, m.conv_b, m.conv_k)?;
+    let (xs, bs, cs) = split_xbc(&xa, m.conv_dim, d.nheads * d.headdim, d.ngroups * d.dstate);
+    let rows = SsmRows {
+        x: &xs,
+        dt,
+        b: &bs,
+        c: &cs,
+    };
+    kern.ssu_step(d, ssm, &m.params, &rows)
+}
+
+/// The default [`ModelKernels::mamba_decode`]: resident states back to the host, then
+/// [`mamba_decode_host`].
+pub fn mamba_decode_default(
+    kern: &dyn ModelKernels,
+    st: &mut LayerState,
+    m: &MambaStep<'_>,
+    xbc: &[f32],
+    dt: &[f32],
+) -> Result<Vec<f32>, ModelError> {
+    st.make_host()?;
+    match st {
+        LayerState::Mamba { conv, ssm } => mamba_decode_host(kern, conv, ssm, m, xbc, dt),
+        _ => Err(ModelError::Input(
+            "mamba_decode: the layer's cache is not a Mamba state".into(),
+        )),
+    }
+}
+
 /// The compute backend of the model: every op the network runs (see the module doc for what
 /// stays on the host). Activations are f32, token-major `(t, features)`; every method has the
 /// semantics of the free function of the same name in this module (the CPU reference).
@@ -575,6 +692,25 @@ pub trait ModelKernels: Send + Sync {
             k,
             experts,
         )
+    }
+    /// One single-token decode step of a Mamba layer on its cached states `st`: conv update +
+    /// SiLU of the token's xBC (conv_dim), then the state update with its dt (nheads) row;
+    /// returns y (nheads*headdim) and leaves the new states in `st`. The default runs
+    /// [`mamba_decode_host`] on host vectors (resident states are downloaded first); a backend
+    /// may keep the states resident instead ([`LayerState::MambaResident`]).
+    fn mamba_decode(
+        &self,
+        st: &mut LayerState,
+        m: &MambaStep<'_>,
+        xbc: &[f32],
+        dt: &[f32],
+    ) -> Result<Vec<f32>, ModelError> {
+        mamba_decode_default(self.as_dyn(), st, m, xbc, dt)
+    }
+    /// Whether [`ModelKernels::mamba_decode`] is the backend's own (it may keep states
+    /// resident) rather than the default composition of the conv step and the state update.
+    fn own_mamba_decode(&self) -> bool {
+        false
     }
     /// `self` as a trait object (for default methods).
     fn as_dyn(&self) -> &dyn ModelKernels;

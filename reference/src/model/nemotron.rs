@@ -5,7 +5,8 @@
 //! Mamba-2, attention, MLP or MoE. Final `norm_f`, then `lm_head` (no softcapping).
 
 use super::config::{Config, LayerKind};
-use super::kernels::{self, AttnGeometry, CpuKernels, ModelKernels, SsmDims};
+pub use super::kernels::LayerState;
+use super::kernels::{self, AttnGeometry, CpuKernels, MambaStep, ModelKernels, SsmDims};
 use super::linear::{argmax_rows, embed};
 use super::weights::{Init, Mat, WeightStore};
 use super::ModelError;
@@ -104,22 +105,8 @@ pub struct Model {
     pub kernels: Arc<dyn ModelKernels>,
 }
 
-/// Per-layer decode state.
-#[derive(Clone, Debug)]
-pub enum LayerState {
-    Mamba {
-        /// previous conv inputs (conv_dim, kernel-1), oldest first
-        conv: Vec<f32>,
-        /// SSM state (nheads, headdim, dstate)
-        ssm: Vec<f32>,
-    },
-    Attention {
-        /// (len, kv_heads, head_dim)
-        k: Vec<f32>,
-        v: Vec<f32>,
-    },
-    Stateless,
-}
+/// A Mamba layer's (conv window, SSM state) on the host, when the cache holds them.
+type HostStates = (Option<Vec<f32>>, Option<Vec<f32>>);
 
 /// What a multi-token verification pass recorded for one Mamba layer.
 #[derive(Clone, Debug, Default)]
@@ -142,7 +129,7 @@ pub struct Pending {
 }
 
 /// The caches of a stack of blocks (backbone or MTP head).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Cache {
     pub layers: Vec<LayerState>,
     /// Tokens consumed so far.
@@ -207,6 +194,7 @@ impl Cache {
         let kv = cfg.num_key_value_heads * cfg.head_dim;
         let keep = pend.base + steps;
         for (li, st) in self.layers.iter_mut().enumerate() {
+            st.make_host()?;
             match st {
                 LayerState::Mamba { conv, ssm } => {
                     let rec = pend.steps.get(li).and_then(|s| s.as_ref()).ok_or_else(|| {
@@ -223,11 +211,47 @@ impl Cache {
                     k.truncate(keep * kv);
                     v.truncate(keep * kv);
                 }
+                LayerState::MambaResident(_) => {
+                    return Err(ModelError::Op(format!(
+                        "promote: layer {li}'s resident state did not come back to the host"
+                    )))
+                }
                 LayerState::Stateless => {}
             }
         }
         self.seen = keep;
         Ok(())
+    }
+
+    /// A copy of the caches with every state on the host (backend-resident Mamba states are
+    /// downloaded; the original keeps its own).
+    pub fn try_clone(&self) -> Result<Cache, ModelError> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(match l {
+                    LayerState::Mamba { conv, ssm } => LayerState::Mamba {
+                        conv: conv.clone(),
+                        ssm: ssm.clone(),
+                    },
+                    LayerState::MambaResident(r) => {
+                        let (conv, ssm) = r.download()?;
+                        LayerState::Mamba { conv, ssm }
+                    }
+                    LayerState::Attention { k, v } => LayerState::Attention {
+                        k: k.clone(),
+                        v: v.clone(),
+                    },
+                    LayerState::Stateless => LayerState::Stateless,
+                })
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        Ok(Cache {
+            layers,
+            seen: self.seen,
+            pending: self.pending.clone(),
+        })
     }
 
     /// Drops cached positions beyond `len` (attention) without touching recurrent states;
@@ -716,32 +740,32 @@ impl Model {
             }
             None => (None, 0),
         };
-        let (conv_prev, ssm_prev): (Option<Vec<f32>>, Option<Vec<f32>>) =
-            match cache_ref.as_deref().map(|cc| &cc.layers[li]) {
-                Some(LayerState::Mamba { conv, ssm }) if state > 0 => {
-                    (Some(conv.clone()), Some(ssm.clone()))
-                }
-                _ => (None, None),
-            };
         let dims = SsmDims {
             nheads: nh,
             headdim: hd,
             ngroups: ng,
             dstate: ds,
         };
-        let split = |xa: &[f32]| {
-            let mut xs = Vec::with_capacity(t * di);
-            let mut bs = Vec::with_capacity(t * ng * ds);
-            let mut cs = Vec::with_capacity(t * ng * ds);
-            for r in xa.chunks_exact(cd) {
-                xs.extend_from_slice(&r[..di]);
-                bs.extend_from_slice(&r[di..di + ng * ds]);
-                cs.extend_from_slice(&r[di + ng * ds..]);
+        let split = |xa: &[f32]| kernels::split_xbc(xa, cd, di, ng * ds);
+        // The cached states as host vectors (prefill continuation, verification); a decode step
+        // hands the layer's state to the backend as it is (it may stay resident).
+        let host_prev = |cc: Option<&mut Cache>| -> Result<HostStates, ModelError> {
+            match cc {
+                Some(cc) if state > 0 => {
+                    cc.layers[li].make_host()?;
+                    match &cc.layers[li] {
+                        LayerState::Mamba { conv, ssm } => {
+                            Ok((Some(conv.clone()), Some(ssm.clone())))
+                        }
+                        _ => Ok((None, None)),
+                    }
+                }
+                _ => Ok((None, None)),
             }
-            (xs, bs, cs)
         };
         let y = match pass {
             Pass::Prefill => {
+                let (conv_prev, ssm_prev) = host_prev(cache_ref.as_deref_mut())?;
                 let (xa, win) = kern.causal_conv1d(
                     &xbc,
                     t,
@@ -793,14 +817,16 @@ impl Model {
                 let cc = cache_ref.ok_or_else(|| {
                     ModelError::Input("decode / verify need a cache from a prefill".into())
                 })?;
-                let (conv0, ssm0) = match (conv_prev, ssm_prev) {
-                    (Some(a), Some(b)) => (a, b),
-                    _ => {
-                        return Err(ModelError::Input(
-                            "decode / verify need a cache filled by a prefill first".into(),
-                        ))
-                    }
-                };
+                let filled = state > 0
+                    && matches!(
+                        cc.layers[li],
+                        LayerState::Mamba { .. } | LayerState::MambaResident(_)
+                    );
+                if !filled {
+                    return Err(ModelError::Input(
+                        "decode / verify need a cache filled by a prefill first".into(),
+                    ));
+                }
                 let (lo, hi) = c.time_step_limit;
                 if lo > 0.0 || hi.is_finite() {
                     return Err(ModelError::Input(format!(
@@ -808,43 +834,63 @@ impl Model {
                          selective_state_update op has no dt clamp; use [0, inf] (the hub value)"
                     )));
                 }
-                let mut win = conv0;
-                let (xa, windows) = kern.causal_conv1d_step(
-                    &xbc,
-                    t,
-                    cd,
-                    &mut win,
-                    &w.conv_w,
-                    w.conv_b.as_deref(),
-                    k,
-                )?;
-                let (xs, bs, cs) = split(&xa);
-                let mut ssm = ssm0;
                 let params = kernels::SsmParams {
                     a: &w.a,
                     d: &w.d,
                     dt_bias: &w.dt_bias,
                 };
-                let rows = kernels::SsmRows {
-                    x: &xs,
-                    dt: &dt,
-                    b: &bs,
-                    c: &cs,
-                };
-                if pass == Pass::Verify {
-                    let (y, states) = kern.ssu_verify(dims, &mut ssm, t, &params, &rows)?;
-                    if let Some(p) = cc.pending.as_mut() {
-                        p.steps[li] = Some(MambaSteps {
-                            t,
-                            conv: windows,
-                            ssm: states,
-                        });
-                    }
-                    y
+                if pass == Pass::Decode && t == 1 {
+                    let step = MambaStep {
+                        dims,
+                        conv_dim: cd,
+                        conv_k: k,
+                        conv_w: &w.conv_w,
+                        conv_b: w.conv_b.as_deref(),
+                        params,
+                    };
+                    kern.mamba_decode(&mut cc.layers[li], &step, &xbc, &dt)?
                 } else {
-                    let y = kern.ssu_step(dims, &mut ssm, &params, &rows)?;
-                    cc.layers[li] = LayerState::Mamba { conv: win, ssm };
-                    y
+                    let (conv0, ssm0) = match host_prev(Some(&mut *cc))? {
+                        (Some(a), Some(b)) => (a, b),
+                        _ => {
+                            return Err(ModelError::Input(
+                                "decode / verify need a cache filled by a prefill first".into(),
+                            ))
+                        }
+                    };
+                    let mut win = conv0;
+                    let (xa, windows) = kern.causal_conv1d_step(
+                        &xbc,
+                        t,
+                        cd,
+                        &mut win,
+                        &w.conv_w,
+                        w.conv_b.as_deref(),
+                        k,
+                    )?;
+                    let (xs, bs, cs) = split(&xa);
+                    let mut ssm = ssm0;
+                    let rows = kernels::SsmRows {
+                        x: &xs,
+                        dt: &dt,
+                        b: &bs,
+                        c: &cs,
+                    };
+                    if pass == Pass::Verify {
+                        let (y, states) = kern.ssu_verify(dims, &mut ssm, t, &params, &rows)?;
+                        if let Some(p) = cc.pending.as_mut() {
+                            p.steps[li] = Some(MambaSteps {
+                                t,
+                                conv: windows,
+                                ssm: states,
+                            });
+                        }
+                        y
+                    } else {
+                        let y = kern.ssu_step(dims, &mut ssm, &params, &rows)?;
+                        cc.layers[li] = LayerState::Mamba { conv: win, ssm };
+                        y
+                    }
                 }
             }
         };

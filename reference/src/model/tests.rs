@@ -297,3 +297,226 @@ fn super_preset_experts_convert_lazily() {
     };
     assert!(matches!(w.experts[5].0, Mat::LazyAs { .. }));
 }
+
+/// A backend that keeps Mamba decode states "resident" (boxed away from the cache's host
+/// vectors, as the GPU keeps them on the device), on the CPU reference's numerics. Downloads
+/// are counted, so the test sees the model bring states back exactly where it must.
+mod resident {
+    use super::super::kernels::{
+        mamba_decode_host, CpuKernels, LayerState, MambaStep, ModelKernels, ResidentMamba,
+    };
+    use super::super::ModelError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[derive(Debug)]
+    struct Held {
+        conv: Vec<f32>,
+        ssm: Vec<f32>,
+        downloads: Arc<AtomicUsize>,
+    }
+
+    impl ResidentMamba for Held {
+        fn download(&self) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+            self.downloads.fetch_add(1, Ordering::SeqCst);
+            Ok((self.conv.clone(), self.ssm.clone()))
+        }
+        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+            self
+        }
+    }
+
+    /// CpuKernels, except that `mamba_decode` keeps the states in a [`Held`].
+    #[derive(Debug, Default)]
+    pub struct ResidentCpu {
+        pub downloads: Arc<AtomicUsize>,
+        pub uploads: AtomicUsize,
+    }
+
+    macro_rules! forward {
+        ($($name:ident($($a:ident: $t:ty),*) -> $r:ty;)*) => {$(
+            fn $name(&self, $($a: $t),*) -> $r { CpuKernels.$name($($a),*) }
+        )*};
+    }
+
+    use super::super::kernels::{AttnGeometry, Route, SsmDims, SsmParams, SsmRows};
+    use super::super::weights::Mat;
+    use crate::ops::noaux_tc_router::RouterConfig;
+    use crate::ops::ssd_chunk_scan::{SsdArgs, SsdOutput};
+
+    impl ModelKernels for ResidentCpu {
+        fn name(&self) -> &str {
+            "resident-cpu"
+        }
+        fn as_dyn(&self) -> &dyn ModelKernels {
+            self
+        }
+        forward! {
+            linear(x: &[f32], t: usize, w: &Mat, bias: Option<&[f32]>) -> Result<Vec<f32>, ModelError>;
+            rmsnorm(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, ModelError>;
+            gated_rmsnorm(x: &[f32], z: &[f32], w: &[f32], group: usize, eps: f32) -> Result<Vec<f32>, ModelError>;
+            relu2(x: &[f32]) -> Result<Vec<f32>, ModelError>;
+            causal_conv1d(x: &[f32], t: usize, dim: usize, weight: &[f32], bias: Option<&[f32]>, k: usize, init: Option<&[f32]>) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+            causal_conv1d_step(x: &[f32], t: usize, dim: usize, state: &mut [f32], weight: &[f32], bias: Option<&[f32]>, k: usize) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+            ssd_chunk_scan(args: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, ModelError>;
+            ssu_step(dims: SsmDims, state: &mut [f32], p: &SsmParams<'_>, r: &SsmRows<'_>) -> Result<Vec<f32>, ModelError>;
+            ssu_verify(dims: SsmDims, state: &mut [f32], t: usize, p: &SsmParams<'_>, r: &SsmRows<'_>) -> Result<(Vec<f32>, Vec<f32>), ModelError>;
+            route(logits: &[f32], bias: &[f32], tokens: usize, cfg: &RouterConfig) -> Result<Vec<Route>, ModelError>;
+            attention(q: &[f32], keys: &[f32], vals: &[f32], p0: usize, g: AttnGeometry) -> Result<Vec<f32>, ModelError>;
+        }
+        fn mamba_decode(
+            &self,
+            st: &mut LayerState,
+            m: &MambaStep<'_>,
+            xbc: &[f32],
+            dt: &[f32],
+        ) -> Result<Vec<f32>, ModelError> {
+            let mut held = match std::mem::replace(st, LayerState::Stateless) {
+                LayerState::Mamba { conv, ssm } => {
+                    self.uploads.fetch_add(1, Ordering::SeqCst);
+                    Held {
+                        conv,
+                        ssm,
+                        downloads: self.downloads.clone(),
+                    }
+                }
+                LayerState::MambaResident(mut r) => {
+                    let Some(h) = r.as_any_mut().downcast_mut::<Held>() else {
+                        return Err(ModelError::Op("not our resident state".into()));
+                    };
+                    Held {
+                        conv: std::mem::take(&mut h.conv),
+                        ssm: std::mem::take(&mut h.ssm),
+                        downloads: self.downloads.clone(),
+                    }
+                }
+                other => {
+                    *st = other;
+                    return Err(ModelError::Input("not a Mamba state".into()));
+                }
+            };
+            let y = mamba_decode_host(self, &mut held.conv, &mut held.ssm, m, xbc, dt);
+            *st = LayerState::MambaResident(Box::new(held));
+            y
+        }
+        fn own_mamba_decode(&self) -> bool {
+            true
+        }
+    }
+}
+
+/// Resident Mamba decode states (as the GPU keeps them) give the same tokens and logits as
+/// host states through every pass that reads a cache: decode, speculative decoding (verify +
+/// promote), a prefill continuing from a decoded cache, and a cache copy. States come back to
+/// the host only where a pass reads them there.
+#[test]
+fn resident_decode_states_match_host_states() {
+    use std::sync::atomic::Ordering;
+    let (m, _, ids) = golden();
+    let mut r = Model::load_dir(&fixture()).expect("fixture");
+    let backend = std::sync::Arc::new(resident::ResidentCpu::default());
+    r.set_kernels(backend.clone());
+    let v = m.cfg.vocab_size;
+    let mamba_layers = m
+        .cfg
+        .layers
+        .iter()
+        .filter(|k| **k == LayerKind::Mamba)
+        .count();
+    assert!(mamba_layers > 0, "the fixture has Mamba layers");
+    // Greedy and speculative generation: identical tokens.
+    let g0 = m.generate_greedy(&ids[..8], 10).expect("greedy");
+    let g1 = r.generate_greedy(&ids[..8], 10).expect("greedy, resident");
+    assert_eq!(g0, g1);
+    let s1 = r
+        .generate_speculative(&ids[..8], 10, 2)
+        .expect("spec, resident");
+    assert_eq!(s1.tokens, g0);
+    // Decode steps: bit-identical logits; the states stay resident between steps.
+    let (mut c0, mut c1) = (m.new_cache(), r.new_cache());
+    m.forward(&ids[..6], Some(&mut c0), Pass::Prefill, false)
+        .expect("prefill");
+    r.forward(&ids[..6], Some(&mut c1), Pass::Prefill, false)
+        .expect("prefill");
+    let (d0, u0) = (
+        backend.downloads.load(Ordering::SeqCst),
+        backend.uploads.load(Ordering::SeqCst),
+    );
+    for &tk in &ids[6..9] {
+        let a = m
+            .forward(&[tk], Some(&mut c0), Pass::Decode, false)
+            .expect("decode");
+        let b = r
+            .forward(&[tk], Some(&mut c1), Pass::Decode, false)
+            .expect("decode");
+        assert_eq!(a.logits, b.logits);
+    }
+    assert_eq!(
+        backend.downloads.load(Ordering::SeqCst),
+        d0,
+        "decode downloads nothing"
+    );
+    assert_eq!(
+        backend.uploads.load(Ordering::SeqCst) - u0,
+        mamba_layers,
+        "one upload per Mamba layer, on the first decode step"
+    );
+    let resident = |c: &nemotron::Cache| {
+        c.layers
+            .iter()
+            .filter(|l| matches!(l, kernels::LayerState::MambaResident(_)))
+            .count()
+    };
+    assert_eq!(resident(&c1), mamba_layers);
+    // A copy downloads, the original stays resident; both continue identically.
+    let mut c2 = c1.try_clone().expect("copy");
+    assert_eq!(resident(&c2), 0);
+    assert_eq!(resident(&c1), mamba_layers);
+    // A prefill chunk continuing from the decoded cache (states back on the host first).
+    let a = m
+        .forward(&ids[9..12], Some(&mut c0), Pass::Prefill, false)
+        .expect("prefill");
+    let b = r
+        .forward(&ids[9..12], Some(&mut c1), Pass::Prefill, false)
+        .expect("prefill");
+    let c = r
+        .forward(&ids[9..12], Some(&mut c2), Pass::Prefill, false)
+        .expect("prefill");
+    assert_eq!(a.logits, b.logits);
+    assert_eq!(a.logits, c.logits);
+    // Decode, then verification + promotion from resident states.
+    let a = m
+        .forward(&ids[12..13], Some(&mut c0), Pass::Decode, false)
+        .expect("decode");
+    let b = r
+        .forward(&ids[12..13], Some(&mut c1), Pass::Decode, false)
+        .expect("decode");
+    assert_eq!(a.logits, b.logits);
+    let next = crate::model::linear::argmax_rows(&a.logits, v)[0];
+    let va = m
+        .verify_drafts(&mut c0, next, &ids[13..15])
+        .expect("verify");
+    let vb = r
+        .verify_drafts(&mut c1, next, &ids[13..15])
+        .expect("verify");
+    assert_eq!(va.accepted, vb.accepted);
+    assert_eq!(va.out.logits, vb.out.logits);
+    let tk = va.greedy[va.accepted];
+    let a = m
+        .forward(&[tk], Some(&mut c0), Pass::Decode, false)
+        .expect("decode");
+    let b = r
+        .forward(&[tk], Some(&mut c1), Pass::Decode, false)
+        .expect("decode");
+    assert_eq!(a.logits, b.logits);
+    // The states themselves, after a download.
+    for (x, y) in c0.layers.iter_mut().zip(c1.layers.iter_mut()) {
+        y.make_host().expect("download");
+        use kernels::LayerState;
+        if let (LayerState::Mamba { conv: a, ssm: b }, LayerState::Mamba { conv: c, ssm: d }) =
+            (&*x, &*y)
+        {
+            assert_eq!((a, b), (c, d));
+        }
+    }
+}

@@ -8,7 +8,10 @@
 //! `routed_experts` is timed as one call (the inner backend's own linear / relu² calls inside
 //! it are not counted again).
 
-use super::kernels::{AttnGeometry, ModelKernels, Route, SsmDims, SsmParams, SsmRows};
+use super::kernels::{
+    mamba_decode_default, AttnGeometry, LayerState, MambaStep, ModelKernels, Route, SsmDims,
+    SsmParams, SsmRows,
+};
 use super::weights::Mat;
 use super::ModelError;
 use crate::ops::noaux_tc_router::RouterConfig;
@@ -144,6 +147,27 @@ impl ModelKernels for TimedKernels {
                     .causal_conv1d_step(x, t, dim, state, weight, bias, k)
             },
         )
+    }
+    fn mamba_decode(
+        &self,
+        st: &mut LayerState,
+        m: &MambaStep<'_>,
+        xbc: &[f32],
+        dt: &[f32],
+    ) -> Result<Vec<f32>, ModelError> {
+        // A backend's own step is timed as one op; the default composition times its conv
+        // step and state update as they run.
+        if self.inner.own_mamba_decode() {
+            self.time(
+                || "mamba_decode".into(),
+                || self.inner.mamba_decode(st, m, xbc, dt),
+            )
+        } else {
+            mamba_decode_default(self, st, m, xbc, dt)
+        }
+    }
+    fn own_mamba_decode(&self) -> bool {
+        self.inner.own_mamba_decode()
     }
     fn ssd_chunk_scan(&self, args: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, ModelError> {
         self.time(
