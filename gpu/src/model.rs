@@ -1091,7 +1091,7 @@ impl GpuKernels {
             && dt.len() == d.nheads
             && m.conv_w.len() == cd * m.conv_k
             && m.conv_b.is_none_or(|b| b.len() == cd);
-        if !shapes_ok || !self.ssu_direct_ok(d, &m.params) {
+        if !shapes_ok || !self.ssu_direct_ok(d, &m.params) || !resident_states_on() {
             return Ok(None);
         }
         // The layer's resident states: ours as they are, anything else through the host.
@@ -1163,6 +1163,14 @@ impl GpuKernels {
         };
         run().map(Some).map_err(merr("mamba_decode"))
     }
+}
+
+/// `DUET_DECODE_STATES=host` turns the resident decode states off (every decode step then
+/// runs the conv update and the state update on host states, as before session 7): a
+/// fallback for bisecting, read once per process.
+fn resident_states_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("DUET_DECODE_STATES").map_or(true, |v| v != "host"))
 }
 
 /// A Mamba layer's decode states on the device (f32): the conv window (conv_dim, kernel-1) and

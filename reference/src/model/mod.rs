@@ -12,6 +12,7 @@
 //! Numerics: f32 throughout (weights are converted to f32 when loaded).
 
 pub mod config;
+pub mod engine;
 pub mod floor;
 pub mod kernels;
 pub mod linear;

@@ -520,3 +520,80 @@ fn resident_decode_states_match_host_states() {
         }
     }
 }
+
+/// The decode engine on the CPU device runs the network op for op as `Model::forward`'s
+/// decode: bit-identical logits step after step (tiny-a: M, E, *, - blocks; the held-out
+/// tiny-b: grouped routing, other dimensions), built from host or resident caches; clear
+/// errors past its KV room and for a token outside the vocabulary.
+#[test]
+fn decode_engine_on_the_cpu_equals_model_decode() {
+    use super::engine::{CpuDevice, DecodeEngine};
+    let dirs = [fixture(), fixture().with_file_name("nemotron-tiny-b")];
+    for dir in &dirs {
+        let m = Model::load_dir(dir).expect("fixture");
+        let v = m.cfg.vocab_size;
+        let prompt: Vec<u32> = (0..7u32).map(|i| (i * 37 + 5) % v as u32).collect();
+        let mut cache = m.new_cache();
+        let o = m
+            .forward(&prompt, Some(&mut cache), Pass::Prefill, false)
+            .expect("prefill");
+        let mut tk = crate::model::linear::argmax_rows(&o.logits[(prompt.len() - 1) * v..], v)[0];
+        let mut eng = DecodeEngine::new(&m, CpuDevice, &cache, 5).expect("engine");
+        for step in 0..5 {
+            let a = m
+                .forward(&[tk], Some(&mut cache), Pass::Decode, false)
+                .expect("decode");
+            let b = eng.step(tk).expect("engine step");
+            assert_eq!(a.logits.len(), b.len());
+            let same = a
+                .logits
+                .iter()
+                .zip(&b)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "{}: step {step}: max rel {:e}",
+                dir.display(),
+                max_rel(&a.logits, &b)
+            );
+            tk = crate::model::linear::argmax_rows(&b, v)[0];
+        }
+        assert_eq!(eng.seen(), cache.seen);
+        let e = eng
+            .step(tk)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("max_new"), "{e}");
+        let e = DecodeEngine::new(&m, CpuDevice, &cache, 1)
+            .expect("engine")
+            .step(v as u32)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("outside the vocabulary"), "{e}");
+        let e = DecodeEngine::new(&m, CpuDevice, &m.new_cache(), 1)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("prefill"), "{e}");
+    }
+    // From states a backend kept resident (downloaded once when the engine is built).
+    let mut r = Model::load_dir(&fixture()).expect("fixture");
+    r.set_kernels(std::sync::Arc::new(resident::ResidentCpu::default()));
+    let m = Model::load_dir(&fixture()).expect("fixture");
+    let mut c = r.new_cache();
+    r.forward(&[3, 1, 4, 1, 5], Some(&mut c), Pass::Prefill, false)
+        .expect("prefill");
+    r.forward(&[9], Some(&mut c), Pass::Decode, false)
+        .expect("decode");
+    assert!(c
+        .layers
+        .iter()
+        .any(|l| matches!(l, kernels::LayerState::MambaResident(_))));
+    let mut eng = DecodeEngine::new(&m, CpuDevice, &c, 2).expect("engine");
+    let a = r
+        .forward(&[2], Some(&mut c), Pass::Decode, false)
+        .expect("decode");
+    assert_eq!(a.logits, eng.step(2).expect("step"));
+}
