@@ -282,3 +282,22 @@ model_attention(const float* __restrict__ q, const float* __restrict__ keys,
     for (i64 d = threadIdx.x; d < hd; d += blockDim.x)
         out[i * nq * hd + h * hd + d] = acc[d] / l;
 }
+
+// The decode engine's vector ops (gpu/src/engine.rs), grid-stride over n:
+//   mode 0: y[i] = y[i] + a * x[i]   (the product rounded before the add: --fmad=false, as the
+//                                     reference's `*o += a * v`; a = 1 is the residual add)
+//   mode 1: y[i] = x[i]
+//   mode 2: y[i] = a                 (x is not read)
+extern "C" __global__ void model_axpy(float* __restrict__ y, const float* __restrict__ x, float a,
+                                      i64 n, int mode) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x) {
+        if (mode == 0) {
+            y[i] = y[i] + a * x[i];
+        } else if (mode == 1) {
+            y[i] = x[i];
+        } else {
+            y[i] = a;
+        }
+    }
+}

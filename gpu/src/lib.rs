@@ -13,6 +13,7 @@
 pub mod backend;
 pub mod bench;
 pub mod compile;
+pub mod engine;
 pub mod model;
 pub mod ops;
 pub mod runtime;

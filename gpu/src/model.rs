@@ -436,7 +436,7 @@ impl GpuKernels {
     }
 
     /// A model weight slice, device-resident (keyed by address and length).
-    fn weight_vec(&self, v: &[f32]) -> Result<Arc<DevTensor>, GpuError> {
+    pub(crate) fn weight_vec(&self, v: &[f32]) -> Result<Arc<DevTensor>, GpuError> {
         let key = WeightKey::Host {
             ptr: v.as_ptr() as usize,
             len: v.len(),
@@ -445,7 +445,7 @@ impl GpuKernels {
     }
 
     /// A model weight matrix, device-resident.
-    fn weight_mat(&self, w: &Mat) -> Result<Arc<DevTensor>, GpuError> {
+    pub(crate) fn weight_mat(&self, w: &Mat) -> Result<Arc<DevTensor>, GpuError> {
         match w {
             Mat::Dense { data, .. } => self.weight_vec(data),
             Mat::Lazy {
@@ -486,7 +486,7 @@ impl GpuKernels {
     }
 
     /// The dummy operand of an absent bias (never read), device-resident.
-    fn dummy(&self) -> Result<Arc<DevTensor>, GpuError> {
+    pub(crate) fn dummy(&self) -> Result<Arc<DevTensor>, GpuError> {
         self.cached(WeightKey::Dummy, 0, || vec![0.0])
     }
 
@@ -497,7 +497,7 @@ impl GpuKernels {
     }
 
     /// Uploads f32 values (an empty slice becomes one dummy element: never read).
-    fn up(&self, v: &[f32]) -> Result<DevTensor, GpuError> {
+    pub(crate) fn up(&self, v: &[f32]) -> Result<DevTensor, GpuError> {
         if v.is_empty() {
             self.g.upload(&Tensor::from_f32(&[1], vec![0.0]))
         } else {
@@ -514,7 +514,7 @@ impl GpuKernels {
         }
     }
 
-    fn out(&self, n: usize) -> Result<DevTensor, GpuError> {
+    pub(crate) fn out(&self, n: usize) -> Result<DevTensor, GpuError> {
         self.g.alloc_poisoned(&[n.max(1)], DType::F32, self.poison)
     }
 
@@ -609,7 +609,7 @@ impl GpuKernels {
     /// values; the caller checked the sizes): [`GEMV_MAX_ROWS`] rows or fewer go to
     /// `model_gemv_f32` (a warp per output column), more to the tiled `model_gemm_f32`.
     #[allow(clippy::too_many_arguments)]
-    fn launch_gemm(
+    pub(crate) fn launch_gemm(
         &self,
         px: u64,
         m: usize,
@@ -678,7 +678,7 @@ impl GpuKernels {
     }
 
     /// Queues relu(x)² over n f32 values from device pointer `px` into `po`.
-    fn launch_relu2(&self, px: u64, po: u64, n: usize) -> Result<(), GpuError> {
+    pub(crate) fn launch_relu2(&self, px: u64, po: u64, n: usize) -> Result<(), GpuError> {
         const OP: &str = "model_relu2";
         if n == 0 {
             return Ok(());
@@ -731,17 +731,35 @@ impl GpuKernels {
         if rows == 0 {
             return Ok(vec![]);
         }
-        let blocks = grid_u32(OP, rows as u64)?;
         let (xd, o) = (self.up(x)?, self.out(x.len())?);
-        let f = self.g.function(FILE, OP)?;
         let st = &self.g.stream;
-        let (px, pw, po) = (xd.ptr(st), wd.ptr(st), o.ptr(st));
+        self.launch_rmsnorm(xd.ptr(st), wd.ptr(st), o.ptr(st), rows, n, eps)?;
+        self.down(&o, x.len(), "rmsnorm out")
+    }
+
+    /// Queues `model_rmsnorm` on device pointers: x and out (rows, n), w (n) f32 values (the
+    /// caller checked the sizes).
+    pub(crate) fn launch_rmsnorm(
+        &self,
+        px: u64,
+        pw: u64,
+        po: u64,
+        rows: usize,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_rmsnorm";
+        if rows == 0 {
+            return Ok(());
+        }
+        let blocks = grid_u32(OP, rows as u64)?;
+        let f = self.g.function(FILE, OP)?;
         let (r, nn) = (rows as i64, n as i64);
-        let mut a = st.launch_builder(&f);
+        let mut a = self.g.stream.launch_builder(&f);
         a.arg(&px).arg(&pw).arg(&po).arg(&r).arg(&nn).arg(&eps);
         // SAFETY: model_rmsnorm(x, w, out, rows, n, eps); x and out hold rows*n, w n values.
         unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
-        self.down(&o, x.len(), "rmsnorm out")
+        Ok(())
     }
 
     /// Gated RMSNorm (gate then norm, groups of `group`) of x, z (rows, w.len())
@@ -802,19 +820,45 @@ impl GpuKernels {
         if rows == 0 {
             return Ok(vec![]);
         }
-        let blocks = grid_u32(OP, (rows * (d / group)) as u64)?;
         let (xd, zd, o) = (self.up(x)?, self.up(z)?, self.out(x.len())?);
-        let f = self.g.function(FILE, OP)?;
         let st = &self.g.stream;
-        let (px, pz, pw, po) = (xd.ptr(st), zd.ptr(st), wd.ptr(st), o.ptr(st));
+        self.launch_gated_rmsnorm(
+            [xd.ptr(st), zd.ptr(st), wd.ptr(st), o.ptr(st)],
+            rows,
+            d,
+            group,
+            eps,
+        )?;
+        self.down(&o, x.len(), "gated_rmsnorm out")
+    }
+
+    /// Queues `model_gated_rmsnorm` on device pointers [x, z, w, out]: x, z, out (rows, d), w
+    /// (d) f32 values, `group` dividing d (the caller checked).
+    pub(crate) fn launch_gated_rmsnorm(
+        &self,
+        [px, pz, pw, po]: [u64; 4],
+        rows: usize,
+        d: usize,
+        group: usize,
+        eps: f32,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_gated_rmsnorm";
+        if rows == 0 {
+            return Ok(());
+        }
+        if group == 0 || !d.is_multiple_of(group) {
+            return Err(bad(OP, format!("group {group} does not divide d = {d}")));
+        }
+        let blocks = grid_u32(OP, (rows * (d / group)) as u64)?;
+        let f = self.g.function(FILE, OP)?;
         let (r, dd, gg) = (rows as i64, d as i64, group as i64);
-        let mut a = st.launch_builder(&f);
+        let mut a = self.g.stream.launch_builder(&f);
         a.arg(&px).arg(&pz).arg(&pw).arg(&po);
         a.arg(&r).arg(&dd).arg(&gg).arg(&eps);
         // SAFETY: model_gated_rmsnorm(x, z, w, out, rows, d, group, eps); x, z, out hold
         // rows*d values, w d; group divides d.
         unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
-        self.down(&o, x.len(), "gated_rmsnorm out")
+        Ok(())
     }
 
     /// relu(x)² (`model_relu2`).
@@ -841,23 +885,41 @@ impl GpuKernels {
         const OP: &str = "model_attention";
         reference::model::kernels::check_attention(q, keys, vals, p0, geo)
             .map_err(|e| bad(OP, e.to_string()))?;
+        if geo.t == 0 {
+            return Ok(vec![]);
+        }
+        let (qd, kd, vd) = (self.up(q)?, self.up(keys)?, self.up(vals)?);
+        let o = self.out(q.len())?;
+        let st = &self.g.stream;
+        self.launch_attention([qd.ptr(st), kd.ptr(st), vd.ptr(st), o.ptr(st)], p0, geo)?;
+        self.down(&o, q.len(), "attention out")
+    }
+}
+
+impl GpuKernels {
+    /// Queues `model_attention` on device pointers [q, keys, vals, out]: q and out (t, nq*hd),
+    /// keys / vals at least (p0 + t, nkv*hd) f32 values (the caller checked, as
+    /// [`reference::model::kernels::check_attention`]).
+    pub(crate) fn launch_attention(
+        &self,
+        [pq, pk, pv, po]: [u64; 4],
+        p0: usize,
+        geo: AttnGeometry,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_attention";
         let AttnGeometry { nq, nkv, hd, t } = geo;
         if t == 0 {
-            return Ok(vec![]);
+            return Ok(());
         }
         let blocks = grid_u32(OP, (t * nq) as u64)?;
         let smem = u32::try_from(2 * hd * 4)
             .ok()
             .filter(|&b| b <= 40 * 1024)
             .ok_or_else(|| bad(OP, format!("head_dim {hd} needs too much shared memory")))?;
-        let (qd, kd, vd) = (self.up(q)?, self.up(keys)?, self.up(vals)?);
-        let o = self.out(q.len())?;
         let f = self.g.function(FILE, OP)?;
-        let st = &self.g.stream;
-        let (pq, pk, pv, po) = (qd.ptr(st), kd.ptr(st), vd.ptr(st), o.ptr(st));
         let (tt, a_nq, a_nkv, a_hd, a_p0) = (t as i64, nq as i64, nkv as i64, hd as i64, p0 as i64);
         let scale = 1.0 / (hd as f32).sqrt();
-        let mut a = st.launch_builder(&f);
+        let mut a = self.g.stream.launch_builder(&f);
         a.arg(&pq).arg(&pk).arg(&pv).arg(&po);
         a.arg(&tt)
             .arg(&a_nq)
@@ -865,10 +927,35 @@ impl GpuKernels {
             .arg(&a_hd)
             .arg(&a_p0)
             .arg(&scale);
-        // SAFETY: model_attention(q, keys, vals, out, t, nq, nkv, hd, p0, scale); sizes checked
-        // by check_attention (keys/vals hold >= p0 + t rows); 2*hd floats of dynamic smem.
+        // SAFETY: model_attention(q, keys, vals, out, t, nq, nkv, hd, p0, scale); the caller
+        // holds keys/vals at >= p0 + t rows; 2*hd floats of dynamic smem.
         unsafe { a.launch(runtime::cfg(blocks, ATT_THREADS, smem)) }.map_err(launch_err(OP))?;
-        self.down(&o, q.len(), "attention out")
+        Ok(())
+    }
+
+    /// Queues `model_axpy` (gpu/kernels/model_ops.cu) over n f32 values: mode 0 `y += a * x`,
+    /// 1 `y = x`, 2 `y = a` (x not read).
+    pub(crate) fn launch_axpy(
+        &self,
+        py: u64,
+        px: u64,
+        a: f32,
+        n: usize,
+        mode: i32,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_axpy";
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, OP)?;
+        let nn = n as i64;
+        let mut l = self.g.stream.launch_builder(&f);
+        l.arg(&py).arg(&px).arg(&a).arg(&nn).arg(&mode);
+        let grid = ops::grid_for(&self.g, n as u64, 256);
+        // SAFETY: model_axpy(y, x, a, n, mode): grid-stride over n values of y (and of x unless
+        // mode 2); the caller holds both at >= n values, not overlapping.
+        unsafe { l.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
+        Ok(())
     }
 }
 
@@ -985,7 +1072,7 @@ impl GpuKernels {
     /// Whether the decode step can run v6 directly, where `auto` would run v6 (batch 1, an
     /// f32 state, A per head: every Nemotron-H decode step): the `auto` version configured, a
     /// dstate v6 compiles for, fewer heads than 4 per SM, per-head operands of `nheads`.
-    fn ssu_direct_ok(&self, dims: SsmDims, p: &SsmParams<'_>) -> bool {
+    pub(crate) fn ssu_direct_ok(&self, dims: SsmDims, p: &SsmParams<'_>) -> bool {
         use crate::ops::selective_state_update as ssu;
         let SsmDims {
             nheads: h,
@@ -1010,7 +1097,7 @@ impl GpuKernels {
     /// f32 updated in place, `out` nheads*headdim. A, D, dt_bias come from the weight cache.
     /// The parameters are [`ops::selective_state_update::decode_params`] (a unit test holds
     /// them equal to the op's own); the caller checked [`Self::ssu_direct_ok`] and the sizes.
-    fn launch_ssu_v6(
+    pub(crate) fn launch_ssu_v6(
         &self,
         dims: SsmDims,
         p: &SsmParams<'_>,
@@ -1066,6 +1153,68 @@ impl GpuKernels {
         Ok(())
     }
 
+    /// Whether [`GpuKernels::launch_mamba_step`] takes this layer: conv width 2..=4, xBC =
+    /// [x | B | C], per-head operands of nheads, and the ssu v6 case
+    /// ([`GpuKernels::ssu_direct_ok`]).
+    pub(crate) fn mamba_step_ok(&self, m: &MambaStep<'_>) -> bool {
+        use crate::ops::causal_conv1d::MAX_WIDTH;
+        let d = m.dims;
+        let (di, gs) = (d.nheads * d.headdim, d.ngroups * d.dstate);
+        let cd = m.conv_dim;
+        m.conv_k >= 2
+            && m.conv_k <= MAX_WIDTH
+            && cd == di + 2 * gs
+            && m.conv_w.len() == cd * m.conv_k
+            && m.conv_b.is_none_or(|b| b.len() == cd)
+            && self.ssu_direct_ok(d, &m.params)
+    }
+
+    /// Queues one Mamba decode step on device pointers: `causal_conv1d_update` v1 (SiLU) of
+    /// xBC (conv_dim f32 at `xbc`) on the conv window `conv` (conv_dim, k-1) into `xa`
+    /// (conv_dim f32 of scratch), then ssu v6 on the SSM state `ssm` (nheads, headdim, dstate)
+    /// with x, B and C read straight from `xa` and the raw dt (nheads f32 at `dt`); y
+    /// (nheads*headdim f32) into `y`. The caller checked [`GpuKernels::mamba_step_ok`] and the
+    /// buffer sizes.
+    pub(crate) fn launch_mamba_step(
+        &self,
+        m: &MambaStep<'_>,
+        [xbc, dt]: [u64; 2],
+        [conv, ssm]: [u64; 2],
+        xa: u64,
+        y: u64,
+    ) -> Result<(), GpuError> {
+        use crate::ops::causal_conv1d::UpdateLaunch;
+        let d = m.dims;
+        let (di, gs) = (d.nheads * d.headdim, d.ngroups * d.dstate);
+        let s = &self.g.stream;
+        let conv_w = self.weight_vec(m.conv_w)?;
+        let conv_b = m.conv_b.map(|b| self.weight_vec(b)).transpose()?;
+        UpdateLaunch {
+            x: xbc,
+            xdt: 0,
+            state: conv,
+            sdt: 0,
+            w: conv_w.ptr(s),
+            wdt: 0,
+            bias: conv_b.as_ref().map_or(0, |b| b.ptr(s)),
+            bdt: 0,
+            cache_seqlens: 0,
+            slots: 0,
+            batch: 1,
+            dim: m.conv_dim,
+            seqlen: 1,
+            width: m.conv_k,
+            state_len: m.conv_k - 1,
+            act: reference::ops::causal_conv1d_fn::Activation::Silu,
+            out: xa,
+            inter: 0,
+        }
+        .run(&self.g)?;
+        // x, B, C are consecutive f32 ranges of the conv output (one token).
+        let rows = [xa, dt, xa + 4 * di as u64, xa + 4 * (di + gs) as u64];
+        self.launch_ssu_v6(d, &m.params, rows, ssm, y)
+    }
+
     /// [`ModelKernels::mamba_decode`] with the layer's states resident on the device: the
     /// first decode step after a prefill (or after states came back to the host) uploads them
     /// once into a [`GpuMambaState`]; every step then uploads the token's xBC and dt rows, runs
@@ -1079,19 +1228,14 @@ impl GpuKernels {
         xbc: &[f32],
         dt: &[f32],
     ) -> Result<Option<Vec<f32>>, ModelError> {
-        use crate::ops::causal_conv1d::{UpdateLaunch, MAX_WIDTH};
         let d = m.dims;
-        let (di, gs) = (d.nheads * d.headdim, d.ngroups * d.dstate);
-        let cd = m.conv_dim;
+        let (di, cd) = (d.nheads * d.headdim, m.conv_dim);
         let (conv_len, ssm_len) = (cd * m.conv_k.saturating_sub(1), di * d.dstate);
-        let shapes_ok = m.conv_k >= 2
-            && m.conv_k <= MAX_WIDTH
-            && cd == di + 2 * gs
-            && xbc.len() == cd
-            && dt.len() == d.nheads
-            && m.conv_w.len() == cd * m.conv_k
-            && m.conv_b.is_none_or(|b| b.len() == cd);
-        if !shapes_ok || !self.ssu_direct_ok(d, &m.params) || !resident_states_on() {
+        if xbc.len() != cd
+            || dt.len() != d.nheads
+            || !self.mamba_step_ok(m)
+            || !resident_states_on()
+        {
             return Ok(None);
         }
         // The layer's resident states: ours as they are, anything else through the host.
@@ -1122,43 +1266,18 @@ impl GpuKernels {
         let mut run = || -> Result<Vec<f32>, GpuError> {
             let s = &self.g.stream;
             let (xd, dtd) = (self.up(xbc)?, self.up(dt)?);
-            let conv_w = self.weight_vec(m.conv_w)?;
-            let conv_b = m.conv_b.map(|b| self.weight_vec(b)).transpose()?;
             let xa = self.out(cd)?;
             let out = self.out(di)?;
             use cudarc::driver::DevicePtrMut;
             let (convp, _s1) = res.conv.device_ptr_mut(s);
             let (ssmp, _s2) = res.ssm.device_ptr_mut(s);
-            UpdateLaunch {
-                x: xd.ptr(s),
-                xdt: 0,
-                state: convp,
-                sdt: 0,
-                w: conv_w.ptr(s),
-                wdt: 0,
-                bias: conv_b.as_ref().map_or(0, |b| b.ptr(s)),
-                bdt: 0,
-                cache_seqlens: 0,
-                slots: 0,
-                batch: 1,
-                dim: cd,
-                seqlen: 1,
-                width: m.conv_k,
-                state_len: m.conv_k - 1,
-                act: reference::ops::causal_conv1d_fn::Activation::Silu,
-                out: xa.ptr(s),
-                inter: 0,
-            }
-            .run(&self.g)?;
-            // x, B, C are consecutive f32 ranges of the conv output (one token).
-            let xa0 = xa.ptr(s);
-            let rows = [
-                xa0,
-                dtd.ptr(s),
-                xa0 + 4 * di as u64,
-                xa0 + 4 * (di + gs) as u64,
-            ];
-            self.launch_ssu_v6(d, &m.params, rows, ssmp, out.ptr(s))?;
+            self.launch_mamba_step(
+                m,
+                [xd.ptr(s), dtd.ptr(s)],
+                [convp, ssmp],
+                xa.ptr(s),
+                out.ptr(s),
+            )?;
             self.down(&out, di, "mamba_decode y")
         };
         run().map(Some).map_err(merr("mamba_decode"))

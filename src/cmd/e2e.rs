@@ -15,6 +15,13 @@
 //!
 //! `duet e2e --preset super --pattern MEMEMEM*E --experts nvfp4 --compare gpu --bench-decode 8`
 //!
+//! On the GPU path the bench also runs the decode engine (`reference::model::engine` on
+//! `gpu::engine::GpuDevice`: activations, Mamba states and KV caches stay on the device; only the
+//! token's embedding row goes up, the router's top-k and the logits come back) over the same
+//! prefill and tokens: `bench_decode.paths.gpu-engine`, with `vs_model_path_max_rel` (its
+//! logits vs the model path's over the warm-up steps); if it cannot run, `engine_error` says
+//! why and the model path's numbers stand.
+//!
 //! (the super preset's weights are lazy: the GPU path generates each weight once on the host
 //! and uploads it once; the CPU reference regenerates them on every use, smoke runs only).
 //! Runs the Nemotron-H model end to end on the CPU reference and/or the GPU path
@@ -127,6 +134,12 @@ struct BenchRun {
     uploads: Option<u64>,
     /// host wall time per backend op over the timed steps, most first ([`TimedKernels`])
     ops: Vec<(String, OpTime)>,
+    /// the tokens fed to the steps (greedy from the prefill)
+    toks: Vec<u32>,
+    /// logits of every warm-up step (the reference of the decode engine's run)
+    logits: Vec<Vec<f32>>,
+    /// decode engine only: max relative error of its logits vs the model path's, every step
+    vs_model_max_rel: Option<f64>,
 }
 
 /// Quantile `q` of sorted values (nearest rank).
@@ -168,12 +181,14 @@ fn bench_decode(
     let first = argmax_rows(&o.logits[o.logits.len() - v..], v)[0] as u32;
     // Warm-up: the steps themselves, recording the greedy tokens.
     let mut toks = vec![first];
+    let mut logits = Vec::with_capacity(n);
     let mut cache = cache0.try_clone().context("copying the prefill cache")?;
     for i in 0..n {
         let o = model
             .forward(&[toks[i]], Some(&mut cache), Pass::Decode, false)
             .context("bench warm-up decode")?;
         toks.push(argmax_rows(&o.logits, v)[0] as u32);
+        logits.push(o.logits);
     }
     sync()?;
     timer.reset();
@@ -196,7 +211,69 @@ fn bench_decode(
         ms,
         uploads,
         ops: timer.snapshot(),
+        toks,
+        logits,
+        vs_model_max_rel: None,
     })
+}
+
+/// The decode engine (`reference::model::engine`, GPU device `gpu::engine::GpuDevice`) over
+/// the same steps as the model path's bench `m` (same prefill on the model's GPU kernels, same
+/// tokens): a warm-up pass whose logits are compared with the model path's, then a timed pass
+/// from the same prefill cache (each step ends with its logits on the host).
+fn bench_engine(
+    model: &Model,
+    prompt: &[u32],
+    m: &BenchRun,
+    g: &gpu::model::GpuKernels,
+) -> anyhow::Result<BenchRun> {
+    use reference::model::engine::DecodeEngine;
+    let n = m.logits.len();
+    let mut cache0 = model.new_cache();
+    model
+        .forward(prompt, Some(&mut cache0), Pass::Prefill, false)
+        .context("engine bench prefill")?;
+    let mut worst = 0f64;
+    let mut eng = DecodeEngine::new(model, gpu::engine::GpuDevice::new(g), &cache0, n)
+        .context("building the decode engine")?;
+    for (i, want) in m.logits.iter().enumerate() {
+        let got = eng.step(m.toks[i]).context("engine warm-up step")?;
+        worst = worst.max(max_rel_f32(want, &got));
+    }
+    g.sync().context("synchronising the GPU")?;
+    let up0 = g.weight_stats().uploads;
+    let mut eng = DecodeEngine::new(model, gpu::engine::GpuDevice::new(g), &cache0, n)
+        .context("building the decode engine")?;
+    let mut ms = Vec::with_capacity(n);
+    for &tk in &m.toks[..n] {
+        let t0 = Instant::now();
+        eng.step(tk).context("engine step")?;
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(BenchRun {
+        ms,
+        uploads: Some(g.weight_stats().uploads - up0),
+        ops: Vec::new(),
+        toks: m.toks.clone(),
+        logits: Vec::new(),
+        vs_model_max_rel: Some(worst),
+    })
+}
+
+/// max|a - b| / max|a| (NaN anywhere: infinite).
+fn max_rel_f32(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let (mut num, mut den) = (0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        if !x.is_finite() || !y.is_finite() {
+            return f64::INFINITY;
+        }
+        num = num.max((*x as f64 - *y as f64).abs());
+        den = den.max((*x as f64).abs());
+    }
+    num / den.max(f64::MIN_POSITIVE)
 }
 
 fn step_json(b: &StepBytes, bps: f64) -> Value {
@@ -250,6 +327,7 @@ fn bench_path_json(b: &BenchRun, floor_us: f64, floor_loaded_us: f64) -> Value {
         "meets_target": med * 1e3 <= FLOOR_TARGET * floor_us,
         "weight_uploads_timed": b.uploads,
         "op_breakdown": op_breakdown_json(b),
+        "vs_model_path_max_rel": b.vs_model_max_rel,
     })
 }
 
@@ -804,6 +882,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Run every path.
     let mut runs: Vec<PathRun> = Vec::new();
     let mut benches: Vec<(&'static str, BenchRun)> = Vec::new();
+    let mut engine_error: Option<String> = None;
     for &p in &paths {
         let (k, g): (Arc<dyn ModelKernels>, _) = match (p, &gpu_k) {
             ("gpu", Some(g)) => (g.clone(), Some(g.as_ref())),
@@ -818,7 +897,17 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let b = bench_decode(&model, &ids[..prefill_len], n, g, &timer)
                 .with_context(|| format!("{p} path: decode benchmark"))?;
             model.set_kernels(k);
+            // The GPU path also runs the decode engine over the same steps (all on the device).
+            let eng = g.map(|g| bench_engine(&model, &ids[..prefill_len], &b, g));
             benches.push((p, b));
+            match eng {
+                Some(Ok(e)) => benches.push(("gpu-engine", e)),
+                Some(Err(e)) => {
+                    eprintln!("warning: the decode engine did not run: {e:#}");
+                    engine_error = Some(format!("{e:#}"));
+                }
+                None => {}
+            }
         }
     }
     let bps = args.copy_gbps * 1e9;
@@ -923,6 +1012,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 },
                 "paths": benches.iter().map(|(p, b)| (p.to_string(), bench_path_json(b, *fp, *fa)))
                     .collect::<serde_json::Map<_, _>>(),
+                "engine_error": engine_error,
             });
         }
         // The first path's fields at the top level (the layout of the CPU-only report).
@@ -1014,6 +1104,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     med * 1e3 / fa.max(1e-12),
                     b.uploads.map_or(String::new(), |u| format!("; {u} weight uploads while timed")),
                 );
+                if let Some(e) = b.vs_model_max_rel {
+                    println!(
+                        "    logits vs the model path's: max rel {e:.3e} over the warm-up steps"
+                    );
+                }
                 let steps = b.ms.len().max(1) as f64;
                 for (op, t) in b.ops.iter().take(8) {
                     println!(

@@ -1,0 +1,332 @@
+//! The decode engine's GPU device ([`reference::model::engine::DecodeDevice`]): device buffers
+//! (guarded, poisoned f32 [`DevTensor`]s) and the model's kernels on device pointers, so a
+//! decode step keeps every activation, Mamba state and KV cache on the H200 and only the
+//! token's embedding row goes up and the router's top-k (per MoE layer) and the logits come
+//! back. Weights come from the [`GpuKernels`] weight cache (uploaded once).
+//!
+//! The kernels are the ones the model's GPU path runs (`model_gemv_f32` / `model_gemm_f32`,
+//! `model_rmsnorm`, `model_gated_rmsnorm`, `model_relu2`, `model_attention`,
+//! `causal_conv1d_update` v1 + `selective_state_update` v6, `noaux_tc_router`), plus
+//! `model_axpy` for the residual adds, the expert mix and copies. The orchestration is
+//! reference/src/model/engine.rs, tested bit for bit against `Model::forward` on the CPU
+//! device; gpu/tests/gpu_model.rs holds this device to the model's CPU decode.
+
+use crate::model::GpuKernels;
+use crate::runtime::DevTensor;
+use crate::GpuError;
+use reference::model::engine::{At, DecodeDevice};
+use reference::model::kernels::{mamba_decode_host, op_err, AttnGeometry, MambaStep, Route};
+use reference::model::{Mat, ModelError};
+use reference::ops::noaux_tc_router::RouterConfig;
+use reference::DType;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// [`GpuKernels`] as a decode device. Weights read by queued kernels are kept alive until the
+/// next download (which waits for the stream).
+pub struct GpuDevice<'k> {
+    k: &'k GpuKernels,
+    keep: RefCell<Vec<Arc<DevTensor>>>,
+    /// conv output scratch of the Mamba step (grown on demand; stream-ordered reuse)
+    xa: RefCell<Option<DevTensor>>,
+}
+
+impl<'k> GpuDevice<'k> {
+    pub fn new(k: &'k GpuKernels) -> GpuDevice<'k> {
+        GpuDevice {
+            k,
+            keep: RefCell::new(Vec::new()),
+            xa: RefCell::new(None),
+        }
+    }
+
+    fn ptr(&self, b: &DevTensor) -> u64 {
+        b.ptr(&self.k.gpu().stream)
+    }
+
+    /// Pointer to element `off` of `b`, checking that `n` values from there fit.
+    fn at(&self, (b, off): At<'_, DevTensor>, n: usize, what: &str) -> Result<u64, ModelError> {
+        if off + n > b.numel() {
+            return Err(op_err(
+                "decode engine",
+                format!(
+                    "{what}: values {off}..{} of a {}-value buffer",
+                    off + n,
+                    b.numel()
+                ),
+            ));
+        }
+        Ok(self.ptr(b) + 4 * off as u64)
+    }
+
+    fn weight(&self, w: &Mat) -> Result<u64, ModelError> {
+        let d = self.k.weight_mat(w).map_err(gerr("weight upload"))?;
+        let p = self.ptr(&d);
+        self.keep.borrow_mut().push(d);
+        Ok(p)
+    }
+
+    fn vec(&self, v: &[f32]) -> Result<u64, ModelError> {
+        let d = self.k.weight_vec(v).map_err(gerr("weight upload"))?;
+        let p = self.ptr(&d);
+        self.keep.borrow_mut().push(d);
+        Ok(p)
+    }
+}
+
+impl GpuDevice<'_> {
+    /// A Mamba layer the direct step does not take (e.g. a dstate ssu v6 has no kernel for):
+    /// the states and the token's rows come to the host, the model's GPU path runs the step
+    /// (the op runner's kernels), and the results go back into the same buffers.
+    #[allow(clippy::too_many_arguments)]
+    fn mamba_step_via_host(
+        &self,
+        conv: &mut DevTensor,
+        ssm: &mut DevTensor,
+        m: &MambaStep<'_>,
+        xbc: At<'_, DevTensor>,
+        dt: At<'_, DevTensor>,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let d = m.dims;
+        let di = d.nheads * d.headdim;
+        let xs = self.download(xbc.0, xbc.1, m.conv_dim)?;
+        let dts = self.download(dt.0, dt.1, d.nheads)?;
+        let mut cv = self.download(conv, 0, conv.numel())?;
+        let mut sv = self.download(ssm, 0, ssm.numel())?;
+        let yv = mamba_decode_host(self.k, &mut cv, &mut sv, m, &xs, &dts)?;
+        *conv = self.upload(&cv)?;
+        *ssm = self.upload(&sv)?;
+        let yd = self.upload(&yv)?;
+        self.copy((&yd, 0), y, 0, di)?;
+        // The copy reads `yd`: wait before it is freed.
+        self.k.gpu().sync().map_err(gerr("decode engine"))
+    }
+}
+
+fn gerr(what: &'static str) -> impl Fn(GpuError) -> ModelError {
+    move |e| op_err(what, e)
+}
+
+impl DecodeDevice for GpuDevice<'_> {
+    type Buf = DevTensor;
+
+    fn alloc(&self, n: usize) -> Result<DevTensor, ModelError> {
+        self.k.out(n).map_err(gerr("alloc"))
+    }
+
+    fn upload(&self, v: &[f32]) -> Result<DevTensor, ModelError> {
+        self.k.up(v).map_err(gerr("upload"))
+    }
+
+    fn download(&self, b: &DevTensor, off: usize, n: usize) -> Result<Vec<f32>, ModelError> {
+        let g = self.k.gpu();
+        g.sync().map_err(gerr("decode engine"))?;
+        self.keep.borrow_mut().clear();
+        let v = g
+            .download(b, "decode engine buffer")
+            .map_err(gerr("download"))?
+            .to_f32_vec();
+        v.get(off..off + n).map(<[f32]>::to_vec).ok_or_else(|| {
+            op_err(
+                "download",
+                format!("values {off}..{} of {}", off + n, v.len()),
+            )
+        })
+    }
+
+    fn linear(
+        &self,
+        x: At<'_, DevTensor>,
+        w: &Mat,
+        bias: Option<&[f32]>,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let (n, k) = (w.rows(), w.cols());
+        if bias.is_some_and(|b| b.len() != n) {
+            return Err(op_err("linear", format!("bias of {n} values expected")));
+        }
+        let px = self.at(x, k, "linear x")?;
+        let py = self.at((y, 0), n, "linear y")?;
+        let pw = self.weight(w)?;
+        let pb = bias.map(|b| self.vec(b)).transpose()?;
+        self.k
+            .launch_gemm(px, 1, pw, n, k, pb, py)
+            .map_err(gerr("linear"))
+    }
+
+    fn rmsnorm(
+        &self,
+        x: &DevTensor,
+        w: &[f32],
+        eps: f32,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let n = w.len();
+        let px = self.at((x, 0), n, "rmsnorm x")?;
+        let py = self.at((y, 0), n, "rmsnorm y")?;
+        let pw = self.vec(w)?;
+        self.k
+            .launch_rmsnorm(px, pw, py, 1, n, eps)
+            .map_err(gerr("rmsnorm"))
+    }
+
+    fn gated_rmsnorm(
+        &self,
+        x: &DevTensor,
+        z: At<'_, DevTensor>,
+        w: &[f32],
+        group: usize,
+        eps: f32,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let d = w.len();
+        let px = self.at((x, 0), d, "gated_rmsnorm x")?;
+        let pz = self.at(z, d, "gated_rmsnorm z")?;
+        let py = self.at((y, 0), d, "gated_rmsnorm y")?;
+        let pw = self.vec(w)?;
+        self.k
+            .launch_gated_rmsnorm([px, pz, pw, py], 1, d, group, eps)
+            .map_err(gerr("gated_rmsnorm"))
+    }
+
+    fn relu2(&self, x: &DevTensor, y: &mut DevTensor, n: usize) -> Result<(), ModelError> {
+        let px = self.at((x, 0), n, "relu2 x")?;
+        let py = self.at((y, 0), n, "relu2 y")?;
+        self.k.launch_relu2(px, py, n).map_err(gerr("relu2"))
+    }
+
+    fn axpy(
+        &self,
+        y: &mut DevTensor,
+        a: f32,
+        x: At<'_, DevTensor>,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let px = self.at(x, n, "axpy x")?;
+        let py = self.at((y, 0), n, "axpy y")?;
+        self.k.launch_axpy(py, px, a, n, 0).map_err(gerr("axpy"))
+    }
+
+    fn fill(&self, y: &mut DevTensor, v: f32, n: usize) -> Result<(), ModelError> {
+        let py = self.at((y, 0), n, "fill y")?;
+        self.k.launch_axpy(py, py, v, n, 2).map_err(gerr("fill"))
+    }
+
+    fn copy(
+        &self,
+        x: At<'_, DevTensor>,
+        dst: &mut DevTensor,
+        dst_off: usize,
+        n: usize,
+    ) -> Result<(), ModelError> {
+        let px = self.at(x, n, "copy x")?;
+        let py = self.at((dst, dst_off), n, "copy dst")?;
+        self.k.launch_axpy(py, px, 1.0, n, 1).map_err(gerr("copy"))
+    }
+
+    fn mamba_step(
+        &self,
+        conv: &mut DevTensor,
+        ssm: &mut DevTensor,
+        m: &MambaStep<'_>,
+        xbc: At<'_, DevTensor>,
+        dt: At<'_, DevTensor>,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let d = m.dims;
+        let (cd, di) = (m.conv_dim, d.nheads * d.headdim);
+        if !self.k.mamba_step_ok(m) {
+            return self.mamba_step_via_host(conv, ssm, m, xbc, dt, y);
+        }
+        let pxbc = self.at(xbc, cd, "mamba xbc")?;
+        let pdt = self.at(dt, d.nheads, "mamba dt")?;
+        let pconv = self.at((conv, 0), cd * (m.conv_k - 1), "mamba conv state")?;
+        let pssm = self.at((ssm, 0), di * d.dstate, "mamba ssm state")?;
+        let py = self.at((y, 0), di, "mamba y")?;
+        let mut xa = self.xa.borrow_mut();
+        if xa.as_ref().is_none_or(|b| b.numel() < cd) {
+            *xa = Some(self.k.out(cd).map_err(gerr("alloc"))?);
+        }
+        let pxa = xa.as_ref().map_or(0, |b| self.ptr(b));
+        self.k
+            .launch_mamba_step(m, [pxbc, pdt], [pconv, pssm], pxa, py)
+            .map_err(gerr("mamba decode step"))
+    }
+
+    fn attention(
+        &self,
+        q: &DevTensor,
+        keys: &DevTensor,
+        vals: &DevTensor,
+        p0: usize,
+        g: AttnGeometry,
+        out: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        if g.t != 1 || g.nkv == 0 || !g.nq.is_multiple_of(g.nkv) {
+            return Err(op_err(
+                "attention",
+                format!("one query row with nq a multiple of nkv expected, got {g:?}"),
+            ));
+        }
+        let kv = (p0 + 1) * g.nkv * g.hd;
+        let pq = self.at((q, 0), g.nq * g.hd, "attention q")?;
+        let pk = self.at((keys, 0), kv, "attention keys")?;
+        let pv = self.at((vals, 0), kv, "attention values")?;
+        let po = self.at((out, 0), g.nq * g.hd, "attention out")?;
+        self.k
+            .launch_attention([pq, pk, pv, po], p0, g)
+            .map_err(gerr("attention"))
+    }
+
+    fn route(
+        &self,
+        logits: &DevTensor,
+        bias: &[f32],
+        cfg: &RouterConfig,
+    ) -> Result<Route, ModelError> {
+        use crate::ops::noaux_tc_router::{auto_version, Launch};
+        let e = bias.len();
+        cfg.validate(e).map_err(|m| op_err("noaux_tc_router", m))?;
+        let pl = self.at((logits, 0), e, "router logits")?;
+        let pb = self.vec(bias)?;
+        let g = self.k.gpu();
+        let k = cfg.top_k;
+        let run = || -> Result<Route, GpuError> {
+            let idx = g.alloc_poisoned(&[1, k], DType::I32, self.k.poison)?;
+            let w = g.alloc_poisoned(&[1, k], DType::F32, self.k.poison)?;
+            let version = match self.k.router_version {
+                "auto" => auto_version(1, e, cfg),
+                v => v,
+            };
+            Launch {
+                logits: pl,
+                logits_dt: 0,
+                bias: pb,
+                bias_dt: 0,
+                tokens: 1,
+                experts: e,
+                cfg: *cfg,
+                out_idx: idx.ptr(&g.stream),
+                out_w: w.ptr(&g.stream),
+                f32_sigmoid_bench: false,
+            }
+            .run(g, version)?;
+            g.sync()?;
+            let ids = g.download(&idx, "topk_indices")?.to_i64_vec();
+            let wts = g.download(&w, "topk_weights")?.to_f32_vec();
+            let ids =
+                ids.ok_or_else(|| GpuError::Driver("topk_indices are not integers".into()))?;
+            let ids =
+                ids.into_iter()
+                    .map(|i| {
+                        usize::try_from(i).ok().filter(|&i| i < e).ok_or_else(|| {
+                            GpuError::Driver(format!("router chose expert {i} of {e}"))
+                        })
+                    })
+                    .collect::<Result<Vec<usize>, GpuError>>()?;
+            Ok((ids, wts))
+        };
+        run().map_err(gerr("noaux_tc_router"))
+    }
+}
