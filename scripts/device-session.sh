@@ -17,6 +17,7 @@
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   profile:OP[:SHAPE[:KREGEX]]  duet profile OP [--shape SHAPE] [--kernel KREGEX]
 #   t:BIN[:LIMIT[:FILTER]]  one test binary, optionally only the tests matching FILTER (comma-separated filters)
+#   tsan:TOOL:BIN:FILTER  compute-sanitizer TOOL over one test binary's tests matching FILTER
 #   tests     every GPU test binary with --ignored (except the benches and rcp_measure)
 #   check     duet check --backend gpu
 #   sanitize  compute-sanitizer memcheck over `duet check --backend gpu` (every case, every version)
@@ -59,6 +60,11 @@ one() { # one step (see the list above)
         if [[ "$bin" == *:* ]]; then lim=${bin#*:}; bin=${bin%%:*}; fi
         if [[ "$lim" == *:* ]]; then IFS=, read -ra filt <<<"${lim#*:}"; lim=${lim%%:*}; fi
         step "tests-$bin" "$lim" "$T/$bin" --ignored --test-threads=1 "${filt[@]}" ;;
+    tsan:*)  # tsan:TOOL:BIN:FILTER
+        local rest=${s#tsan:} tool bin filt
+        tool=${rest%%:*}; rest=${rest#*:}
+        bin=${rest%%:*}; filt=${rest#*:}
+        san "$tool" "${SAN_LIMIT:-300}" "$T/$bin" "$filt" ;;
     memcheck:* | racecheck:* | synccheck:* | initcheck:*)
         local tool=${s%%:*} ops=${s#*:}
         local tag
