@@ -427,6 +427,12 @@ fn e2e_bench_decode_reports_timings_and_floor() {
     );
     assert!(p10 <= med && med <= p90, "{cpu}");
     assert_eq!(cpu["ms"].as_array().map(|a| a.len()), Some(3));
+    // The decode engine on the CPU device over the same steps: the model path's bits.
+    let eng = &b["paths"]["cpu-engine"];
+    assert_eq!(b["engine_error"], serde_json::Value::Null, "{b}");
+    assert_eq!(eng["ms"].as_array().map(|a| a.len()), Some(3), "{eng}");
+    assert_eq!(eng["vs_model_path_max_rel"].as_f64(), Some(0.0), "{eng}");
+    assert!(eng["median_ms"].as_f64().is_some_and(|x| x > 0.0), "{eng}");
     let tps = cpu["tokens_per_s"].as_f64().unwrap_or(0.0);
     assert!(
         (tps * med / 1e3 - 1.0).abs() < 1e-9,

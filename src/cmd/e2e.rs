@@ -19,8 +19,9 @@
 //! `gpu::engine::GpuDevice`: activations, Mamba states and KV caches stay on the device; only the
 //! token's embedding row goes up, the router's top-k and the logits come back) over the same
 //! prefill and tokens: `bench_decode.paths.gpu-engine`, with `vs_model_path_max_rel` (its
-//! logits vs the model path's over the warm-up steps); if it cannot run, `engine_error` says
-//! why and the model path's numbers stand.
+//! logits vs the model path's over the warm-up steps); the CPU path likewise runs it on the
+//! CPU device (`cpu-engine`, the same bits as the model path: 0). If it cannot run,
+//! `engine_error` says why and the model path's numbers stand.
 //!
 //! (the super preset's weights are lazy: the GPU path generates each weight once on the host
 //! and uploads it once; the CPU reference regenerates them on every use, smoke runs only).
@@ -217,15 +218,18 @@ fn bench_decode(
     })
 }
 
-/// The decode engine (`reference::model::engine`, GPU device `gpu::engine::GpuDevice`) over
-/// the same steps as the model path's bench `m` (same prefill on the model's GPU kernels, same
-/// tokens): a warm-up pass whose logits are compared with the model path's, then a timed pass
-/// from the same prefill cache (each step ends with its logits on the host).
-fn bench_engine(
+/// The decode engine (`reference::model::engine`) on `dev` over the same steps as the model
+/// path's bench `m` (same prefill on the model's current kernels, same tokens): a warm-up
+/// pass whose logits are compared with the model path's, then a timed pass from the same
+/// prefill cache (each step ends with its logits on the host). `sync` waits for the device;
+/// `uploads` counts the GPU weight cache's uploads (None on the CPU).
+fn bench_engine<D: reference::model::engine::DecodeDevice>(
     model: &Model,
     prompt: &[u32],
     m: &BenchRun,
-    g: &gpu::model::GpuKernels,
+    mut dev: impl FnMut() -> D,
+    sync: &dyn Fn() -> anyhow::Result<()>,
+    uploads: &dyn Fn() -> Option<u64>,
 ) -> anyhow::Result<BenchRun> {
     use reference::model::engine::DecodeEngine;
     let n = m.logits.len();
@@ -234,16 +238,16 @@ fn bench_engine(
         .forward(prompt, Some(&mut cache0), Pass::Prefill, false)
         .context("engine bench prefill")?;
     let mut worst = 0f64;
-    let mut eng = DecodeEngine::new(model, gpu::engine::GpuDevice::new(g), &cache0, n)
-        .context("building the decode engine")?;
+    let mut eng =
+        DecodeEngine::new(model, dev(), &cache0, n).context("building the decode engine")?;
     for (i, want) in m.logits.iter().enumerate() {
         let got = eng.step(m.toks[i]).context("engine warm-up step")?;
         worst = worst.max(max_rel_f32(want, &got));
     }
-    g.sync().context("synchronising the GPU")?;
-    let up0 = g.weight_stats().uploads;
-    let mut eng = DecodeEngine::new(model, gpu::engine::GpuDevice::new(g), &cache0, n)
-        .context("building the decode engine")?;
+    sync()?;
+    let up0 = uploads();
+    let mut eng =
+        DecodeEngine::new(model, dev(), &cache0, n).context("building the decode engine")?;
     let mut ms = Vec::with_capacity(n);
     for &tk in &m.toks[..n] {
         let t0 = Instant::now();
@@ -252,7 +256,7 @@ fn bench_engine(
     }
     Ok(BenchRun {
         ms,
-        uploads: Some(g.weight_stats().uploads - up0),
+        uploads: uploads().zip(up0).map(|(a, b)| a - b),
         ops: Vec::new(),
         toks: m.toks.clone(),
         logits: Vec::new(),
@@ -897,16 +901,40 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let b = bench_decode(&model, &ids[..prefill_len], n, g, &timer)
                 .with_context(|| format!("{p} path: decode benchmark"))?;
             model.set_kernels(k);
-            // The GPU path also runs the decode engine over the same steps (all on the device).
-            let eng = g.map(|g| bench_engine(&model, &ids[..prefill_len], &b, g));
+            // The decode engine over the same steps: on the GPU every activation, state and
+            // cache stays on the device; on the CPU it checks the orchestration (same bits).
+            let prompt = &ids[..prefill_len];
+            let (name, eng) = match g {
+                Some(g) => (
+                    "gpu-engine",
+                    bench_engine(
+                        &model,
+                        prompt,
+                        &b,
+                        || gpu::engine::GpuDevice::new(g),
+                        &|| g.sync().context("synchronising the GPU"),
+                        &|| Some(g.weight_stats().uploads),
+                    ),
+                ),
+                None => (
+                    "cpu-engine",
+                    bench_engine(
+                        &model,
+                        prompt,
+                        &b,
+                        || reference::model::engine::CpuDevice,
+                        &|| Ok(()),
+                        &|| None,
+                    ),
+                ),
+            };
             benches.push((p, b));
             match eng {
-                Some(Ok(e)) => benches.push(("gpu-engine", e)),
-                Some(Err(e)) => {
-                    eprintln!("warning: the decode engine did not run: {e:#}");
-                    engine_error = Some(format!("{e:#}"));
+                Ok(e) => benches.push((name, e)),
+                Err(e) => {
+                    eprintln!("warning: the decode engine ({name}) did not run: {e:#}");
+                    engine_error = Some(format!("{name}: {e:#}"));
                 }
-                None => {}
             }
         }
     }
