@@ -14,12 +14,15 @@
 use crate::model::GpuKernels;
 use crate::runtime::DevTensor;
 use crate::GpuError;
+use cudarc::driver::CudaEvent;
 use reference::model::engine::{At, DecodeDevice};
 use reference::model::kernels::{mamba_decode_host, op_err, AttnGeometry, MambaStep, Route};
+use reference::model::OpTime;
 use reference::model::{Mat, ModelError};
 use reference::ops::noaux_tc_router::RouterConfig;
 use reference::DType;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// [`GpuKernels`] as a decode device. Weights read by queued kernels are kept alive until the
@@ -29,6 +32,15 @@ pub struct GpuDevice<'k> {
     keep: RefCell<Vec<Arc<DevTensor>>>,
     /// conv output scratch of the Mamba step (grown on demand; stream-ordered reuse)
     xa: RefCell<Option<DevTensor>>,
+    /// per-op GPU time (CUDA events around every op), when asked for
+    timing: Option<RefCell<OpTiming>>,
+}
+
+/// Events of the ops queued since the last download, and the totals of those resolved.
+#[derive(Default)]
+struct OpTiming {
+    pending: Vec<(String, CudaEvent, CudaEvent)>,
+    done: BTreeMap<String, OpTime>,
 }
 
 impl<'k> GpuDevice<'k> {
@@ -37,7 +49,74 @@ impl<'k> GpuDevice<'k> {
             k,
             keep: RefCell::new(Vec::new()),
             xa: RefCell::new(None),
+            timing: None,
         }
+    }
+
+    /// Times every op with a pair of CUDA events (GPU time from the op's first launch to its
+    /// last, including the gaps between them); read with [`GpuDevice::op_times`]. For a
+    /// profiling pass: the events add host work to every op.
+    pub fn with_op_timing(mut self) -> Self {
+        self.timing = Some(RefCell::new(OpTiming::default()));
+        self
+    }
+
+    /// GPU time per op key (`linear RxC` by weight shape, `rmsnorm`, `mamba_step`, ...) of the
+    /// ops resolved so far (every op before the last download), most first.
+    pub fn op_times(&self) -> Vec<(String, OpTime)> {
+        let mut v: Vec<(String, OpTime)> = self
+            .timing
+            .as_ref()
+            .map(|t| {
+                t.borrow()
+                    .done
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort_by(|a, b| b.1.seconds.total_cmp(&a.1.seconds));
+        v
+    }
+
+    /// Runs `f` between two recorded events when timing.
+    fn timed<T>(
+        &self,
+        name: impl FnOnce() -> String,
+        f: impl FnOnce() -> Result<T, ModelError>,
+    ) -> Result<T, ModelError> {
+        let Some(t) = &self.timing else {
+            return f();
+        };
+        let g = self.k.gpu();
+        let ev = || -> Result<CudaEvent, ModelError> {
+            let e = g
+                .ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(|e| op_err("op timing", e))?;
+            e.record(&g.stream).map_err(|e| op_err("op timing", e))?;
+            Ok(e)
+        };
+        let a = ev()?;
+        let r = f();
+        let b = ev()?;
+        t.borrow_mut().pending.push((name(), a, b));
+        r
+    }
+
+    /// Totals the pending events (the stream has been synchronised).
+    fn resolve_timing(&self) -> Result<(), ModelError> {
+        if let Some(t) = &self.timing {
+            let mut t = t.borrow_mut();
+            let pending = std::mem::take(&mut t.pending);
+            for (name, a, b) in pending {
+                let ms = a.elapsed_ms(&b).map_err(|e| op_err("op timing", e))?;
+                let e = t.done.entry(name).or_default();
+                e.calls += 1;
+                e.seconds += ms as f64 / 1e3;
+            }
+        }
+        Ok(())
     }
 
     fn ptr(&self, b: &DevTensor) -> u64 {
@@ -123,6 +202,7 @@ impl DecodeDevice for GpuDevice<'_> {
         let g = self.k.gpu();
         g.sync().map_err(gerr("decode engine"))?;
         self.keep.borrow_mut().clear();
+        self.resolve_timing()?;
         let v = g
             .download(b, "decode engine buffer")
             .map_err(gerr("download"))?
@@ -150,9 +230,14 @@ impl DecodeDevice for GpuDevice<'_> {
         let py = self.at((y, 0), n, "linear y")?;
         let pw = self.weight(w)?;
         let pb = bias.map(|b| self.vec(b)).transpose()?;
-        self.k
-            .launch_gemm(px, 1, pw, n, k, pb, py)
-            .map_err(gerr("linear"))
+        self.timed(
+            || format!("linear {n}x{k}"),
+            || {
+                self.k
+                    .launch_gemm(px, 1, pw, n, k, pb, py)
+                    .map_err(gerr("linear"))
+            },
+        )
     }
 
     fn rmsnorm(
@@ -166,9 +251,14 @@ impl DecodeDevice for GpuDevice<'_> {
         let px = self.at((x, 0), n, "rmsnorm x")?;
         let py = self.at((y, 0), n, "rmsnorm y")?;
         let pw = self.vec(w)?;
-        self.k
-            .launch_rmsnorm(px, pw, py, 1, n, eps)
-            .map_err(gerr("rmsnorm"))
+        self.timed(
+            || "rmsnorm".into(),
+            || {
+                self.k
+                    .launch_rmsnorm(px, pw, py, 1, n, eps)
+                    .map_err(gerr("rmsnorm"))
+            },
+        )
     }
 
     fn gated_rmsnorm(
@@ -185,15 +275,23 @@ impl DecodeDevice for GpuDevice<'_> {
         let pz = self.at(z, d, "gated_rmsnorm z")?;
         let py = self.at((y, 0), d, "gated_rmsnorm y")?;
         let pw = self.vec(w)?;
-        self.k
-            .launch_gated_rmsnorm([px, pz, pw, py], 1, d, group, eps)
-            .map_err(gerr("gated_rmsnorm"))
+        self.timed(
+            || "gated_rmsnorm".into(),
+            || {
+                self.k
+                    .launch_gated_rmsnorm([px, pz, pw, py], 1, d, group, eps)
+                    .map_err(gerr("gated_rmsnorm"))
+            },
+        )
     }
 
     fn relu2(&self, x: &DevTensor, y: &mut DevTensor, n: usize) -> Result<(), ModelError> {
         let px = self.at((x, 0), n, "relu2 x")?;
         let py = self.at((y, 0), n, "relu2 y")?;
-        self.k.launch_relu2(px, py, n).map_err(gerr("relu2"))
+        self.timed(
+            || "relu2".into(),
+            || self.k.launch_relu2(px, py, n).map_err(gerr("relu2")),
+        )
     }
 
     fn axpy(
@@ -205,12 +303,18 @@ impl DecodeDevice for GpuDevice<'_> {
     ) -> Result<(), ModelError> {
         let px = self.at(x, n, "axpy x")?;
         let py = self.at((y, 0), n, "axpy y")?;
-        self.k.launch_axpy(py, px, a, n, 0).map_err(gerr("axpy"))
+        self.timed(
+            || "axpy".into(),
+            || self.k.launch_axpy(py, px, a, n, 0).map_err(gerr("axpy")),
+        )
     }
 
     fn fill(&self, y: &mut DevTensor, v: f32, n: usize) -> Result<(), ModelError> {
         let py = self.at((y, 0), n, "fill y")?;
-        self.k.launch_axpy(py, py, v, n, 2).map_err(gerr("fill"))
+        self.timed(
+            || "fill".into(),
+            || self.k.launch_axpy(py, py, v, n, 2).map_err(gerr("fill")),
+        )
     }
 
     fn copy(
@@ -222,7 +326,10 @@ impl DecodeDevice for GpuDevice<'_> {
     ) -> Result<(), ModelError> {
         let px = self.at(x, n, "copy x")?;
         let py = self.at((dst, dst_off), n, "copy dst")?;
-        self.k.launch_axpy(py, px, 1.0, n, 1).map_err(gerr("copy"))
+        self.timed(
+            || "copy".into(),
+            || self.k.launch_axpy(py, px, 1.0, n, 1).map_err(gerr("copy")),
+        )
     }
 
     fn mamba_step(
@@ -249,9 +356,14 @@ impl DecodeDevice for GpuDevice<'_> {
             *xa = Some(self.k.out(cd).map_err(gerr("alloc"))?);
         }
         let pxa = xa.as_ref().map_or(0, |b| self.ptr(b));
-        self.k
-            .launch_mamba_step(m, [pxbc, pdt], [pconv, pssm], pxa, py)
-            .map_err(gerr("mamba decode step"))
+        self.timed(
+            || "mamba_step".into(),
+            || {
+                self.k
+                    .launch_mamba_step(m, [pxbc, pdt], [pconv, pssm], pxa, py)
+                    .map_err(gerr("mamba decode step"))
+            },
+        )
     }
 
     fn attention(
@@ -274,9 +386,14 @@ impl DecodeDevice for GpuDevice<'_> {
         let pk = self.at((keys, 0), kv, "attention keys")?;
         let pv = self.at((vals, 0), kv, "attention values")?;
         let po = self.at((out, 0), g.nq * g.hd, "attention out")?;
-        self.k
-            .launch_attention([pq, pk, pv, po], p0, g)
-            .map_err(gerr("attention"))
+        self.timed(
+            || "attention".into(),
+            || {
+                self.k
+                    .launch_attention([pq, pk, pv, po], p0, g)
+                    .map_err(gerr("attention"))
+            },
+        )
     }
 
     fn route(
@@ -327,6 +444,6 @@ impl DecodeDevice for GpuDevice<'_> {
                     .collect::<Result<Vec<usize>, GpuError>>()?;
             Ok((ids, wts))
         };
-        run().map_err(gerr("noaux_tc_router"))
+        self.timed(|| "route".into(), || run().map_err(gerr("noaux_tc_router")))
     }
 }

@@ -1154,15 +1154,20 @@ impl GpuKernels {
     }
 
     /// Whether [`GpuKernels::launch_mamba_step`] takes this layer: conv width 2..=4, xBC =
-    /// [x | B | C], per-head operands of nheads, and the ssu v6 case
+    /// [x | B | C] with d_inner and ngroups*dstate multiples of 4, per-head operands of
+    /// nheads, and the ssu v6 case
     /// ([`GpuKernels::ssu_direct_ok`]).
     pub(crate) fn mamba_step_ok(&self, m: &MambaStep<'_>) -> bool {
         use crate::ops::causal_conv1d::MAX_WIDTH;
         let d = m.dims;
         let (di, gs) = (d.nheads * d.headdim, d.ngroups * d.dstate);
         let cd = m.conv_dim;
+        // B and C are read from the conv output at offsets di and di + gs: multiples of 4
+        // keep them 16-byte aligned like separate buffers.
         m.conv_k >= 2
             && m.conv_k <= MAX_WIDTH
+            && di.is_multiple_of(4)
+            && gs.is_multiple_of(4)
             && cd == di + 2 * gs
             && m.conv_w.len() == cd * m.conv_k
             && m.conv_b.is_none_or(|b| b.len() == cd)

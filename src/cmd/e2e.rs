@@ -20,7 +20,9 @@
 //! token's embedding row goes up, the router's top-k and the logits come back) over the same
 //! prefill and tokens: `bench_decode.paths.gpu-engine`, with `vs_model_path_max_rel` (its
 //! logits vs the model path's over the warm-up steps); the CPU path likewise runs it on the
-//! CPU device (`cpu-engine`, the same bits as the model path: 0). If it cannot run,
+//! CPU device (`cpu-engine`, the same bits as the model path: 0). The GPU engine's
+//! `op_breakdown` is GPU time per op from CUDA events around every op, measured in a third
+//! pass over the same steps (the timed pass runs without events). If it cannot run,
 //! `engine_error` says why and the model path's numbers stand.
 //!
 //! (the super preset's weights are lazy: the GPU path generates each weight once on the host
@@ -262,6 +264,29 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
         logits: Vec::new(),
         vs_model_max_rel: Some(worst),
     })
+}
+
+/// The engine's GPU time per op over the bench's steps: one more pass from the same prefill
+/// with CUDA events around every op (`gpu::engine::GpuDevice::with_op_timing`).
+fn profile_engine_gpu(
+    model: &Model,
+    prompt: &[u32],
+    m: &BenchRun,
+    g: &gpu::model::GpuKernels,
+) -> anyhow::Result<Vec<(String, OpTime)>> {
+    use reference::model::engine::DecodeEngine;
+    let n = m.logits.len();
+    let mut cache0 = model.new_cache();
+    model
+        .forward(prompt, Some(&mut cache0), Pass::Prefill, false)
+        .context("engine profile prefill")?;
+    let dev = gpu::engine::GpuDevice::new(g).with_op_timing();
+    let mut eng =
+        DecodeEngine::new(model, dev, &cache0, n).context("building the decode engine")?;
+    for &tk in &m.toks[..n] {
+        eng.step(tk).context("engine profile step")?;
+    }
+    Ok(eng.device().op_times())
 }
 
 /// max|a - b| / max|a| (NaN anywhere: infinite).
@@ -928,6 +953,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     ),
                 ),
             };
+            // On the GPU, a third pass with CUDA events around every op: where the engine's
+            // step goes on the device (the op breakdown of gpu-engine).
+            let eng = match (eng, g) {
+                (Ok(mut e), Some(g)) => match profile_engine_gpu(&model, prompt, &b, g) {
+                    Ok(ops) => {
+                        e.ops = ops;
+                        Ok(e)
+                    }
+                    Err(err) => Err(err),
+                },
+                (r, _) => r,
+            };
             benches.push((p, b));
             match eng {
                 Ok(e) => benches.push((name, e)),
@@ -1138,6 +1175,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     );
                 }
                 let steps = b.ms.len().max(1) as f64;
+                if *p == "gpu-engine" && !b.ops.is_empty() {
+                    println!("    (GPU time per op from CUDA events, a separate pass over the same steps)");
+                }
                 for (op, t) in b.ops.iter().take(8) {
                     println!(
                         "    {op:<28} {:>9.3} ms/step  {:>6.1} calls/step",
