@@ -527,3 +527,29 @@ fn e2e_super_preset_bench_runs_on_the_cpu() {
             > 0.0
     );
 }
+
+/// `--weights bf16` rounds the non-expert linear weights to bf16 and runs (the CPU path here;
+/// the bench JSON records the choice); an unknown value is a usage error.
+#[test]
+fn e2e_bf16_weights_run() {
+    let fx = fixture();
+    let (code, v) = duet_e2e_json(&[
+        fx.to_str().expect("utf8"),
+        "--compare",
+        "cpu",
+        "--decode",
+        "2",
+        "--bench-decode",
+        "2",
+        "--weights",
+        "bf16",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["bench_decode"]["weights"], "bf16", "{v}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_duet"))
+        .args(["e2e", fx.to_str().expect("utf8"), "--weights", "fp8"])
+        .output()
+        .expect("duet runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fp8"));
+}

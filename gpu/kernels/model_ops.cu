@@ -5,6 +5,9 @@
 //   model_gemv_f32        the same product for M <= GEMV_MAXM rows (decode): one warp per output
 //                         column, 16-byte weight loads, four in flight per lane, fp32 FMAs
 //                         per lane then a warp tree sum
+//   model_gemm_bf16w,     the same two kernels on bf16 weights (x, bias, y f32): each weight
+//   model_gemv_bf16w      widened to f32 exactly, then the same FMAs in the same order, so a
+//                         bf16-valued weight gives the f32 kernels' bits at half the bytes
 //   model_rmsnorm         block per row: x * (1 / sqrt(mean(x^2) + eps)) * w
 //   model_gated_rmsnorm   block per (row, group): g = x * silu(z); g * rstd(g) * w
 //   model_relu2           relu(x)^2, grid-stride
@@ -20,10 +23,33 @@
 // x (M, K) row-major, w (N, K) row-major, bias (N,) or null, y (M, N).
 // Grid: (ceil(N / 64), ceil(M / 64)); block: 256 threads (16 x 16, each 4 x 4 outputs at
 // rows ty + 16 i, cols tx + 16 j).
-extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
-model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
-               const float* __restrict__ bias, float* __restrict__ y,
-               i64 M, i64 N, i64 K, i32 has_bias) {
+// Weight element i as f32: an f32 weight, or a bf16 one widened exactly.
+__device__ __forceinline__ float model_w_at(const float* __restrict__ w, i64 i) { return w[i]; }
+__device__ __forceinline__ float model_w_at(const u16* __restrict__ w, i64 i) {
+    return __uint_as_float((u32)w[i] << 16);
+}
+// Weights 4j..4j+3 (16 bytes of f32, 8 of bf16; the row start aligned to that) as a float4.
+__device__ __forceinline__ float4 model_w_ld4(const float* __restrict__ w, i64 j) {
+    return __ldg((const float4*)w + j);
+}
+__device__ __forceinline__ float4 model_w_ld4(const u16* __restrict__ w, i64 j) {
+    const uint2 r = __ldg((const uint2*)w + j);
+    return make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xFFFF0000u),
+                       __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xFFFF0000u));
+}
+__device__ __forceinline__ float model_w_ld1(const float* __restrict__ w, i64 i) {
+    return __ldg(w + i);
+}
+__device__ __forceinline__ float model_w_ld1(const u16* __restrict__ w, i64 i) {
+    return __uint_as_float((u32)__ldg(w + i) << 16);
+}
+
+template <typename WT>
+__device__ __forceinline__ void model_gemm_body(const float* __restrict__ x,
+                                                const WT* __restrict__ w,
+                                                const float* __restrict__ bias,
+                                                float* __restrict__ y, i64 M, i64 N, i64 K,
+                                                i32 has_bias) {
     __shared__ float As[GEMM_BK][GEMM_BM + 1];
     __shared__ float Bs[GEMM_BK][GEMM_BN + 1];
     const i64 m0 = (i64)blockIdx.y * GEMM_BM;
@@ -42,7 +68,7 @@ model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
             const int r = e / GEMM_BK, c = e % GEMM_BK;
             const i64 gm = m0 + r, gn = n0 + r, gk = k0 + c;
             As[c][r] = (gm < M && gk < K) ? x[gm * K + gk] : 0.0f;
-            Bs[c][r] = (gn < N && gk < K) ? w[gn * K + gk] : 0.0f;
+            Bs[c][r] = (gn < N && gk < K) ? model_w_at(w, gn * K + gk) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
@@ -74,6 +100,20 @@ model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
     }
 }
 
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
+               const float* __restrict__ bias, float* __restrict__ y,
+               i64 M, i64 N, i64 K, i32 has_bias) {
+    model_gemm_body<float>(x, w, bias, y, M, N, K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+model_gemm_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
+                 const float* __restrict__ bias, float* __restrict__ y,
+                 i64 M, i64 N, i64 K, i32 has_bias) {
+    model_gemm_body<u16>(x, w, bias, y, M, N, K, has_bias);
+}
+
 #define GEMV_MAXM 8
 #define GEMV_WARPS 8
 #define GEMV_UNROLL 4
@@ -85,25 +125,27 @@ model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
 // one-row product 64 output columns per block and 16-deep k slices between barriers: at M = 1
 // it reads the weights at a few percent of the memory bandwidth (session 5: ~1 ms for a
 // 4096 x 8192 f32 weight, ~36 us of bytes).
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
-               const float* __restrict__ bias, float* __restrict__ y,
-               i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+// vec4 for bf16 weights: K % 4 == 0 and 8-byte aligned rows.
+template <typename WT>
+__device__ __forceinline__ void model_gemv_body(const float* __restrict__ x,
+                                                const WT* __restrict__ w,
+                                                const float* __restrict__ bias,
+                                                float* __restrict__ y, i64 M, i64 N, i64 K,
+                                                i32 has_bias, i32 vec4) {
     const int lane = threadIdx.x & 31;
     const i64 n = (i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5);
     if (n >= N) return;
     float acc[GEMV_MAXM];
 #pragma unroll
     for (int i = 0; i < GEMV_MAXM; ++i) acc[i] = 0.0f;
-    const float* wr = w + n * K;
+    const WT* wr = w + n * K;
     if (vec4) {
         const i64 k4 = K >> 2;
-        const float4* w4 = (const float4*)wr;
         i64 j = lane;
         for (; j + 32 * (GEMV_UNROLL - 1) < k4; j += 32 * GEMV_UNROLL) {
             float4 wv[GEMV_UNROLL];
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; ++u) wv[u] = __ldg(w4 + j + 32 * u);
+            for (int u = 0; u < GEMV_UNROLL; ++u) wv[u] = model_w_ld4(wr, j + 32 * u);
 #pragma unroll
             for (int i = 0; i < GEMV_MAXM; ++i) {
                 if (i < M) {
@@ -120,7 +162,7 @@ model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
             }
         }
         for (; j < k4; j += 32) {
-            const float4 wv = __ldg(w4 + j);
+            const float4 wv = model_w_ld4(wr, j);
 #pragma unroll
             for (int i = 0; i < GEMV_MAXM; ++i) {
                 if (i < M) {
@@ -134,7 +176,7 @@ model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
         }
     } else {
         for (i64 j = lane; j < K; j += 32) {
-            const float wv = __ldg(wr + j);
+            const float wv = model_w_ld1(wr, j);
 #pragma unroll
             for (int i = 0; i < GEMV_MAXM; ++i)
                 if (i < M) acc[i] = fmaf(__ldg(x + (i64)i * K + j), wv, acc[i]);
@@ -147,6 +189,20 @@ model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
         if (lane == 0) y[(i64)i * N + n] = has_bias ? v + bias[n] : v;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
+               const float* __restrict__ bias, float* __restrict__ y,
+               i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    model_gemv_body<float>(x, w, bias, y, M, N, K, has_bias, vec4);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
+                 const float* __restrict__ bias, float* __restrict__ y,
+                 i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    model_gemv_body<u16>(x, w, bias, y, M, N, K, has_bias, vec4);
 }
 
 // Sum of `v` over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it.

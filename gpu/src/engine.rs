@@ -138,11 +138,10 @@ impl<'k> GpuDevice<'k> {
         Ok(self.ptr(b) + 4 * off as u64)
     }
 
-    fn weight(&self, w: &Mat) -> Result<u64, ModelError> {
+    fn weight(&self, w: &Mat) -> Result<Arc<DevTensor>, ModelError> {
         let d = self.k.weight_mat(w).map_err(gerr("weight upload"))?;
-        let p = self.ptr(&d);
-        self.keep.borrow_mut().push(d);
-        Ok(p)
+        self.keep.borrow_mut().push(d.clone());
+        Ok(d)
     }
 
     fn vec(&self, v: &[f32]) -> Result<u64, ModelError> {
@@ -228,13 +227,13 @@ impl DecodeDevice for GpuDevice<'_> {
         }
         let px = self.at(x, k, "linear x")?;
         let py = self.at((y, 0), n, "linear y")?;
-        let pw = self.weight(w)?;
+        let wd = self.weight(w)?;
         let pb = bias.map(|b| self.vec(b)).transpose()?;
         self.timed(
             || format!("linear {n}x{k}"),
             || {
                 self.k
-                    .launch_gemm(px, 1, pw, n, k, pb, py)
+                    .launch_gemm(px, 1, &wd, n, k, pb, py)
                     .map_err(gerr("linear"))
             },
         )

@@ -76,6 +76,8 @@ const SAMPLES: usize = 64;
 enum WeightKey {
     /// A host slice owned by the model: its address and length (see [`GpuKernels`]).
     Host { ptr: usize, len: usize },
+    /// The same slice stored as bf16 (every value bf16-exact; [`GpuKernels::bf16_weights`]).
+    HostBf16 { ptr: usize, len: usize },
     /// A lazily generated matrix: the generator determines every value.
     Lazy {
         rows: usize,
@@ -137,6 +139,12 @@ fn sample_hash(v: &[f32]) -> u64 {
         }
     }
     h
+}
+
+/// Whether `x` is a bf16 value (its low 16 bits are zero: widening the bf16 gives it back;
+/// NaN payloads included).
+fn bf16_exact(x: f32) -> bool {
+    x.to_bits() & 0xFFFF == 0
 }
 
 fn init_key(i: Init) -> (u8, u32, u32) {
@@ -210,6 +218,10 @@ pub struct GpuKernels {
     pub weight_cache_limit: u64,
     /// Byte written over every output buffer before a launch (0xFF = NaN for f32).
     pub poison: u8,
+    /// Store bf16-exact linear weights as bf16 on the device (half the bytes; the GEMM /
+    /// GEMV widen them exactly, so the outputs keep their bits). Off by default until the bf16
+    /// kernels have run on the H200; `DUET_BF16_WEIGHTS=1` turns it on.
+    pub bf16_weights: bool,
     /// Kernel version of the reused `causal_conv1d_fn` (v1: the reference's summation order).
     pub conv_fn_version: &'static str,
     /// Kernel version of the reused `ssd_chunk_scan`.
@@ -327,6 +339,7 @@ impl GpuKernels {
             evictions: AtomicU64::new(0),
             weight_cache_limit: DEFAULT_WEIGHT_CACHE_BYTES,
             poison: 0xFF,
+            bf16_weights: std::env::var("DUET_BF16_WEIGHTS").is_ok_and(|v| v == "1"),
             conv_fn_version: "v1",
             ssd_version: "v1",
             ssu_version: "auto",
@@ -384,6 +397,18 @@ impl GpuKernels {
         sample: u64,
         make: impl FnOnce() -> Vec<f32>,
     ) -> Result<Arc<DevTensor>, GpuError> {
+        self.cached_as(key, sample, DType::F32, make)
+    }
+
+    /// [`GpuKernels::cached`] stored as `store` (F32, or BF16 for values that are all
+    /// bf16-exact: the conversion loses nothing).
+    fn cached_as(
+        &self,
+        key: WeightKey,
+        sample: u64,
+        store: DType,
+        make: impl FnOnce() -> Vec<f32>,
+    ) -> Result<Arc<DevTensor>, GpuError> {
         let lock_err = |_| GpuError::Driver("the weight cache lock is poisoned".into());
         {
             let mut c = self.weights.lock().map_err(lock_err)?;
@@ -399,8 +424,14 @@ impl GpuKernels {
         }
         // Miss (or a changed host weight): generate and upload without holding the lock.
         let v = make();
-        let bytes = (v.len().max(1) * 4) as u64;
-        let dev = Arc::new(self.up_owned(v)?);
+        let dev = Arc::new(if store == DType::BF16 {
+            let n = v.len().max(1);
+            let v = if v.is_empty() { vec![0.0] } else { v };
+            self.g.upload(&Tensor::from_f32_as(&[n], &v, DType::BF16))?
+        } else {
+            self.up_owned(v)?
+        });
+        let bytes = dev.len as u64;
         self.uploads.fetch_add(1, Ordering::Relaxed);
         self.upload_bytes.fetch_add(bytes, Ordering::Relaxed);
         let mut c = self.weights.lock().map_err(lock_err)?;
@@ -444,8 +475,54 @@ impl GpuKernels {
         self.cached(key, sample_hash(v), || v.to_vec())
     }
 
-    /// A model weight matrix, device-resident.
+    /// A model weight matrix, device-resident: f32, or bf16 when
+    /// [`GpuKernels::bf16_weights`] is on and every value is bf16-exact (a
+    /// [`Mat::LazyAs`] in bf16, or dense values that all survive the round trip). The GEMM /
+    /// GEMV kernels read either ([`GpuKernels::launch_gemm`]) with the same bits out.
     pub(crate) fn weight_mat(&self, w: &Mat) -> Result<Arc<DevTensor>, GpuError> {
+        if self.bf16_weights {
+            match w {
+                Mat::Dense { data, .. } => {
+                    let key = WeightKey::HostBf16 {
+                        ptr: data.as_ptr() as usize,
+                        len: data.len(),
+                    };
+                    // The check runs once per upload; a cached entry is served by its
+                    // fingerprint as any host weight.
+                    let sample = sample_hash(data);
+                    let hit = self
+                        .weights
+                        .lock()
+                        .map(|c| c.map.get(&key).is_some_and(|e| e.sample == sample))
+                        .unwrap_or(false);
+                    if hit || data.iter().all(|&x| bf16_exact(x)) {
+                        return self.cached_as(key, sample, DType::BF16, || data.clone());
+                    }
+                }
+                Mat::LazyAs {
+                    rows,
+                    cols,
+                    seed,
+                    init,
+                    format: ExpertFormat::Bf16,
+                    global_scale,
+                } => {
+                    return self.cached_as(
+                        WeightKey::Lazy {
+                            rows: *rows,
+                            cols: *cols,
+                            seed: *seed,
+                            init: init_key(*init),
+                            format: format_key(ExpertFormat::Bf16, *global_scale),
+                        },
+                        0,
+                        DType::BF16,
+                        || generate(w),
+                    );
+                }
+                _ => {}
+            }
+        }
         match w {
             Mat::Dense { data, .. } => self.weight_vec(data),
             Mat::Lazy {
@@ -601,7 +678,7 @@ impl GpuKernels {
         let y = self.out(m * n)?;
         let st = &self.g.stream;
         let pb = bias.map(|b| b.ptr(st));
-        self.launch_gemm(xd.ptr(st), m, wd.ptr(st), n, k, pb, y.ptr(st))?;
+        self.launch_gemm(xd.ptr(st), m, wd, n, k, pb, y.ptr(st))?;
         self.down(&y, m * n, "linear out")
     }
 
@@ -613,12 +690,20 @@ impl GpuKernels {
         &self,
         px: u64,
         m: usize,
-        pw: u64,
+        w: &DevTensor,
         n: usize,
         k: usize,
         bias: Option<u64>,
         py: u64,
     ) -> Result<(), GpuError> {
+        let wbf16 = w.dtype == DType::BF16;
+        if !wbf16 && w.dtype != DType::F32 {
+            return Err(bad(
+                "model_gemm",
+                format!("weights of dtype {} (f32 or bf16 expected)", w.dtype),
+            ));
+        }
+        let pw = w.ptr(&self.g.stream);
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -634,23 +719,34 @@ impl GpuKernels {
         let has_bias = bias.is_some() as i32;
         let st = &self.g.stream;
         if m <= GEMV_MAX_ROWS {
-            const OP: &str = "model_gemv_f32";
-            let blocks = grid_u32(OP, (n as u64).div_ceil(GEMV_WARPS as u64))?;
-            // 16-byte loads need K % 4 == 0 and 16-byte aligned rows of x and w.
+            let op = if wbf16 {
+                "model_gemv_bf16w"
+            } else {
+                "model_gemv_f32"
+            };
+            let blocks = grid_u32(op, (n as u64).div_ceil(GEMV_WARPS as u64))?;
+            // Vector loads need K % 4 == 0, 16-byte aligned rows of x and 4-weight aligned
+            // rows of w (16 bytes of f32, 8 of bf16).
+            let wa = if wbf16 { 8 } else { 16 };
             let vec4 =
-                (k.is_multiple_of(4) && px.is_multiple_of(16) && pw.is_multiple_of(16)) as i32;
-            let f = self.g.function(FILE, OP)?;
+                (k.is_multiple_of(4) && px.is_multiple_of(16) && pw.is_multiple_of(wa)) as i32;
+            let f = self.g.function(FILE, op)?;
             let mut a = st.launch_builder(&f);
             a.arg(&px).arg(&pw).arg(&pb).arg(&py);
             a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias).arg(&vec4);
-            // SAFETY: model_gemv_f32(x, w, bias, y, M, N, K, has_bias, vec4); x holds m*k, w
-            // n*k, bias n (or a dummy never read), y m*n f32 values, M <= GEMV_MAXM = 8; vec4
-            // only with K % 4 == 0 and 16-byte aligned x and w.
+            // SAFETY: model_gemv_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias, vec4); x holds
+            // m*k, w n*k (of its dtype), bias n (or a dummy never read), y m*n f32 values,
+            // M <= GEMV_MAXM = 8; vec4 only with K % 4 == 0 and aligned x and w rows.
             unsafe { a.launch(runtime::cfg(blocks, 32 * GEMV_WARPS, 0)) }
-                .map_err(launch_err(OP))?;
+                .map_err(launch_err("model_gemv"))?;
             return Ok(());
         }
-        const OP: &str = "model_gemm_f32";
+        let op = if wbf16 {
+            "model_gemm_bf16w"
+        } else {
+            "model_gemm_f32"
+        };
+        const OP: &str = "model_gemm";
         let gy = (m as u64).div_ceil(GEMM_TILE);
         if gy > MAX_GRID_Y {
             return Err(bad(
@@ -662,7 +758,7 @@ impl GpuKernels {
             ));
         }
         let gx = grid_u32(OP, (n as u64).div_ceil(GEMM_TILE))?;
-        let f = self.g.function(FILE, OP)?;
+        let f = self.g.function(FILE, op)?;
         let mut a = st.launch_builder(&f);
         a.arg(&px).arg(&pw).arg(&pb).arg(&py);
         a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias);
@@ -671,8 +767,9 @@ impl GpuKernels {
             block_dim: (GEMM_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: model_gemm_f32(x, w, bias, y, M, N, K, has_bias); x holds m*k, w n*k, bias n
-        // (or a dummy never read), y m*n f32 values; the kernel bounds-checks every tile.
+        // SAFETY: model_gemm_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias); x holds m*k, w n*k
+        // (of its dtype), bias n (or a dummy never read), y m*n f32 values; the kernel
+        // bounds-checks every tile.
         unsafe { a.launch(cfg) }.map_err(launch_err(OP))?;
         Ok(())
     }
@@ -1851,10 +1948,10 @@ impl ModelKernels for GpuKernels {
                 let (wu, wd) = (self.weight_mat(up)?, self.weight_mat(down)?);
                 let xe = px + (rows.start * lw * 4) as u64;
                 let (he, h2e) = (ph + (h_off[e] * 4) as u64, ph2 + (h_off[e] * 4) as u64);
-                self.launch_gemm(xe, m, wu.ptr(st), inter, lw, None, he)?;
+                self.launch_gemm(xe, m, &wu, inter, lw, None, he)?;
                 self.launch_relu2(he, h2e, m * inter)?;
                 let dst = po + (rows.start * lw * 4) as u64;
-                self.launch_gemm(h2e, m, wd.ptr(st), lw, inter, None, dst)?;
+                self.launch_gemm(h2e, m, &wd, lw, inter, None, dst)?;
                 keep_w.extend([wu, wd]);
             }
             let v = self.down(&out, rows_total * lw, "routed experts out")?;

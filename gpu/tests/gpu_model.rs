@@ -881,3 +881,52 @@ fn decode_engine_on_the_gpu_matches_the_cpu_decode() {
         assert_eq!(eng.seen(), cc.seen);
     }
 }
+
+// ---------------------------------------------------------------- (f) bf16 weight storage
+
+/// bf16-exact weights stored as bf16 (`GpuKernels::bf16_weights`): the GEMV (1..=8 rows) and
+/// the tiled GEMM (more rows) widen them exactly and sum in the same order, so the outputs
+/// are the f32 storage's bits, at half the uploaded bytes; K % 4 != 0 (scalar loads) and a
+/// bias included. A weight that is not bf16-exact stays f32 (same bits, full bytes).
+#[test]
+#[ignore = "gpu"]
+fn bf16_weight_storage_gives_the_f32_bits() {
+    let mut r = Rng(0x5eed_b16);
+    for &(n, kk) in &[(96usize, 256usize), (70, 258), (33, 130)] {
+        let w16: Vec<f32> = r
+            .vec(n * kk, 0.2)
+            .into_iter()
+            .map(reference::num::round_bf16)
+            .collect();
+        let wf = Mat::dense(n, kk, w16);
+        let bias = r.vec(n, 0.5);
+        let not16 = Mat::dense(n, kk, r.vec(n * kk, 0.2));
+        for &t in &[1usize, 3, 8, 9, 70] {
+            let x = r.vec(t * kk, 1.0);
+            let k32 = gpu_k(0xFF);
+            let mut k16 = gpu_k(0xFF);
+            k16.bf16_weights = true;
+            for (w, exact) in [(&wf, true), (&not16, false)] {
+                let a = k32.linear(&x, t, w, Some(&bias)).expect("f32 storage");
+                let u0 = k16.weight_stats().upload_bytes;
+                let b = k16.linear(&x, t, w, Some(&bias)).expect("bf16 storage");
+                let up = k16.weight_stats().upload_bytes - u0;
+                let same = a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(
+                    same,
+                    "n {n} k {kk} t {t} exact {exact}: max rel {:e}",
+                    max_rel(&a, &b)
+                );
+                let cpu = reference::model::linear::linear(&x, t, w, Some(&bias));
+                let e = max_rel(&cpu, &b);
+                assert!(e < 1e-5, "n {n} k {kk} t {t}: vs cpu max rel {e:e}");
+                // The weight's bytes (the bias is f32 either way, cached after the first call).
+                let wbytes = (n * kk * if exact { 2 } else { 4 }) as u64;
+                assert!(
+                    up == wbytes || up == wbytes + 4 * n as u64,
+                    "n {n} k {kk} t {t} exact {exact}: uploaded {up} bytes"
+                );
+            }
+        }
+    }
+}

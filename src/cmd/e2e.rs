@@ -112,6 +112,11 @@ pub struct Args {
     /// blocks, E4M3 scales, one global scale per matrix).
     #[arg(long, default_value = "f32", value_parser = ["f32", "bf16", "nvfp4"])]
     experts: String,
+    /// The other linear weights (projections, shared expert, MLP, latent projections, LM
+    /// head; not the fp32 router): f32 as loaded, or rounded to bf16, which the GPU path then
+    /// stores as bf16 (half the bytes, the same results as f32 storage of those values).
+    #[arg(long, default_value = "f32", value_parser = ["f32", "bf16"])]
+    weights: String,
     /// Pass threshold of the max relative error.
     #[arg(long, default_value_t = 1e-4)]
     tol: f64,
@@ -777,9 +782,12 @@ fn print_report(title: &str, rep: &Report, labels: &[String]) {
 }
 
 /// The GPU backend, or one clear error when this machine cannot run it.
-fn gpu_kernels() -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
+fn gpu_kernels(bf16_weights: bool) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
     match gpu::model::GpuKernels::new() {
-        Ok(k) => Ok(Arc::new(k)),
+        Ok(mut k) => {
+            k.bf16_weights |= bf16_weights;
+            Ok(Arc::new(k))
+        }
         Err(e) => bail!(
             "the gpu path cannot run here: {e}. Run without gpu (e.g. --compare cpu,golden) on a \
              machine without a usable NVIDIA GPU"
@@ -810,7 +818,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // Fail fast (before loading anything) when the gpu path cannot run.
     let gpu_k = if paths.contains(&"gpu") {
-        Some(gpu_kernels()?)
+        Some(gpu_kernels(args.weights == "bf16")?)
     } else {
         None
     };
@@ -852,6 +860,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "note: {converted} routed expert weight matrices stored as {}",
             args.experts
         );
+    }
+    if args.weights == "bf16" {
+        let n = model.set_dense_weights_bf16()?;
+        eprintln!("note: {n} other linear weight matrices rounded to bf16");
     }
     let load_s = t_load.elapsed().as_secs_f64();
     let want_golden = args.compare.iter().any(|c| c == "golden");
@@ -1067,6 +1079,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "context_len": {"first": prefill_len, "last": prefill_len + n - 1},
                 "copy_bytes_per_s": bps,
                 "experts": args.experts,
+                "weights": args.weights,
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,

@@ -1265,6 +1265,73 @@ pub fn store_as(m: &Mat, format: ExpertFormat) -> Result<Mat, ModelError> {
 }
 
 impl Model {
+    /// Rounds every linear weight except the routed experts and the router gates (fp32 by the
+    /// spec) to bf16: Mamba in / out projections, attention q / k / v / o, MLP and shared
+    /// expert up / down, the latent projections, the MTP eh_proj and the LM head (the
+    /// embeddings when tied). Lazy weights stay lazy ([`Mat::lazy_as`]); dense ones are
+    /// rounded in place (round to nearest even). This is the "production" dtype of the decode
+    /// floor, and lets the GPU store them in half the bytes with the same results. Returns the
+    /// number of matrices converted.
+    pub fn set_dense_weights_bf16(&mut self) -> Result<usize, ModelError> {
+        fn conv(m: &mut Mat, n: &mut usize) {
+            if let Some(l) = m.lazy_as(ExpertFormat::Bf16) {
+                *m = l;
+            } else if let Some(d) = m.dense_mut() {
+                for x in d.iter_mut() {
+                    *x = crate::num::round_bf16(*x);
+                }
+            } else {
+                // Already stored in a format (LazyAs): leave it.
+                return;
+            }
+            *n += 1;
+        }
+        let mut n = 0;
+        let mtp = self.mtp.as_mut();
+        let (mtp_blocks, eh) = match mtp {
+            Some(m) => (Some(m.blocks.iter_mut()), Some(&mut m.eh_proj)),
+            None => (None, None),
+        };
+        if let Some(e) = eh {
+            conv(e, &mut n);
+        }
+        for b in self
+            .layers
+            .iter_mut()
+            .chain(mtp_blocks.into_iter().flatten())
+        {
+            match &mut b.mixer {
+                Mixer::Mamba(w) => {
+                    conv(&mut w.in_proj, &mut n);
+                    conv(&mut w.out_proj, &mut n);
+                }
+                Mixer::Attention(w) => {
+                    for m in [&mut w.q, &mut w.k, &mut w.v, &mut w.o] {
+                        conv(m, &mut n);
+                    }
+                }
+                Mixer::Mlp(w) => {
+                    conv(&mut w.up, &mut n);
+                    conv(&mut w.down, &mut n);
+                }
+                Mixer::Moe(w) => {
+                    for m in [&mut w.fc1, &mut w.fc2].into_iter().flatten() {
+                        conv(m, &mut n);
+                    }
+                    if let Some(sh) = &mut w.shared {
+                        conv(&mut sh.up, &mut n);
+                        conv(&mut sh.down, &mut n);
+                    }
+                }
+            }
+        }
+        match &mut self.lm_head {
+            Some(h) => conv(h, &mut n),
+            None => conv(&mut self.embed, &mut n),
+        }
+        Ok(n)
+    }
+
     /// Re-stores every routed expert weight (backbone and MTP MoE layers) in `format`.
     /// Returns the number of matrices converted.
     pub fn set_expert_format(&mut self, format: ExpertFormat) -> Result<usize, ModelError> {

@@ -597,3 +597,59 @@ fn decode_engine_on_the_cpu_equals_model_decode() {
         .expect("decode");
     assert_eq!(a.logits, eng.step(2).expect("step"));
 }
+
+/// `set_dense_weights_bf16`: every converted weight is bf16-exact (dense: rounded in place;
+/// lazy: kept lazy, stored as bf16), the router gates and the routed experts are untouched,
+/// and the model still decodes (its logits within bf16 rounding of the f32 model's).
+#[test]
+fn dense_weights_to_bf16() {
+    use super::nemotron::{ExpertFormat, Mixer};
+    let exact = |m: &Mat| m.values().iter().all(|x| x.to_bits() & 0xFFFF == 0);
+    let (m0, _, ids) = golden();
+    let mut m = Model::load_dir(&fixture()).expect("fixture");
+    let n = m.set_dense_weights_bf16().expect("convert");
+    assert!(n >= 10, "{n} matrices converted");
+    assert!(exact(m.lm_head.as_ref().unwrap_or(&m.embed)));
+    for b in &m.layers {
+        match &b.mixer {
+            Mixer::Mamba(w) => assert!(exact(&w.in_proj) && exact(&w.out_proj)),
+            Mixer::Attention(w) => assert!([&w.q, &w.k, &w.v, &w.o].iter().all(|x| exact(x))),
+            Mixer::Mlp(w) => assert!(exact(&w.up) && exact(&w.down)),
+            Mixer::Moe(w) => {
+                assert!(!exact(&w.gate), "the router gate stays fp32");
+                assert!(
+                    w.experts.iter().any(|(u, _)| !exact(u)),
+                    "experts untouched"
+                );
+                if let Some(sh) = &w.shared {
+                    assert!(exact(&sh.up) && exact(&sh.down));
+                }
+            }
+        }
+    }
+    let a = m0
+        .forward(&ids[..12], None, Pass::Prefill, false)
+        .expect("f32");
+    let b = m
+        .forward(&ids[..12], None, Pass::Prefill, false)
+        .expect("bf16");
+    let e = max_rel(&a.logits, &b.logits);
+    assert!(
+        e > 0.0 && e < 0.05,
+        "bf16 weights move the logits a little: {e:e}"
+    );
+    // Lazy weights (the super preset) stay lazy, stored as bf16.
+    let mut s = Model::preset("super", Some("ME"), Some(""), 1).expect("super preset");
+    s.set_dense_weights_bf16().expect("convert");
+    for b in &s.layers {
+        if let Mixer::Mamba(w) = &b.mixer {
+            assert!(matches!(
+                w.in_proj,
+                Mat::LazyAs {
+                    format: ExpertFormat::Bf16,
+                    ..
+                }
+            ));
+        }
+    }
+}
