@@ -13,7 +13,8 @@
 #   benchall  duet bench --backend gpu --all with its Chrome trace
 #   chk:OPS   duet check --backend gpu --op OPS (limit CHK_LIMIT, default 90 s)
 #   e2esuper  duet e2e --preset super (MEMEMEM*E, NVFP4 experts) decode bench on the GPU path
-#   e2esuper16  the same with --weights bf16 (the other linear weights stored as bf16)
+#   e2esuper16  the same with --weights bf16 --gpu-weights compact (bf16 weights stored as bf16,
+#             the NVFP4 experts as codes + per-block scale pairs)
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   profile:OP[:SHAPE[:KREGEX]]  duet profile OP [--shape SHAPE] [--kernel KREGEX]
@@ -88,7 +89,8 @@ one() { # one step (see the list above)
     e2esuper) step e2e-super "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
         --experts nvfp4 --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
     e2esuper16) step e2e-super-bf16 "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
-        --experts nvfp4 --weights bf16 --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+        --experts nvfp4 --weights bf16 --gpu-weights compact --compare gpu --bench-decode 8 --tokens 8 \
+        --mtp-pattern "" --json ;;
     torch) step torch 300 python3 tools/torch_side_by_side.py --device cuda \
         --out "$OUT/torch_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \

@@ -8,6 +8,8 @@
 //   model_gemm_bf16w,     the same two kernels on bf16 weights (x, bias, y f32): each weight
 //   model_gemv_bf16w      widened to f32 exactly, then the same FMAs in the same order, so a
 //                         bf16-valued weight gives the f32 kernels' bits at half the bytes
+//   model_gemm_nvfp4w,    and on NVFP4 weights stored for exact use (ModelWNV below: codes
+//   model_gemv_nvfp4w     plus a per-block pair of f32), 1 byte per weight
 //   model_rmsnorm         block per row: x * (1 / sqrt(mean(x^2) + eps)) * w
 //   model_gated_rmsnorm   block per (row, group): g = x * silu(z); g * rstd(g) * w
 //   model_relu2           relu(x)^2, grid-stride
@@ -23,30 +25,77 @@
 // x (M, K) row-major, w (N, K) row-major, bias (N,) or null, y (M, N).
 // Grid: (ceil(N / 64), ceil(M / 64)); block: 256 threads (16 x 16, each 4 x 4 outputs at
 // rows ty + 16 i, cols tx + 16 j).
-// Weight element i as f32: an f32 weight, or a bf16 one widened exactly.
-__device__ __forceinline__ float model_w_at(const float* __restrict__ w, i64 i) { return w[i]; }
-__device__ __forceinline__ float model_w_at(const u16* __restrict__ w, i64 i) {
-    return __uint_as_float((u32)w[i] << 16);
-}
-// Weights 4j..4j+3 (16 bytes of f32, 8 of bf16; the row start aligned to that) as a float4.
-__device__ __forceinline__ float4 model_w_ld4(const float* __restrict__ w, i64 j) {
-    return __ldg((const float4*)w + j);
-}
-__device__ __forceinline__ float4 model_w_ld4(const u16* __restrict__ w, i64 j) {
-    const uint2 r = __ldg((const uint2*)w + j);
-    return make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xFFFF0000u),
-                       __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xFFFF0000u));
-}
-__device__ __forceinline__ float model_w_ld1(const float* __restrict__ w, i64 i) {
-    return __ldg(w + i);
-}
-__device__ __forceinline__ float model_w_ld1(const u16* __restrict__ w, i64 i) {
-    return __uint_as_float((u32)__ldg(w + i) << 16);
+// Weight views of the GEMM / GEMV (element i of the row-major (N, K) weight as f32):
+//   ModelWF32    f32 weights
+//   ModelWBF16   bf16 weights, widened exactly
+//   ModelWNV     NVFP4 weights as stored on the device for exact use: E2M1 codes (two per
+//                byte, the even element in the low nibble) and per 16-element block the pair
+//                (q1, q3) = (sf / gs, 3 sf / gs) in f32, sf the block's E4M3 scale and gs the
+//                global scale. An element is q1 or q3 times a power of two (E2M1 magnitudes
+//                0.5, 1, 2, 4 = q1 x 2^-1..2^2; 1.5, 3, 6 = q3 x 2^-1..2^1), which equals the
+//                reference's c * sf / gs bit for bit while no value is subnormal: the host
+//                checks every element against the reference dequantization before using it
+//                (gpu/src/model.rs). K % 16 == 0.
+struct ModelWF32 {
+    const float* __restrict__ p;
+    __device__ __forceinline__ ModelWF32 row(i64 n, i64 K) const { return {p + n * K}; }
+    __device__ __forceinline__ float at(i64 i) const { return p[i]; }
+    __device__ __forceinline__ float ld1(i64 i) const { return __ldg(p + i); }
+    // Weights 4j..4j+3 (16-byte aligned).
+    __device__ __forceinline__ float4 ld4(i64 j) const { return __ldg((const float4*)p + j); }
+};
+
+struct ModelWBF16 {
+    const u16* __restrict__ p;
+    __device__ __forceinline__ ModelWBF16 row(i64 n, i64 K) const { return {p + n * K}; }
+    __device__ __forceinline__ float at(i64 i) const { return __uint_as_float((u32)p[i] << 16); }
+    __device__ __forceinline__ float ld1(i64 i) const {
+        return __uint_as_float((u32)__ldg(p + i) << 16);
+    }
+    // Weights 4j..4j+3 (8-byte aligned).
+    __device__ __forceinline__ float4 ld4(i64 j) const {
+        const uint2 r = __ldg((const uint2*)p + j);
+        return make_float4(__uint_as_float(r.x << 16), __uint_as_float(r.x & 0xFFFF0000u),
+                           __uint_as_float(r.y << 16), __uint_as_float(r.y & 0xFFFF0000u));
+    }
+};
+
+// E2M1 code -> value with the block's (q1, q3): magnitudes 3, 5, 7 (1.5, 3, 6) scale q3, the
+// others q1, by 2^(e - 1) with e per magnitude packed in 0x23120100 (magnitude 0 gives 0).
+__device__ __forceinline__ float model_nv_value(u32 code, float2 q) {
+    const u32 mi = code & 7u;
+    const float base = ((0xA8u >> mi) & 1u) ? q.y : q.x;
+    const u32 e = (0x23120100u >> (4u * mi)) & 0xFu;
+    const float mult = mi ? __uint_as_float((126u + e) << 23) : 0.0f;
+    const float v = base * mult;
+    return (code & 8u) ? -v : v;
 }
 
-template <typename WT>
-__device__ __forceinline__ void model_gemm_body(const float* __restrict__ x,
-                                                const WT* __restrict__ w,
+struct ModelWNV {
+    const u8* __restrict__ codes;
+    const float2* __restrict__ tab;
+    __device__ __forceinline__ ModelWNV row(i64 n, i64 K) const {
+        return {codes + n * (K >> 1), tab + n * (K >> 4)};
+    }
+    __device__ __forceinline__ float at(i64 i) const {
+        const u32 b = codes[i >> 1];
+        return model_nv_value((i & 1) ? (b >> 4) : (b & 0xFu), tab[i >> 4]);
+    }
+    __device__ __forceinline__ float ld1(i64 i) const {
+        const u32 b = __ldg(codes + (i >> 1));
+        return model_nv_value((i & 1) ? (b >> 4) : (b & 0xFu), __ldg(tab + (i >> 4)));
+    }
+    // Weights 4j..4j+3: two code bytes and their block's pair.
+    __device__ __forceinline__ float4 ld4(i64 j) const {
+        const u32 c = __ldg((const u16*)codes + j);
+        const float2 q = __ldg(tab + (j >> 2));
+        return make_float4(model_nv_value(c & 0xFu, q), model_nv_value((c >> 4) & 0xFu, q),
+                           model_nv_value((c >> 8) & 0xFu, q), model_nv_value((c >> 12) & 0xFu, q));
+    }
+};
+
+template <typename W>
+__device__ __forceinline__ void model_gemm_body(const float* __restrict__ x, const W w,
                                                 const float* __restrict__ bias,
                                                 float* __restrict__ y, i64 M, i64 N, i64 K,
                                                 i32 has_bias) {
@@ -68,7 +117,7 @@ __device__ __forceinline__ void model_gemm_body(const float* __restrict__ x,
             const int r = e / GEMM_BK, c = e % GEMM_BK;
             const i64 gm = m0 + r, gn = n0 + r, gk = k0 + c;
             As[c][r] = (gm < M && gk < K) ? x[gm * K + gk] : 0.0f;
-            Bs[c][r] = (gn < N && gk < K) ? model_w_at(w, gn * K + gk) : 0.0f;
+            Bs[c][r] = (gn < N && gk < K) ? w.at(gn * K + gk) : 0.0f;
         }
         __syncthreads();
 #pragma unroll
@@ -104,14 +153,22 @@ extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
                const float* __restrict__ bias, float* __restrict__ y,
                i64 M, i64 N, i64 K, i32 has_bias) {
-    model_gemm_body<float>(x, w, bias, y, M, N, K, has_bias);
+    model_gemm_body(x, ModelWF32{w}, bias, y, M, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 model_gemm_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                  const float* __restrict__ bias, float* __restrict__ y,
                  i64 M, i64 N, i64 K, i32 has_bias) {
-    model_gemm_body<u16>(x, w, bias, y, M, N, K, has_bias);
+    model_gemm_body(x, ModelWBF16{w}, bias, y, M, N, K, has_bias);
+}
+
+// NVFP4 weights (ModelWNV): codes (N, K/2) bytes, tab (N, K/16) pairs; K % 16 == 0.
+extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
+model_gemm_nvfp4w(const float* __restrict__ x, const u8* __restrict__ codes,
+                  const float2* __restrict__ tab, const float* __restrict__ bias,
+                  float* __restrict__ y, i64 M, i64 N, i64 K, i32 has_bias) {
+    model_gemm_body(x, ModelWNV{codes, tab}, bias, y, M, N, K, has_bias);
 }
 
 #define GEMV_MAXM 8
@@ -125,10 +182,9 @@ model_gemm_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
 // one-row product 64 output columns per block and 16-deep k slices between barriers: at M = 1
 // it reads the weights at a few percent of the memory bandwidth (session 5: ~1 ms for a
 // 4096 x 8192 f32 weight, ~36 us of bytes).
-// vec4 for bf16 weights: K % 4 == 0 and 8-byte aligned rows.
-template <typename WT>
-__device__ __forceinline__ void model_gemv_body(const float* __restrict__ x,
-                                                const WT* __restrict__ w,
+// vec4: K % 4 == 0 and rows aligned for W's ld4 (NVFP4: always, K % 16 == 0).
+template <typename W>
+__device__ __forceinline__ void model_gemv_body(const float* __restrict__ x, const W w,
                                                 const float* __restrict__ bias,
                                                 float* __restrict__ y, i64 M, i64 N, i64 K,
                                                 i32 has_bias, i32 vec4) {
@@ -138,14 +194,14 @@ __device__ __forceinline__ void model_gemv_body(const float* __restrict__ x,
     float acc[GEMV_MAXM];
 #pragma unroll
     for (int i = 0; i < GEMV_MAXM; ++i) acc[i] = 0.0f;
-    const WT* wr = w + n * K;
+    const W wr = w.row(n, K);
     if (vec4) {
         const i64 k4 = K >> 2;
         i64 j = lane;
         for (; j + 32 * (GEMV_UNROLL - 1) < k4; j += 32 * GEMV_UNROLL) {
             float4 wv[GEMV_UNROLL];
 #pragma unroll
-            for (int u = 0; u < GEMV_UNROLL; ++u) wv[u] = model_w_ld4(wr, j + 32 * u);
+            for (int u = 0; u < GEMV_UNROLL; ++u) wv[u] = wr.ld4(j + 32 * u);
 #pragma unroll
             for (int i = 0; i < GEMV_MAXM; ++i) {
                 if (i < M) {
@@ -162,7 +218,7 @@ __device__ __forceinline__ void model_gemv_body(const float* __restrict__ x,
             }
         }
         for (; j < k4; j += 32) {
-            const float4 wv = model_w_ld4(wr, j);
+            const float4 wv = wr.ld4(j);
 #pragma unroll
             for (int i = 0; i < GEMV_MAXM; ++i) {
                 if (i < M) {
@@ -176,7 +232,7 @@ __device__ __forceinline__ void model_gemv_body(const float* __restrict__ x,
         }
     } else {
         for (i64 j = lane; j < K; j += 32) {
-            const float wv = model_w_ld1(wr, j);
+            const float wv = wr.ld1(j);
 #pragma unroll
             for (int i = 0; i < GEMV_MAXM; ++i)
                 if (i < M) acc[i] = fmaf(__ldg(x + (i64)i * K + j), wv, acc[i]);
@@ -195,14 +251,21 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
                const float* __restrict__ bias, float* __restrict__ y,
                i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
-    model_gemv_body<float>(x, w, bias, y, M, N, K, has_bias, vec4);
+    model_gemv_body(x, ModelWF32{w}, bias, y, M, N, K, has_bias, vec4);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                  const float* __restrict__ bias, float* __restrict__ y,
                  i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
-    model_gemv_body<u16>(x, w, bias, y, M, N, K, has_bias, vec4);
+    model_gemv_body(x, ModelWBF16{w}, bias, y, M, N, K, has_bias, vec4);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_nvfp4w(const float* __restrict__ x, const u8* __restrict__ codes,
+                  const float2* __restrict__ tab, const float* __restrict__ bias,
+                  float* __restrict__ y, i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    model_gemv_body(x, ModelWNV{codes, tab}, bias, y, M, N, K, has_bias, vec4);
 }
 
 // Sum of `v` over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it.

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod compile;
 pub mod engine;
 pub mod model;
+pub mod nvfp4_store;
 pub mod ops;
 pub mod runtime;
 pub mod tune;

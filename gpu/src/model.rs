@@ -87,6 +87,8 @@ enum WeightKey {
         init: (u8, u32, u32),
         /// (format, NVFP4 global scale bits); (0, 0) for plain [`Mat::Lazy`]
         format: (u8, u32),
+        /// device storage: 0 f32, 1 bf16, 2 NVFP4 for exact use ([`crate::nvfp4_store`])
+        store: u8,
     },
     /// The one-element dummy passed for an absent bias.
     Dummy,
@@ -187,6 +189,56 @@ fn generate(w: &Mat) -> Vec<f32> {
     out
 }
 
+/// The NVFP4 device buffer ([`crate::nvfp4_store`]) of the lazy matrix `raw` quantized with
+/// `global_scale` (what [`Mat::LazyAs`] in NVFP4 dequantizes), quantized by row blocks on all
+/// host cores (NVFP4 blocks run along a row, and the global scale is given, so row blocks
+/// quantize as the whole). `None` when a block is not exact in the stored form.
+fn pack_nvfp4_rows(raw: &Mat, global_scale: f32) -> Option<Vec<u8>> {
+    use crate::nvfp4_store::{pack, table_offset};
+    use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
+    let (rows, cols) = (raw.rows(), raw.cols());
+    if rows == 0 || cols == 0 || !cols.is_multiple_of(16) {
+        return None;
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(rows);
+    let per = rows.div_ceil(threads.max(1));
+    let parts: Vec<Option<(Vec<u8>, Vec<u8>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..rows.div_ceil(per))
+            .map(|i| {
+                s.spawn(move || {
+                    let (r0, r1) = (i * per, ((i + 1) * per).min(rows));
+                    let x = raw.row_block(r0, r1);
+                    let q = quantize(
+                        &x,
+                        r1 - r0,
+                        cols,
+                        Some(global_scale),
+                        Nvfp4Mode::Kernel,
+                        SfLayout::Linear,
+                    )
+                    .ok()?;
+                    let b = pack(&q)?;
+                    let off = table_offset(r1 - r0, cols);
+                    Some((b[..(r1 - r0) * cols / 2].to_vec(), b[off..].to_vec()))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().ok().flatten()).collect()
+    });
+    let off = table_offset(rows, cols);
+    let mut out = Vec::with_capacity(off + rows * cols / 2);
+    for p in &parts {
+        out.extend_from_slice(&p.as_ref()?.0);
+    }
+    out.resize(off, 0);
+    for p in &parts {
+        out.extend_from_slice(&p.as_ref()?.1);
+    }
+    Some(out)
+}
+
 /// The GPU backend of the model.
 ///
 /// Device-resident weights: the [`ModelKernels`] methods take their weight operands (linear
@@ -222,6 +274,11 @@ pub struct GpuKernels {
     /// GEMV widen them exactly, so the outputs keep their bits). Off by default until the bf16
     /// kernels have run on the H200; `DUET_BF16_WEIGHTS=1` turns it on.
     pub bf16_weights: bool,
+    /// Store NVFP4 weights ([`Mat::LazyAs`] in NVFP4: the super preset's experts) as codes
+    /// plus a per-block pair of f32 ([`crate::nvfp4_store`], 1 byte per weight, the same
+    /// results as the dequantized f32). Off by default until run on the H200;
+    /// `DUET_NVFP4_WEIGHTS=1` turns it on.
+    pub nvfp4_weights: bool,
     /// Kernel version of the reused `causal_conv1d_fn` (v1: the reference's summation order).
     pub conv_fn_version: &'static str,
     /// Kernel version of the reused `ssd_chunk_scan`.
@@ -340,6 +397,7 @@ impl GpuKernels {
             weight_cache_limit: DEFAULT_WEIGHT_CACHE_BYTES,
             poison: 0xFF,
             bf16_weights: std::env::var("DUET_BF16_WEIGHTS").is_ok_and(|v| v == "1"),
+            nvfp4_weights: std::env::var("DUET_NVFP4_WEIGHTS").is_ok_and(|v| v == "1"),
             conv_fn_version: "v1",
             ssd_version: "v1",
             ssu_version: "auto",
@@ -409,6 +467,28 @@ impl GpuKernels {
         store: DType,
         make: impl FnOnce() -> Vec<f32>,
     ) -> Result<Arc<DevTensor>, GpuError> {
+        self.cached_tensor(key, sample, || {
+            let v = make();
+            Ok(if store == DType::BF16 {
+                let n = v.len().max(1);
+                let v = if v.is_empty() { vec![0.0] } else { v };
+                Tensor::from_f32_as(&[n], &v, DType::BF16)
+            } else if v.is_empty() {
+                Tensor::from_f32(&[1], vec![0.0])
+            } else {
+                Tensor::from_f32(&[v.len()], v)
+            })
+        })
+    }
+
+    /// The cache lookup / insert behind [`GpuKernels::cached_as`], for a host tensor of any
+    /// dtype: `make` runs on a miss (or a changed host weight), without the lock held.
+    fn cached_tensor(
+        &self,
+        key: WeightKey,
+        sample: u64,
+        make: impl FnOnce() -> Result<Tensor, GpuError>,
+    ) -> Result<Arc<DevTensor>, GpuError> {
         let lock_err = |_| GpuError::Driver("the weight cache lock is poisoned".into());
         {
             let mut c = self.weights.lock().map_err(lock_err)?;
@@ -422,15 +502,7 @@ impl GpuKernels {
                 }
             }
         }
-        // Miss (or a changed host weight): generate and upload without holding the lock.
-        let v = make();
-        let dev = Arc::new(if store == DType::BF16 {
-            let n = v.len().max(1);
-            let v = if v.is_empty() { vec![0.0] } else { v };
-            self.g.upload(&Tensor::from_f32_as(&[n], &v, DType::BF16))?
-        } else {
-            self.up_owned(v)?
-        });
+        let dev = Arc::new(self.g.upload(&make()?)?);
         let bytes = dev.len as u64;
         self.uploads.fetch_add(1, Ordering::Relaxed);
         self.upload_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -514,6 +586,7 @@ impl GpuKernels {
                             seed: *seed,
                             init: init_key(*init),
                             format: format_key(ExpertFormat::Bf16, *global_scale),
+                            store: 1,
                         },
                         0,
                         DType::BF16,
@@ -521,6 +594,54 @@ impl GpuKernels {
                     );
                 }
                 _ => {}
+            }
+        }
+        if self.nvfp4_weights {
+            if let Mat::LazyAs {
+                rows,
+                cols,
+                seed,
+                init,
+                format: ExpertFormat::Nvfp4,
+                global_scale,
+            } = w
+            {
+                let key = WeightKey::Lazy {
+                    rows: *rows,
+                    cols: *cols,
+                    seed: *seed,
+                    init: init_key(*init),
+                    format: format_key(ExpertFormat::Nvfp4, *global_scale),
+                    store: 2,
+                };
+                let hit = self
+                    .weights
+                    .lock()
+                    .map(|c| c.map.contains_key(&key))
+                    .unwrap_or(false);
+                let raw = Mat::Lazy {
+                    rows: *rows,
+                    cols: *cols,
+                    seed: *seed,
+                    init: *init,
+                };
+                // A matrix `pack` refuses (a subnormal value) is stored f32 below.
+                let packed = if hit {
+                    None
+                } else {
+                    pack_nvfp4_rows(&raw, *global_scale)
+                };
+                if hit || packed.is_some() {
+                    return self.cached_tensor(key, 0, || {
+                        // (Evicted since the lookup: pack again.)
+                        let b = packed
+                            .or_else(|| pack_nvfp4_rows(&raw, *global_scale))
+                            .ok_or_else(|| {
+                                GpuError::Driver("NVFP4 weight: not exact in storage".into())
+                            })?;
+                        Ok(Tensor::new(&[b.len()], reference::tensor::Data::U8(b)))
+                    });
+                }
             }
         }
         match w {
@@ -537,6 +658,7 @@ impl GpuKernels {
                     seed: *seed,
                     init: init_key(*init),
                     format: (0, 0),
+                    store: 0,
                 },
                 0,
                 || generate(w),
@@ -555,6 +677,7 @@ impl GpuKernels {
                     seed: *seed,
                     init: init_key(*init),
                     format: format_key(*format, *global_scale),
+                    store: 0,
                 },
                 0,
                 || generate(w),
@@ -653,7 +776,8 @@ impl GpuKernels {
         bias: Option<&DevTensor>,
     ) -> Result<Vec<f32>, GpuError> {
         const OP: &str = "model_gemm_f32";
-        if x.len() != m * k || (n * k > 0 && wd.numel() != n * k) {
+        // (NVFP4-stored weights are bytes: launch_gemm checks their size.)
+        if x.len() != m * k || (n * k > 0 && wd.dtype != DType::U8 && wd.numel() != n * k) {
             return Err(bad(
                 OP,
                 format!(
@@ -696,14 +820,34 @@ impl GpuKernels {
         bias: Option<u64>,
         py: u64,
     ) -> Result<(), GpuError> {
-        let wbf16 = w.dtype == DType::BF16;
-        if !wbf16 && w.dtype != DType::F32 {
+        // The weight's storage: f32, bf16, or NVFP4 for exact use (u8 bytes: codes, then the
+        // per-block pairs at `table_offset`; crate::nvfp4_store).
+        let (wbf16, wnv) = (w.dtype == DType::BF16, w.dtype == DType::U8);
+        let pw = w.ptr(&self.g.stream);
+        let ptab = if wnv {
+            use crate::nvfp4_store::table_offset;
+            let want = table_offset(n, k) + n * (k / 16) * 8;
+            if !k.is_multiple_of(16) || w.len != want {
+                return Err(bad(
+                    "model_gemm",
+                    format!(
+                        "NVFP4 weight of {} bytes for {n} x {k} (K % 16 == 0 and {want} bytes expected)",
+                        w.len
+                    ),
+                ));
+            }
+            pw + table_offset(n, k) as u64
+        } else if wbf16 || w.dtype == DType::F32 {
+            0
+        } else {
             return Err(bad(
                 "model_gemm",
-                format!("weights of dtype {} (f32 or bf16 expected)", w.dtype),
+                format!(
+                    "weights of dtype {} (f32, bf16 or NVFP4 bytes expected)",
+                    w.dtype
+                ),
             ));
-        }
-        let pw = w.ptr(&self.g.stream);
+        };
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -719,7 +863,9 @@ impl GpuKernels {
         let has_bias = bias.is_some() as i32;
         let st = &self.g.stream;
         if m <= GEMV_MAX_ROWS {
-            let op = if wbf16 {
+            let op = if wnv {
+                "model_gemv_nvfp4w"
+            } else if wbf16 {
                 "model_gemv_bf16w"
             } else {
                 "model_gemv_f32"
@@ -727,21 +873,34 @@ impl GpuKernels {
             let blocks = grid_u32(op, (n as u64).div_ceil(GEMV_WARPS as u64))?;
             // Vector loads need K % 4 == 0, 16-byte aligned rows of x and 4-weight aligned
             // rows of w (16 bytes of f32, 8 of bf16).
-            let wa = if wbf16 { 8 } else { 16 };
+            let wa = if wnv {
+                2
+            } else if wbf16 {
+                8
+            } else {
+                16
+            };
             let vec4 =
                 (k.is_multiple_of(4) && px.is_multiple_of(16) && pw.is_multiple_of(wa)) as i32;
             let f = self.g.function(FILE, op)?;
             let mut a = st.launch_builder(&f);
-            a.arg(&px).arg(&pw).arg(&pb).arg(&py);
+            a.arg(&px).arg(&pw);
+            if wnv {
+                a.arg(&ptab);
+            }
+            a.arg(&pb).arg(&py);
             a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias).arg(&vec4);
-            // SAFETY: model_gemv_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias, vec4); x holds
-            // m*k, w n*k (of its dtype), bias n (or a dummy never read), y m*n f32 values,
-            // M <= GEMV_MAXM = 8; vec4 only with K % 4 == 0 and aligned x and w rows.
+            // SAFETY: model_gemv_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias, vec4) or
+            // model_gemv_nvfp4w(x, codes, tab, bias, ...); x holds m*k, w n*k (of its dtype;
+            // NVFP4: the size checked above), bias n (or a dummy never read), y m*n f32
+            // values, M <= GEMV_MAXM = 8; vec4 only with K % 4 == 0 and aligned rows.
             unsafe { a.launch(runtime::cfg(blocks, 32 * GEMV_WARPS, 0)) }
                 .map_err(launch_err("model_gemv"))?;
             return Ok(());
         }
-        let op = if wbf16 {
+        let op = if wnv {
+            "model_gemm_nvfp4w"
+        } else if wbf16 {
             "model_gemm_bf16w"
         } else {
             "model_gemm_f32"
@@ -760,16 +919,21 @@ impl GpuKernels {
         let gx = grid_u32(OP, (n as u64).div_ceil(GEMM_TILE))?;
         let f = self.g.function(FILE, op)?;
         let mut a = st.launch_builder(&f);
-        a.arg(&px).arg(&pw).arg(&pb).arg(&py);
+        a.arg(&px).arg(&pw);
+        if wnv {
+            a.arg(&ptab);
+        }
+        a.arg(&pb).arg(&py);
         a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias);
         let cfg = LaunchConfig {
             grid_dim: (gx, gy as u32, 1),
             block_dim: (GEMM_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: model_gemm_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias); x holds m*k, w n*k
-        // (of its dtype), bias n (or a dummy never read), y m*n f32 values; the kernel
-        // bounds-checks every tile.
+        // SAFETY: model_gemm_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias) or
+        // model_gemm_nvfp4w(x, codes, tab, bias, ...); x holds m*k, w n*k (of its dtype;
+        // NVFP4: the size checked above), bias n (or a dummy never read), y m*n f32 values;
+        // the kernel bounds-checks every tile.
         unsafe { a.launch(cfg) }.map_err(launch_err(OP))?;
         Ok(())
     }

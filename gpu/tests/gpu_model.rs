@@ -930,3 +930,56 @@ fn bf16_weight_storage_gives_the_f32_bits() {
         }
     }
 }
+
+/// NVFP4 weights stored for exact use (`GpuKernels::nvfp4_weights`: codes plus a per-block
+/// pair of f32, gpu/src/nvfp4_store.rs) and lazy bf16 weights stored as bf16: the GEMV and
+/// GEMM give the f32 storage's bits (the super preset's experts and projections), at 1 and 2
+/// bytes per weight.
+#[test]
+#[ignore = "gpu"]
+fn compact_lazy_weight_storage_gives_the_f32_bits() {
+    use reference::model::nemotron::ExpertFormat;
+    use reference::model::weights::Init;
+    let mut r = Rng(0xc0ffee);
+    for &(n, kk, seed) in &[(96usize, 256usize, 7u64), (40, 1024, 8), (33, 48, 9)] {
+        let lazy = Mat::Lazy {
+            rows: n,
+            cols: kk,
+            seed,
+            init: Init::Linear,
+        };
+        for fmt in [ExpertFormat::Nvfp4, ExpertFormat::Bf16] {
+            let w = lazy.lazy_as(fmt).expect("lazy_as");
+            for &t in &[1usize, 3, 8, 9, 70] {
+                let x = r.vec(t * kk, 1.0);
+                let k32 = gpu_k(0xFF);
+                let mut kc = gpu_k(0xFF);
+                kc.bf16_weights = true;
+                kc.nvfp4_weights = true;
+                let a = k32.linear(&x, t, &w, None).expect("f32 storage");
+                let b = kc.linear(&x, t, &w, None).expect("compact storage");
+                let same = a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(
+                    same,
+                    "{fmt:?} n {n} k {kk} t {t}: max rel {:e}",
+                    max_rel(&a, &b)
+                );
+                let up = kc.weight_stats().upload_bytes;
+                let want = match fmt {
+                    ExpertFormat::Nvfp4 => {
+                        (gpu::nvfp4_store::table_offset(n, kk) + n * kk / 16 * 8) as u64
+                    }
+                    _ => (n * kk * 2) as u64,
+                };
+                // The weight, plus the one-value dummy bias.
+                assert!(
+                    up == want || up == want + 4,
+                    "{fmt:?} n {n} k {kk}: {up} bytes"
+                );
+                let cpu = reference::model::linear::linear(&x, t, &w, None);
+                let e = max_rel(&cpu, &b);
+                assert!(e < 1e-5, "{fmt:?} n {n} k {kk} t {t}: vs cpu {e:e}");
+            }
+        }
+    }
+}

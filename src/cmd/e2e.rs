@@ -113,10 +113,15 @@ pub struct Args {
     #[arg(long, default_value = "f32", value_parser = ["f32", "bf16", "nvfp4"])]
     experts: String,
     /// The other linear weights (projections, shared expert, MLP, latent projections, LM
-    /// head; not the fp32 router): f32 as loaded, or rounded to bf16, which the GPU path then
-    /// stores as bf16 (half the bytes, the same results as f32 storage of those values).
+    /// head; not the fp32 router): f32 as loaded, or rounded to bf16.
     #[arg(long, default_value = "f32", value_parser = ["f32", "bf16"])]
     weights: String,
+    /// How the GPU path stores weights: f32 (every weight as f32 values), or compact: bf16
+    /// values as bf16 and the super preset's NVFP4 experts as codes plus per-block scale pairs
+    /// (1 byte per weight), read by GEMM / GEMV kernels that give the f32 storage's results
+    /// bit for bit (gpu/src/nvfp4_store.rs). Pair with `--weights bf16 --experts nvfp4`.
+    #[arg(long, default_value = "f32", value_parser = ["f32", "compact"])]
+    gpu_weights: String,
     /// Pass threshold of the max relative error.
     #[arg(long, default_value_t = 1e-4)]
     tol: f64,
@@ -782,10 +787,11 @@ fn print_report(title: &str, rep: &Report, labels: &[String]) {
 }
 
 /// The GPU backend, or one clear error when this machine cannot run it.
-fn gpu_kernels(bf16_weights: bool) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
+fn gpu_kernels(compact: bool) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
     match gpu::model::GpuKernels::new() {
         Ok(mut k) => {
-            k.bf16_weights |= bf16_weights;
+            k.bf16_weights |= compact;
+            k.nvfp4_weights |= compact;
             Ok(Arc::new(k))
         }
         Err(e) => bail!(
@@ -818,7 +824,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // Fail fast (before loading anything) when the gpu path cannot run.
     let gpu_k = if paths.contains(&"gpu") {
-        Some(gpu_kernels(args.weights == "bf16")?)
+        Some(gpu_kernels(args.gpu_weights == "compact")?)
     } else {
         None
     };
@@ -1080,6 +1086,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "copy_bytes_per_s": bps,
                 "experts": args.experts,
                 "weights": args.weights,
+                "gpu_weights": args.gpu_weights,
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,
