@@ -420,3 +420,46 @@ extern "C" __global__ void model_axpy(float* __restrict__ y, const float* __rest
         }
     }
 }
+
+// The routed experts of one token (the decode engine, gpu/src/engine.rs): slot s = blockIdx.y
+// multiplies its expert's weight W_s (N, K), at the address ws[s] (NVFP4: its pairs tab_off
+// bytes further), by x + s * x_stride into y + s * N: model_gemv_body with one row, so each
+// slot gets the per-expert launch's bits. Grid: (ceil(N / GEMV_WARPS), slots).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_slots_f32(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                     float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+    const i64 s = blockIdx.y;
+    model_gemv_body(x + s * x_stride, ModelWF32{(const float*)ws[s]}, (const float*)0,
+                    y + s * N, 1, N, K, 0, vec4);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                       float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+    const i64 s = blockIdx.y;
+    model_gemv_body(x + s * x_stride, ModelWBF16{(const u16*)ws[s]}, (const float*)0,
+                    y + s * N, 1, N, K, 0, vec4);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                        i64 tab_off, float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+    const i64 s = blockIdx.y;
+    const u8* base = (const u8*)ws[s];
+    model_gemv_body(x + s * x_stride, ModelWNV{base, (const float2*)(base + tab_off)},
+                    (const float*)0, y + s * N, 1, N, K, 0, vec4);
+}
+
+// y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product
+// rounded before its add: --fmad=false), i < n: the engine's zero fill then one axpy per slot,
+// in one pass (moe_finalize of one token).
+extern "C" __global__ void model_mix_slots(const float* __restrict__ o,
+                                           const float* __restrict__ w, i64 k, i64 n,
+                                           float* __restrict__ y) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (i64 s = 0; s < k; ++s) acc = acc + w[s] * o[s * n + i];
+        y[i] = acc;
+    }
+}

@@ -15,7 +15,7 @@ use crate::model::GpuKernels;
 use crate::runtime::DevTensor;
 use crate::GpuError;
 use cudarc::driver::CudaEvent;
-use reference::model::engine::{At, DecodeDevice};
+use reference::model::engine::{default_routed_experts, At, DecodeDevice};
 use reference::model::kernels::{mamba_decode_host, op_err, AttnGeometry, MambaStep, Route};
 use reference::model::OpTime;
 use reference::model::{Mat, ModelError};
@@ -32,6 +32,10 @@ pub struct GpuDevice<'k> {
     keep: RefCell<Vec<Arc<DevTensor>>>,
     /// conv output scratch of the Mamba step (grown on demand; stream-ordered reuse)
     xa: RefCell<Option<DevTensor>>,
+    /// routed experts' scratch: up outputs, their ReLU², down outputs (all slots)
+    slots_h: RefCell<Option<DevTensor>>,
+    slots_r: RefCell<Option<DevTensor>>,
+    slots_o: RefCell<Option<DevTensor>>,
     /// per-op GPU time (CUDA events around every op), when asked for
     timing: Option<RefCell<OpTiming>>,
 }
@@ -49,6 +53,9 @@ impl<'k> GpuDevice<'k> {
             k,
             keep: RefCell::new(Vec::new()),
             xa: RefCell::new(None),
+            slots_h: RefCell::new(None),
+            slots_r: RefCell::new(None),
+            slots_o: RefCell::new(None),
             timing: None,
         }
     }
@@ -393,6 +400,124 @@ impl DecodeDevice for GpuDevice<'_> {
                     .map_err(gerr("attention"))
             },
         )
+    }
+
+    /// The slots in four launches (both expert GEMVs grouped over the slots, ReLU² over all
+    /// of them, the weighted mix) instead of four per slot; the addresses of the slots'
+    /// weights and the slot weights go up in one small upload. Experts of unequal shapes or
+    /// storage take the default (one slot at a time). Same numbers either way.
+    #[allow(clippy::too_many_arguments)]
+    fn routed_experts(
+        &self,
+        lat: &DevTensor,
+        ids: &[usize],
+        wts: &[f32],
+        experts: &[(Mat, Mat)],
+        lat_n: usize,
+        h: &mut DevTensor,
+        r: &mut DevTensor,
+        acc: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let k = ids.len();
+        let pairs: Vec<&(Mat, Mat)> = ids
+            .iter()
+            .map(|&e| {
+                experts.get(e).ok_or_else(|| {
+                    op_err("routed experts", format!("expert {e} of {}", experts.len()))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let Some(first) = pairs.first() else {
+            return self.fill(acc, 0.0, lat_n);
+        };
+        let (inter, lw) = (first.0.rows(), first.0.cols());
+        let same_shape = wts.len() == k
+            && lw == lat_n
+            && pairs.iter().all(|(u, d)| {
+                (u.rows(), u.cols()) == (inter, lw) && (d.rows(), d.cols()) == (lw, inter)
+            });
+        let (mut ups, mut downs) = (Vec::with_capacity(k), Vec::with_capacity(k));
+        if same_shape {
+            for (u, d) in &pairs {
+                ups.push(self.weight(u)?);
+                downs.push(self.weight(d)?);
+            }
+        }
+        let one_dtype = |v: &[Arc<DevTensor>]| v.iter().all(|t| t.dtype == v[0].dtype);
+        if !same_shape || !one_dtype(&ups) || !one_dtype(&downs) {
+            return default_routed_experts(self, lat, ids, wts, experts, lat_n, h, r, acc);
+        }
+        let s = &self.k.gpu().stream;
+        // [up addresses | down addresses | slot weights]
+        let mut table = Vec::with_capacity(k * 20);
+        for t in ups.iter().chain(&downs) {
+            table.extend_from_slice(&t.ptr(s).to_le_bytes());
+        }
+        for w in wts {
+            table.extend_from_slice(&w.to_le_bytes());
+        }
+        let td = self
+            .k
+            .gpu()
+            .upload(&reference::Tensor::new(
+                &[table.len()],
+                reference::tensor::Data::U8(table),
+            ))
+            .map_err(gerr("routed experts"))?;
+        let pt = self.ptr(&td);
+        let scratch = |cell: &RefCell<Option<DevTensor>>, n: usize| -> Result<u64, ModelError> {
+            let mut b = cell.borrow_mut();
+            if b.as_ref().is_none_or(|t| t.numel() < n) {
+                *b = Some(self.k.out(n).map_err(gerr("alloc"))?);
+            }
+            Ok(b.as_ref().map_or(0, |t| self.ptr(t)))
+        };
+        let (ph, pr, po) = (
+            scratch(&self.slots_h, k * inter)?,
+            scratch(&self.slots_r, k * inter)?,
+            scratch(&self.slots_o, k * lw)?,
+        );
+        let plat = self.at((lat, 0), lw, "routed experts latent")?;
+        let pacc = self.at((acc, 0), lw, "routed experts out")?;
+        // Vector loads: x rows 16-byte aligned (K % 4 == 0 keeps the slots' rows aligned) and
+        // every weight aligned for its storage.
+        let aligned = |ws: &[Arc<DevTensor>], kk: usize| {
+            let wa = match ws[0].dtype {
+                DType::BF16 => 8,
+                DType::U8 => 2,
+                _ => 16,
+            };
+            kk.is_multiple_of(4) && ws.iter().all(|t| t.ptr(s).is_multiple_of(wa))
+        };
+        let (v_up, v_down) = (
+            aligned(&ups, lw) && plat.is_multiple_of(16),
+            aligned(&downs, inter) && pr.is_multiple_of(16),
+        );
+        let (udt, ddt) = (ups[0].dtype, downs[0].dtype);
+        let r = self.timed(
+            || "routed_experts".into(),
+            || {
+                let k_ = &self.k;
+                k_.launch_gemv_slots(plat, 0, pt, udt, ph, (inter, lw, k), v_up)
+                    .and_then(|_| k_.launch_relu2(ph, pr, k * inter))
+                    .and_then(|_| {
+                        k_.launch_gemv_slots(
+                            pr,
+                            inter,
+                            pt + 8 * k as u64,
+                            ddt,
+                            po,
+                            (lw, inter, k),
+                            v_down,
+                        )
+                    })
+                    .and_then(|_| k_.launch_mix_slots(po, pt + 16 * k as u64, k, lw, pacc))
+                    .map_err(gerr("routed experts"))
+            },
+        );
+        // The table is read by the queued kernels: keep it until the next download.
+        self.keep.borrow_mut().push(Arc::new(td));
+        r
     }
 
     fn route(

@@ -1194,6 +1194,87 @@ impl GpuKernels {
         Ok(())
     }
 
+    /// Queues `model_gemv_slots_*` (one token's routed slots in one launch): slot s multiplies
+    /// the weight at device address `ws[s]` (`ws` a device array of `slots` u64; every weight
+    /// of storage `wdt`: F32, BF16, or U8 = NVFP4 for exact use) by the f32 row at
+    /// `x + 4 * s * x_stride` into `y + 4 * s * n`. The caller holds every buffer at its size
+    /// and says whether every row start is aligned for the vector loads (`vec4`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_gemv_slots(
+        &self,
+        px: u64,
+        x_stride: usize,
+        ws: u64,
+        wdt: DType,
+        py: u64,
+        (n, k, slots): (usize, usize, usize),
+        vec4: bool,
+    ) -> Result<(), GpuError> {
+        if n == 0 || slots == 0 {
+            return Ok(());
+        }
+        let op = match wdt {
+            DType::F32 => "model_gemv_slots_f32",
+            DType::BF16 => "model_gemv_slots_bf16w",
+            DType::U8 => "model_gemv_slots_nvfp4w",
+            other => return Err(bad("model_gemv_slots", format!("weights of dtype {other}"))),
+        };
+        if wdt == DType::U8 && !k.is_multiple_of(16) {
+            return Err(bad(
+                "model_gemv_slots",
+                format!("NVFP4 weights need K % 16 == 0 (K = {k})"),
+            ));
+        }
+        let gx = grid_u32(op, (n as u64).div_ceil(GEMV_WARPS as u64))?;
+        let gy = u32::try_from(slots)
+            .ok()
+            .filter(|&g| (g as u64) <= MAX_GRID_Y)
+            .ok_or_else(|| bad(op, format!("{slots} slots exceed the grid")))?;
+        let f = self.g.function(FILE, op)?;
+        let (xs, nn, kk, v4) = (x_stride as i64, n as i64, k as i64, vec4 as i32);
+        let tab = crate::nvfp4_store::table_offset(n, k) as i64;
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&px).arg(&xs).arg(&ws);
+        if wdt == DType::U8 {
+            a.arg(&tab);
+        }
+        a.arg(&py).arg(&nn).arg(&kk).arg(&v4);
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (32 * GEMV_WARPS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: model_gemv_slots_{f32,bf16w}(x, x_stride, ws, y, N, K, vec4) or
+        // model_gemv_slots_nvfp4w(x, x_stride, ws, tab_off, y, N, K, vec4); ws holds `slots`
+        // addresses of (n, k) weights of `wdt` (NVFP4: with their pairs at tab_off), x rows at
+        // x_stride, y slots * n f32 values (the caller's sizes); vec4 only when aligned.
+        unsafe { a.launch(cfg) }.map_err(launch_err("model_gemv_slots"))?;
+        Ok(())
+    }
+
+    /// Queues `model_mix_slots`: y[i] = Σ_s w[s] · o[s*n + i] over `k` slots in order, i < n.
+    pub(crate) fn launch_mix_slots(
+        &self,
+        po: u64,
+        pw: u64,
+        k: usize,
+        n: usize,
+        py: u64,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_mix_slots";
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, OP)?;
+        let (kk, nn) = (k as i64, n as i64);
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&po).arg(&pw).arg(&kk).arg(&nn).arg(&py);
+        let grid = ops::grid_for(&self.g, n as u64, 256);
+        // SAFETY: model_mix_slots(o, w, k, n, y): o holds k*n, w k, y n f32 values.
+        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
+        Ok(())
+    }
+
     /// Queues `model_axpy` (gpu/kernels/model_ops.cu) over n f32 values: mode 0 `y += a * x`,
     /// 1 `y = x`, 2 `y = a` (x not read).
     pub(crate) fn launch_axpy(

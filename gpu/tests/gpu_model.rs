@@ -838,17 +838,29 @@ fn weights_are_uploaded_once_and_reused() {
 /// between ops and steps) against the CPU model's decode: from the golden's prefill, six
 /// greedy steps on tiny-a (M, E, *, - blocks) and the held-out tiny-b (grouped routing), logits
 /// within TOL and the same greedy tokens; the GPU model path's decode over the same tokens
-/// agrees too. Outputs poisoned with NaN bytes (0xFF): an unwritten value shows.
+/// agrees too; tiny-a again with bf16 projections stored as bf16. Outputs poisoned with NaN
+/// bytes (0xFF): an unwritten value shows.
 #[test]
 #[ignore = "gpu"]
 fn decode_engine_on_the_gpu_matches_the_cpu_decode() {
     use gpu::engine::GpuDevice;
     use reference::model::engine::DecodeEngine;
-    for name in ["nemotron-tiny-a", "nemotron-tiny-b"] {
+    for (name, bf16) in [
+        ("nemotron-tiny-a", false),
+        ("nemotron-tiny-b", false),
+        ("nemotron-tiny-a", true),
+    ] {
         let dir = fixture_named(name);
-        let cpu = Model::load_dir(&dir).expect("fixture");
-        let gm = gpu_model(Model::load_dir(&dir).expect("fixture"));
-        let k = gpu_k(0xFF);
+        let mut cpu = Model::load_dir(&dir).expect("fixture");
+        let mut gm = gpu_model(Model::load_dir(&dir).expect("fixture"));
+        let mut k = gpu_k(0xFF);
+        if bf16 {
+            // bf16-valued projections, stored as bf16 by the engine's device.
+            cpu.set_dense_weights_bf16().expect("bf16");
+            gm.set_dense_weights_bf16().expect("bf16");
+            k.bf16_weights = true;
+        }
+        let name = if bf16 { "tiny-a, bf16 weights" } else { name };
         let (g, p) = golden_in(&dir);
         let ids = ids(&g);
         let v = cpu.cfg.vocab_size;

@@ -109,6 +109,25 @@ pub trait DecodeDevice {
         g: AttnGeometry,
         out: &mut Self::Buf,
     ) -> Result<(), ModelError>;
+    /// The routed experts of one token (`moe_finalize` of their outputs):
+    /// `acc[0..lat_n] = Σ_j wts[j] · down_j(relu²(up_j(lat)))` over the slots in order, from
+    /// zero, each product rounded before its add; `(up_j, down_j) = experts[ids[j]]`. `h` and
+    /// `r` are scratch of at least the experts' width. The default runs the ops one slot at a
+    /// time; a device may batch the slots (same numbers).
+    #[allow(clippy::too_many_arguments)]
+    fn routed_experts(
+        &self,
+        lat: &Self::Buf,
+        ids: &[usize],
+        wts: &[f32],
+        experts: &[(Mat, Mat)],
+        lat_n: usize,
+        h: &mut Self::Buf,
+        r: &mut Self::Buf,
+        acc: &mut Self::Buf,
+    ) -> Result<(), ModelError> {
+        default_routed_experts(self, lat, ids, wts, experts, lat_n, h, r, acc)
+    }
     /// [`kernels::route`] of one row of `bias.len()` logits: the top-k ids and weights.
     fn route(
         &self,
@@ -116,6 +135,33 @@ pub trait DecodeDevice {
         bias: &[f32],
         cfg: &RouterConfig,
     ) -> Result<Route, ModelError>;
+}
+
+/// [`DecodeDevice::routed_experts`] one slot at a time (its default; devices that batch the
+/// slots fall back to it where they cannot).
+#[allow(clippy::too_many_arguments)]
+pub fn default_routed_experts<D: DecodeDevice + ?Sized>(
+    dev: &D,
+    lat: &D::Buf,
+    ids: &[usize],
+    wts: &[f32],
+    experts: &[(Mat, Mat)],
+    lat_n: usize,
+    h: &mut D::Buf,
+    r: &mut D::Buf,
+    acc: &mut D::Buf,
+) -> Result<(), ModelError> {
+    dev.fill(acc, 0.0, lat_n)?;
+    for (&e, &wt) in ids.iter().zip(wts) {
+        let (up, down) = experts.get(e).ok_or_else(|| {
+            ModelError::Op(format!("route chose expert {e} of {}", experts.len()))
+        })?;
+        dev.linear((lat, 0), up, None, h)?;
+        dev.relu2(h, r, up.rows())?;
+        dev.linear((r, 0), down, None, h)?;
+        dev.axpy(acc, wt, (h, 0), lat_n)?;
+    }
+    Ok(())
 }
 
 /// The CPU reference as a [`DecodeDevice`]: host vectors and the reference functions.
@@ -527,8 +573,7 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                         c.routed_scaling_factor,
                     );
                     let (ids, wts) = dev.route(&s.a, &w.score_bias, &rc)?;
-                    // latent (s.b), then per routed slot in order: up (s.c), relu² (s.d),
-                    // down (s.c), accumulated into s.a with the slot's weight (moe_finalize).
+                    // latent (s.b), then the routed slots into s.a (scratch s.c, s.d).
                     let lat_n = match &w.fc1 {
                         Some(f) => {
                             dev.linear((&s.xn, 0), f, None, &mut s.b)?;
@@ -539,16 +584,9 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                             hs
                         }
                     };
-                    dev.fill(&mut s.a, 0.0, lat_n)?;
-                    for (&e, &wt) in ids.iter().zip(&wts) {
-                        let (up, down) = w.experts.get(e).ok_or_else(|| {
-                            ModelError::Op(format!("route chose expert {e} of {}", w.experts.len()))
-                        })?;
-                        dev.linear((&s.b, 0), up, None, &mut s.c)?;
-                        dev.relu2(&s.c, &mut s.d, up.rows())?;
-                        dev.linear((&s.d, 0), down, None, &mut s.c)?;
-                        dev.axpy(&mut s.a, wt, (&s.c, 0), lat_n)?;
-                    }
+                    dev.routed_experts(
+                        &s.b, &ids, &wts, &w.experts, lat_n, &mut s.c, &mut s.d, &mut s.a,
+                    )?;
                     match &w.fc2 {
                         Some(f) => dev.linear((&s.a, 0), f, None, &mut s.mix)?,
                         None => dev.copy((&s.a, 0), &mut s.mix, 0, hs)?,
