@@ -273,6 +273,18 @@ impl Reader<'_> {
 }
 
 impl Config {
+
+    /// The noaux_tc router of this model's MoE layers (top-k, groups, normalisation,
+    /// routed_scaling_factor; the reference's numerics).
+    pub fn router_config(&self) -> crate::ops::noaux_tc_router::RouterConfig {
+        super::kernels::router_config(
+            self.num_experts_per_tok,
+            self.n_group,
+            self.topk_group,
+            self.norm_topk_prob,
+            self.routed_scaling_factor,
+        )
+    }
     /// Reads `config.json` (either style).
     pub fn from_file(path: &Path) -> Result<Config, ModelError> {
         let text = std::fs::read_to_string(path).map_err(|e| {

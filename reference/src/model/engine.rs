@@ -565,13 +565,7 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                 (Mixer::Moe(w), DevState::None) => {
                     // fp32 router logits on the full hidden, the top-k on the host.
                     dev.linear((&s.xn, 0), &w.gate, None, &mut s.a)?;
-                    let rc = kernels::router_config(
-                        c.num_experts_per_tok,
-                        c.n_group,
-                        c.topk_group,
-                        c.norm_topk_prob,
-                        c.routed_scaling_factor,
-                    );
+                    let rc = c.router_config();
                     let (ids, wts) = dev.route(&s.a, &w.score_bias, &rc)?;
                     // latent (s.b), then the routed slots into s.a (scratch s.c, s.d).
                     let lat_n = match &w.fc1 {

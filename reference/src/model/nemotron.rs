@@ -940,13 +940,7 @@ impl Model {
         // fp32 router logits on the full hidden.
         let kern = self.kernels();
         let logits = kern.linear(x, t, &w.gate, None)?;
-        let rc = kernels::router_config(
-            c.num_experts_per_tok,
-            c.n_group,
-            c.topk_group,
-            c.norm_topk_prob,
-            c.routed_scaling_factor,
-        );
+        let rc = c.router_config();
         let routes = kern.route(&logits, &w.score_bias, t, &rc)?;
         debug_assert_eq!(logits.len(), t * ne);
         let lat = match &w.fc1 {
