@@ -273,7 +273,6 @@ impl Reader<'_> {
 }
 
 impl Config {
-
     /// The noaux_tc router of this model's MoE layers (top-k, groups, normalisation,
     /// routed_scaling_factor; the reference's numerics).
     pub fn router_config(&self) -> crate::ops::noaux_tc_router::RouterConfig {
