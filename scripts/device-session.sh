@@ -17,6 +17,7 @@
 #             the NVFP4 experts as codes + per-block scale pairs)
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
+#   e2eengine the same with --decode-engine (the decode steps through the decode engine)
 #   profile:OP[:SHAPE[:KREGEX]]  duet profile OP [--shape SHAPE] [--kernel KREGEX]
 #   t:BIN[:LIMIT[:FILTER]]  one test binary, optionally only the tests matching FILTER (comma-separated filters)
 #   tsan:TOOL:BIN:FILTER  compute-sanitizer TOOL over one test binary's tests matching FILTER
@@ -83,6 +84,11 @@ one() { # one step (see the list above)
             --decode 4 --mtp 2
         step e2e-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b --compare cpu,gpu,golden \
             --decode 4 --mtp 2 ;;
+    e2eengine)  # the tiny goldens with the decode steps through the decode engine on the GPU
+        step e2e-engine 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
+            --decode 4 --decode-engine
+        step e2e-engine-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b \
+            --compare cpu,gpu,golden --decode 4 --decode-engine ;;
     chk:*)  # chk:OPS_REGEX  duet check --backend gpu --op OPS_REGEX (a quick smoke before timing)
         step "check-$(printf '%s' "${s#chk:}" | tr -c 'A-Za-z0-9_' '_' | cut -c1-40)" "${CHK_LIMIT:-90}" \
             "$B/duet" check --backend gpu --op "${s#chk:}" ;;

@@ -553,3 +553,28 @@ fn e2e_bf16_weights_run() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("fp8"));
 }
+
+/// `--decode-engine`: the CPU path's teacher-forced decode runs through the decode engine (CPU
+/// device) and its `decode_logits` match the transformers golden as the model's do (tiny-a and
+/// the held-out tiny-b).
+#[test]
+fn e2e_decode_engine_matches_the_golden() {
+    for dir in [fixture(), fixture().with_file_name("nemotron-tiny-b")] {
+        let (code, v) = duet_e2e_json(&[
+            dir.to_str().expect("utf8"),
+            "--compare",
+            "cpu,golden",
+            "--decode-engine",
+        ]);
+        assert_eq!(code, 0, "{v:#}");
+        assert_eq!(v["pass"], true, "{v:#}");
+        assert_eq!(v["decode_with"], "engine");
+        let outs = v["outputs"].as_array().cloned().unwrap_or_default();
+        let dec = outs
+            .iter()
+            .find(|o| o["name"] == "decode_logits")
+            .unwrap_or_else(|| panic!("no decode_logits in {outs:?}"));
+        let e = dec["max_rel"].as_f64().unwrap_or(1.0);
+        assert!(e < TOL, "{}: decode_logits max rel {e:e}", dir.display());
+    }
+}

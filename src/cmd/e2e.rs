@@ -25,6 +25,10 @@
 //! pass over the same steps (the timed pass runs without events). If it cannot run,
 //! `engine_error` says why and the model path's numbers stand.
 //!
+//! `--decode-engine` runs each path's teacher-forced decode (the `decode_logits` held to the
+//! golden) through the decode engine instead of `Model::forward` (CPU device on the CPU path,
+//! GPU device on the GPU path); JSON `decode_with` says which.
+//!
 //! (the super preset's weights are lazy: the GPU path generates each weight once on the host
 //! and uploads it once; the CPU reference regenerates them on every use, smoke runs only).
 //! Runs the Nemotron-H model end to end on the CPU reference and/or the GPU path
@@ -131,6 +135,12 @@ pub struct Args {
     /// pass over the same steps, and compare with the HBM floor of a step.
     #[arg(long)]
     bench_decode: Option<usize>,
+    /// Decode (teacher forced, the `decode_logits` compared with the golden) with the decode
+    /// engine instead of `Model::forward`: on the CPU path its CPU device, on the GPU path its
+    /// GPU device (every activation, state and cache on the device). Prefill, MTP and
+    /// speculative decoding stay with the model.
+    #[arg(long)]
+    decode_engine: bool,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -498,12 +508,38 @@ struct Plan {
 
 /// Full forward (with hidden states), prefill + token-by-token decode, MTP logits and the
 /// optional speculative decoding, on the model's current kernels.
+/// Teacher-forced decode steps through the decode engine on `dev`, from `cache` (a prefill's):
+/// the logits of every step, in order.
+fn engine_decode<D: reference::model::engine::DecodeDevice>(
+    model: &Model,
+    dev: D,
+    cache: &reference::model::Cache,
+    toks: &[u32],
+) -> anyhow::Result<Vec<f32>> {
+    let mut eng = reference::model::engine::DecodeEngine::new(model, dev, cache, toks.len())
+        .context("building the decode engine")?;
+    let mut out = Vec::new();
+    for &tk in toks {
+        out.extend(eng.step(tk).context("decode engine step")?);
+    }
+    Ok(out)
+}
+
+/// Where a path's decode steps run: the model, or the decode engine (on the CPU device, or on
+/// the GPU device of these kernels).
+#[derive(Clone, Copy)]
+enum DecodeWith<'a> {
+    Model,
+    Engine(Option<&'a gpu::model::GpuKernels>),
+}
+
 fn run_path(
     model: &Model,
     name: &'static str,
     ids: &[u32],
     p: Plan,
     mtp: Option<usize>,
+    with: DecodeWith<'_>,
 ) -> anyhow::Result<PathRun> {
     let Plan {
         t,
@@ -525,11 +561,24 @@ fn run_path(
         .with_context(|| ctx("prefill"))?;
     let mut decode_logits = o.logits[(prefill_len - 1) * v..].to_vec();
     let t1 = Instant::now();
-    for &tk in &ids[prefill_len..prefill_len + steps] {
-        let o = model
-            .forward(&[tk], Some(&mut cache), Pass::Decode, false)
-            .with_context(|| ctx("decode"))?;
-        decode_logits.extend_from_slice(&o.logits);
+    let toks = &ids[prefill_len..prefill_len + steps];
+    match with {
+        DecodeWith::Model => {
+            for &tk in toks {
+                let o = model
+                    .forward(&[tk], Some(&mut cache), Pass::Decode, false)
+                    .with_context(|| ctx("decode"))?;
+                decode_logits.extend_from_slice(&o.logits);
+            }
+        }
+        DecodeWith::Engine(None) => decode_logits.extend(
+            engine_decode(model, reference::model::engine::CpuDevice, &cache, toks)
+                .with_context(|| ctx("decode"))?,
+        ),
+        DecodeWith::Engine(Some(g)) => decode_logits.extend(
+            engine_decode(model, gpu::engine::GpuDevice::new(g), &cache, toks)
+                .with_context(|| ctx("decode"))?,
+        ),
     }
     let decode_s = t1.elapsed().as_secs_f64();
     // MTP logits: row i from (h_i, token i+1).
@@ -936,7 +985,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             _ => (Arc::new(CpuKernels), None),
         };
         model.set_kernels(k.clone());
-        runs.push(run_path(&model, p, &ids, plan, args.mtp)?);
+        let with = if args.decode_engine {
+            DecodeWith::Engine(g)
+        } else {
+            DecodeWith::Model
+        };
+        runs.push(run_path(&model, p, &ids, plan, args.mtp, with)?);
         if let Some(n) = args.bench_decode.filter(|&n| n > 0) {
             // The same backend behind a per-op timer (where a step's time goes).
             let timer = Arc::new(TimedKernels::new(k.clone()));
@@ -1071,6 +1125,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "model": {"pattern": cfg.pattern(), "mtp_pattern": cfg.mtp_pattern(),
                       "params_backbone": pb, "params_mtp": pm, "load_s": load_s},
             "paths_run": paths,
+            "decode_with": if args.decode_engine { "engine" } else { "model" },
             "tokens": t, "prefill_len": prefill_len, "decode_steps": steps,
             "golden": golden_path.as_ref().filter(|_| golden.is_some()).map(|p| p.display().to_string()),
             "tolerance_max_rel": args.tol,
