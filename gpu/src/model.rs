@@ -2370,6 +2370,59 @@ mod tests {
         })
     }
 
+    /// The NVFP4 device buffer of a lazy matrix, packed by row blocks on every core, is the
+    /// whole matrix's `pack`, and its weights rebuild exactly what `Mat::LazyAs` in NVFP4 gives
+    /// (the values the f32 storage holds).
+    #[test]
+    fn nvfp4_packing_by_row_blocks_is_the_whole_matrix() {
+        use crate::nvfp4_store::{nv_value, pack, table_offset};
+        use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
+        for (rows, cols, seed) in [(37usize, 64usize, 3u64), (1, 16, 4), (300, 48, 5)] {
+            let raw = Mat::Lazy {
+                rows,
+                cols,
+                seed,
+                init: Init::Linear,
+            };
+            let stored = raw.lazy_as(ExpertFormat::Nvfp4).expect("lazy_as");
+            let Mat::LazyAs { global_scale, .. } = stored else {
+                panic!("not LazyAs");
+            };
+            let got = pack_nvfp4_rows(&raw, global_scale).expect("exact");
+            let q = quantize(
+                &raw.values(),
+                rows,
+                cols,
+                Some(global_scale),
+                Nvfp4Mode::Kernel,
+                SfLayout::Linear,
+            )
+            .expect("quantize");
+            assert_eq!(Some(&got), pack(&q).as_ref(), "{rows} x {cols}");
+            let want = stored.values();
+            let off = table_offset(rows, cols);
+            for (i, w) in want.iter().enumerate() {
+                let byte = got[i / 2];
+                let code = if i % 2 == 0 { byte & 0xF } else { byte >> 4 };
+                let t = off + (i / 16) * 8;
+                let f = |o: usize| f32::from_le_bytes([got[o], got[o + 1], got[o + 2], got[o + 3]]);
+                assert_eq!(
+                    nv_value(code, f(t), f(t + 4)).to_bits(),
+                    w.to_bits(),
+                    "element {i}"
+                );
+            }
+        }
+        // Columns not a multiple of 16: no NVFP4 storage.
+        let odd = Mat::Lazy {
+            rows: 4,
+            cols: 20,
+            seed: 1,
+            init: Init::Linear,
+        };
+        assert!(pack_nvfp4_rows(&odd, 100.0).is_none());
+    }
+
     #[test]
     fn lazy_generation_and_fingerprints() {
         // Parallel generation = the sequential values (plain lazy and NVFP4-stored).
