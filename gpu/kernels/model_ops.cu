@@ -347,10 +347,11 @@ extern "C" __global__ void model_relu2(const float* __restrict__ x, float* __res
 // q (t, nq * hd); keys, vals (len, nkv * hd); out (t, nq * hd). Query row i sits at position
 // p0 + i and sees keys 0..=p0+i; head h reads KV head h / (nq / nkv). Grid: t * nq; block: 128;
 // dynamic shared memory: hd floats (q) + hd floats (accumulators).
-extern "C" __global__ void __launch_bounds__(ATT_THREADS)
-model_attention(const float* __restrict__ q, const float* __restrict__ keys,
-                const float* __restrict__ vals, float* __restrict__ out, i64 t, i64 nq, i64 nkv,
-                i64 hd, i64 p0, float scale) {
+__device__ __forceinline__ void model_attention_body(const float* __restrict__ q,
+                                                     const float* __restrict__ keys,
+                                                     const float* __restrict__ vals,
+                                                     float* __restrict__ out, i64 t, i64 nq,
+                                                     i64 nkv, i64 hd, i64 p0, float scale) {
     extern __shared__ float dyn[];
     float* qs = dyn;
     float* acc = dyn + hd;
@@ -402,6 +403,32 @@ model_attention(const float* __restrict__ q, const float* __restrict__ keys,
         out[i * nq * hd + h * hd + d] = acc[d] / l;
 }
 
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+model_attention(const float* __restrict__ q, const float* __restrict__ keys,
+                const float* __restrict__ vals, float* __restrict__ out, i64 t, i64 nq, i64 nkv,
+                i64 hd, i64 p0, float scale) {
+    model_attention_body(q, keys, vals, out, t, nq, nkv, hd, p0, scale);
+}
+
+// model_attention with p0 read from device memory (the decode engine's CUDA graphs: the
+// position changes every replay).
+extern "C" __global__ void __launch_bounds__(ATT_THREADS)
+model_attention_pos(const float* __restrict__ q, const float* __restrict__ keys,
+                    const float* __restrict__ vals, float* __restrict__ out, i64 t, i64 nq,
+                    i64 nkv, i64 hd, const i64* __restrict__ p0, float scale) {
+    model_attention_body(q, keys, vals, out, t, nq, nkv, hd, *p0, scale);
+}
+
+// cache[(*pos) * n + i] = src[i], i < n: a KV row stored at the device position (the decode
+// engine's CUDA graphs).
+extern "C" __global__ void model_kv_store(float* __restrict__ cache, const float* __restrict__ src,
+                                          i64 n, const i64* __restrict__ pos) {
+    const i64 base = *pos * n;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)gridDim.x * blockDim.x)
+        cache[base + i] = src[i];
+}
+
 // The decode engine's vector ops (gpu/src/engine.rs), grid-stride over n:
 //   mode 0: y[i] = y[i] + a * x[i]   (the product rounded before the add: --fmad=false, as the
 //                                     reference's `*o += a * v`; a = 1 is the residual add)
@@ -425,27 +452,37 @@ extern "C" __global__ void model_axpy(float* __restrict__ y, const float* __rest
 // multiplies its expert's weight W_s (N, K), at the address ws[s] (NVFP4: its pairs tab_off
 // bytes further), by x + s * x_stride into y + s * N: model_gemv_body with one row, so each
 // slot gets the per-expert launch's bits. Grid: (ceil(N / GEMV_WARPS), slots).
+// With `ids` (the router's top-k on the device), slot s takes ws[ids[s]] from a table of every
+// expert's address instead of ws[s] (the decode engine's CUDA graphs).
+__device__ __forceinline__ u64 model_slot_weight(const u64* __restrict__ ws,
+                                                 const i32* __restrict__ ids, i64 s) {
+    return ids ? ws[ids[s]] : ws[s];
+}
+
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_f32(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                     float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+                     const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K,
+                     i32 vec4) {
     const i64 s = blockIdx.y;
-    model_gemv_body(x + s * x_stride, ModelWF32{(const float*)ws[s]}, (const float*)0,
-                    y + s * N, 1, N, K, 0, vec4);
+    model_gemv_body(x + s * x_stride, ModelWF32{(const float*)model_slot_weight(ws, ids, s)},
+                    (const float*)0, y + s * N, 1, N, K, 0, vec4);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                       float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+                       const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K,
+                       i32 vec4) {
     const i64 s = blockIdx.y;
-    model_gemv_body(x + s * x_stride, ModelWBF16{(const u16*)ws[s]}, (const float*)0,
-                    y + s * N, 1, N, K, 0, vec4);
+    model_gemv_body(x + s * x_stride, ModelWBF16{(const u16*)model_slot_weight(ws, ids, s)},
+                    (const float*)0, y + s * N, 1, N, K, 0, vec4);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                        i64 tab_off, float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+                        const i32* __restrict__ ids, i64 tab_off, float* __restrict__ y, i64 N,
+                        i64 K, i32 vec4) {
     const i64 s = blockIdx.y;
-    const u8* base = (const u8*)ws[s];
+    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
     model_gemv_body(x + s * x_stride, ModelWNV{base, (const float2*)(base + tab_off)},
                     (const float*)0, y + s * N, 1, N, K, 0, vec4);
 }

@@ -14,7 +14,7 @@
 use crate::model::GpuKernels;
 use crate::runtime::DevTensor;
 use crate::GpuError;
-use cudarc::driver::CudaEvent;
+use cudarc::driver::{CudaEvent, CudaGraph};
 use reference::model::engine::{default_routed_experts, At, DecodeDevice};
 use reference::model::kernels::{mamba_decode_host, op_err, AttnGeometry, MambaStep, Route};
 use reference::model::OpTime;
@@ -38,6 +38,44 @@ pub struct GpuDevice<'k> {
     slots_o: RefCell<Option<DevTensor>>,
     /// per-op GPU time (CUDA events around every op), when asked for
     timing: Option<RefCell<OpTiming>>,
+    /// CUDA graphs of the step, when asked for ([`GpuDevice::with_graphs`])
+    graphs: Option<RefCell<Graphs>>,
+}
+
+/// Where a graph-mode device is in its steps: the first runs eagerly (it allocates the scratch,
+/// caches every weight and lays out every expert), the second is captured (and then launched),
+/// every later one replays the graph.
+enum Phase {
+    Eager,
+    Capturing,
+    Ready(CudaGraph),
+}
+
+/// A MoE layer on the device for graph mode: every expert's weight address and the router's
+/// top-k outputs, so that no step needs the host to pick the experts.
+struct MoeDev {
+    /// [up addresses (E) | down addresses (E)] as u64
+    table: DevTensor,
+    udt: DType,
+    ddt: DType,
+    /// the router's top-k: ids (k, i32) and weights (k, f32)
+    idx: DevTensor,
+    w: DevTensor,
+    /// every expert weight the table names (alive as long as the graph)
+    _pinned: Vec<Arc<DevTensor>>,
+}
+
+/// State of graph mode.
+struct Graphs {
+    /// the step's position (i64), written before each step: the KV row and the attention span
+    pos: DevTensor,
+    phase: Phase,
+    /// between begin_step and end_step of a replayed step: ops queue nothing
+    replaying: bool,
+    /// steps run eagerly so far
+    eager_steps: usize,
+    /// per MoE layer, keyed by the address of its experts
+    moe: BTreeMap<usize, MoeDev>,
 }
 
 /// Events of the ops queued since the last download, and the totals of those resolved.
@@ -57,7 +95,40 @@ impl<'k> GpuDevice<'k> {
             slots_r: RefCell::new(None),
             slots_o: RefCell::new(None),
             timing: None,
+            graphs: None,
         }
+    }
+
+    /// Records the step's ops as a CUDA graph on the second step and replays it from the third
+    /// (module doc of [`reference::model::engine`]: every step runs the same ops on the same
+    /// buffers). The position-dependent ops read the position from the device, and a MoE
+    /// layer's experts are picked on the device from the router's output (every expert of a
+    /// layer is made resident on the first step). Not with [`GpuDevice::with_op_timing`].
+    pub fn with_graphs(mut self) -> Result<Self, ModelError> {
+        let pos = self
+            .k
+            .gpu()
+            .upload(&reference::Tensor::from_i64(&[1], vec![0]))
+            .map_err(gerr("graph mode"))?;
+        self.timing = None;
+        self.graphs = Some(RefCell::new(Graphs {
+            pos,
+            phase: Phase::Eager,
+            replaying: false,
+            eager_steps: 0,
+            moe: BTreeMap::new(),
+        }));
+        Ok(self)
+    }
+
+    /// Whether the current step is a replay (ops queue nothing).
+    fn replaying(&self) -> bool {
+        self.graphs.as_ref().is_some_and(|g| g.borrow().replaying)
+    }
+
+    /// Device address of the graph mode's position, if in graph mode.
+    fn pos_ptr(&self) -> Option<u64> {
+        self.graphs.as_ref().map(|g| self.ptr(&g.borrow().pos))
     }
 
     /// Times every op with a pair of CUDA events (GPU time from the op's first launch to its
@@ -65,6 +136,7 @@ impl<'k> GpuDevice<'k> {
     /// profiling pass: the events add host work to every op.
     pub fn with_op_timing(mut self) -> Self {
         self.timing = Some(RefCell::new(OpTiming::default()));
+        self.graphs = None;
         self
     }
 
@@ -86,12 +158,16 @@ impl<'k> GpuDevice<'k> {
         v
     }
 
-    /// Runs `f` between two recorded events when timing.
-    fn timed<T>(
+    /// Runs `f` (an op's launches) between two recorded events when timing; nothing while a
+    /// graph replays.
+    fn timed(
         &self,
         name: impl FnOnce() -> String,
-        f: impl FnOnce() -> Result<T, ModelError>,
-    ) -> Result<T, ModelError> {
+        f: impl FnOnce() -> Result<(), ModelError>,
+    ) -> Result<(), ModelError> {
+        if self.replaying() {
+            return Ok(());
+        }
         let Some(t) = &self.timing else {
             return f();
         };
@@ -145,16 +221,24 @@ impl<'k> GpuDevice<'k> {
         Ok(self.ptr(b) + 4 * off as u64)
     }
 
+    /// Keeps a weight alive until the next download (in graph mode: for the graph's life; a
+    /// replayed step adds nothing).
+    fn hold(&self, d: Arc<DevTensor>) {
+        if !self.replaying() {
+            self.keep.borrow_mut().push(d);
+        }
+    }
+
     fn weight(&self, w: &Mat) -> Result<Arc<DevTensor>, ModelError> {
         let d = self.k.weight_mat(w).map_err(gerr("weight upload"))?;
-        self.keep.borrow_mut().push(d.clone());
+        self.hold(d.clone());
         Ok(d)
     }
 
     fn vec(&self, v: &[f32]) -> Result<u64, ModelError> {
         let d = self.k.weight_vec(v).map_err(gerr("weight upload"))?;
         let p = self.ptr(&d);
-        self.keep.borrow_mut().push(d);
+        self.hold(d);
         Ok(p)
     }
 }
@@ -207,7 +291,9 @@ impl DecodeDevice for GpuDevice<'_> {
     fn download(&self, b: &DevTensor, off: usize, n: usize) -> Result<Vec<f32>, ModelError> {
         let g = self.k.gpu();
         g.sync().map_err(gerr("decode engine"))?;
-        self.keep.borrow_mut().clear();
+        if self.graphs.is_none() {
+            self.keep.borrow_mut().clear();
+        }
         self.resolve_timing()?;
         let v = g
             .download(b, "decode engine buffer")
@@ -219,6 +305,118 @@ impl DecodeDevice for GpuDevice<'_> {
                 format!("values {off}..{} of {}", off + n, v.len()),
             )
         })
+    }
+
+    fn write(&self, b: &mut DevTensor, v: &[f32]) -> Result<(), ModelError> {
+        if v.len() > b.numel() || b.dtype != DType::F32 {
+            return Err(op_err(
+                "write",
+                format!(
+                    "{} values into a {}-value {} buffer",
+                    v.len(),
+                    b.numel(),
+                    b.dtype
+                ),
+            ));
+        }
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let s = &self.k.gpu().stream;
+        let mut view = b.view_mut();
+        let mut dst = view.slice_mut(0..bytes.len());
+        s.memcpy_htod(&bytes, &mut dst)
+            .map_err(|e| op_err("write", e))
+    }
+
+    fn begin_step(&self, pos: usize) -> Result<(), ModelError> {
+        let Some(gr) = &self.graphs else {
+            return Ok(());
+        };
+        let g = self.k.gpu();
+        let mut gr = gr.borrow_mut();
+        // The position goes up before any capture begins (a host copy is not a graph node).
+        let p = (pos as i64).to_le_bytes();
+        {
+            let mut view = gr.pos.view_mut();
+            let mut dst = view.slice_mut(0..8);
+            g.stream
+                .memcpy_htod(&p, &mut dst)
+                .map_err(|e| op_err("graph mode position", e))?;
+        }
+        match gr.phase {
+            Phase::Ready(_) => gr.replaying = true,
+            Phase::Capturing => {
+                return Err(op_err("graph mode", "a step began inside a capture"));
+            }
+            Phase::Eager if gr.eager_steps >= 1 => {
+                // Everything is allocated, cached and laid out: capture this step.
+                g.sync().map_err(gerr("graph mode"))?;
+                g.stream
+                    .begin_capture(
+                        cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                    )
+                    .map_err(|e| op_err("graph capture", e))?;
+                gr.phase = Phase::Capturing;
+            }
+            Phase::Eager => {}
+        }
+        Ok(())
+    }
+
+    fn end_step(&self) -> Result<(), ModelError> {
+        let Some(gr) = &self.graphs else {
+            return Ok(());
+        };
+        let g = self.k.gpu();
+        let mut gr = gr.borrow_mut();
+        match std::mem::replace(&mut gr.phase, Phase::Eager) {
+            Phase::Capturing => {
+                let graph = g
+                    .stream
+                    .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+                    .map_err(|e| op_err("graph capture", e))?
+                    .ok_or_else(|| op_err("graph capture", "the capture recorded nothing"))?;
+                // The captured step has not run yet: run it.
+                graph.launch().map_err(|e| op_err("graph launch", e))?;
+                gr.phase = Phase::Ready(graph);
+            }
+            Phase::Ready(graph) => {
+                graph.launch().map_err(|e| op_err("graph launch", e))?;
+                gr.phase = Phase::Ready(graph);
+                gr.replaying = false;
+            }
+            Phase::Eager => gr.eager_steps += 1,
+        }
+        Ok(())
+    }
+
+    fn kv_append(
+        &self,
+        kn: &DevTensor,
+        vn: &DevTensor,
+        k: &mut DevTensor,
+        v: &mut DevTensor,
+        pos: usize,
+        kvd: usize,
+    ) -> Result<(), ModelError> {
+        let Some(pp) = self.pos_ptr() else {
+            self.copy((kn, 0), k, pos * kvd, kvd)?;
+            return self.copy((vn, 0), v, pos * kvd, kvd);
+        };
+        // Graph mode: the row index comes from the device position (the host's `pos` is the
+        // same number at run time; checked against the caches' size here).
+        let pkn = self.at((kn, 0), kvd, "kv_append k row")?;
+        let pvn = self.at((vn, 0), kvd, "kv_append v row")?;
+        let pk = self.at((k, 0), (pos + 1) * kvd, "kv_append key cache")?;
+        let pv = self.at((v, 0), (pos + 1) * kvd, "kv_append value cache")?;
+        self.timed(
+            || "kv_append".into(),
+            || {
+                self.k
+                    .launch_kv_store(pk, pkn, kvd, pp)
+                    .and_then(|_| self.k.launch_kv_store(pv, pvn, kvd, pp))
+                    .map_err(gerr("kv_append"))
+            },
+        )
     }
 
     fn linear(
@@ -350,6 +548,13 @@ impl DecodeDevice for GpuDevice<'_> {
         let d = m.dims;
         let (cd, di) = (m.conv_dim, d.nheads * d.headdim);
         if !self.k.mamba_step_ok(m) {
+            if self.graphs.is_some() {
+                return Err(op_err(
+                    "graph mode",
+                    "this Mamba layer is not a case of the direct decode step (its fallback \
+                     goes through the host); run without graphs",
+                ));
+            }
             return self.mamba_step_via_host(conv, ssm, m, xbc, dt, y);
         }
         let pxbc = self.at(xbc, cd, "mamba xbc")?;
@@ -392,12 +597,175 @@ impl DecodeDevice for GpuDevice<'_> {
         let pk = self.at((keys, 0), kv, "attention keys")?;
         let pv = self.at((vals, 0), kv, "attention values")?;
         let po = self.at((out, 0), g.nq * g.hd, "attention out")?;
+        let pp = self.pos_ptr();
         self.timed(
             || "attention".into(),
             || {
-                self.k
-                    .launch_attention([pq, pk, pv, po], p0, g)
-                    .map_err(gerr("attention"))
+                match pp {
+                    // Graph mode: p0 from the device position (the same number at run time).
+                    Some(pp) => self.k.launch_attention_pos([pq, pk, pv, po], pp, g),
+                    None => self.k.launch_attention([pq, pk, pv, po], p0, g),
+                }
+                .map_err(gerr("attention"))
+            },
+        )
+    }
+
+    /// Graph mode: the router writes its top-k into the layer's device buffers and the slot
+    /// GEMVs pick each slot's weights from a table of every expert's address (built on the
+    /// first call, which makes every expert of the layer resident); the mix reads the slot
+    /// weights from the router's output. No host round trip. Outside graph mode: the default
+    /// (the top-k to the host, then [`DecodeDevice::routed_experts`]).
+    #[allow(clippy::too_many_arguments)]
+    fn moe_routed(
+        &self,
+        logits: &DevTensor,
+        bias: &[f32],
+        cfg: &RouterConfig,
+        lat: &DevTensor,
+        experts: &[(Mat, Mat)],
+        lat_n: usize,
+        h: &mut DevTensor,
+        r: &mut DevTensor,
+        acc: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let Some(gr) = &self.graphs else {
+            let (ids, wts) = self.route(logits, bias, cfg)?;
+            return self.routed_experts(lat, &ids, &wts, experts, lat_n, h, r, acc);
+        };
+        use crate::ops::noaux_tc_router::{auto_version, Launch};
+        let e = bias.len();
+        let k = cfg.top_k;
+        cfg.validate(e).map_err(|m| op_err("noaux_tc_router", m))?;
+        let (first_up, _) = experts
+            .first()
+            .ok_or_else(|| op_err("moe", "a MoE layer without experts"))?;
+        let (inter, lw) = (first_up.rows(), first_up.cols());
+        if experts.len() != e
+            || lw != lat_n
+            || experts.iter().any(|(u, d)| {
+                (u.rows(), u.cols()) != (inter, lw) || (d.rows(), d.cols()) != (lw, inter)
+            })
+        {
+            return Err(op_err(
+                "graph mode",
+                "a MoE layer's experts must all have one shape (and one per router logit)",
+            ));
+        }
+        let key = experts.as_ptr() as usize;
+        if !gr.borrow().moe.contains_key(&key) {
+            if self.replaying() || !matches!(gr.borrow().phase, Phase::Eager) {
+                return Err(op_err(
+                    "graph mode",
+                    "a MoE layer first seen inside a capture",
+                ));
+            }
+            // Every expert of the layer resident, and their addresses in one table.
+            let mut pinned = Vec::with_capacity(2 * e);
+            for (u, _) in experts {
+                pinned.push(self.k.weight_mat(u).map_err(gerr("expert upload"))?);
+            }
+            for (_, d) in experts {
+                pinned.push(self.k.weight_mat(d).map_err(gerr("expert upload"))?);
+            }
+            let one = |v: &[Arc<DevTensor>]| v.iter().all(|t| t.dtype == v[0].dtype);
+            if !one(&pinned[..e]) || !one(&pinned[e..]) {
+                return Err(op_err(
+                    "graph mode",
+                    "a MoE layer's experts in mixed storage",
+                ));
+            }
+            let st = &self.k.gpu().stream;
+            let table: Vec<u8> = pinned
+                .iter()
+                .flat_map(|t| t.ptr(st).to_le_bytes())
+                .collect();
+            let g = self.k.gpu();
+            let up = |t: reference::Tensor| g.upload(&t).map_err(gerr("graph mode"));
+            let md = MoeDev {
+                table: up(reference::Tensor::new(
+                    &[table.len()],
+                    reference::tensor::Data::U8(table),
+                ))?,
+                udt: pinned[0].dtype,
+                ddt: pinned[e].dtype,
+                idx: g
+                    .alloc_poisoned(&[k.max(1)], DType::I32, self.k.poison)
+                    .map_err(gerr("graph mode"))?,
+                w: g.alloc_poisoned(&[k.max(1)], DType::F32, self.k.poison)
+                    .map_err(gerr("graph mode"))?,
+                _pinned: pinned,
+            };
+            gr.borrow_mut().moe.insert(key, md);
+        }
+        let grb = gr.borrow();
+        let md = grb
+            .moe
+            .get(&key)
+            .ok_or_else(|| op_err("graph mode", "the MoE layer's table"))?;
+        let s = &self.k.gpu().stream;
+        let scratch = |cell: &RefCell<Option<DevTensor>>, n: usize| -> Result<u64, ModelError> {
+            let mut b = cell.borrow_mut();
+            if b.as_ref().is_none_or(|t| t.numel() < n) {
+                *b = Some(self.k.out(n).map_err(gerr("alloc"))?);
+            }
+            Ok(b.as_ref().map_or(0, |t| self.ptr(t)))
+        };
+        let (ph, pr, po) = (
+            scratch(&self.slots_h, k * inter)?,
+            scratch(&self.slots_r, k * inter)?,
+            scratch(&self.slots_o, k * lw)?,
+        );
+        let pl = self.at((logits, 0), e, "router logits")?;
+        let pb = self.vec(bias)?;
+        let plat = self.at((lat, 0), lw, "routed experts latent")?;
+        let pacc = self.at((acc, 0), lw, "routed experts out")?;
+        let (pt, pidx, pw) = (md.table.ptr(s), md.idx.ptr(s), md.w.ptr(s));
+        // Vector loads: the scratch and the latent are 16-byte aligned; the weights' own
+        // alignment for their storage (every device allocation is).
+        let (v_up, v_down) = (
+            lw.is_multiple_of(4) && plat.is_multiple_of(16),
+            inter.is_multiple_of(4),
+        );
+        let (udt, ddt) = (md.udt, md.ddt);
+        let version = match self.k.router_version {
+            "auto" => auto_version(1, e, cfg),
+            v => v,
+        };
+        self.timed(
+            || "moe_routed".into(),
+            || {
+                let k_ = &self.k;
+                Launch {
+                    logits: pl,
+                    logits_dt: 0,
+                    bias: pb,
+                    bias_dt: 0,
+                    tokens: 1,
+                    experts: e,
+                    cfg: *cfg,
+                    out_idx: pidx,
+                    out_w: pw,
+                    f32_sigmoid_bench: false,
+                }
+                .run(k_.gpu(), version)
+                .and_then(|_| {
+                    k_.launch_gemv_slots(plat, 0, (pt, pidx), udt, ph, (inter, lw, k), v_up)
+                })
+                .and_then(|_| k_.launch_relu2(ph, pr, k * inter))
+                .and_then(|_| {
+                    k_.launch_gemv_slots(
+                        pr,
+                        inter,
+                        (pt + 8 * e as u64, pidx),
+                        ddt,
+                        po,
+                        (lw, inter, k),
+                        v_down,
+                    )
+                })
+                .and_then(|_| k_.launch_mix_slots(po, pw, k, lw, pacc))
+                .map_err(gerr("moe_routed"))
             },
         )
     }
@@ -498,13 +866,13 @@ impl DecodeDevice for GpuDevice<'_> {
             || "routed_experts".into(),
             || {
                 let k_ = &self.k;
-                k_.launch_gemv_slots(plat, 0, pt, udt, ph, (inter, lw, k), v_up)
+                k_.launch_gemv_slots(plat, 0, (pt, 0), udt, ph, (inter, lw, k), v_up)
                     .and_then(|_| k_.launch_relu2(ph, pr, k * inter))
                     .and_then(|_| {
                         k_.launch_gemv_slots(
                             pr,
                             inter,
-                            pt + 8 * k as u64,
+                            (pt + 8 * k as u64, 0),
                             ddt,
                             po,
                             (lw, inter, k),
@@ -568,6 +936,20 @@ impl DecodeDevice for GpuDevice<'_> {
                     .collect::<Result<Vec<usize>, GpuError>>()?;
             Ok((ids, wts))
         };
-        self.timed(|| "route".into(), || run().map_err(gerr("noaux_tc_router")))
+        if self.graphs.is_some() {
+            return Err(op_err(
+                "noaux_tc_router",
+                "graph mode keeps the top-k on the device (moe_routed)",
+            ));
+        }
+        let mut out = None;
+        self.timed(
+            || "route".into(),
+            || {
+                out = Some(run().map_err(gerr("noaux_tc_router"))?);
+                Ok(())
+            },
+        )?;
+        out.ok_or_else(|| op_err("noaux_tc_router", "no result"))
     }
 }

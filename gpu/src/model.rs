@@ -1195,7 +1195,8 @@ impl GpuKernels {
     }
 
     /// Queues `model_gemv_slots_*` (one token's routed slots in one launch): slot s multiplies
-    /// the weight at device address `ws[s]` (`ws` a device array of `slots` u64; every weight
+    /// the weight at device address `ws[s]`, or `ws[ids[s]]` when `ids` (a device array of
+    /// `slots` i32) is not 0 (`ws` a device array of u64; every weight
     /// of storage `wdt`: F32, BF16, or U8 = NVFP4 for exact use) by the f32 row at
     /// `x + 4 * s * x_stride` into `y + 4 * s * n`. The caller holds every buffer at its size
     /// and says whether every row start is aligned for the vector loads (`vec4`).
@@ -1204,7 +1205,7 @@ impl GpuKernels {
         &self,
         px: u64,
         x_stride: usize,
-        ws: u64,
+        (ws, ids): (u64, u64),
         wdt: DType,
         py: u64,
         (n, k, slots): (usize, usize, usize),
@@ -1234,7 +1235,7 @@ impl GpuKernels {
         let (xs, nn, kk, v4) = (x_stride as i64, n as i64, k as i64, vec4 as i32);
         let tab = crate::nvfp4_store::table_offset(n, k) as i64;
         let mut a = self.g.stream.launch_builder(&f);
-        a.arg(&px).arg(&xs).arg(&ws);
+        a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
         if wdt == DType::U8 {
             a.arg(&tab);
         }
@@ -1244,11 +1245,71 @@ impl GpuKernels {
             block_dim: (32 * GEMV_WARPS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: model_gemv_slots_{f32,bf16w}(x, x_stride, ws, y, N, K, vec4) or
-        // model_gemv_slots_nvfp4w(x, x_stride, ws, tab_off, y, N, K, vec4); ws holds `slots`
-        // addresses of (n, k) weights of `wdt` (NVFP4: with their pairs at tab_off), x rows at
-        // x_stride, y slots * n f32 values (the caller's sizes); vec4 only when aligned.
+        // SAFETY: model_gemv_slots_{f32,bf16w}(x, x_stride, ws, ids, y, N, K, vec4) or
+        // model_gemv_slots_nvfp4w(x, x_stride, ws, ids, tab_off, y, N, K, vec4); ws holds the
+        // addresses of (n, k) weights of `wdt` (NVFP4: with their pairs at tab_off) that slots
+        // (or ids, whose entries index ws) name, x rows at x_stride, y slots * n f32 values
+        // (the caller's sizes); vec4 only when aligned.
         unsafe { a.launch(cfg) }.map_err(launch_err("model_gemv_slots"))?;
+        Ok(())
+    }
+
+    /// Queues `model_attention_pos`: [`GpuKernels::launch_attention`] with p0 read from the
+    /// device i64 at `pp0` (the caller holds keys / values at every position it will hold).
+    pub(crate) fn launch_attention_pos(
+        &self,
+        [pq, pk, pv, po]: [u64; 4],
+        pp0: u64,
+        geo: AttnGeometry,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_attention_pos";
+        let AttnGeometry { nq, nkv, hd, t } = geo;
+        if t == 0 {
+            return Ok(());
+        }
+        let blocks = grid_u32(OP, (t * nq) as u64)?;
+        let smem = u32::try_from(2 * hd * 4)
+            .ok()
+            .filter(|&b| b <= 40 * 1024)
+            .ok_or_else(|| bad(OP, format!("head_dim {hd} needs too much shared memory")))?;
+        let f = self.g.function(FILE, OP)?;
+        let (tt, a_nq, a_nkv, a_hd) = (t as i64, nq as i64, nkv as i64, hd as i64);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&pq).arg(&pk).arg(&pv).arg(&po);
+        a.arg(&tt)
+            .arg(&a_nq)
+            .arg(&a_nkv)
+            .arg(&a_hd)
+            .arg(&pp0)
+            .arg(&scale);
+        // SAFETY: model_attention_pos(q, keys, vals, out, t, nq, nkv, hd, p0 ptr, scale); the
+        // caller holds keys / vals at >= *p0 + t rows; 2*hd floats of dynamic smem.
+        unsafe { a.launch(runtime::cfg(blocks, ATT_THREADS, smem)) }.map_err(launch_err(OP))?;
+        Ok(())
+    }
+
+    /// Queues `model_kv_store`: `cache[*pos * n + i] = src[i]`, i < n, with the position read
+    /// from the device i64 at `ppos`.
+    pub(crate) fn launch_kv_store(
+        &self,
+        pcache: u64,
+        psrc: u64,
+        n: usize,
+        ppos: u64,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_kv_store";
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, OP)?;
+        let nn = n as i64;
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&pcache).arg(&psrc).arg(&nn).arg(&ppos);
+        let grid = ops::grid_for(&self.g, n as u64, 256);
+        // SAFETY: model_kv_store(cache, src, n, pos): the caller holds src at n values and the
+        // cache at (*pos + 1) * n.
+        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
         Ok(())
     }
 

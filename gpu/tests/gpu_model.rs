@@ -995,3 +995,47 @@ fn compact_lazy_weight_storage_gives_the_f32_bits() {
         }
     }
 }
+
+/// The GPU decode engine with CUDA graphs (`GpuDevice::with_graphs`): the first step runs
+/// eagerly (every expert of each MoE layer made resident), the second is captured and
+/// launched, the rest replay the graph with the position read from the device. Every step's
+/// logits are the engine's without graphs, bit for bit, and within TOL of the CPU decode.
+#[test]
+#[ignore = "gpu"]
+fn decode_engine_graphs_replay_the_eager_steps() {
+    use gpu::engine::GpuDevice;
+    use reference::model::engine::DecodeEngine;
+    let dir = fixture();
+    let cpu = Model::load_dir(&dir).expect("fixture");
+    let gm = gpu_model(Model::load_dir(&dir).expect("fixture"));
+    let k = gpu_k(0xFF);
+    let (g, p) = golden_in(&dir);
+    let ids = ids(&g);
+    let v = cpu.cfg.vocab_size;
+    let (mut cc, mut gc) = (cpu.new_cache(), gm.new_cache());
+    cpu.forward(&ids[..p], Some(&mut cc), Pass::Prefill, false)
+        .expect("cpu prefill");
+    gm.forward(&ids[..p], Some(&mut gc), Pass::Prefill, false)
+        .expect("gpu prefill");
+    let mut plain = DecodeEngine::new(&cpu, GpuDevice::new(&k), &gc, 6).expect("engine");
+    let dev = GpuDevice::new(&k).with_graphs().expect("graph mode");
+    let mut graphed = DecodeEngine::new(&cpu, dev, &gc, 6).expect("engine");
+    let mut tk = ids[p];
+    for step in 0..6 {
+        let a = cpu
+            .forward(&[tk], Some(&mut cc), Pass::Decode, false)
+            .expect("cpu decode");
+        let b = plain.step(tk).expect("engine step");
+        let c = graphed.step(tk).expect("graphed engine step");
+        let same = b.iter().zip(&c).all(|(x, y)| x.to_bits() == y.to_bits());
+        assert!(
+            same,
+            "step {step}: graphs vs eager max rel {:e}",
+            max_rel(&b, &c)
+        );
+        let e = max_rel(&a.logits, &c);
+        eprintln!("step {step}: graphed engine vs cpu {e:.3e}");
+        assert!(e < TOL, "step {step}: max rel {e:e}");
+        tk = argmax(&a.logits, v)[0] as u32;
+    }
+}

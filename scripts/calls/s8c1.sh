@@ -3,13 +3,12 @@
 # session 7 changed on the GPU path (~6 min).
 #  - gpu_model: the resident Mamba decode states (ModelKernels::mamba_decode), the one-upload
 #    routed experts, the decode engine on the GPU device (decode_engine_on_the_gpu_...), bf16
-#    and compact (NVFP4) weight storage giving the f32 bits; memcheck over the engine test (its
-#    pointer offsets); the tiny goldens through `duet e2e`, also with --decode-engine (the
-#    engine's decode logits held to the golden)
+#    and compact (NVFP4) weight storage giving the f32 bits, the engine's CUDA graphs; the tiny
+#    goldens through `duet e2e`, also with --decode-engine (the engine's decode logits held to
+#    the golden)
 #  - the super decode bench: the model path and the decode engine (bench_decode.paths.gpu-engine,
-#    its op_breakdown and vs_model_path_max_rel), with f32 weights and with --weights bf16
-#    --gpu-weights compact
+#    its op_breakdown and vs_model_path_max_rel), with f32 weights, with --weights bf16
+#    --gpu-weights compact, and that with --engine-graphs
 cd "$(dirname "$0")/../.."
-scripts/device-session.sh t:gpu_model:300+e2e e2eengine tsan:memcheck:gpu_model:decode_engine \
-    e2esuper e2esuper16
+scripts/device-session.sh t:gpu_model:300+e2e e2eengine e2esuper e2esuper16 e2esuper16g
 cd "$OUT" && ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf

@@ -141,6 +141,11 @@ pub struct Args {
     /// speculative decoding stay with the model.
     #[arg(long)]
     decode_engine: bool,
+    /// The GPU decode engine records its step as a CUDA graph on the second step and replays
+    /// it (the router's top-k stays on the device; every expert of a MoE layer is made
+    /// resident on the first step). For `--decode-engine` and the decode bench's gpu-engine.
+    #[arg(long)]
+    engine_graphs: bool,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -249,7 +254,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
     model: &Model,
     prompt: &[u32],
     m: &BenchRun,
-    mut dev: impl FnMut() -> D,
+    mut dev: impl FnMut() -> Result<D, reference::model::ModelError>,
     sync: &dyn Fn() -> anyhow::Result<()>,
     uploads: &dyn Fn() -> Option<u64>,
 ) -> anyhow::Result<BenchRun> {
@@ -261,7 +266,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
         .context("engine bench prefill")?;
     let mut worst = 0f64;
     let mut eng =
-        DecodeEngine::new(model, dev(), &cache0, n).context("building the decode engine")?;
+        DecodeEngine::new(model, dev()?, &cache0, n).context("building the decode engine")?;
     for (i, want) in m.logits.iter().enumerate() {
         let got = eng.step(m.toks[i]).context("engine warm-up step")?;
         worst = worst.max(max_rel_f32(want, &got));
@@ -269,7 +274,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
     sync()?;
     let up0 = uploads();
     let mut eng =
-        DecodeEngine::new(model, dev(), &cache0, n).context("building the decode engine")?;
+        DecodeEngine::new(model, dev()?, &cache0, n).context("building the decode engine")?;
     let mut ms = Vec::with_capacity(n);
     for &tk in &m.toks[..n] {
         let t0 = Instant::now();
@@ -530,7 +535,8 @@ fn engine_decode<D: reference::model::engine::DecodeDevice>(
 #[derive(Clone, Copy)]
 enum DecodeWith<'a> {
     Model,
-    Engine(Option<&'a gpu::model::GpuKernels>),
+    /// the GPU kernels (None: the CPU device), and whether the GPU device uses CUDA graphs
+    Engine(Option<&'a gpu::model::GpuKernels>, bool),
 }
 
 fn run_path(
@@ -571,14 +577,16 @@ fn run_path(
                 decode_logits.extend_from_slice(&o.logits);
             }
         }
-        DecodeWith::Engine(None) => decode_logits.extend(
+        DecodeWith::Engine(None, _) => decode_logits.extend(
             engine_decode(model, reference::model::engine::CpuDevice, &cache, toks)
                 .with_context(|| ctx("decode"))?,
         ),
-        DecodeWith::Engine(Some(g)) => decode_logits.extend(
-            engine_decode(model, gpu::engine::GpuDevice::new(g), &cache, toks)
-                .with_context(|| ctx("decode"))?,
-        ),
+        DecodeWith::Engine(Some(g), graphs) => {
+            let dev = gpu::engine::GpuDevice::new(g);
+            let dev = if graphs { dev.with_graphs()? } else { dev };
+            decode_logits
+                .extend(engine_decode(model, dev, &cache, toks).with_context(|| ctx("decode"))?)
+        }
     }
     let decode_s = t1.elapsed().as_secs_f64();
     // MTP logits: row i from (h_i, token i+1).
@@ -986,7 +994,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         };
         model.set_kernels(k.clone());
         let with = if args.decode_engine {
-            DecodeWith::Engine(g)
+            DecodeWith::Engine(g, args.engine_graphs)
         } else {
             DecodeWith::Model
         };
@@ -1001,6 +1009,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             // The decode engine over the same steps: on the GPU every activation, state and
             // cache stays on the device; on the CPU it checks the orchestration (same bits).
             let prompt = &ids[..prefill_len];
+            let graphs = args.engine_graphs;
             let (name, eng) = match g {
                 Some(g) => (
                     "gpu-engine",
@@ -1008,7 +1017,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                         &model,
                         prompt,
                         &b,
-                        || gpu::engine::GpuDevice::new(g),
+                        || {
+                            let d = gpu::engine::GpuDevice::new(g);
+                            if graphs {
+                                d.with_graphs()
+                            } else {
+                                Ok(d)
+                            }
+                        },
                         &|| g.sync().context("synchronising the GPU"),
                         &|| Some(g.weight_stats().uploads),
                     ),
@@ -1019,7 +1035,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                         &model,
                         prompt,
                         &b,
-                        || reference::model::engine::CpuDevice,
+                        || Ok(reference::model::engine::CpuDevice),
                         &|| Ok(()),
                         &|| None,
                     ),

@@ -38,6 +38,19 @@ pub trait DecodeDevice {
     fn upload(&self, v: &[f32]) -> Result<Self::Buf, ModelError>;
     /// Values `off..off + n` of `b` (waits for the queued work).
     fn download(&self, b: &Self::Buf, off: usize, n: usize) -> Result<Vec<f32>, ModelError>;
+    /// `b[0..v.len()] = v` (host to device; a step's input, written before
+    /// [`DecodeDevice::begin_step`]).
+    fn write(&self, b: &mut Self::Buf, v: &[f32]) -> Result<(), ModelError>;
+    /// A decode step at position `pos` begins (its input written): every op until
+    /// [`DecodeDevice::end_step`] belongs to it, and the step's ops and buffers are the same
+    /// every step. A device may record them once and replay them (CUDA graphs).
+    fn begin_step(&self, _pos: usize) -> Result<(), ModelError> {
+        Ok(())
+    }
+    /// The step's ops are all queued (its logits are downloaded next).
+    fn end_step(&self) -> Result<(), ModelError> {
+        Ok(())
+    }
     /// `y[0..rows] = W · x[off..off + cols] (+ bias)` ([`crate::model::linear::linear`], one row).
     fn linear(
         &self,
@@ -109,6 +122,39 @@ pub trait DecodeDevice {
         g: AttnGeometry,
         out: &mut Self::Buf,
     ) -> Result<(), ModelError>;
+    /// Appends position `pos`'s key and value rows (`kvd` values each) to the caches: rows
+    /// `pos` of `k` and `v`.
+    #[allow(clippy::too_many_arguments)]
+    fn kv_append(
+        &self,
+        kn: &Self::Buf,
+        vn: &Self::Buf,
+        k: &mut Self::Buf,
+        v: &mut Self::Buf,
+        pos: usize,
+        kvd: usize,
+    ) -> Result<(), ModelError> {
+        self.copy((kn, 0), k, pos * kvd, kvd)?;
+        self.copy((vn, 0), v, pos * kvd, kvd)
+    }
+    /// A MoE layer's routing and routed experts: [`DecodeDevice::route`] of `logits`, then
+    /// [`DecodeDevice::routed_experts`] into `acc`. A device may keep the top-k on the device.
+    #[allow(clippy::too_many_arguments)]
+    fn moe_routed(
+        &self,
+        logits: &Self::Buf,
+        bias: &[f32],
+        cfg: &RouterConfig,
+        lat: &Self::Buf,
+        experts: &[(Mat, Mat)],
+        lat_n: usize,
+        h: &mut Self::Buf,
+        r: &mut Self::Buf,
+        acc: &mut Self::Buf,
+    ) -> Result<(), ModelError> {
+        let (ids, wts) = self.route(logits, bias, cfg)?;
+        self.routed_experts(lat, &ids, &wts, experts, lat_n, h, r, acc)
+    }
     /// The routed experts of one token (`moe_finalize` of their outputs):
     /// `acc[0..lat_n] = Σ_j wts[j] · down_j(relu²(up_j(lat)))` over the slots in order, from
     /// zero, each product rounded before its add; `(up_j, down_j) = experts[ids[j]]`. `h` and
@@ -181,6 +227,9 @@ impl DecodeDevice for CpuDevice {
         b.get(off..off + n)
             .map(<[f32]>::to_vec)
             .ok_or_else(|| range_err("download", off, n, b.len()))
+    }
+    fn write(&self, b: &mut Vec<f32>, v: &[f32]) -> Result<(), ModelError> {
+        put(b, 0, v, "write")
     }
     fn linear(
         &self,
@@ -351,6 +400,7 @@ struct Scratch<B> {
     b: B,
     c: B,
     d: B,
+    e: B,
     logits: B,
 }
 
@@ -475,6 +525,7 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
             b: dev.alloc(widest)?,
             c: dev.alloc(widest)?,
             d: dev.alloc(widest)?,
+            e: dev.alloc(widest)?,
             logits: dev.alloc(c.vocab_size)?,
         };
         Ok(DecodeEngine {
@@ -519,7 +570,8 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
         let dev = &self.dev;
         let s = &mut self.s;
         let row = super::linear::embed(&m.embed, &[token]);
-        s.h = dev.upload(&row)?;
+        dev.write(&mut s.h, &row)?;
+        dev.begin_step(self.seen)?;
         for (li, blk) in m.layers.iter().enumerate() {
             dev.rmsnorm(&s.h, &blk.norm, eps, &mut s.xn)?;
             match (&blk.mixer, &mut self.states[li]) {
@@ -553,8 +605,7 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                     dev.linear((&s.xn, 0), &w.q, w.qb.as_deref(), &mut s.a)?;
                     dev.linear((&s.xn, 0), &w.k, w.kb.as_deref(), &mut s.b)?;
                     dev.linear((&s.xn, 0), &w.v, w.vb.as_deref(), &mut s.c)?;
-                    dev.copy((&s.b, 0), k, self.seen * kvd, kvd)?;
-                    dev.copy((&s.c, 0), v, self.seen * kvd, kvd)?;
+                    dev.kv_append(&s.b, &s.c, k, v, self.seen, kvd)?;
                     let g = AttnGeometry { nq, nkv, hd, t: 1 };
                     dev.attention(&s.a, k, v, self.seen, g, &mut s.d)?;
                     dev.linear((&s.d, 0), &w.o, w.ob.as_deref(), &mut s.mix)?;
@@ -563,11 +614,10 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                     mlp(dev, w, &s.xn, &mut s.a, &mut s.b, &mut s.mix)?;
                 }
                 (Mixer::Moe(w), DevState::None) => {
-                    // fp32 router logits on the full hidden, the top-k on the host.
-                    dev.linear((&s.xn, 0), &w.gate, None, &mut s.a)?;
+                    // fp32 router logits on the full hidden (s.e); the latent (s.b); the
+                    // routing and the routed slots into s.a (scratch s.c, s.d).
+                    dev.linear((&s.xn, 0), &w.gate, None, &mut s.e)?;
                     let rc = c.router_config();
-                    let (ids, wts) = dev.route(&s.a, &w.score_bias, &rc)?;
-                    // latent (s.b), then the routed slots into s.a (scratch s.c, s.d).
                     let lat_n = match &w.fc1 {
                         Some(f) => {
                             dev.linear((&s.xn, 0), f, None, &mut s.b)?;
@@ -578,8 +628,16 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                             hs
                         }
                     };
-                    dev.routed_experts(
-                        &s.b, &ids, &wts, &w.experts, lat_n, &mut s.c, &mut s.d, &mut s.a,
+                    dev.moe_routed(
+                        &s.e,
+                        &w.score_bias,
+                        &rc,
+                        &s.b,
+                        &w.experts,
+                        lat_n,
+                        &mut s.c,
+                        &mut s.d,
+                        &mut s.a,
                     )?;
                     match &w.fc2 {
                         Some(f) => dev.linear((&s.a, 0), f, None, &mut s.mix)?,
@@ -596,13 +654,14 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                     )))
                 }
             }
-            // The residual: mixer out + block input (Model::block_forward's order).
-            dev.axpy(&mut s.mix, 1.0, (&s.h, 0), hs)?;
-            std::mem::swap(&mut s.h, &mut s.mix);
+            // The residual in place: h + mixer out (Model::block_forward adds the block input
+            // to the mixer's output: the same sum, addition commutes).
+            dev.axpy(&mut s.h, 1.0, (&s.mix, 0), hs)?;
         }
         dev.rmsnorm(&s.h, &m.norm_f, eps, &mut s.xn)?;
         let head = m.lm_head.as_ref().unwrap_or(&m.embed);
         dev.linear((&s.xn, 0), head, None, &mut s.logits)?;
+        dev.end_step()?;
         let logits = dev.download(&s.logits, 0, c.vocab_size)?;
         self.seen += 1;
         Ok(logits)
