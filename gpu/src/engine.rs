@@ -273,6 +273,22 @@ impl GpuDevice<'_> {
     }
 }
 
+impl Drop for GpuDevice<'_> {
+    /// A capture cut short (an op failed inside it) is ended, so that the stream is usable
+    /// again by whatever runs next on it.
+    fn drop(&mut self) {
+        if let Some(gr) = &self.graphs {
+            if matches!(gr.borrow().phase, Phase::Capturing) {
+                let _ = self
+                    .k
+                    .gpu()
+                    .stream
+                    .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0));
+            }
+        }
+    }
+}
+
 fn gerr(what: &'static str) -> impl Fn(GpuError) -> ModelError {
     move |e| op_err(what, e)
 }
