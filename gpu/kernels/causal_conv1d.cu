@@ -207,6 +207,76 @@ CONV1D_FN_V2(conv1d_fn_v2_h16_w3, u16, 3)
 CONV1D_FN_V2(conv1d_fn_v2_h16_w4, u16, 4)
 
 // ---------------------------------------------------------------------------------------------
+// v3: the channel-last layout (x, out (batch, L, dim); init, fin (batch, width-1, dim)). One
+// thread per (batch row, chunk of CL_CHUNK tokens, channel), consecutive threads on consecutive
+// channels (each token's row is read and written coalesced); the width-1 window slides in
+// registers along the chunk and starts from the width-1 positions before it (x, else the
+// initial states, else zeros). v1's arithmetic (bias, then the taps oldest first, no FMA,
+// exact silu): the reference's bits. The last chunk of a row writes its final states.
+#define CL_CHUNK 64
+template <int W>
+__device__ __forceinline__ void conv1d_fn_cl_impl(const void* x, int xdt, const void* w, int wdt,
+                                                  const void* bias, int bdt, const void* init,
+                                                  int idt, i64 batch, i64 dim, i64 L, int act,
+                                                  void* out, void* fin) {
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    const i64 nch = L > 0 ? (L + CL_CHUNK - 1) / CL_CHUNK : 1;
+    const i64 total = batch * nch * dim;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const i64 d = i % dim, rest = i / dim;
+        const i64 c = rest % nch, b = rest / nch;
+        const i64 t0 = c * CL_CHUNK, t1 = min(L, t0 + CL_CHUNK);
+        // Position pos in [-H, L) of cat(initial_states, x) for (b, d).
+        auto val = [&](i64 pos) -> float {
+            if (pos >= 0) return load_as_f32(x, (b * L + pos) * dim + d, xdt);
+            return init ? load_as_f32(init, (b * H + H + pos) * dim + d, idt) : 0.0f;
+        };
+        float wk[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) wk[k] = ldg_f32(w, d * W + k, wdt);
+        const float b0 = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+        float win[HA];
+#pragma unroll
+        for (int k = 0; k < H; ++k) win[k] = val(t0 - H + k);
+        for (i64 t = t0; t < t1; ++t) {
+            const i64 e = (b * L + t) * dim + d;
+            const float xv = load_as_f32(x, e, xdt);
+            float acc = b0;
+#pragma unroll
+            for (int k = 0; k < H; ++k) acc = acc + wk[k] * win[k];
+            acc = acc + wk[H] * xv;
+            store_from_f32(out, e, xdt, act ? silu_exact(acc) : acc);
+            if (H > 0) {
+#pragma unroll
+                for (int k = 0; k + 1 < H; ++k) win[k] = win[k + 1];
+                win[H - 1 > 0 ? H - 1 : 0] = xv;
+            }
+        }
+        if (c == nch - 1) {
+#pragma unroll
+            for (int k = 0; k < H; ++k)
+                store_from_f32(fin, (b * H + k) * dim + d, xdt, val(L - H + k));
+        }
+    }
+}
+
+#define CONV1D_FN_CL(W)                                                                          \
+    extern "C" __global__ void conv1d_fn_cl_w##W(const void* x, int xdt, const void* w, int wdt, \
+                                                 const void* bias, int bdt, const void* init,    \
+                                                 int idt, i64 batch, i64 dim, i64 L, int act,    \
+                                                 void* out, void* fin) {                         \
+        conv1d_fn_cl_impl<W>(x, xdt, w, wdt, bias, bdt, init, idt, batch, dim, L, act, out,     \
+                             fin);                                                               \
+    }
+
+CONV1D_FN_CL(1)
+CONV1D_FN_CL(2)
+CONV1D_FN_CL(3)
+CONV1D_FN_CL(4)
+
+// ---------------------------------------------------------------------------------------------
 // causal_conv1d_update v1: one thread per (batch row, channel); the width-1 window lives in
 // registers and slides over the seqlen tokens. cache_seqlens / conv_state_indices are i64
 // (converted on the host). A negative slot gives zero output and zero intermediate windows and

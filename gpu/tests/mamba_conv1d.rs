@@ -25,15 +25,19 @@ struct FnCase {
     bias: bool,
     init: bool,
     silu: bool,
+    /// layout channel_last: x (batch, seqlen, dim), states (batch, width - 1, dim)
+    cl: bool,
 }
 
 fn fn_inputs(c: &FnCase, seed: u64) -> TensorMap {
     let mut r = Rng::new(seed);
     let mut m = TensorMap::new();
-    m.insert(
-        "x".into(),
-        r.normal_tensor(&[c.batch, c.dim, c.seqlen], 1.0, c.x),
-    );
+    let xs = if c.cl {
+        [c.batch, c.seqlen, c.dim]
+    } else {
+        [c.batch, c.dim, c.seqlen]
+    };
+    m.insert("x".into(), r.normal_tensor(&xs, 1.0, c.x));
     m.insert(
         "weight".into(),
         r.normal_tensor(&[c.dim, c.width], 0.5, c.w),
@@ -42,17 +46,24 @@ fn fn_inputs(c: &FnCase, seed: u64) -> TensorMap {
         m.insert("bias".into(), r.normal_tensor(&[c.dim], 0.3, c.w));
     }
     if c.init {
-        m.insert(
-            "initial_states".into(),
-            r.normal_tensor(&[c.batch, c.dim, c.width - 1], 1.0, c.x),
-        );
+        let ss = if c.cl {
+            [c.batch, c.width - 1, c.dim]
+        } else {
+            [c.batch, c.dim, c.width - 1]
+        };
+        m.insert("initial_states".into(), r.normal_tensor(&ss, 1.0, c.x));
     }
     m
 }
 
 fn fn_check(c: &FnCase, seed: u64) -> usize {
     let act = if c.silu { "silu" } else { "none" };
-    let p = sets(&[("activation", act)]);
+    let layout = if c.cl {
+        "channel_last"
+    } else {
+        "channel_first"
+    };
+    let p = sets(&[("activation", act), ("layout", layout)]);
     check_all_versions(&format!("{c:?}"), FN, &fn_inputs(c, seed), &p, &by_dtype)
 }
 
@@ -76,9 +87,48 @@ fn conv1d_fn_hand_cases() {
         bias: true,
         init: true,
         silu: true,
+        cl: false,
     };
     let cases = [
         base,
+        // Channel-last (v3): chunk boundaries (63, 64, 65, 129 tokens), no tokens, width 1.
+        FnCase { cl: true, ..base },
+        FnCase {
+            cl: true,
+            seqlen: 63,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            seqlen: 64,
+            init: false,
+            x: BF16,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            seqlen: 65,
+            width: 3,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            seqlen: 129,
+            dim: 33,
+            x: F16,
+            w: BF16,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            seqlen: 0,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            width: 1,
+            ..base
+        },
         FnCase {
             dim: 7,
             seqlen: 64,
@@ -165,11 +215,11 @@ proptest! {
     fn conv1d_fn_random_shapes(
         batch in 1usize..4, dim in 1usize..10, l in 0usize..300, aligned in any::<bool>(),
         width in 1usize..5, xd in 0usize..3, bias in any::<bool>(), init in any::<bool>(),
-        silu in any::<bool>(), seed in any::<u64>()
+        silu in any::<bool>(), cl in any::<bool>(), seed in any::<u64>()
     ) {
         let dts = [DType::F32, DType::BF16, DType::F16];
         let seqlen = if aligned { (l / 8 + 1) * 8 } else { l };
-        let c = FnCase { batch, dim, seqlen, width, x: dts[xd], w: dts[(xd + 1) % 3], bias, init, silu };
+        let c = FnCase { batch, dim, seqlen, width, x: dts[xd], w: dts[(xd + 1) % 3], bias, init, silu, cl };
         fn_check(&c, seed);
     }
 }

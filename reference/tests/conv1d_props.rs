@@ -275,3 +275,89 @@ fn ops_run_and_validate() {
         .to_string();
     assert!(e.contains("activation"), "{e}");
 }
+
+/// `layout = channel_last`: x / out (batch, seqlen, dim) and the states (batch, width - 1,
+/// dim) carry the channel-first op's values, transposed element for element (bit-equal), with
+/// and without initial states, every width 1..=4; and a channel-first shape passed as
+/// channel-last states is a shape error naming the layout.
+#[test]
+fn channel_last_layout_is_the_transposed_channel_first() {
+    use reference::ops::causal_conv1d_fn::swap_last_two;
+    let def = reference::ops::find("causal_conv1d_fn").expect("op");
+    let mut r = Rng(41);
+    for (batch, dim, seqlen, width, init) in [
+        (1usize, 8usize, 5usize, 4usize, false),
+        (2, 13, 9, 4, true),
+        (3, 7, 2, 3, true),
+        (1, 5, 1, 1, false),
+        (2, 6, 17, 2, true),
+    ] {
+        let hist = width - 1;
+        let x = r.vec(batch * dim * seqlen);
+        let w = r.vec(dim * width);
+        let b = r.vec(dim);
+        let s0 = r.vec(batch * dim * hist);
+        let mut cf = TensorMap::new();
+        cf.insert(
+            "x".into(),
+            Tensor::from_f32(&[batch, dim, seqlen], x.clone()),
+        );
+        cf.insert("weight".into(), Tensor::from_f32(&[dim, width], w.clone()));
+        cf.insert("bias".into(), Tensor::from_f32(&[dim], b.clone()));
+        let mut cl = TensorMap::new();
+        cl.insert(
+            "x".into(),
+            Tensor::from_f32(&[batch, seqlen, dim], swap_last_two(&x, batch, dim, seqlen)),
+        );
+        cl.insert("weight".into(), Tensor::from_f32(&[dim, width], w));
+        cl.insert("bias".into(), Tensor::from_f32(&[dim], b));
+        if init {
+            cf.insert(
+                "initial_states".into(),
+                Tensor::from_f32(&[batch, dim, hist], s0.clone()),
+            );
+            cl.insert(
+                "initial_states".into(),
+                Tensor::from_f32(&[batch, hist, dim], swap_last_two(&s0, batch, dim, hist)),
+            );
+        }
+        let sets = |layout: &str| {
+            vec![
+                ("activation".to_string(), "silu".to_string()),
+                ("layout".to_string(), layout.to_string()),
+            ]
+        };
+        let a = def
+            .call(&cf, &sets("channel_first"))
+            .expect("channel_first");
+        let c = def.call(&cl, &sets("channel_last")).expect("channel_last");
+        assert_eq!(c["out"].shape, vec![batch, seqlen, dim]);
+        assert_eq!(c["final_states"].shape, vec![batch, hist, dim]);
+        let want_out = swap_last_two(&a["out"].to_f32_vec(), batch, dim, seqlen);
+        let want_fin = swap_last_two(&a["final_states"].to_f32_vec(), batch, dim, hist);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&c["out"].to_f32_vec()),
+            bits(&want_out),
+            "{batch}x{dim}x{seqlen} w{width}"
+        );
+        assert_eq!(bits(&c["final_states"].to_f32_vec()), bits(&want_fin));
+    }
+    // Channel-first states with layout channel_last: a shape error that names the layout.
+    let mut m = TensorMap::new();
+    m.insert("x".into(), Tensor::from_f32(&[1, 6, 4], vec![0.5; 24]));
+    m.insert("weight".into(), Tensor::from_f32(&[4, 4], vec![0.25; 16]));
+    m.insert(
+        "initial_states".into(),
+        Tensor::from_f32(&[1, 4, 3], vec![0.1; 12]),
+    );
+    let e = def
+        .call(&m, &[("layout".to_string(), "channel_last".to_string())])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("channel_last") && e.contains("initial_states"),
+        "{e}"
+    );
+}

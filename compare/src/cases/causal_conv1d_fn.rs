@@ -15,6 +15,8 @@ struct Conv {
     bias: bool,
     silu: bool,
     dtype: DType,
+    /// layout channel_last: x (batch, seqlen, dim), states (batch, width - 1, dim)
+    cl: bool,
 }
 
 const SUPER: Conv = Conv {
@@ -26,6 +28,7 @@ const SUPER: Conv = Conv {
     bias: true,
     silu: true,
     dtype: DType::F32,
+    cl: false,
 };
 
 fn case(c: Conv, what: &str) -> Box<dyn Case> {
@@ -34,10 +37,12 @@ fn case(c: Conv, what: &str) -> Box<dyn Case> {
     CaseDef::new("causal_conv1d_fn", move |seed| {
         let mut r = Rng::new(seed);
         let mut m = TensorMap::new();
-        m.insert(
-            "x".into(),
-            r.normal_tensor(&[c.batch, c.dim, c.seqlen], 1.0, c.dtype),
-        );
+        let xs = if c.cl {
+            [c.batch, c.seqlen, c.dim]
+        } else {
+            [c.batch, c.dim, c.seqlen]
+        };
+        m.insert("x".into(), r.normal_tensor(&xs, 1.0, c.dtype));
         m.insert(
             "weight".into(),
             r.normal_tensor(&[c.dim, c.width], 0.5, c.dtype),
@@ -46,10 +51,12 @@ fn case(c: Conv, what: &str) -> Box<dyn Case> {
             m.insert("bias".into(), r.normal_tensor(&[c.dim], 0.5, c.dtype));
         }
         if c.init {
-            m.insert(
-                "initial_states".into(),
-                r.normal_tensor(&[c.batch, c.dim, c.width - 1], 1.0, c.dtype),
-            );
+            let ss = if c.cl {
+                [c.batch, c.width - 1, c.dim]
+            } else {
+                [c.batch, c.dim, c.width - 1]
+            };
+            m.insert("initial_states".into(), r.normal_tensor(&ss, 1.0, c.dtype));
         }
         m
     })
@@ -60,6 +67,14 @@ fn case(c: Conv, what: &str) -> Box<dyn Case> {
     .var("w", c.width)
     .var("dtype", c.dtype)
     .param("activation", if c.silu { "silu" } else { "none" })
+    .param(
+        "layout",
+        if c.cl {
+            "channel_last"
+        } else {
+            "channel_first"
+        },
+    )
     .model("Nemotron 3 Super Mamba-2 conv1d (prefill)")
     .cost(2 * n * e, 2 * n * c.width as u64)
     .boxed()
@@ -121,6 +136,30 @@ pub fn cases() -> Vec<Box<dyn Case>> {
                 ..SUPER
             },
             "width3_odd",
+        ),
+        // Channel-last (causal-conv1d's stride-1-along-dim tensors): the Super conv, bf16 with
+        // initial states, and an odd short one.
+        case(Conv { cl: true, ..SUPER }, "channel_last"),
+        case(
+            Conv {
+                cl: true,
+                init: true,
+                dtype: DType::BF16,
+                ..SUPER
+            },
+            "channel_last_bf16_init",
+        ),
+        case(
+            Conv {
+                batch: 2,
+                dim: 77,
+                seqlen: 129,
+                width: 3,
+                init: true,
+                cl: true,
+                ..SUPER
+            },
+            "channel_last_odd",
         ),
     ]
 }

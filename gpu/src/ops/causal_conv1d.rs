@@ -4,7 +4,11 @@
 //! Prefill versions: `v1` one thread per output (any shape, the reference's summation order);
 //! `v2` 16-byte vectors with warp-shuffle neighbour exchange, `__ldg` weights, FMA and fast SiLU
 //! (needs L > 0, width <= 4 and rows starting on 16-byte boundaries: L * sizeof(x) % 16 == 0);
-//! `auto` picks v2 where it applies. Update: `v1`, one thread per (row, channel), width <= 4.
+//! `auto` picks v2 where it applies. `v3` takes `layout = channel_last` (x / out (batch, seqlen,
+//! dim), states (batch, width - 1, dim)): one thread per (row, 64-token chunk, channel),
+//! consecutive threads on consecutive channels, the window sliding in registers; v1's
+//! arithmetic (the reference's bits); `auto` picks it for channel-last (session 7: compiled,
+//! not yet run on the H200). Update: `v1`, one thread per (row, channel), width <= 4.
 //!
 //! Measured on the H200 (bench preset `conv1d_prefill_50k`: batch 1, 10240 channels, 50,000
 //! tokens, width 4, bf16, silu): v2 711 us (2.88 TB/s, 74% of a same-bytes device copy at
@@ -27,7 +31,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: OP_FN,
-            versions: &["auto", "v1", "v2"],
+            versions: &["auto", "v1", "v2", "v3"],
             run: run_fn,
             applicable: applicable_fn,
         },
@@ -115,14 +119,23 @@ fn v2_ok(xdt: DType, seqlen: usize, width: usize) -> Option<String> {
     None
 }
 
-pub fn applicable_fn(version: &str, inputs: &TensorMap, _p: &Params) -> Option<String> {
+pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
     let x = inputs.get("x")?;
     let w = inputs.get("weight")?;
     if x.rank() != 3 || w.rank() != 2 {
         return None; // run() reports the shape error
     }
-    match version {
-        "v2" => v2_ok(x.dtype(), x.shape[2], w.shape[1]),
+    let cl = reference::ops::causal_conv1d_fn::read_channel_last(p).ok()?;
+    match (version, cl) {
+        ("v1" | "v2", true) => Some(format!(
+            "{version} takes layout channel_first; channel_last runs v3"
+        )),
+        ("v3", false) => Some("v3 takes layout channel_last".into()),
+        ("v3", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => Some(format!(
+            "v3 needs width 1..={MAX_WIDTH} (width = {})",
+            w.shape[1]
+        )),
+        ("v2", false) => v2_ok(x.dtype(), x.shape[2], w.shape[1]),
         _ => None,
     }
 }
@@ -149,9 +162,12 @@ pub struct FnLaunch {
 
 /// Segments of 4 tiles x 64 vectors per warp task (SEG in the kernel).
 const V2_SEG_VECS: usize = 4 * 64;
+/// Tokens per v3 (channel-last) thread (CL_CHUNK in the kernel).
+const CL_CHUNK: usize = 64;
 
 impl FnLaunch {
-    /// `version`: "v1" or "v2" (the caller resolves "auto").
+    /// `version`: "v1" or "v2" (channel-first pointers), "v3" (channel-last: x / out
+    /// (batch, L, dim), init / fin (batch, width-1, dim)); the caller resolves "auto".
     pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
         let rows = (self.batch * self.dim) as i64;
         let (dim, l) = (self.dim as i64, self.seqlen as i64);
@@ -222,10 +238,48 @@ impl FnLaunch {
                 unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v2"))?;
                 Ok(())
             }
+            "v3" => {
+                // Channel-last: x / out (batch, L, dim), init / fin (batch, width-1, dim).
+                if self.width == 0 || self.width > MAX_WIDTH {
+                    return Err(GpuError::Unsupported(format!(
+                        "{OP_FN} v3 needs width 1..={MAX_WIDTH} (width = {})",
+                        self.width
+                    )));
+                }
+                let nch = if self.seqlen > 0 {
+                    self.seqlen.div_ceil(CL_CHUNK)
+                } else {
+                    1
+                };
+                let total = (self.batch * nch * self.dim) as u64;
+                if total == 0 {
+                    return Ok(());
+                }
+                let f = g.function("causal_conv1d", &format!("conv1d_fn_cl_w{}", self.width))?;
+                let b = self.batch as i64;
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
+                a.arg(&self.bias)
+                    .arg(&self.bdt)
+                    .arg(&self.init)
+                    .arg(&self.idt);
+                a.arg(&b)
+                    .arg(&dim)
+                    .arg(&l)
+                    .arg(&act)
+                    .arg(&self.out)
+                    .arg(&self.fin);
+                // SAFETY: matches conv1d_fn_cl_w*; x / out hold batch*L*dim, init / fin
+                // batch*(width-1)*dim values of their dtypes (channel-last), grid-stride over
+                // batch x chunks x dim.
+                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
+                    .map_err(drv("conv1d_fn_cl"))?;
+                Ok(())
+            }
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
-                known: "auto, v1, v2".into(),
+                known: "auto, v1, v2, v3".into(),
             }),
         }
     }
@@ -239,8 +293,13 @@ pub fn run_fn(
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
     let inp = Inputs::new(OP_FN, inputs);
+    let cl = reference::ops::causal_conv1d_fn::read_channel_last(p)?;
     let (xt, _) = inp.float("x", 3)?;
-    let (batch, dim, seqlen) = (xt.shape[0], xt.shape[1], xt.shape[2]);
+    let (batch, dim, seqlen) = if cl {
+        (xt.shape[0], xt.shape[2], xt.shape[1])
+    } else {
+        (xt.shape[0], xt.shape[1], xt.shape[2])
+    };
     let (wt, _) = inp.float("weight", 2)?;
     let width = wt.shape[1];
     inp.shape("weight", wt, &[dim, width], "(dim, width)")?;
@@ -259,29 +318,44 @@ pub fn run_fn(
             Some(upload_float(g, t)?)
         }
     };
+    let (state_shape, state_pat) = if cl {
+        (
+            [batch, width - 1, dim],
+            "(batch, width - 1, dim) (layout channel_last)",
+        )
+    } else {
+        ([batch, dim, width - 1], "(batch, dim, width - 1)")
+    };
     let init = match inp.opt_float("initial_states", 3)? {
         None => None,
         Some((t, _)) => {
-            inp.shape(
-                "initial_states",
-                t,
-                &[batch, dim, width - 1],
-                "(batch, dim, width - 1)",
-            )?;
+            inp.shape("initial_states", t, &state_shape, state_pat)?;
             Some(upload_float(g, t)?)
         }
     };
     let act = activation(p, OP_FN)?;
     let version = match version {
+        "auto" if cl => "v3",
         "auto" if v2_ok(xt.dtype(), seqlen, width).is_none() => "v2",
         "auto" => "v1",
         v => v,
     };
+    if (version == "v3") != cl {
+        return Err(GpuError::Unsupported(format!(
+            "{OP_FN} {version} does not take layout {}: v1 / v2 are channel_first, v3 channel_last",
+            if cl { "channel_last" } else { "channel_first" }
+        )));
+    }
     let (x, xdt) = upload_float(g, xt)?;
     let (w, wdt) = upload_float(g, wt)?;
     let odt = gpu_float_dtype(xt.dtype());
-    let out = g.alloc_poisoned(&[batch, dim, seqlen], odt, opts.poison)?;
-    let fin = g.alloc_poisoned(&[batch, dim, width - 1], odt, opts.poison)?;
+    let out_shape = if cl {
+        [batch, seqlen, dim]
+    } else {
+        [batch, dim, seqlen]
+    };
+    let out = g.alloc_poisoned(&out_shape, odt, opts.poison)?;
+    let fin = g.alloc_poisoned(&state_shape, odt, opts.poison)?;
     let (bias_p, bdt) = opt_ptr(g, &bias);
     let (init_p, idt) = opt_ptr(g, &init);
     let l = FnLaunch {
@@ -568,7 +642,7 @@ pub(crate) fn timing_json(t: &crate::runtime::Timing) -> serde_json::Value {
 }
 
 /// Prefill conv1d at (batch, dim, seqlen, width), bf16 x/weight/bias, silu, no initial states;
-/// v1 and v2 against the copy ceiling (same bytes).
+/// v1 and v2 (channel-first) and v3 (channel-last) against the copy ceiling (same bytes).
 pub fn bench_prefill(
     g: &Gpu,
     batch: usize,
@@ -617,7 +691,8 @@ pub fn bench_prefill(
     let bytes = (2 * n * 2) as f64;
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
-    for v in ["v1", "v2"] {
+    // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
+    for v in ["v1", "v2", "v3"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(

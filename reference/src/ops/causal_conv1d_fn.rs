@@ -6,6 +6,12 @@
 //! `final_states` have x's dtype. `final_states` = the last width-1 columns of
 //! cat(initial_states, x) (zero-padded on the left when there are fewer), as the reference's
 //! `F.pad(x, (width - 1 - x.shape[-1], 0))`.
+//!
+//! Layout (`layout` param): `channel_first` (default) takes x / out as (batch, dim, seqlen) and
+//! initial / final states as (batch, dim, width - 1); `channel_last` (causal-conv1d's
+//! channel-last tensors, stride 1 along dim) takes x / out as (batch, seqlen, dim) and the
+//! states as (batch, width - 1, dim). The values are the same: the channel-last form is the
+//! channel-first one transposed, element for element.
 
 use super::ssd_chunk_scan::silu;
 use crate::op::{outputs, ArgSpec, Inputs, OpDef, OpError, ParamKind, ParamSpec, Params};
@@ -185,29 +191,120 @@ pub fn causal_conv1d_fn(
     Ok(ConvOutput { out, final_states })
 }
 
+/// The prefill convolution on channel-last tensors: `x` (batch, seqlen, dim),
+/// `initial_states` (batch, width - 1, dim); returns out (batch, seqlen, dim) and
+/// final_states (batch, width - 1, dim). [`causal_conv1d_fn`] on the transposed tensors.
+pub fn causal_conv1d_fn_channel_last(
+    x: &[f32],
+    (batch, dim, seqlen): (usize, usize, usize),
+    weight: &[f32],
+    width: usize,
+    bias: Option<&[f32]>,
+    initial_states: Option<&[f32]>,
+    act: Activation,
+) -> Result<ConvOutput, String> {
+    if width == 0 {
+        return Err("width must be >= 1".into());
+    }
+    let hist = width - 1;
+    if x.len() != batch * dim * seqlen
+        || initial_states.is_some_and(|s| s.len() != batch * dim * hist)
+    {
+        return Err(format!(
+            "slice lengths do not match batch {batch}, dim {dim}, seqlen {seqlen}, width {width}"
+        ));
+    }
+    let xf = swap_last_two(x, batch, seqlen, dim);
+    let init = initial_states.map(|s| swap_last_two(s, batch, hist, dim));
+    let o = causal_conv1d_fn(
+        &xf,
+        (batch, dim, seqlen),
+        weight,
+        width,
+        bias,
+        init.as_deref(),
+        act,
+    )?;
+    Ok(ConvOutput {
+        out: swap_last_two(&o.out, batch, dim, seqlen),
+        final_states: swap_last_two(&o.final_states, batch, dim, hist),
+    })
+}
+
+/// (batch, a, b) row-major -> (batch, b, a).
+pub fn swap_last_two(v: &[f32], batch: usize, a: usize, b: usize) -> Vec<f32> {
+    let mut out = vec![0f32; v.len()];
+    for n in 0..batch {
+        let (src, dst) = (
+            &v[n * a * b..(n + 1) * a * b],
+            &mut out[n * a * b..(n + 1) * a * b],
+        );
+        for i in 0..a {
+            for j in 0..b {
+                dst[j * a + i] = src[i * b + j];
+            }
+        }
+    }
+    out
+}
+
+/// The `layout` param of the conv1d prefill op.
+pub(crate) const LAYOUTS: &[&str] = &["channel_first", "channel_last"];
+
+/// Whether `layout` (a [`LAYOUTS`] entry) is channel-last.
+pub fn read_channel_last(p: &Params) -> Result<bool, OpError> {
+    match p.str("layout")? {
+        "channel_first" => Ok(false),
+        "channel_last" => Ok(true),
+        other => Err(OpError::Param {
+            op: "causal_conv1d_fn".into(),
+            name: "layout".into(),
+            msg: format!("'{other}' is not channel_first or channel_last"),
+        }),
+    }
+}
+
 pub fn def() -> OpDef {
     OpDef {
         name: "causal_conv1d_fn",
         summary: "Causal depthwise conv1d over a sequence (prefill), as causal_conv1d_fn",
         inputs: vec![
-            ArgSpec::req("x", "(batch, dim, seqlen)", "f32|bf16|f16", "input"),
+            ArgSpec::req(
+                "x",
+                "(batch, dim, seqlen)",
+                "f32|bf16|f16",
+                "input; (batch, seqlen, dim) with layout channel_last",
+            ),
             weight_arg(),
             bias_arg(),
             ArgSpec::opt(
                 "initial_states",
                 "(batch, dim, width - 1)",
                 "f32|bf16|f16",
-                "the width-1 columns before x (zeros when absent)",
+                "the width-1 columns before x (zeros when absent); (batch, width - 1, dim) with layout channel_last",
             ),
         ],
-        params: vec![activation_param()],
+        params: vec![
+            activation_param(),
+            ParamSpec::new(
+                "layout",
+                ParamKind::Enum(LAYOUTS),
+                Some("channel_first"),
+                "channel_first: x / out (batch, dim, seqlen); channel_last: (batch, seqlen, dim), the states (batch, width - 1, dim)",
+            ),
+        ],
         outputs: vec![
-            ArgSpec::req("out", "(batch, dim, seqlen)", "x's dtype", "output"),
+            ArgSpec::req(
+                "out",
+                "(batch, dim, seqlen)",
+                "x's dtype",
+                "output, in x's layout",
+            ),
             ArgSpec::req(
                 "final_states",
                 "(batch, dim, width - 1)",
                 "x's dtype",
-                "last width-1 columns of cat(initial_states, x)",
+                "last width-1 columns of cat(initial_states, x), in the states' layout",
             ),
         ],
         run: run_op,
@@ -216,8 +313,13 @@ pub fn def() -> OpDef {
 
 fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
     let in_ = Inputs::new("causal_conv1d_fn", inputs);
+    let cl = read_channel_last(p)?;
     let (xt, x) = in_.float("x", 3)?;
-    let (batch, dim, seqlen) = (xt.shape[0], xt.shape[1], xt.shape[2]);
+    let (batch, dim, seqlen) = if cl {
+        (xt.shape[0], xt.shape[2], xt.shape[1])
+    } else {
+        (xt.shape[0], xt.shape[1], xt.shape[2])
+    };
     let (width, w) = read_weight(&in_, dim)?;
     if width == 0 {
         return Err(in_.err(
@@ -226,20 +328,29 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         ));
     }
     let bias = read_bias(&in_, dim)?;
+    let hist = width - 1;
+    let (state_shape, state_pat) = if cl {
+        (
+            [batch, hist, dim],
+            "(batch, width - 1, dim) (layout channel_last)",
+        )
+    } else {
+        ([batch, dim, hist], "(batch, dim, width - 1)")
+    };
     let init = match in_.opt_float("initial_states", 3)? {
         None => None,
         Some((t, v)) => {
-            in_.shape(
-                "initial_states",
-                t,
-                &[batch, dim, width - 1],
-                "(batch, dim, width - 1)",
-            )?;
+            in_.shape("initial_states", t, &state_shape, state_pat)?;
             Some(v)
         }
     };
     let act = read_activation(p)?;
-    let o = causal_conv1d_fn(
+    let conv = if cl {
+        causal_conv1d_fn_channel_last
+    } else {
+        causal_conv1d_fn
+    };
+    let o = conv(
         &x,
         (batch, dim, seqlen),
         &w,
@@ -249,14 +360,16 @@ fn run_op(inputs: &TensorMap, p: &Params) -> Result<TensorMap, OpError> {
         act,
     )
     .map_err(|m| in_.invalid(m))?;
+    let out_shape = if cl {
+        [batch, seqlen, dim]
+    } else {
+        [batch, dim, seqlen]
+    };
     Ok(outputs([
-        (
-            "out",
-            Tensor::from_f32_as(&[batch, dim, seqlen], &o.out, xt.dtype()),
-        ),
+        ("out", Tensor::from_f32_as(&out_shape, &o.out, xt.dtype())),
         (
             "final_states",
-            Tensor::from_f32_as(&[batch, dim, width - 1], &o.final_states, xt.dtype()),
+            Tensor::from_f32_as(&state_shape, &o.final_states, xt.dtype()),
         ),
     ]))
 }
