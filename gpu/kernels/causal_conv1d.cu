@@ -277,6 +277,131 @@ CONV1D_FN_CL(3)
 CONV1D_FN_CL(4)
 
 // ---------------------------------------------------------------------------------------------
+// v4: v3's channel-last walk with 4 channels per thread (one 16-byte f32 or 8-byte 16-bit load
+// and store per token) and v2's arithmetic (FMA in the taps' order, fast silu): one thread per
+// (batch row, chunk of CL_CHUNK tokens, 4 channels); the loads of CL_U tokens are issued before
+// their arithmetic (loads in flight). Needs dim % 4 == 0 (every token row then starts aligned)
+// and width <= 4. The halo before a chunk and the final states go through scalar loads.
+#define CL_U 4
+template <typename S> struct Cl4IO;
+template <> struct Cl4IO<float> {
+    typedef uint4 V;
+    __device__ static __forceinline__ V load(const void* p, i64 e) {
+        return __ldg((const uint4*)((const float*)p + e));
+    }
+    __device__ static __forceinline__ void unpack(V u, float* f, int) {
+        f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
+        f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+    }
+    __device__ static __forceinline__ void store(void* p, i64 e, const float* f, int) {
+        *(uint4*)((float*)p + e) = make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]),
+                                              __float_as_uint(f[2]), __float_as_uint(f[3]));
+    }
+};
+template <> struct Cl4IO<u16> {
+    typedef uint2 V;
+    __device__ static __forceinline__ V load(const void* p, i64 e) {
+        return __ldg((const uint2*)((const u16*)p + e));
+    }
+    __device__ static __forceinline__ void unpack(V u, float* f, int dt) {
+        f[0] = h16_to_f32((u16)(u.x & 0xffffu), dt); f[1] = h16_to_f32((u16)(u.x >> 16), dt);
+        f[2] = h16_to_f32((u16)(u.y & 0xffffu), dt); f[3] = h16_to_f32((u16)(u.y >> 16), dt);
+    }
+    __device__ static __forceinline__ void store(void* p, i64 e, const float* f, int dt) {
+        *(uint2*)((u16*)p + e) = make_uint2(f32x2_to_h16x2(f[0], f[1], dt),
+                                            f32x2_to_h16x2(f[2], f[3], dt));
+    }
+};
+
+template <typename S, int W>
+__device__ __forceinline__ void conv1d_fn_cl4_impl(const void* __restrict__ x, int xdt,
+                                                   const void* __restrict__ w, int wdt,
+                                                   const void* __restrict__ bias, int bdt,
+                                                   const void* __restrict__ init, int idt,
+                                                   i64 batch, i64 dim, i64 L, int act,
+                                                   void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int CH = 4;
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    typedef typename Cl4IO<S>::V V;
+    const i64 dv = dim / CH;
+    const i64 nch = L > 0 ? (L + CL_CHUNK - 1) / CL_CHUNK : 1;
+    const i64 total = batch * nch * dv;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const i64 d0 = (i % dv) * CH, rest = i / dv;
+        const i64 c = rest % nch, b = rest / nch;
+        const i64 t0 = c * CL_CHUNK, t1 = min(L, t0 + CL_CHUNK);
+        auto val = [&](i64 pos, i64 d) -> float {
+            if (pos >= 0) return load_as_f32(x, (b * L + pos) * dim + d, xdt);
+            return init ? load_as_f32(init, (b * H + H + pos) * dim + d, idt) : 0.0f;
+        };
+        float wk[W][CH], b0[CH], win[HA][CH];
+#pragma unroll
+        for (int j = 0; j < CH; ++j) {
+            b0[j] = bias ? ldg_f32(bias, d0 + j, bdt) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < W; ++k) wk[k][j] = ldg_f32(w, (d0 + j) * W + k, wdt);
+#pragma unroll
+            for (int k = 0; k < H; ++k) win[k][j] = val(t0 - H + k, d0 + j);
+        }
+        for (i64 tb = t0; tb < t1; tb += CL_U) {
+            V q[CL_U];
+#pragma unroll
+            for (int u = 0; u < CL_U; ++u)
+                if (tb + u < t1) q[u] = Cl4IO<S>::load(x, (b * L + tb + u) * dim + d0);
+#pragma unroll
+            for (int u = 0; u < CL_U; ++u) {
+                if (tb + u >= t1) break;
+                float xv[CH], o[CH];
+                Cl4IO<S>::unpack(q[u], xv, xdt);
+#pragma unroll
+                for (int j = 0; j < CH; ++j) {
+                    float acc = b0[j];
+#pragma unroll
+                    for (int k = 0; k < H; ++k) acc = __fmaf_rn(wk[k][j], win[k][j], acc);
+                    acc = __fmaf_rn(wk[H][j], xv[j], acc);
+                    o[j] = act ? silu_fast(acc) : acc;
+                }
+                Cl4IO<S>::store(out, (b * L + tb + u) * dim + d0, o, xdt);
+                if (H > 0) {
+#pragma unroll
+                    for (int j = 0; j < CH; ++j) {
+#pragma unroll
+                        for (int k = 0; k + 1 < H; ++k) win[k][j] = win[k + 1][j];
+                        win[H - 1 > 0 ? H - 1 : 0][j] = xv[j];
+                    }
+                }
+            }
+        }
+        if (c == nch - 1) {
+#pragma unroll
+            for (int k = 0; k < H; ++k)
+#pragma unroll
+                for (int j = 0; j < CH; ++j)
+                    store_from_f32(fin, (b * H + k) * dim + d0 + j, xdt, val(L - H + k, d0 + j));
+        }
+    }
+}
+
+#define CONV1D_FN_CL4(NAME, S, W)                                                                \
+    extern "C" __global__ void NAME(const void* x, int xdt, const void* w, int wdt,              \
+                                    const void* bias, int bdt, const void* init, int idt,        \
+                                    i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {  \
+        conv1d_fn_cl4_impl<S, W>(x, xdt, w, wdt, bias, bdt, init, idt, batch, dim, L, act, out, \
+                                 fin);                                                           \
+    }
+
+CONV1D_FN_CL4(conv1d_fn_cl4_f32_w1, float, 1)
+CONV1D_FN_CL4(conv1d_fn_cl4_f32_w2, float, 2)
+CONV1D_FN_CL4(conv1d_fn_cl4_f32_w3, float, 3)
+CONV1D_FN_CL4(conv1d_fn_cl4_f32_w4, float, 4)
+CONV1D_FN_CL4(conv1d_fn_cl4_h16_w1, u16, 1)
+CONV1D_FN_CL4(conv1d_fn_cl4_h16_w2, u16, 2)
+CONV1D_FN_CL4(conv1d_fn_cl4_h16_w3, u16, 3)
+CONV1D_FN_CL4(conv1d_fn_cl4_h16_w4, u16, 4)
+
+// ---------------------------------------------------------------------------------------------
 // causal_conv1d_update v1: one thread per (batch row, channel); the width-1 window lives in
 // registers and slides over the seqlen tokens. cache_seqlens / conv_state_indices are i64
 // (converted on the host). A negative slot gives zero output and zero intermediate windows and

@@ -7,8 +7,10 @@
 //! `auto` picks v2 where it applies. `v3` takes `layout = channel_last` (x / out (batch, seqlen,
 //! dim), states (batch, width - 1, dim)): one thread per (row, 64-token chunk, channel),
 //! consecutive threads on consecutive channels, the window sliding in registers; v1's
-//! arithmetic (the reference's bits); `auto` picks it for channel-last (session 7: compiled,
-//! not yet run on the H200). Update: `v1`, one thread per (row, channel), width <= 4.
+//! arithmetic (the reference's bits). `v4`: v3 with 4 channels per thread (one 8- / 16-byte
+//! load and store per token, 4 tokens' loads in flight) and v2's arithmetic (FMA, fast silu),
+//! dim % 4 == 0; `auto` picks v4 for channel-last where it applies, else v3 (session 7: both
+//! compiled, not yet run on the H200). Update: `v1`, one thread per (row, channel), width <= 4.
 //!
 //! Measured on the H200 (bench preset `conv1d_prefill_50k`: batch 1, 10240 channels, 50,000
 //! tokens, width 4, bf16, silu): v2 711 us (2.88 TB/s, 74% of a same-bytes device copy at
@@ -31,7 +33,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: OP_FN,
-            versions: &["auto", "v1", "v2", "v3"],
+            versions: &["auto", "v1", "v2", "v3", "v4"],
             run: run_fn,
             applicable: applicable_fn,
         },
@@ -119,6 +121,11 @@ fn v2_ok(xdt: DType, seqlen: usize, width: usize) -> Option<String> {
     None
 }
 
+/// v4 (channel-last, 4 channels per thread) needs dim % 4 == 0.
+fn v4_ok(dim: usize) -> Option<String> {
+    (!dim.is_multiple_of(4)).then(|| format!("v4 needs dim % 4 == 0 (dim = {dim})"))
+}
+
 pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
     let x = inputs.get("x")?;
     let w = inputs.get("weight")?;
@@ -128,13 +135,14 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
     let cl = reference::ops::causal_conv1d_fn::read_channel_last(p).ok()?;
     match (version, cl) {
         ("v1" | "v2", true) => Some(format!(
-            "{version} takes layout channel_first; channel_last runs v3"
+            "{version} takes layout channel_first; channel_last runs v3 / v4"
         )),
-        ("v3", false) => Some("v3 takes layout channel_last".into()),
-        ("v3", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => Some(format!(
-            "v3 needs width 1..={MAX_WIDTH} (width = {})",
+        ("v3" | "v4", false) => Some(format!("{version} takes layout channel_last")),
+        ("v3" | "v4", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => Some(format!(
+            "{version} needs width 1..={MAX_WIDTH} (width = {})",
             w.shape[1]
         )),
+        ("v4", true) => v4_ok(x.shape[2]),
         ("v2", false) => v2_ok(x.dtype(), x.shape[2], w.shape[1]),
         _ => None,
     }
@@ -276,10 +284,56 @@ impl FnLaunch {
                     .map_err(drv("conv1d_fn_cl"))?;
                 Ok(())
             }
+            "v4" => {
+                // Channel-last as v3; 4 channels per thread, v2's arithmetic.
+                if self.width == 0 || self.width > MAX_WIDTH {
+                    return Err(GpuError::Unsupported(format!(
+                        "{OP_FN} v4 needs width 1..={MAX_WIDTH} (width = {})",
+                        self.width
+                    )));
+                }
+                if let Some(why) = v4_ok(self.dim) {
+                    return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
+                }
+                let nch = if self.seqlen > 0 {
+                    self.seqlen.div_ceil(CL_CHUNK)
+                } else {
+                    1
+                };
+                let total = (self.batch * nch * self.dim / 4) as u64;
+                if total == 0 {
+                    return Ok(());
+                }
+                let name = format!(
+                    "conv1d_fn_cl4_{}_w{}",
+                    if self.xdt == 0 { "f32" } else { "h16" },
+                    self.width
+                );
+                let f = g.function("causal_conv1d", &name)?;
+                let b = self.batch as i64;
+                let mut a = g.stream.launch_builder(&f);
+                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
+                a.arg(&self.bias)
+                    .arg(&self.bdt)
+                    .arg(&self.init)
+                    .arg(&self.idt);
+                a.arg(&b)
+                    .arg(&dim)
+                    .arg(&l)
+                    .arg(&act)
+                    .arg(&self.out)
+                    .arg(&self.fin);
+                // SAFETY: matches conv1d_fn_cl4_*; as v3, with dim % 4 == 0 so every token row
+                // of x / out starts 8- (16-bit) or 16-byte (f32) aligned (device buffers start
+                // 256-byte aligned).
+                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
+                    .map_err(drv("conv1d_fn_cl4"))?;
+                Ok(())
+            }
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
-                known: "auto, v1, v2, v3".into(),
+                known: "auto, v1, v2, v3, v4".into(),
             }),
         }
     }
@@ -335,14 +389,15 @@ pub fn run_fn(
     };
     let act = activation(p, OP_FN)?;
     let version = match version {
+        "auto" if cl && v4_ok(dim).is_none() && width <= MAX_WIDTH => "v4",
         "auto" if cl => "v3",
         "auto" if v2_ok(xt.dtype(), seqlen, width).is_none() => "v2",
         "auto" => "v1",
         v => v,
     };
-    if (version == "v3") != cl {
+    if matches!(version, "v3" | "v4") != cl {
         return Err(GpuError::Unsupported(format!(
-            "{OP_FN} {version} does not take layout {}: v1 / v2 are channel_first, v3 channel_last",
+            "{OP_FN} {version} does not take layout {}: v1 / v2 are channel_first, v3 / v4 channel_last",
             if cl { "channel_last" } else { "channel_first" }
         )));
     }
@@ -692,7 +747,7 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    for v in ["v1", "v2", "v3"] {
+    for v in ["v1", "v2", "v3", "v4"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
