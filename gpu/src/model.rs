@@ -262,6 +262,8 @@ pub struct GpuKernels {
     g: Arc<Gpu>,
     /// Device weight cache (see the type doc).
     weights: Mutex<WeightCache>,
+    /// Dense weights (key, fingerprint) found not bf16-exact ([`GpuKernels::bf16_weights`]).
+    not_bf16: Mutex<std::collections::HashSet<(WeightKey, u64)>>,
     uploads: AtomicU64,
     upload_bytes: AtomicU64,
     hits: AtomicU64,
@@ -390,6 +392,7 @@ impl GpuKernels {
         GpuKernels {
             g,
             weights: Mutex::new(WeightCache::default()),
+            not_bf16: Mutex::new(std::collections::HashSet::new()),
             uploads: AtomicU64::new(0),
             upload_bytes: AtomicU64::new(0),
             hits: AtomicU64::new(0),
@@ -445,6 +448,9 @@ impl GpuKernels {
         };
         c.map.clear();
         c.bytes = 0;
+        if let Ok(mut n) = self.not_bf16.lock() {
+            n.clear();
+        }
     }
 
     /// The cached device copy of a weight: `key`, `sample` (the fingerprint checked on a hit),
@@ -567,8 +573,20 @@ impl GpuKernels {
                         .lock()
                         .map(|c| c.map.get(&key).is_some_and(|e| e.sample == sample))
                         .unwrap_or(false);
-                    if hit || data.iter().all(|&x| bf16_exact(x)) {
+                    // A weight found not bf16-exact is remembered (with its fingerprint), so
+                    // it is scanned once, not on every call.
+                    let known_not = self
+                        .not_bf16
+                        .lock()
+                        .map(|n| n.contains(&(key, sample)))
+                        .unwrap_or(false);
+                    if hit || (!known_not && data.iter().all(|&x| bf16_exact(x))) {
                         return self.cached_as(key, sample, DType::BF16, || data.clone());
+                    }
+                    if !known_not {
+                        if let Ok(mut n) = self.not_bf16.lock() {
+                            n.insert((key, sample));
+                        }
                     }
                 }
                 Mat::LazyAs {
