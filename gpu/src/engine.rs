@@ -229,6 +229,28 @@ impl<'k> GpuDevice<'k> {
         }
     }
 
+    /// The routed slots' scratch (kept, grown on demand; stream-ordered reuse): up outputs
+    /// and their ReLU² (k x inter), down outputs (k x lw).
+    fn slot_scratch(
+        &self,
+        k: usize,
+        inter: usize,
+        lw: usize,
+    ) -> Result<(u64, u64, u64), ModelError> {
+        let get = |cell: &RefCell<Option<DevTensor>>, n: usize| -> Result<u64, ModelError> {
+            let mut b = cell.borrow_mut();
+            if b.as_ref().is_none_or(|t| t.numel() < n) {
+                *b = Some(self.k.out(n).map_err(gerr("alloc"))?);
+            }
+            Ok(b.as_ref().map_or(0, |t| self.ptr(t)))
+        };
+        Ok((
+            get(&self.slots_h, k * inter)?,
+            get(&self.slots_r, k * inter)?,
+            get(&self.slots_o, k * lw)?,
+        ))
+    }
+
     fn weight(&self, w: &Mat) -> Result<Arc<DevTensor>, ModelError> {
         let d = self.k.weight_mat(w).map_err(gerr("weight upload"))?;
         self.hold(d.clone());
@@ -720,18 +742,7 @@ impl DecodeDevice for GpuDevice<'_> {
             .get(&key)
             .ok_or_else(|| op_err("graph mode", "the MoE layer's table"))?;
         let s = &self.k.gpu().stream;
-        let scratch = |cell: &RefCell<Option<DevTensor>>, n: usize| -> Result<u64, ModelError> {
-            let mut b = cell.borrow_mut();
-            if b.as_ref().is_none_or(|t| t.numel() < n) {
-                *b = Some(self.k.out(n).map_err(gerr("alloc"))?);
-            }
-            Ok(b.as_ref().map_or(0, |t| self.ptr(t)))
-        };
-        let (ph, pr, po) = (
-            scratch(&self.slots_h, k * inter)?,
-            scratch(&self.slots_r, k * inter)?,
-            scratch(&self.slots_o, k * lw)?,
-        );
+        let (ph, pr, po) = self.slot_scratch(k, inter, lw)?;
         let pl = self.at((logits, 0), e, "router logits")?;
         let pb = self.vec(bias)?;
         let plat = self.at((lat, 0), lw, "routed experts latent")?;
@@ -849,18 +860,7 @@ impl DecodeDevice for GpuDevice<'_> {
             ))
             .map_err(gerr("routed experts"))?;
         let pt = self.ptr(&td);
-        let scratch = |cell: &RefCell<Option<DevTensor>>, n: usize| -> Result<u64, ModelError> {
-            let mut b = cell.borrow_mut();
-            if b.as_ref().is_none_or(|t| t.numel() < n) {
-                *b = Some(self.k.out(n).map_err(gerr("alloc"))?);
-            }
-            Ok(b.as_ref().map_or(0, |t| self.ptr(t)))
-        };
-        let (ph, pr, po) = (
-            scratch(&self.slots_h, k * inter)?,
-            scratch(&self.slots_r, k * inter)?,
-            scratch(&self.slots_o, k * lw)?,
-        );
+        let (ph, pr, po) = self.slot_scratch(k, inter, lw)?;
         let plat = self.at((lat, 0), lw, "routed experts latent")?;
         let pacc = self.at((acc, 0), lw, "routed experts out")?;
         // Vector loads: x rows 16-byte aligned (K % 4 == 0 keeps the slots' rows aligned) and
