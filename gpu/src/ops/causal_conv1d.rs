@@ -246,53 +246,17 @@ impl FnLaunch {
                 unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v2"))?;
                 Ok(())
             }
-            "v3" => {
-                // Channel-last: x / out (batch, L, dim), init / fin (batch, width-1, dim).
+            "v3" | "v4" => {
+                // Channel-last: x / out (batch, L, dim), init / fin (batch, width-1, dim); v3
+                // one channel per thread, v4 four (v2's arithmetic).
                 if self.width == 0 || self.width > MAX_WIDTH {
                     return Err(GpuError::Unsupported(format!(
-                        "{OP_FN} v3 needs width 1..={MAX_WIDTH} (width = {})",
+                        "{OP_FN} {version} needs width 1..={MAX_WIDTH} (width = {})",
                         self.width
                     )));
                 }
-                let nch = if self.seqlen > 0 {
-                    self.seqlen.div_ceil(CL_CHUNK)
-                } else {
-                    1
-                };
-                let total = (self.batch * nch * self.dim) as u64;
-                if total == 0 {
-                    return Ok(());
-                }
-                let f = g.function("causal_conv1d", &format!("conv1d_fn_cl_w{}", self.width))?;
-                let b = self.batch as i64;
-                let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
-                a.arg(&self.bias)
-                    .arg(&self.bdt)
-                    .arg(&self.init)
-                    .arg(&self.idt);
-                a.arg(&b)
-                    .arg(&dim)
-                    .arg(&l)
-                    .arg(&act)
-                    .arg(&self.out)
-                    .arg(&self.fin);
-                // SAFETY: matches conv1d_fn_cl_w*; x / out hold batch*L*dim, init / fin
-                // batch*(width-1)*dim values of their dtypes (channel-last), grid-stride over
-                // batch x chunks x dim.
-                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
-                    .map_err(drv("conv1d_fn_cl"))?;
-                Ok(())
-            }
-            "v4" => {
-                // Channel-last as v3; 4 channels per thread, v2's arithmetic.
-                if self.width == 0 || self.width > MAX_WIDTH {
-                    return Err(GpuError::Unsupported(format!(
-                        "{OP_FN} v4 needs width 1..={MAX_WIDTH} (width = {})",
-                        self.width
-                    )));
-                }
-                if let Some(why) = v4_ok(self.dim) {
+                let v4 = version == "v4";
+                if let Some(why) = v4.then(|| v4_ok(self.dim)).flatten() {
                     return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
                 }
                 let nch = if self.seqlen > 0 {
@@ -300,15 +264,20 @@ impl FnLaunch {
                 } else {
                     1
                 };
-                let total = (self.batch * nch * self.dim / 4) as u64;
+                let per = if v4 { 4 } else { 1 };
+                let total = (self.batch * nch * self.dim / per) as u64;
                 if total == 0 {
                     return Ok(());
                 }
-                let name = format!(
-                    "conv1d_fn_cl4_{}_w{}",
-                    if self.xdt == 0 { "f32" } else { "h16" },
-                    self.width
-                );
+                let name = if v4 {
+                    format!(
+                        "conv1d_fn_cl4_{}_w{}",
+                        if self.xdt == 0 { "f32" } else { "h16" },
+                        self.width
+                    )
+                } else {
+                    format!("conv1d_fn_cl_w{}", self.width)
+                };
                 let f = g.function("causal_conv1d", &name)?;
                 let b = self.batch as i64;
                 let mut a = g.stream.launch_builder(&f);
@@ -323,11 +292,13 @@ impl FnLaunch {
                     .arg(&act)
                     .arg(&self.out)
                     .arg(&self.fin);
-                // SAFETY: matches conv1d_fn_cl4_*; as v3, with dim % 4 == 0 so every token row
-                // of x / out starts 8- (16-bit) or 16-byte (f32) aligned (device buffers start
+                // SAFETY: matches conv1d_fn_cl_w* / conv1d_fn_cl4_*; x / out hold batch*L*dim,
+                // init / fin batch*(width-1)*dim values of their dtypes (channel-last),
+                // grid-stride over batch x chunks x channel groups; v4: dim % 4 == 0, so every
+                // token row starts 8- (16-bit) or 16-byte (f32) aligned (device buffers start
                 // 256-byte aligned).
                 unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
-                    .map_err(drv("conv1d_fn_cl4"))?;
+                    .map_err(drv("conv1d_fn_cl"))?;
                 Ok(())
             }
             other => Err(GpuError::NoVersion {
