@@ -361,3 +361,36 @@ fn channel_last_layout_is_the_transposed_channel_first() {
         "{e}"
     );
 }
+
+/// Channel-last edge shapes through the op: no tokens, no channels, no batch rows, width 1
+/// (no states): valid calls with the layout's shapes and the right final states.
+#[test]
+fn channel_last_edge_shapes() {
+    let def = reference::ops::find("causal_conv1d_fn").expect("op");
+    let sets = [("layout".to_string(), "channel_last".to_string())];
+    for (batch, seqlen, dim, width) in [
+        (1usize, 0usize, 4usize, 4usize),
+        (0, 3, 4, 2),
+        (2, 3, 0, 3),
+        (1, 5, 3, 1),
+    ] {
+        let mut m = TensorMap::new();
+        m.insert(
+            "x".into(),
+            Tensor::from_f32(&[batch, seqlen, dim], vec![0.25; batch * seqlen * dim]),
+        );
+        m.insert(
+            "weight".into(),
+            Tensor::from_f32(&[dim, width], vec![0.5; dim * width]),
+        );
+        let o = def
+            .call(&m, &sets)
+            .unwrap_or_else(|e| panic!("{batch}x{seqlen}x{dim} w{width}: {e}"));
+        assert_eq!(o["out"].shape, vec![batch, seqlen, dim]);
+        assert_eq!(o["final_states"].shape, vec![batch, width - 1, dim]);
+        // No tokens: the states are the zeros before them; otherwise the last tokens.
+        let fin = o["final_states"].to_f32_vec();
+        let want = if seqlen >= width - 1 { 0.25 } else { 0.0 };
+        assert!(fin.iter().all(|&v| v == want), "{fin:?}");
+    }
+}
