@@ -365,3 +365,58 @@ fn op_runs_and_validates() {
         .to_string();
     assert!(e.contains("chunk_size"), "{e}");
 }
+
+/// Degenerate heads (fuzzing, session 7: `op_call` hit the internal GEMM's "operands do not fit"
+/// assertion with headdim 0 and dstate > 0): headdim 0 or dstate 0, with and without initial
+/// states / seq_idx, over several chunk sizes, run clean under debug assertions. headdim 0
+/// gives empty outputs; dstate 0 leaves only the D skip (y = D x) and empty states.
+#[test]
+fn zero_headdim_or_dstate_run_clean() {
+    let def = reference::ops::find("ssd_chunk_scan").expect("op");
+    for (p, n) in [(0usize, 2usize), (0, 0), (2, 0)] {
+        for q in 1..4usize {
+            for (init, seq) in [(false, false), (true, true)] {
+                let (b, l, h, g) = (1usize, 5usize, 2usize, 1usize);
+                let mut m = TensorMap::new();
+                m.insert(
+                    "x".into(),
+                    Tensor::from_f32(&[b, l, h, p], vec![0.5; b * l * h * p]),
+                );
+                m.insert(
+                    "dt".into(),
+                    Tensor::from_f32(&[b, l, h], vec![0.1; b * l * h]),
+                );
+                m.insert("A".into(), Tensor::from_f32(&[h], vec![-0.5; h]));
+                m.insert("D".into(), Tensor::from_f32(&[h], vec![1.5; h]));
+                m.insert(
+                    "B".into(),
+                    Tensor::from_f32(&[b, l, g, n], vec![0.3; b * l * g * n]),
+                );
+                m.insert(
+                    "C".into(),
+                    Tensor::from_f32(&[b, l, g, n], vec![0.2; b * l * g * n]),
+                );
+                if init {
+                    m.insert(
+                        "initial_states".into(),
+                        Tensor::from_f32(&[b, h, p, n], vec![0.1; b * h * p * n]),
+                    );
+                }
+                if seq {
+                    m.insert(
+                        "seq_idx".into(),
+                        Tensor::from_i64(&[b, l], (0..(b * l) as i64).map(|i| i / 2).collect()),
+                    );
+                }
+                let o = def
+                    .call(&m, &[("chunk_size".to_string(), q.to_string())])
+                    .unwrap_or_else(|e| panic!("p {p} n {n} q {q}: {e}"));
+                assert_eq!(o["y"].shape, vec![b, l, h, p]);
+                assert_eq!(o["final_states"].shape, vec![b, h, p, n]);
+                if n == 0 {
+                    assert!(o["y"].to_f32_vec().iter().all(|&y| y == 0.75), "y = D x");
+                }
+            }
+        }
+    }
+}

@@ -240,6 +240,18 @@ fn gemm(
     beta: f32,
     c: &mut [f32],
 ) {
+    // Degenerate shapes (a zero headdim or dstate, fuzzing found the first): nothing to
+    // multiply. ndarray refuses views of some empty shapes with these strides.
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        // a · b = 0: c = beta * c (overwritten when beta is 0, as general_mat_mul does).
+        for v in c.iter_mut().take(m * n) {
+            *v = if beta == 0.0 { 0.0 } else { beta * *v };
+        }
+        return;
+    }
     let views = (
         ArrayView2::from_shape((m, k).strides(a_strides), a),
         ArrayView2::from_shape((k, n).strides(b_strides), b),
