@@ -1,7 +1,10 @@
 //! The decode engine: batch-1 decode steps of the backbone with every activation, recurrent
 //! state and KV cache kept on one device between ops and between steps. Only the token id goes
-//! in (its embedding row, hidden floats), and per MoE layer the router's top-k (k ids and
-//! weights) and per step the logits come out.
+//! in (its embedding row, hidden floats, written before the step begins), and per step the
+//! logits come out; per MoE layer the router's top-k (k ids and weights) comes out too unless
+//! the device keeps it ([`DecodeDevice::moe_routed`]). Every step runs the same ops on the same
+//! buffers ([`DecodeDevice::begin_step`] / [`DecodeDevice::end_step`] bracket them), so a
+//! device may record a step once and replay it (the GPU device's CUDA graphs).
 //!
 //! [`Model::forward`] with a GPU [`super::ModelKernels`] moves every op's operands up and its
 //! result back (session 6: 20.4 ms per Super decode step against a 0.71 ms HBM floor, most of
