@@ -251,7 +251,7 @@ pub fn swap_last_two(v: &[f32], batch: usize, a: usize, b: usize) -> Vec<f32> {
 /// The `layout` param of the conv1d prefill op.
 pub(crate) const LAYOUTS: &[&str] = &["channel_first", "channel_last"];
 
-/// Whether `layout` (a [`LAYOUTS`] entry) is channel-last.
+/// Whether the `layout` param (channel_first or channel_last) is channel-last.
 pub fn read_channel_last(p: &Params) -> Result<bool, OpError> {
     match p.str("layout")? {
         "channel_first" => Ok(false),
