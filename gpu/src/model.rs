@@ -37,7 +37,7 @@ use crate::runtime::{self, DevTensor, Gpu};
 use crate::GpuError;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use reference::model::kernels::{
-    check_routed_experts, mamba_decode_host, op_err, routed_experts_with, to_channel_major,
+    check_routed_experts, mamba_decode_default, op_err, routed_experts_with, to_channel_major,
     to_token_major, AttnGeometry, LayerState, MambaStep, ResidentMamba, Route, SsmDims, SsmParams,
     SsmRows,
 };
@@ -2321,14 +2321,7 @@ impl ModelKernels for GpuKernels {
         if let Some(y) = self.mamba_decode_resident(st, m, xbc, dt)? {
             return Ok(y);
         }
-        st.make_host()?;
-        match st {
-            LayerState::Mamba { conv, ssm } => mamba_decode_host(self, conv, ssm, m, xbc, dt),
-            _ => Err(op_err(
-                "mamba_decode",
-                "the layer's cache is not a Mamba state",
-            )),
-        }
+        mamba_decode_default(self, st, m, xbc, dt)
     }
     fn ssd_chunk_scan(&self, args: &SsdArgs<'_>, chunk: usize) -> Result<SsdOutput, ModelError> {
         self.ssd(args, chunk).map_err(merr("ssd_chunk_scan"))

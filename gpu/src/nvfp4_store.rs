@@ -8,7 +8,7 @@
 //! `q1` or `q3` times a power of two ([`nv_value`]): the E2M1 magnitudes 0.5, 1, 2, 4 are
 //! `q1 x 2^-1..2^2`, and 1.5, 3, 6 are `q3 x 2^-1..2^1`. Scaling by a power of two is exact
 //! for normal numbers, so this is the reference's value bit for bit unless a value or a pair
-//! is subnormal. [`pack`] checks every weight against the reference formula and refuses a
+//! is subnormal. [`pack`] checks every weight against the reference's `dequantize` and refuses a
 //! matrix where any differs (the caller then stores f32), so "exact" is verified per matrix,
 //! not assumed.
 //!
@@ -16,8 +16,8 @@
 //! element in the low nibble: `pack_e2m1`), zero padding to a multiple of 16, then the pairs
 //! (rows x cols/16 x 2 f32, little endian). 1 byte per weight (f32: 4, bf16: 2).
 
-use reference::num::{e2m1_to_f32, e4m3_bits_to_f32};
-use reference::ops::nvfp4_quantize::Nvfp4;
+use reference::num::e4m3_bits_to_f32;
+use reference::ops::nvfp4_quantize::{dequantize, Nvfp4, SfLayout};
 
 /// Weights per NVFP4 block.
 pub const BLOCK: usize = 16;
@@ -41,11 +41,6 @@ pub fn nv_value(code: u8, q1: f32, q3: f32) -> f32 {
     }
 }
 
-/// The reference's dequantized value of `code` with scale `sf` and global scale `gs`.
-fn reference_value(code: u8, sf: f32, gs: f32) -> f32 {
-    e2m1_to_f32(code) * sf / gs
-}
-
 /// Byte offset of the pairs in the buffer of a `rows x cols` weight.
 pub fn table_offset(rows: usize, cols: usize) -> usize {
     (rows * cols / 2).div_ceil(16) * 16
@@ -67,17 +62,20 @@ pub fn pack(q: &Nvfp4) -> Option<Vec<u8>> {
     let off = table_offset(rows, cols);
     let mut out = vec![0u8; off + rows * kb * 8];
     out[..q.x_fp4.len()].copy_from_slice(&q.x_fp4);
+    // What the reference makes of these codes (its `dequantize`): every weight is checked
+    // against it, bitwise.
+    let want = dequantize(q, SfLayout::Linear);
     for (b, &sfb) in q.sf.iter().enumerate() {
         let sf = e4m3_bits_to_f32(sfb);
         let (q1, q3) = (sf / gs, (3.0 * sf) / gs);
-        // Every weight of the block, against the reference formula (bitwise).
         let codes = &q.x_fp4[b * BLOCK / 2..(b + 1) * BLOCK / 2];
-        for &byte in codes {
-            for c in [byte & 0xF, byte >> 4] {
-                if nv_value(c, q1, q3).to_bits() != reference_value(c, sf, gs).to_bits() {
-                    return None;
-                }
-            }
+        let block = &want[b * BLOCK..(b + 1) * BLOCK];
+        let got = codes.iter().flat_map(|&byte| [byte & 0xF, byte >> 4]);
+        if got
+            .zip(block)
+            .any(|(c, w)| nv_value(c, q1, q3).to_bits() != w.to_bits())
+        {
+            return None;
         }
         let t = off + b * 8;
         out[t..t + 4].copy_from_slice(&q1.to_le_bytes());
@@ -89,7 +87,13 @@ pub fn pack(q: &Nvfp4) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reference::ops::nvfp4_quantize::{dequantize, quantize, Nvfp4Mode, SfLayout};
+    use reference::num::e2m1_to_f32;
+    use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode};
+
+    /// The reference's dequantized value of `code` with scale `sf` and global scale `gs`.
+    fn reference_value(code: u8, sf: f32, gs: f32) -> f32 {
+        e2m1_to_f32(code) * sf / gs
+    }
 
     /// Every code with every finite E4M3 scale, for global scales of every magnitude the
     /// model meets: the pair formula equals `c * sf / gs` wherever the reference value is

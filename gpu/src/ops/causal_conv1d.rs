@@ -174,6 +174,16 @@ const V2_SEG_VECS: usize = 4 * 64;
 const CL_CHUNK: usize = 64;
 
 impl FnLaunch {
+    /// The leading arguments every prefill kernel takes: x, weight, bias and initial states
+    /// with their dtype codes.
+    fn push_inputs<'a>(&'a self, a: &mut cudarc::driver::LaunchArgs<'a>) {
+        a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
+        a.arg(&self.bias)
+            .arg(&self.bdt)
+            .arg(&self.init)
+            .arg(&self.idt);
+    }
+
     /// `version`: "v1" or "v2" (channel-first pointers), "v3" (channel-last: x / out
     /// (batch, L, dim), init / fin (batch, width-1, dim)); the caller resolves "auto".
     pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
@@ -190,11 +200,7 @@ impl FnLaunch {
                 let width = self.width as i32;
                 let f = g.function("causal_conv1d", "conv1d_fn_v1")?;
                 let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
-                a.arg(&self.bias)
-                    .arg(&self.bdt)
-                    .arg(&self.init)
-                    .arg(&self.idt);
+                self.push_inputs(&mut a);
                 a.arg(&rows)
                     .arg(&dim)
                     .arg(&l)
@@ -230,11 +236,7 @@ impl FnLaunch {
                 );
                 let f = g.function("causal_conv1d", &name)?;
                 let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
-                a.arg(&self.bias)
-                    .arg(&self.bdt)
-                    .arg(&self.init)
-                    .arg(&self.idt);
+                self.push_inputs(&mut a);
                 a.arg(&rows)
                     .arg(&dim)
                     .arg(&l)
@@ -281,11 +283,7 @@ impl FnLaunch {
                 let f = g.function("causal_conv1d", &name)?;
                 let b = self.batch as i64;
                 let mut a = g.stream.launch_builder(&f);
-                a.arg(&self.x).arg(&self.xdt).arg(&self.w).arg(&self.wdt);
-                a.arg(&self.bias)
-                    .arg(&self.bdt)
-                    .arg(&self.init)
-                    .arg(&self.idt);
+                self.push_inputs(&mut a);
                 a.arg(&b)
                     .arg(&dim)
                     .arg(&l)

@@ -56,24 +56,12 @@ pub fn relu2(x: &[f32]) -> Vec<f32> {
 
 /// (t, dim) token-major -> (dim, t) channel-major.
 pub fn to_channel_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
-    let mut out = vec![0f32; x.len()];
-    for i in 0..t {
-        for c in 0..dim {
-            out[c * t + i] = x[i * dim + c];
-        }
-    }
-    out
+    crate::ops::causal_conv1d_fn::swap_last_two(x, 1, t, dim)
 }
 
 /// (dim, t) channel-major -> (t, dim) token-major.
 pub fn to_token_major(x: &[f32], t: usize, dim: usize) -> Vec<f32> {
-    let mut out = vec![0f32; x.len()];
-    for c in 0..dim {
-        for i in 0..t {
-            out[i * dim + c] = x[c * t + i];
-        }
-    }
-    out
+    crate::ops::causal_conv1d_fn::swap_last_two(x, 1, dim, t)
 }
 
 /// Prefill causal conv + SiLU (op `causal_conv1d_fn`). x (t, dim) token-major; weight
