@@ -86,9 +86,9 @@ one() { # one step (see the list above)
         step e2e-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b --compare cpu,gpu,golden \
             --decode 4 --mtp 2 ;;
     e2eengine)  # the tiny goldens with the decode steps through the decode engine on the GPU
-        step e2e-engine 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
-            --decode 4 --decode-engine
-        step e2e-engine-heldout 200 "$B/duet" e2e fixtures/models/nemotron-tiny-b \
+        step e2e-engine "${E2E_LIMIT:-200}" "$B/duet" e2e fixtures/models/nemotron-tiny-a \
+            --compare cpu,gpu,golden --decode 4 --decode-engine
+        step e2e-engine-heldout "${E2E_LIMIT:-200}" "$B/duet" e2e fixtures/models/nemotron-tiny-b \
             --compare cpu,gpu,golden --decode 4 --decode-engine ;;
     chk:*)  # chk:OPS_REGEX  duet check --backend gpu --op OPS_REGEX (a quick smoke before timing)
         step "check-$(printf '%s' "${s#chk:}" | tr -c 'A-Za-z0-9_' '_' | cut -c1-40)" "${CHK_LIMIT:-90}" \

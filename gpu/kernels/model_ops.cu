@@ -8,8 +8,13 @@
 //   model_gemm_bf16w,     the same two kernels on bf16 weights (x, bias, y f32): each weight
 //   model_gemv_bf16w      widened to f32 exactly, then the same FMAs in the same order, so a
 //                         bf16-valued weight gives the f32 kernels' bits at half the bytes
-//   model_gemm_nvfp4w,    and on NVFP4 weights stored for exact use (ModelWNV below: codes
-//   model_gemv_nvfp4w     plus a per-block pair of f32), 1 byte per weight
+//   model_gemm_nvfp4w,    and on NVFP4 weights stored for exact use (ModelWNV below: codes,
+//   model_gemv_nvfp4w     scale bytes and a table of pairs), 0.5625 bytes per weight
+//   model_gemv1_*         the one-row product (decode) when K % 16 == 0 and the rows are
+//                         aligned: R output columns per warp, lanes walk 16-weight chunks
+//                         (one NVFP4 block: 64 / 32 / 8 + 1 bytes of f32 / bf16 / NVFP4), two
+//                         chunks per row in flight; the same FMA order for every storage
+//   model_gemv1_slots_*   the same over a token's routed slots (grid.y = slot)
 //   model_rmsnorm         block per row: x * (1 / sqrt(mean(x^2) + eps)) * w
 //   model_gated_rmsnorm   block per (row, group): g = x * silu(z); g * rstd(g) * w
 //   model_relu2           relu(x)^2, grid-stride
@@ -29,7 +34,8 @@
 //   ModelWF32    f32 weights
 //   ModelWBF16   bf16 weights, widened exactly
 //   ModelWNV     NVFP4 weights as stored on the device for exact use: E2M1 codes (two per
-//                byte, the even element in the low nibble) and per 16-element block the pair
+//                byte, the even element in the low nibble), per 16-element block its E4M3
+//                scale byte, and per matrix a table of 256 pairs indexed by the scale byte:
 //                (q1, q3) = (sf / gs, 3 sf / gs) in f32, sf the block's E4M3 scale and gs the
 //                global scale. An element is q1 or q3 times a power of two (E2M1 magnitudes
 //                0.5, 1, 2, 4 = q1 x 2^-1..2^2; 1.5, 3, 6 = q3 x 2^-1..2^1), which equals the
@@ -73,22 +79,29 @@ __device__ __forceinline__ float model_nv_value(u32 code, float2 q) {
 
 struct ModelWNV {
     const u8* __restrict__ codes;
-    const float2* __restrict__ tab;
-    __device__ __forceinline__ ModelWNV row(i64 n, i64 K) const {
-        return {codes + n * (K >> 1), tab + n * (K >> 4)};
+    const u8* __restrict__ sf;
+    const float2* __restrict__ lut;
+    // The matrix's buffer (gpu/src/nvfp4_store.rs): codes at 0, scale bytes at sf_off, the
+    // table at lut_off.
+    __device__ __forceinline__ static ModelWNV at_base(const u8* base, i64 sf_off, i64 lut_off) {
+        return {base, base + sf_off, (const float2*)(base + lut_off)};
     }
+    __device__ __forceinline__ ModelWNV row(i64 n, i64 K) const {
+        return {codes + n * (K >> 1), sf + n * (K >> 4), lut};
+    }
+    __device__ __forceinline__ float2 pair(i64 blk) const { return __ldg(lut + __ldg(sf + blk)); }
     __device__ __forceinline__ float at(i64 i) const {
         const u32 b = codes[i >> 1];
-        return model_nv_value((i & 1) ? (b >> 4) : (b & 0xFu), tab[i >> 4]);
+        return model_nv_value((i & 1) ? (b >> 4) : (b & 0xFu), lut[sf[i >> 4]]);
     }
     __device__ __forceinline__ float ld1(i64 i) const {
         const u32 b = __ldg(codes + (i >> 1));
-        return model_nv_value((i & 1) ? (b >> 4) : (b & 0xFu), __ldg(tab + (i >> 4)));
+        return model_nv_value((i & 1) ? (b >> 4) : (b & 0xFu), pair(i >> 4));
     }
     // Weights 4j..4j+3: two code bytes and their block's pair.
     __device__ __forceinline__ float4 ld4(i64 j) const {
         const u32 c = __ldg((const u16*)codes + j);
-        const float2 q = __ldg(tab + (j >> 2));
+        const float2 q = pair(j >> 2);
         return make_float4(model_nv_value(c & 0xFu, q), model_nv_value((c >> 4) & 0xFu, q),
                            model_nv_value((c >> 8) & 0xFu, q), model_nv_value((c >> 12) & 0xFu, q));
     }
@@ -163,12 +176,13 @@ model_gemm_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
     model_gemm_body(x, ModelWBF16{w}, bias, y, M, N, K, has_bias);
 }
 
-// NVFP4 weights (ModelWNV): codes (N, K/2) bytes, tab (N, K/16) pairs; K % 16 == 0.
+// NVFP4 weights (ModelWNV): the buffer at w, its scale bytes at sf_off, its table at lut_off;
+// K % 16 == 0.
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
-model_gemm_nvfp4w(const float* __restrict__ x, const u8* __restrict__ codes,
-                  const float2* __restrict__ tab, const float* __restrict__ bias,
+model_gemm_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
+                  i64 lut_off, const float* __restrict__ bias,
                   float* __restrict__ y, i64 M, i64 N, i64 K, i32 has_bias) {
-    model_gemm_body(x, ModelWNV{codes, tab}, bias, y, M, N, K, has_bias);
+    model_gemm_body(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, M, N, K, has_bias);
 }
 
 #define GEMV_MAXM 8
@@ -262,10 +276,176 @@ model_gemv_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv_nvfp4w(const float* __restrict__ x, const u8* __restrict__ codes,
-                  const float2* __restrict__ tab, const float* __restrict__ bias,
+model_gemv_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
+                  i64 lut_off, const float* __restrict__ bias,
                   float* __restrict__ y, i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
-    model_gemv_body(x, ModelWNV{codes, tab}, bias, y, M, N, K, has_bias, vec4);
+    model_gemv_body(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, M, N, K, has_bias, vec4);
+}
+
+// ---- The one-row product on 16-weight chunks (model_gemv1_*) ----
+// A chunk is 16 consecutive weights of a row (one NVFP4 block). Each view loads a chunk raw
+// (ld16) and gives weight i (0..15, unrolled) of it as f32 (get): the same value its at()
+// gives.
+struct ModelC16F32 { float4 v[4]; };
+struct ModelC16BF16 { uint4 v[2]; };
+struct ModelC16NV { uint2 c; float2 q; };
+
+__device__ __forceinline__ ModelC16F32 model_ld16(const ModelWF32& w, i64 c) {
+    const float4* p = (const float4*)w.p + 4 * c;
+    return {{__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3)}};
+}
+__device__ __forceinline__ float model_get(const ModelC16F32& a, int i) {
+    const float4 v = a.v[i >> 2];
+    const int j = i & 3;
+    return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ ModelC16BF16 model_ld16(const ModelWBF16& w, i64 c) {
+    const uint4* p = (const uint4*)w.p + 2 * c;
+    return {{__ldg(p), __ldg(p + 1)}};
+}
+__device__ __forceinline__ float model_get(const ModelC16BF16& a, int i) {
+    const uint4 v = a.v[i >> 3];
+    const int j = (i & 7) >> 1;
+    const u32 word = j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+    return __uint_as_float((i & 1) ? (word & 0xFFFF0000u) : (word << 16));
+}
+__device__ __forceinline__ ModelC16NV model_ld16(const ModelWNV& w, i64 c) {
+    return {__ldg((const uint2*)w.codes + c), w.pair(c)};
+}
+__device__ __forceinline__ float model_get(const ModelC16NV& a, int i) {
+    const u32 word = (i < 8) ? a.c.x : a.c.y;
+    return model_nv_value((word >> (4 * (i & 7))) & 0xFu, a.q);
+}
+
+// The 16 x values of chunk c.
+__device__ __forceinline__ void model_x16(const float* __restrict__ x, i64 c, float* xv) {
+    const float4* x4 = (const float4*)x + 4 * c;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const float4 t = __ldg(x4 + q);
+        xv[4 * q] = t.x;
+        xv[4 * q + 1] = t.y;
+        xv[4 * q + 2] = t.z;
+        xv[4 * q + 3] = t.w;
+    }
+}
+
+// acc[r] += x[16 c + i] * chunk_r[i], i = 0..15 in order.
+template <int R, typename C>
+__device__ __forceinline__ void model_fma16(const float* xv, const C* ch, float* acc) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int i = 0; i < 16; ++i) acc[r] = fmaf(xv[i], model_get(ch[r], i), acc[r]);
+}
+
+// NVFP4: decoding a weight with model_nv_value costs ~19 instructions (SASS), which would
+// make the GEMV compute-bound. Instead each lane writes the 16 values of its chunk's codes
+// (model_nv_value of codes 0..15 with the block's pair: the same bits) into its own column of
+// a per-warp shared table (entry e of lane l at e * 32 + l: no bank conflicts whatever the
+// codes), then reads each weight's value by its code: shift, mask, LDS, FMA per weight.
+#define GEMV1_NV_TABLE (16 * 32)
+template <int R>
+__device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV* ch, float* acc) {
+    __shared__ float tbl[GEMV_WARPS * GEMV1_NV_TABLE];
+    // Byte offset of this lane's column: the lane in bits 2..6, the warp's table in bits 11
+    // and up, so an entry's offset code * 128 (bits 7..10) joins it with one OR.
+    const u32 lane_off = (threadIdx.x >> 5) * (GEMV1_NV_TABLE * 4) + (threadIdx.x & 31) * 4;
+    char* tb = (char*)tbl;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int e = 0; e < 16; ++e)
+            *(float*)(tb + (lane_off + e * 128)) = model_nv_value((u32)e, ch[r].q);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const u32 word = (i < 8) ? ch[r].c.x : ch[r].c.y;
+            const int sh = 4 * (i & 7) - 7;
+            const u32 pos = sh >= 0 ? (word >> sh) : (word << -sh);
+            const float w = *(const float*)(tb + ((pos & 0x780u) | lane_off));
+            acc[r] = fmaf(xv[i], w, acc[r]);
+        }
+    }
+}
+
+// y[n] = x . w[n] (+ bias[n]) for one row x (K values), K % 16 == 0, x 16-byte aligned and
+// every weight row aligned for its ld16 (f32 / bf16: 16 bytes, NVFP4 codes: 8). Warp = R
+// consecutive output columns (the last warp's surplus columns load column N - 1 and store
+// nothing); lane l walks chunks l, l + 32, l + 64, ... of each row, one fp32 FMA chain per row
+// in chunk order, then the butterfly sum. Per lane two chunks of each row are loaded before
+// their FMAs (past the last chunk: clamped to it and then skipped).
+// Grid: ceil(N / (GEMV_WARPS * R)); block: 32 * GEMV_WARPS.
+template <int R, typename W>
+__device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, const W w,
+                                                 const float* __restrict__ bias,
+                                                 float* __restrict__ y, i64 N, i64 K,
+                                                 i32 has_bias) {
+    typedef decltype(model_ld16(w, 0)) C;
+    const int lane = threadIdx.x & 31;
+    const i64 n0 = ((i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * R;
+    if (n0 >= N) return;
+    W wr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = w.row(min(n0 + r, N - 1), K);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    const i64 nc = K >> 4;
+    // Warp-uniform trip count (the __syncwarp below needs every lane): a lane past the last
+    // chunk loads the last chunk and skips its FMAs.
+    for (i64 c0 = 0; c0 < nc; c0 += 64) {
+        const i64 c = c0 + lane;
+        const bool one = c < nc, two = c + 32 < nc;
+        const i64 ca = one ? c : nc - 1, cb = two ? c + 32 : nc - 1;
+        // Every load of both chunks first.
+        float xa[16], xb[16];
+        model_x16(x, ca, xa);
+        model_x16(x, cb, xb);
+        C a[R], b[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], ca);
+#pragma unroll
+        for (int r = 0; r < R; ++r) b[r] = model_ld16(wr[r], cb);
+        // A code-motion fence: ptxas would otherwise sink loads between the FMAs (fewer
+        // registers, one load's latency after another).
+        __syncwarp();
+        if (one) model_fma16<R>(xa, a, acc);
+        if (two) model_fma16<R>(xb, b, acc);
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+        const i64 n = n0 + r;
+        if (lane == 0 && n < N) y[n] = has_bias ? v + bias[n] : v;
+    }
+}
+
+// Columns per warp: enough bytes in flight per lane for each storage.
+#define GEMV1_R_F32 2
+#define GEMV1_R_BF16 2
+#define GEMV1_R_NV 4
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_f32(const float* __restrict__ x, const float* __restrict__ w,
+                const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
+                i32 has_bias) {
+    model_gemv1_body<GEMV1_R_F32>(x, ModelWF32{w}, bias, y, N, K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
+                  const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
+                  i32 has_bias) {
+    model_gemv1_body<GEMV1_R_BF16>(x, ModelWBF16{w}, bias, y, N, K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
+                   i64 lut_off, const float* __restrict__ bias, float* __restrict__ y, i64 N,
+                   i64 K, i32 has_bias) {
+    model_gemv1_body<GEMV1_R_NV>(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K,
+                                 has_bias);
 }
 
 // Sum of `v` over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it.
@@ -479,12 +659,54 @@ model_gemv_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __r
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                        const i32* __restrict__ ids, i64 tab_off, float* __restrict__ y, i64 N,
-                        i64 K, i32 vec4) {
+                        const i32* __restrict__ ids, i64 sf_off, i64 lut_off,
+                        float* __restrict__ y, i64 N, i64 K, i32 vec4) {
     const i64 s = blockIdx.y;
     const u8* base = (const u8*)model_slot_weight(ws, ids, s);
-    model_gemv_body(x + s * x_stride, ModelWNV{base, (const float2*)(base + tab_off)},
+    model_gemv_body(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
                     (const float*)0, y + s * N, 1, N, K, 0, vec4);
+}
+
+// The slots on model_gemv1_body (K % 16 == 0, aligned rows); grid (ceil(N / (8 R)), slots).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_slots_f32(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                      const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K) {
+    const i64 s = blockIdx.y;
+    model_gemv1_body<GEMV1_R_F32>(x + s * x_stride,
+                                  ModelWF32{(const float*)model_slot_weight(ws, ids, s)},
+                                  (const float*)0, y + s * N, N, K, 0);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                        const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K) {
+    const i64 s = blockIdx.y;
+    model_gemv1_body<GEMV1_R_BF16>(x + s * x_stride,
+                                   ModelWBF16{(const u16*)model_slot_weight(ws, ids, s)},
+                                   (const float*)0, y + s * N, N, K, 0);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                         const i32* __restrict__ ids, i64 sf_off, i64 lut_off,
+                         float* __restrict__ y, i64 N, i64 K) {
+    const i64 s = blockIdx.y;
+    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+    model_gemv1_body<GEMV1_R_NV>(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
+                                 (const float*)0, y + s * N, N, K, 0);
+}
+
+// The same with 2 columns per warp and at most 80 registers (3 blocks per SM instead of 2;
+// the same bits: R does not change a column's order). DUET_GEMV1_NV_R=2 picks it (an
+// experiment, session 8).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 3)
+model_gemv1_slots_nvfp4w_r2(const float* __restrict__ x, i64 x_stride,
+                            const u64* __restrict__ ws, const i32* __restrict__ ids,
+                            i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
+    const i64 s = blockIdx.y;
+    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+    model_gemv1_body<2>(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
+                        (const float*)0, y + s * N, N, K, 0);
 }
 
 // y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product

@@ -58,6 +58,24 @@ const GEMM_TILE: u64 = 64;
 /// `model_gemv_f32`: the most rows of x it takes (GEMV_MAXM) and its warps per block.
 const GEMV_MAX_ROWS: usize = 8;
 const GEMV_WARPS: u32 = 8;
+/// `model_gemv1_*`: output columns per warp (GEMV1_R_F32 / _BF16 / _NV in model_ops.cu).
+const GEMV1_R_F32: u32 = 2;
+const GEMV1_R_BF16: u32 = 2;
+const GEMV1_R_NV: u32 = 4;
+
+/// `DUET_GEMV1_NV_R=2`: the routed slots' NVFP4 GEMV with 2 columns per warp instead of
+/// [`GEMV1_R_NV`] (`model_gemv1_slots_nvfp4w_r2`: the same bits; a speed experiment).
+fn gemv1_nv_r2() -> bool {
+    static R2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *R2.get_or_init(|| std::env::var("DUET_GEMV1_NV_R").is_ok_and(|v| v.trim() == "2"))
+}
+
+/// Whether a one-row product takes `model_gemv1_*`: K % 16 == 0, x 16-byte aligned, the
+/// weight aligned for 16-weight chunk loads (f32 / bf16: 16 bytes; NVFP4 codes: 8).
+fn gemv1_fits(k: usize, px: u64, pw: u64, dt: DType) -> bool {
+    let wa = if dt == DType::U8 { 8 } else { 16 };
+    k > 0 && k.is_multiple_of(16) && px.is_multiple_of(16) && pw.is_multiple_of(wa)
+}
 const GEMM_THREADS: u32 = 256;
 const NORM_THREADS: u32 = 256;
 const ATT_THREADS: u32 = 128;
@@ -194,7 +212,7 @@ fn generate(w: &Mat) -> Vec<f32> {
 /// host cores (NVFP4 blocks run along a row, and the global scale is given, so row blocks
 /// quantize as the whole). `None` when a block is not exact in the stored form.
 fn pack_nvfp4_rows(raw: &Mat, global_scale: f32) -> Option<Vec<u8>> {
-    use crate::nvfp4_store::{pack, table_offset};
+    use crate::nvfp4_store::{lut, pack_parts, Layout};
     use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
     let (rows, cols) = (raw.rows(), raw.cols());
     if rows == 0 || cols == 0 || !cols.is_multiple_of(16) {
@@ -219,23 +237,24 @@ fn pack_nvfp4_rows(raw: &Mat, global_scale: f32) -> Option<Vec<u8>> {
                         SfLayout::Linear,
                     )
                     .ok()?;
-                    let b = pack(&q)?;
-                    let off = table_offset(r1 - r0, cols);
-                    Some((b[..(r1 - r0) * cols / 2].to_vec(), b[off..].to_vec()))
+                    let (codes, sf) = pack_parts(&q)?;
+                    Some((codes.to_vec(), sf.to_vec()))
                 })
             })
             .collect();
         hs.into_iter().map(|h| h.join().ok().flatten()).collect()
     });
-    let off = table_offset(rows, cols);
-    let mut out = Vec::with_capacity(off + rows * cols / 2);
+    let l = Layout::of(rows, cols);
+    let mut out = Vec::with_capacity(l.len);
     for p in &parts {
         out.extend_from_slice(&p.as_ref()?.0);
     }
-    out.resize(off, 0);
+    out.resize(l.sf_off, 0);
     for p in &parts {
         out.extend_from_slice(&p.as_ref()?.1);
     }
+    out.resize(l.lut_off, 0);
+    out.extend_from_slice(&lut(global_scale));
     Some(out)
 }
 
@@ -277,9 +296,9 @@ pub struct GpuKernels {
     /// kernels have run on the H200; `DUET_BF16_WEIGHTS=1` turns it on.
     pub bf16_weights: bool,
     /// Store NVFP4 weights ([`Mat::LazyAs`] in NVFP4: the super preset's experts) as codes
-    /// plus a per-block pair of f32 ([`crate::nvfp4_store`], 1 byte per weight, the same
-    /// results as the dequantized f32). Off by default until run on the H200;
-    /// `DUET_NVFP4_WEIGHTS=1` turns it on.
+    /// and scale bytes plus a table of pairs ([`crate::nvfp4_store`], 0.5625 bytes per
+    /// weight, the same results as the dequantized f32; session 7's one-byte form passed on
+    /// the H200 in session 8). Off by default; `DUET_NVFP4_WEIGHTS=1` turns it on.
     pub nvfp4_weights: bool,
     /// Kernel version of the reused `causal_conv1d_fn` (v1: the reference's summation order).
     pub conv_fn_version: &'static str,
@@ -838,25 +857,24 @@ impl GpuKernels {
         bias: Option<u64>,
         py: u64,
     ) -> Result<(), GpuError> {
-        // The weight's storage: f32, bf16, or NVFP4 for exact use (u8 bytes: codes, then the
-        // per-block pairs at `table_offset`; crate::nvfp4_store).
+        // The weight's storage: f32, bf16, or NVFP4 for exact use (u8 bytes: codes, scale
+        // bytes, table of pairs; crate::nvfp4_store::Layout).
         let (wbf16, wnv) = (w.dtype == DType::BF16, w.dtype == DType::U8);
         let pw = w.ptr(&self.g.stream);
-        let ptab = if wnv {
-            use crate::nvfp4_store::table_offset;
-            let want = table_offset(n, k) + n * (k / 16) * 8;
-            if !k.is_multiple_of(16) || w.len != want {
+        let nv = if wnv {
+            let l = crate::nvfp4_store::Layout::of(n, k);
+            if !k.is_multiple_of(16) || w.len != l.len {
                 return Err(bad(
                     "model_gemm",
                     format!(
-                        "NVFP4 weight of {} bytes for {n} x {k} (K % 16 == 0 and {want} bytes expected)",
-                        w.len
+                        "NVFP4 weight of {} bytes for {n} x {k} (K % 16 == 0 and {} bytes expected)",
+                        w.len, l.len
                     ),
                 ));
             }
-            pw + table_offset(n, k) as u64
+            (l.sf_off as i64, l.lut_off as i64)
         } else if wbf16 || w.dtype == DType::F32 {
-            0
+            (0, 0)
         } else {
             return Err(bad(
                 "model_gemm",
@@ -880,6 +898,34 @@ impl GpuKernels {
         let (mm, nn, kk) = (m as i64, n as i64, k as i64);
         let has_bias = bias.is_some() as i32;
         let st = &self.g.stream;
+        // One row, 16-weight chunks (model_gemv1_*): K % 16 == 0, x 16-byte aligned, weight
+        // rows aligned for the chunk loads (f32 / bf16 16 bytes, NVFP4 codes 8; the rows
+        // follow from K % 16). Every storage takes it or none does, so the bits of a weight
+        // stored bf16 or NVFP4 are the f32 storage's.
+        if m == 1 && gemv1_fits(k, px, pw, w.dtype) {
+            let (op, r) = if wnv {
+                ("model_gemv1_nvfp4w", GEMV1_R_NV)
+            } else if wbf16 {
+                ("model_gemv1_bf16w", GEMV1_R_BF16)
+            } else {
+                ("model_gemv1_f32", GEMV1_R_F32)
+            };
+            let blocks = grid_u32(op, (n as u64).div_ceil((GEMV_WARPS * r) as u64))?;
+            let f = self.g.function(FILE, op)?;
+            let mut a = st.launch_builder(&f);
+            a.arg(&px).arg(&pw);
+            if wnv {
+                a.arg(&nv.0).arg(&nv.1);
+            }
+            a.arg(&pb).arg(&py).arg(&nn).arg(&kk).arg(&has_bias);
+            // SAFETY: model_gemv1_{f32,bf16w}(x, w, bias, y, N, K, has_bias) or
+            // model_gemv1_nvfp4w(x, w, sf_off, lut_off, bias, ...); x holds k, w n*k (of its
+            // dtype; NVFP4: the buffer of the layout checked above), bias n (or a dummy never
+            // read), y n f32 values; K % 16 == 0 and the alignment checked by gemv1_fits.
+            unsafe { a.launch(runtime::cfg(blocks, 32 * GEMV_WARPS, 0)) }
+                .map_err(launch_err(op))?;
+            return Ok(());
+        }
         if m <= GEMV_MAX_ROWS {
             let op = if wnv {
                 "model_gemv_nvfp4w"
@@ -904,13 +950,13 @@ impl GpuKernels {
             let mut a = st.launch_builder(&f);
             a.arg(&px).arg(&pw);
             if wnv {
-                a.arg(&ptab);
+                a.arg(&nv.0).arg(&nv.1);
             }
             a.arg(&pb).arg(&py);
             a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias).arg(&vec4);
             // SAFETY: model_gemv_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias, vec4) or
-            // model_gemv_nvfp4w(x, codes, tab, bias, ...); x holds m*k, w n*k (of its dtype;
-            // NVFP4: the size checked above), bias n (or a dummy never read), y m*n f32
+            // model_gemv_nvfp4w(x, w, sf_off, lut_off, bias, ...); x holds m*k, w n*k (of its
+            // dtype; NVFP4: the size checked above), bias n (or a dummy never read), y m*n f32
             // values, M <= GEMV_MAXM = 8; vec4 only with K % 4 == 0 and aligned rows.
             unsafe { a.launch(runtime::cfg(blocks, 32 * GEMV_WARPS, 0)) }
                 .map_err(launch_err("model_gemv"))?;
@@ -939,7 +985,7 @@ impl GpuKernels {
         let mut a = st.launch_builder(&f);
         a.arg(&px).arg(&pw);
         if wnv {
-            a.arg(&ptab);
+            a.arg(&nv.0).arg(&nv.1);
         }
         a.arg(&pb).arg(&py);
         a.arg(&mm).arg(&nn).arg(&kk).arg(&has_bias);
@@ -949,7 +995,7 @@ impl GpuKernels {
             shared_mem_bytes: 0,
         };
         // SAFETY: model_gemm_{f32,bf16w}(x, w, bias, y, M, N, K, has_bias) or
-        // model_gemm_nvfp4w(x, codes, tab, bias, ...); x holds m*k, w n*k (of its dtype;
+        // model_gemm_nvfp4w(x, w, sf_off, lut_off, bias, ...); x holds m*k, w n*k (of its dtype;
         // NVFP4: the size checked above), bias n (or a dummy never read), y m*n f32 values;
         // the kernel bounds-checks every tile.
         unsafe { a.launch(cfg) }.map_err(launch_err(OP))?;
@@ -1217,7 +1263,9 @@ impl GpuKernels {
     /// `slots` i32) is not 0 (`ws` a device array of u64; every weight
     /// of storage `wdt`: F32, BF16, or U8 = NVFP4 for exact use) by the f32 row at
     /// `x + 4 * s * x_stride` into `y + 4 * s * n`. The caller holds every buffer at its size
-    /// and says whether every row start is aligned for the vector loads (`vec4`).
+    /// and says whether every row start is aligned for the vector loads (`vec4`: x rows 16
+    /// bytes, weights 16 bytes, NVFP4 codes 8); with K % 16 == 0 as well the slots take
+    /// `model_gemv1_slots_*` (the chunked one-row kernel, [`GpuKernels::launch_gemm`]'s at M = 1).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_gemv_slots(
         &self,
@@ -1232,11 +1280,16 @@ impl GpuKernels {
         if n == 0 || slots == 0 {
             return Ok(());
         }
-        let op = match wdt {
-            DType::F32 => "model_gemv_slots_f32",
-            DType::BF16 => "model_gemv_slots_bf16w",
-            DType::U8 => "model_gemv_slots_nvfp4w",
-            other => return Err(bad("model_gemv_slots", format!("weights of dtype {other}"))),
+        let one = vec4 && k.is_multiple_of(16);
+        let (op, r) = match (wdt, one) {
+            (DType::F32, false) => ("model_gemv_slots_f32", 1),
+            (DType::BF16, false) => ("model_gemv_slots_bf16w", 1),
+            (DType::U8, false) => ("model_gemv_slots_nvfp4w", 1),
+            (DType::F32, true) => ("model_gemv1_slots_f32", GEMV1_R_F32),
+            (DType::BF16, true) => ("model_gemv1_slots_bf16w", GEMV1_R_BF16),
+            (DType::U8, true) if gemv1_nv_r2() => ("model_gemv1_slots_nvfp4w_r2", 2),
+            (DType::U8, true) => ("model_gemv1_slots_nvfp4w", GEMV1_R_NV),
+            (other, _) => return Err(bad("model_gemv_slots", format!("weights of dtype {other}"))),
         };
         if wdt == DType::U8 && !k.is_multiple_of(16) {
             return Err(bad(
@@ -1244,30 +1297,35 @@ impl GpuKernels {
                 format!("NVFP4 weights need K % 16 == 0 (K = {k})"),
             ));
         }
-        let gx = grid_u32(op, (n as u64).div_ceil(GEMV_WARPS as u64))?;
+        let gx = grid_u32(op, (n as u64).div_ceil((GEMV_WARPS * r) as u64))?;
         let gy = u32::try_from(slots)
             .ok()
             .filter(|&g| (g as u64) <= MAX_GRID_Y)
             .ok_or_else(|| bad(op, format!("{slots} slots exceed the grid")))?;
         let f = self.g.function(FILE, op)?;
         let (xs, nn, kk, v4) = (x_stride as i64, n as i64, k as i64, vec4 as i32);
-        let tab = crate::nvfp4_store::table_offset(n, k) as i64;
+        let l = crate::nvfp4_store::Layout::of(n, k);
+        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
         let mut a = self.g.stream.launch_builder(&f);
         a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
         if wdt == DType::U8 {
-            a.arg(&tab);
+            a.arg(&sf_off).arg(&lut_off);
         }
-        a.arg(&py).arg(&nn).arg(&kk).arg(&v4);
+        a.arg(&py).arg(&nn).arg(&kk);
+        if !one {
+            a.arg(&v4);
+        }
         let cfg = LaunchConfig {
             grid_dim: (gx, gy, 1),
             block_dim: (32 * GEMV_WARPS, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: model_gemv_slots_{f32,bf16w}(x, x_stride, ws, ids, y, N, K, vec4) or
-        // model_gemv_slots_nvfp4w(x, x_stride, ws, ids, tab_off, y, N, K, vec4); ws holds the
-        // addresses of (n, k) weights of `wdt` (NVFP4: with their pairs at tab_off) that slots
-        // (or ids, whose entries index ws) name, x rows at x_stride, y slots * n f32 values
-        // (the caller's sizes); vec4 only when aligned.
+        // SAFETY: model_gemv_slots_{f32,bf16w}(x, x_stride, ws, ids, y, N, K, vec4),
+        // model_gemv_slots_nvfp4w(x, x_stride, ws, ids, sf_off, lut_off, y, N, K, vec4), or
+        // the model_gemv1_slots_* forms without vec4 (K % 16 == 0 and aligned: `one`); ws
+        // holds the addresses of (n, k) weights of `wdt` (NVFP4: buffers of Layout::of(n, k))
+        // that slots (or ids, whose entries index ws) name, x rows at x_stride, y slots * n
+        // f32 values (the caller's sizes); vec4 only when aligned.
         unsafe { a.launch(cfg) }.map_err(launch_err("model_gemv_slots"))?;
         Ok(())
     }
@@ -2447,7 +2505,7 @@ mod tests {
     /// (the values the f32 storage holds).
     #[test]
     fn nvfp4_packing_by_row_blocks_is_the_whole_matrix() {
-        use crate::nvfp4_store::{nv_value, pack, table_offset};
+        use crate::nvfp4_store::{pack, value_at};
         use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
         for (rows, cols, seed) in [(37usize, 64usize, 3u64), (1, 16, 4), (300, 48, 5)] {
             let raw = Mat::Lazy {
@@ -2472,14 +2530,9 @@ mod tests {
             .expect("quantize");
             assert_eq!(Some(&got), pack(&q).as_ref(), "{rows} x {cols}");
             let want = stored.values();
-            let off = table_offset(rows, cols);
             for (i, w) in want.iter().enumerate() {
-                let byte = got[i / 2];
-                let code = if i % 2 == 0 { byte & 0xF } else { byte >> 4 };
-                let t = off + (i / 16) * 8;
-                let f = |o: usize| f32::from_le_bytes([got[o], got[o + 1], got[o + 2], got[o + 3]]);
                 assert_eq!(
-                    nv_value(code, f(t), f(t + 4)).to_bits(),
+                    value_at(&got, rows, cols, i).to_bits(),
                     w.to_bits(),
                     "element {i}"
                 );

@@ -1,26 +1,35 @@
 //! NVFP4 weights stored on the device for exact use by the model's GEMM / GEMV
-//! (`model_gemm_nvfp4w`, `model_gemv_nvfp4w` in gpu/kernels/model_ops.cu, view `ModelWNV`).
+//! (`model_gemm_nvfp4w`, `model_gemv_nvfp4w`, `model_gemv1_*` in gpu/kernels/model_ops.cu,
+//! view `ModelWNV`).
 //!
 //! The reference dequantizes an NVFP4 weight as `c * sf / gs` in f32 (`c` the E2M1 value, `sf`
 //! the block's E4M3 scale, `gs` the global scale): one rounding, the division. A kernel that
-//! divided per weight would spend most of its time dividing; instead each 16-weight block
-//! carries the pair `(q1, q3) = (sf / gs, 3 sf / gs)` (f32, each rounded once), and a weight is
-//! `q1` or `q3` times a power of two ([`nv_value`]): the E2M1 magnitudes 0.5, 1, 2, 4 are
-//! `q1 x 2^-1..2^2`, and 1.5, 3, 6 are `q3 x 2^-1..2^1`. Scaling by a power of two is exact
-//! for normal numbers, so this is the reference's value bit for bit unless a value or a pair
-//! is subnormal. [`pack`] checks every weight against the reference's `dequantize` and refuses a
-//! matrix where any differs (the caller then stores f32), so "exact" is verified per matrix,
-//! not assumed.
+//! divided per weight would spend most of its time dividing; instead a weight is `q1` or `q3`
+//! times a power of two ([`nv_value`]), with the pair `(q1, q3) = (sf / gs, 3 sf / gs)` (f32,
+//! each rounded once): the E2M1 magnitudes 0.5, 1, 2, 4 are `q1 x 2^-1..2^2`, and 1.5, 3, 6
+//! are `q3 x 2^-1..2^1`. Scaling by a power of two is exact for normal numbers, so this is the
+//! reference's value bit for bit unless a value or a pair is subnormal. [`pack`] checks every
+//! weight against the reference's `dequantize` and refuses a matrix where any differs (the
+//! caller then stores f32), so "exact" is verified per matrix, not assumed.
 //!
-//! Layout of the device buffer (bytes): the codes (rows x cols/2, two per byte, the even
-//! element in the low nibble: `pack_e2m1`), zero padding to a multiple of 16, then the pairs
-//! (rows x cols/16 x 2 f32, little endian). 1 byte per weight (f32: 4, bf16: 2).
+//! The pair depends only on the block's scale byte (the global scale is the matrix's), so the
+//! buffer stores the production NVFP4 bytes (a 4-bit code per weight, an E4M3 byte per 16)
+//! plus one 256-entry table of pairs per matrix, indexed by the scale byte: 0.5625 bytes per
+//! weight (f32: 4, bf16: 2).
+//!
+//! Layout of the device buffer (bytes, [`Layout`]): the codes (rows x cols/2, two per byte,
+//! the even element in the low nibble: `pack_e2m1`), zero padding to a multiple of 16, the
+//! scale bytes (rows x cols/16, row-major: the linear layout), zero padding to a multiple of
+//! 16, then the table (256 pairs of f32, little endian: entry `b` is the pair of scale byte `b`).
 
 use reference::num::e4m3_bits_to_f32;
 use reference::ops::nvfp4_quantize::{dequantize, Nvfp4, SfLayout};
 
 /// Weights per NVFP4 block.
 pub const BLOCK: usize = 16;
+
+/// Bytes of the pair table at the end of a buffer (256 scale bytes x two f32).
+pub const LUT_BYTES: usize = 256 * 8;
 
 /// The value of E2M1 `code` (4 bits) in a block with pair `(q1, q3)`: the kernel's
 /// `model_nv_value`, instruction for instruction.
@@ -41,15 +50,74 @@ pub fn nv_value(code: u8, q1: f32, q3: f32) -> f32 {
     }
 }
 
-/// Byte offset of the pairs in the buffer of a `rows x cols` weight.
-pub fn table_offset(rows: usize, cols: usize) -> usize {
-    (rows * cols / 2).div_ceil(16) * 16
+/// Where the parts of a `rows x cols` weight's buffer start (bytes) and its length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// The scale bytes.
+    pub sf_off: usize,
+    /// The pair table.
+    pub lut_off: usize,
+    /// The whole buffer.
+    pub len: usize,
+}
+
+impl Layout {
+    pub fn of(rows: usize, cols: usize) -> Layout {
+        let sf_off = (rows * cols / 2).div_ceil(16) * 16;
+        let lut_off = sf_off + (rows * (cols / BLOCK)).div_ceil(16) * 16;
+        Layout {
+            sf_off,
+            lut_off,
+            len: lut_off + LUT_BYTES,
+        }
+    }
+}
+
+/// The pair of scale byte `sfb` under global scale `gs`.
+pub fn pair(sfb: u8, gs: f32) -> (f32, f32) {
+    let sf = e4m3_bits_to_f32(sfb);
+    (sf / gs, (3.0 * sf) / gs)
+}
+
+/// The pair table of global scale `gs` (every scale byte, [`LUT_BYTES`] bytes).
+pub fn lut(gs: f32) -> Vec<u8> {
+    (0..=255u8)
+        .flat_map(|b| {
+            let (q1, q3) = pair(b, gs);
+            let mut e = [0u8; 8];
+            e[..4].copy_from_slice(&q1.to_le_bytes());
+            e[4..].copy_from_slice(&q3.to_le_bytes());
+            e
+        })
+        .collect()
+}
+
+/// Weight `i` (row-major) of a packed `rows x cols` buffer, as the kernels read it.
+pub fn value_at(buf: &[u8], rows: usize, cols: usize, i: usize) -> f32 {
+    let l = Layout::of(rows, cols);
+    let byte = buf[i / 2];
+    let code = if i % 2 == 0 { byte & 0xF } else { byte >> 4 };
+    let t = l.lut_off + 8 * buf[l.sf_off + i / BLOCK] as usize;
+    let f = |o: usize| f32::from_le_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+    nv_value(code, f(t), f(t + 4))
 }
 
 /// The device buffer of a quantized weight (module doc), or `None` when `cols` is not a
 /// multiple of [`BLOCK`], the scales are not in the linear layout's size, or any weight's
 /// value would differ from the reference's `c * sf / gs` (store f32 then).
 pub fn pack(q: &Nvfp4) -> Option<Vec<u8>> {
+    let (codes, sf) = pack_parts(q)?;
+    let l = Layout::of(q.rows, q.cols);
+    let mut out = vec![0u8; l.len];
+    out[..codes.len()].copy_from_slice(codes);
+    out[l.sf_off..l.sf_off + sf.len()].copy_from_slice(sf);
+    out[l.lut_off..].copy_from_slice(&lut(q.global_scale));
+    Some(out)
+}
+
+/// The codes and the scale bytes of `q` after the exactness check of [`pack`] (row blocks
+/// quantized with one global scale concatenate into the whole matrix's parts).
+pub fn pack_parts(q: &Nvfp4) -> Option<(&[u8], &[u8])> {
     let (rows, cols) = (q.rows, q.cols);
     if cols == 0 || !cols.is_multiple_of(BLOCK) {
         return None;
@@ -59,15 +127,11 @@ pub fn pack(q: &Nvfp4) -> Option<Vec<u8>> {
         return None;
     }
     let gs = q.global_scale;
-    let off = table_offset(rows, cols);
-    let mut out = vec![0u8; off + rows * kb * 8];
-    out[..q.x_fp4.len()].copy_from_slice(&q.x_fp4);
     // What the reference makes of these codes (its `dequantize`): every weight is checked
     // against it, bitwise.
     let want = dequantize(q, SfLayout::Linear);
     for (b, &sfb) in q.sf.iter().enumerate() {
-        let sf = e4m3_bits_to_f32(sfb);
-        let (q1, q3) = (sf / gs, (3.0 * sf) / gs);
+        let (q1, q3) = pair(sfb, gs);
         let codes = &q.x_fp4[b * BLOCK / 2..(b + 1) * BLOCK / 2];
         let block = &want[b * BLOCK..(b + 1) * BLOCK];
         let got = codes.iter().flat_map(|&byte| [byte & 0xF, byte >> 4]);
@@ -77,11 +141,8 @@ pub fn pack(q: &Nvfp4) -> Option<Vec<u8>> {
         {
             return None;
         }
-        let t = off + b * 8;
-        out[t..t + 4].copy_from_slice(&q1.to_le_bytes());
-        out[t + 4..t + 8].copy_from_slice(&q3.to_le_bytes());
     }
-    Some(out)
+    Some((&q.x_fp4, &q.sf))
 }
 
 #[cfg(test)]
@@ -113,7 +174,7 @@ mod tests {
         ] {
             for sfb in 0u8..=0x7E {
                 let sf = e4m3_bits_to_f32(sfb);
-                let (q1, q3) = (sf / gs, (3.0 * sf) / gs);
+                let (q1, q3) = pair(sfb, gs);
                 for c in 0u8..16 {
                     let want = reference_value(c, sf, gs);
                     let got = nv_value(c, q1, q3);
@@ -144,15 +205,20 @@ mod tests {
             quantize(&x, rows, cols, None, Nvfp4Mode::Kernel, SfLayout::Linear).expect("quantize");
         let want = dequantize(&q, SfLayout::Linear);
         let buf = pack(&q).expect("exact");
-        let off = table_offset(rows, cols);
-        assert_eq!(buf.len(), off + rows * cols / 16 * 8);
+        let l = Layout::of(rows, cols);
+        assert_eq!(buf.len(), l.len);
+        // 0.5625 bytes per weight plus the table and the two paddings.
+        assert_eq!(l.sf_off, 128);
+        assert_eq!(l.lut_off, 128 + 16);
+        assert_eq!(&buf[l.sf_off..l.sf_off + q.sf.len()], &q.sf[..]);
         for (i, w) in want.iter().enumerate() {
             let byte = buf[i / 2];
             let code = if i % 2 == 0 { byte & 0xF } else { byte >> 4 };
-            let t = off + (i / 16) * 8;
+            let t = l.lut_off + 8 * q.sf[i / 16] as usize;
             let q1 = f32::from_le_bytes([buf[t], buf[t + 1], buf[t + 2], buf[t + 3]]);
             let q3 = f32::from_le_bytes([buf[t + 4], buf[t + 5], buf[t + 6], buf[t + 7]]);
             assert_eq!(nv_value(code, q1, q3).to_bits(), w.to_bits(), "element {i}");
+            assert_eq!(value_at(&buf, rows, cols, i).to_bits(), w.to_bits());
         }
         // Not a multiple of 16 columns, or scales of another size: refused.
         let mut bad = q.clone();

@@ -115,7 +115,9 @@ fn gemm_matches_cpu_linear_on_odd_shapes() {
     // (t, out, in): single element, tile edges +-1, decode rows, a K that is not a multiple
     // of the 16-deep k slice, more rows than one 64-row tile. t <= 8 runs model_gemv_f32:
     // K a multiple of 4 (16-byte loads, with and without a partial 4-load tail) or not
-    // (scalar loads), 8 rows (its limit); t = 9 the tiled kernel again.
+    // (scalar loads), 8 rows (its limit); t = 9 the tiled kernel again. t = 1 with K % 16 ==
+    // 0 runs model_gemv1_f32 (517 and 7 columns: a partial last warp; 48: 3 chunks, most lanes
+    // idle; 2688: 168 chunks, the tail's second chunk skipped).
     for (i, &(t, n, k)) in [
         (1usize, 300usize, 4100usize),
         (2, 70, 1024),
@@ -124,6 +126,8 @@ fn gemm_matches_cpu_linear_on_odd_shapes() {
         (9, 20, 64),
         (1usize, 1usize, 1usize),
         (1, 517, 256),
+        (1, 33, 48),
+        (1, 7, 2688),
         (3, 67, 129),
         (4, 64, 16),
         (65, 63, 17),
@@ -904,7 +908,7 @@ fn decode_engine_on_the_gpu_matches_the_cpu_decode() {
 #[ignore = "gpu"]
 fn bf16_weight_storage_gives_the_f32_bits() {
     let mut r = Rng(0x5eed_b16);
-    for &(n, kk) in &[(96usize, 256usize), (70, 258), (33, 130)] {
+    for &(n, kk) in &[(96usize, 256usize), (70, 258), (33, 130), (35, 4096)] {
         let w16: Vec<f32> = r
             .vec(n * kk, 0.2)
             .into_iter()
@@ -943,17 +947,24 @@ fn bf16_weight_storage_gives_the_f32_bits() {
     }
 }
 
-/// NVFP4 weights stored for exact use (`GpuKernels::nvfp4_weights`: codes plus a per-block
-/// pair of f32, gpu/src/nvfp4_store.rs) and lazy bf16 weights stored as bf16: the GEMV and
-/// GEMM give the f32 storage's bits (the super preset's experts and projections), at 1 and 2
-/// bytes per weight.
+/// NVFP4 weights stored for exact use (`GpuKernels::nvfp4_weights`: codes, scale bytes and a
+/// table of pairs, gpu/src/nvfp4_store.rs) and lazy bf16 weights stored as bf16: the GEMV and
+/// GEMM give the f32 storage's bits (the super preset's experts and projections), at 0.5625
+/// and 2 bytes per weight.
 #[test]
 #[ignore = "gpu"]
 fn compact_lazy_weight_storage_gives_the_f32_bits() {
     use reference::model::nemotron::ExpertFormat;
     use reference::model::weights::Init;
     let mut r = Rng(0xc0ffee);
-    for &(n, kk, seed) in &[(96usize, 256usize, 7u64), (40, 1024, 8), (33, 48, 9)] {
+    // t = 1 with K % 16 == 0 runs model_gemv1_* (R columns per warp: 33 and 37 leave a
+    // partial last warp; 2688 = 168 chunks leaves lanes a second chunk at the tail).
+    for &(n, kk, seed) in &[
+        (96usize, 256usize, 7u64),
+        (40, 1024, 8),
+        (33, 48, 9),
+        (37, 2688, 10),
+    ] {
         let lazy = Mat::Lazy {
             rows: n,
             cols: kk,
@@ -978,9 +989,7 @@ fn compact_lazy_weight_storage_gives_the_f32_bits() {
                 );
                 let up = kc.weight_stats().upload_bytes;
                 let want = match fmt {
-                    ExpertFormat::Nvfp4 => {
-                        (gpu::nvfp4_store::table_offset(n, kk) + n * kk / 16 * 8) as u64
-                    }
+                    ExpertFormat::Nvfp4 => gpu::nvfp4_store::Layout::of(n, kk).len as u64,
                     _ => (n * kk * 2) as u64,
                 };
                 // The weight, plus the one-value dummy bias.
