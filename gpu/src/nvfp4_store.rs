@@ -96,7 +96,11 @@ pub fn lut(gs: f32) -> Vec<u8> {
 pub fn value_at(buf: &[u8], rows: usize, cols: usize, i: usize) -> f32 {
     let l = Layout::of(rows, cols);
     let byte = buf[i / 2];
-    let code = if i % 2 == 0 { byte & 0xF } else { byte >> 4 };
+    let code = if i.is_multiple_of(2) {
+        byte & 0xF
+    } else {
+        byte >> 4
+    };
     let t = l.lut_off + 8 * buf[l.sf_off + i / BLOCK] as usize;
     let f = |o: usize| f32::from_le_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
     nv_value(code, f(t), f(t + 4))

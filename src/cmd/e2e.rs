@@ -121,8 +121,9 @@ pub struct Args {
     #[arg(long, default_value = "f32", value_parser = ["f32", "bf16"])]
     weights: String,
     /// How the GPU path stores weights: f32 (every weight as f32 values), or compact: bf16
-    /// values as bf16 and the super preset's NVFP4 experts as codes plus per-block scale pairs
-    /// (1 byte per weight), read by GEMM / GEMV kernels that give the f32 storage's results
+    /// values as bf16 and the super preset's NVFP4 experts as codes and scale bytes plus a
+    /// table of pairs (0.5625 bytes per weight), read by GEMM / GEMV kernels that give the f32
+    /// storage's results
     /// bit for bit (gpu/src/nvfp4_store.rs). Pair with `--weights bf16 --experts nvfp4`.
     #[arg(long, default_value = "f32", value_parser = ["f32", "compact"])]
     gpu_weights: String,
