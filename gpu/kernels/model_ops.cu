@@ -696,19 +696,6 @@ model_gemv1_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* _
                                  (const float*)0, y + s * N, N, K, 0);
 }
 
-// The same with 2 columns per warp and at most 80 registers (3 blocks per SM instead of 2;
-// the same bits: R does not change a column's order). DUET_GEMV1_NV_R=2 picks it (an
-// experiment, session 8).
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 3)
-model_gemv1_slots_nvfp4w_r2(const float* __restrict__ x, i64 x_stride,
-                            const u64* __restrict__ ws, const i32* __restrict__ ids,
-                            i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
-    const i64 s = blockIdx.y;
-    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
-    model_gemv1_body<2>(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
-                        (const float*)0, y + s * N, N, K, 0);
-}
-
 // y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product
 // rounded before its add: --fmad=false), i < n: the engine's zero fill then one axpy per slot,
 // in one pass (moe_finalize of one token).

@@ -63,13 +63,6 @@ const GEMV1_R_F32: u32 = 2;
 const GEMV1_R_BF16: u32 = 2;
 const GEMV1_R_NV: u32 = 4;
 
-/// `DUET_GEMV1_NV_R=2`: the routed slots' NVFP4 GEMV with 2 columns per warp instead of
-/// [`GEMV1_R_NV`] (`model_gemv1_slots_nvfp4w_r2`: the same bits; a speed experiment).
-fn gemv1_nv_r2() -> bool {
-    static R2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *R2.get_or_init(|| std::env::var("DUET_GEMV1_NV_R").is_ok_and(|v| v.trim() == "2"))
-}
-
 /// Whether a one-row product takes `model_gemv1_*`: K % 16 == 0, x 16-byte aligned, the
 /// weight aligned for 16-weight chunk loads (f32 / bf16: 16 bytes; NVFP4 codes: 8).
 fn gemv1_fits(k: usize, px: u64, pw: u64, dt: DType) -> bool {
@@ -1287,7 +1280,6 @@ impl GpuKernels {
             (DType::U8, false) => ("model_gemv_slots_nvfp4w", 1),
             (DType::F32, true) => ("model_gemv1_slots_f32", GEMV1_R_F32),
             (DType::BF16, true) => ("model_gemv1_slots_bf16w", GEMV1_R_BF16),
-            (DType::U8, true) if gemv1_nv_r2() => ("model_gemv1_slots_nvfp4w_r2", 2),
             (DType::U8, true) => ("model_gemv1_slots_nvfp4w", GEMV1_R_NV),
             (other, _) => return Err(bad("model_gemv_slots", format!("weights of dtype {other}"))),
         };
