@@ -19,6 +19,8 @@
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   e2eengine the same with --decode-engine (the decode steps through the decode engine)
+#   ncuengine `duet profile engine-step`: every kernel of one engine step (super, compact
+#             weights, graphs) under ncu, durations summed per kernel name
 #   profile:OP[:SHAPE[:KREGEX]]  duet profile OP [--shape SHAPE] [--kernel KREGEX]
 #   t:BIN[:LIMIT[:FILTER]]  one test binary, optionally only the tests matching FILTER (comma-separated filters)
 #   tsan:TOOL:BIN:FILTER  compute-sanitizer TOOL over one test binary's tests matching FILTER
@@ -105,6 +107,8 @@ one() { # one step (see the list above)
         --out "$OUT/torch_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
+    ncuengine)  # one decode-engine step (super, compact weights, graphs) under ncu, per kernel
+        step profile-engine-step "${NCU_ENGINE_LIMIT:-400}" "$B/duet" profile engine-step ;;
     profile:*)  # profile:OP[:SHAPE[:KERNEL_REGEX]]
         local rest=${s#profile:} op shape kre=()
         op=${rest%%:*}

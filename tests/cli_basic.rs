@@ -246,6 +246,54 @@ fn profile_reads_an_ncu_raw_export_of_the_h200() {
 }
 
 #[test]
+fn profile_sums_durations_per_kernel_name() {
+    // The vadd / transpose capture (fixtures/traces): three launches of each kernel.
+    let csv = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/traces/h200_vadd_transpose_raw.csv"
+    );
+    let o = duet(&[
+        "profile",
+        "vadd",
+        "--from-csv",
+        csv,
+        "--by-kernel",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["kernels"].as_array().unwrap();
+    let groups = v["by_kernel"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    // Largest total first; calls and totals add up to the rows.
+    let per_row: f64 = rows
+        .iter()
+        .map(|r| r["duration_ns"].as_f64().unwrap() / 1e3)
+        .sum();
+    let total = v["total_us"].as_f64().unwrap();
+    assert!(
+        (per_row - total).abs() < 1e-6 * total,
+        "{per_row} vs {total}"
+    );
+    let calls: u64 = groups.iter().map(|g| g["calls"].as_u64().unwrap()).sum();
+    assert_eq!(calls as usize, rows.len());
+    assert!(groups[0]["total_us"].as_f64().unwrap() >= groups[1]["total_us"].as_f64().unwrap());
+    assert!(groups[0]["kernel"]
+        .as_str()
+        .unwrap()
+        .starts_with("void vadd"));
+    let shares: f64 = groups.iter().map(|g| g["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
+    // Text form: the summary table after the per-launch rows.
+    let o = duet(&["profile", "vadd", "--from-csv", csv, "--by-kernel"]);
+    assert!(
+        text(&o).contains("per kernel name: 6 kernels"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn profile_flags_a_straggler_sm() {
     // Two real ncu captures of router v9 at T = 32768 on the H200 (fixtures/traces): the first
     // build, where one SM stayed active 1.98x the average, and the fixed one.

@@ -159,6 +159,28 @@ impl Gpu {
             .map_err(drv("stream synchronize (a kernel failed)"))
     }
 
+    /// Starts (`on`) or stops the profilers' collection (`cuProfilerStart` / `cuProfilerStop`):
+    /// under `ncu --profile-from-start off` only the kernels between the two are profiled
+    /// (`duet profile engine-step`). Waits for the stream first so the range holds exactly the
+    /// work queued inside it.
+    pub fn profiler_range(&self, on: bool) -> Result<(), GpuError> {
+        self.sync()?;
+        self.ctx.bind_to_thread().map_err(drv("bind the context"))?;
+        // SAFETY: plain driver calls on the current (just bound) context; no pointers.
+        let r = unsafe {
+            if on {
+                cudarc::driver::sys::cuProfilerStart()
+            } else {
+                cudarc::driver::sys::cuProfilerStop()
+            }
+        };
+        if r == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(GpuError::Driver(format!("cuProfilerStart/Stop: {r:?}")))
+        }
+    }
+
     /// Uploads a host tensor into a guarded device buffer.
     pub fn upload(&self, t: &Tensor) -> Result<DevTensor, GpuError> {
         let bytes = t.to_le_bytes();

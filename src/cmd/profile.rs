@@ -4,6 +4,14 @@
 //! occupancy, registers, shared-memory bank conflicts and the per-SM balance (active cycles
 //! min / avg / max: a straggler SM is flagged) next to the bytes the case table
 //! counts ("DRAM read 134 MB of 134 MB counted"). `--from-csv` reads an existing ncu CSV.
+//!
+//! `duet profile engine-step [--e2e ARGS]`: one decode step of the decode engine (by default
+//! the super preset `MEMEMEM*E` with NVFP4 experts, compact weights and CUDA graphs) under ncu
+//! with `--profile-from-start off`: `duet e2e` marks its last timed engine step with
+//! `cuProfilerStart` / `cuProfilerStop` (`DUET_PROFILE_ENGINE_STEP`), so every kernel of that
+//! step, graph nodes included, is profiled once. `--by-kernel` (on by default here) sums the
+//! durations per kernel name: where a step goes on the device without the per-op events'
+//! overhead of the eager profile.
 
 use anyhow::{bail, Context};
 use std::path::PathBuf;
@@ -87,11 +95,46 @@ pub struct Args {
     /// (not the preset's copy-ceiling or amax helpers).
     #[arg(long)]
     shape: Option<String>,
-    /// How many kernel launches ncu profiles.
-    #[arg(long, default_value_t = 20)]
-    launch_count: u32,
+    /// How many kernel launches ncu profiles (default 20; engine-step: 4000, every kernel of
+    /// the marked step).
+    #[arg(long)]
+    launch_count: Option<u32>,
+    /// engine-step: the `duet e2e` arguments (whitespace-separated) instead of the default
+    /// super decode bench.
+    #[arg(long)]
+    e2e: Option<String>,
+    /// Also sum the profiled kernels per name (calls, total duration, share); JSON output
+    /// becomes {"kernels": [...], "by_kernel": [...], "total_us": ...}. On for engine-step.
+    #[arg(long)]
+    by_kernel: bool,
     #[arg(long)]
     json: bool,
+}
+
+/// The op name that profiles one decode-engine step (module doc).
+pub const ENGINE_STEP: &str = "engine-step";
+
+/// `duet e2e` arguments of the default engine step: the super decode bench with compact
+/// weights and graphs (3 steps: eager, captured, replayed; the replayed one is profiled).
+pub const ENGINE_STEP_E2E: &str = "--preset super --pattern MEMEMEM*E --experts nvfp4 \
+    --weights bf16 --gpu-weights compact --engine-graphs --compare gpu --bench-decode 3 \
+    --tokens 3 --mtp-pattern=";
+
+/// Per kernel name: (name, calls, total ns), in order of total time (largest first).
+pub fn by_kernel(rows: &[(String, Option<f64>)]) -> Vec<(String, usize, f64)> {
+    let mut m: Vec<(String, usize, f64)> = Vec::new();
+    for (name, dur) in rows {
+        let d = dur.unwrap_or(0.0);
+        match m.iter_mut().find(|(n, _, _)| n == name) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += d;
+            }
+            None => m.push((name.clone(), 1, d)),
+        }
+    }
+    m.sort_by(|a, b| b.2.total_cmp(&a.2));
+    m
 }
 
 #[derive(Default)]
@@ -126,11 +169,14 @@ fn metric(k: &NcuKernel, names: &[&str]) -> Option<f64> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    let engine = args.op == ENGINE_STEP;
     let re = regex::Regex::new(&args.op)
         .map_err(|e| anyhow::anyhow!("'{}' is not a valid regex: {e}", args.op))?;
     // A --shape preset is not a case-table row: the presets with one fixed shape count their
     // bytes in gpu::bench::preset_counted_bytes (the others report them in their own JSON).
-    let counted: Option<u64> = if let Some(shape) = &args.shape {
+    let counted: Option<u64> = if engine {
+        None
+    } else if let Some(shape) = &args.shape {
         gpu::bench::preset_counted_bytes(shape)
     } else {
         compare::cases::all()
@@ -158,7 +204,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "--metrics",
                 &metrics,
             ]);
-            cmd.args(["--launch-count", &args.launch_count.to_string()]);
+            let launches = args.launch_count.unwrap_or(if engine { 4000 } else { 20 });
+            cmd.args(["--launch-count", &launches.to_string()]);
             // A preset also launches helper kernels (amax, the copy ceiling, the reference
             // version): without --kernel, profile the op's own kernels only.
             let kernel = args
@@ -169,24 +216,50 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 eprintln!("profiling kernels matching regex:{k}");
                 cmd.args(["--kernel-name", &format!("regex:{k}")]);
             }
-            cmd.arg(&exe).arg("bench");
-            match &args.shape {
-                Some(shape) => cmd.args(["--shape", shape]),
-                None => cmd.arg(&args.op),
-            };
-            cmd.args([
-                "--backend",
-                "gpu",
-                "--reps",
-                "1",
-                "--max-seconds",
-                "0",
-                "--no-resources",
-            ]);
-            cmd.arg("--out").arg(dir.join("bench.json"));
-            let out = cmd
+            let rep = dir.join("engine-step");
+            if engine {
+                // Only the step inside duet e2e's profiler range; graph nodes one by one. The
+                // report goes to a file (e2e prints to stdout too), read back as CSV below.
+                cmd.args(["--profile-from-start", "off", "--graph-profiling", "node"]);
+                cmd.args(["--force-overwrite", "-o"]).arg(&rep);
+                cmd.arg(&exe).arg("e2e");
+                cmd.args(
+                    args.e2e
+                        .as_deref()
+                        .unwrap_or(ENGINE_STEP_E2E)
+                        .split_whitespace(),
+                );
+                cmd.env(super::e2e::PROFILE_ENGINE_STEP_ENV, "1");
+            } else {
+                cmd.arg(&exe).arg("bench");
+                match &args.shape {
+                    Some(shape) => cmd.args(["--shape", shape]),
+                    None => cmd.arg(&args.op),
+                };
+                cmd.args([
+                    "--backend",
+                    "gpu",
+                    "--reps",
+                    "1",
+                    "--max-seconds",
+                    "0",
+                    "--no-resources",
+                ]);
+                cmd.arg("--out").arg(dir.join("bench.json"));
+            }
+            let mut out = cmd
                 .output()
                 .with_context(|| format!("cannot run {}", ncu.display()))?;
+            if engine && out.status.success() {
+                let mut rep_file = rep.clone().into_os_string();
+                rep_file.push(".ncu-rep");
+                out = std::process::Command::new(&ncu)
+                    .arg("--import")
+                    .arg(&rep_file)
+                    .args(["--csv", "--page", "raw"])
+                    .output()
+                    .with_context(|| format!("cannot run {} --import", ncu.display()))?;
+            }
             let p = dir.join("ncu.csv");
             std::fs::write(&p, &out.stdout)?;
             if !out.status.success() {
@@ -249,8 +322,37 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         });
         rows.push(row);
     }
+    let group = args.by_kernel || engine;
+    let groups = by_kernel(
+        &kernels
+            .iter()
+            .map(|k| {
+                (
+                    k.name.clone(),
+                    metric(k, &["gpu__time_duration.sum", "Duration"]),
+                )
+            })
+            .collect::<Vec<_>>(),
+    );
+    let total_ns: f64 = groups.iter().map(|g| g.2).sum();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        if group {
+            let g: Vec<serde_json::Value> = groups
+                .iter()
+                .map(|(n, c, t)| {
+                    serde_json::json!({"kernel": n, "calls": c, "total_us": t / 1e3,
+                        "share": if total_ns > 0.0 { t / total_ns } else { 0.0 }})
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "kernels": rows, "by_kernel": g, "total_us": total_ns / 1e3,
+                }))?
+            );
+        } else {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
         return Ok(0);
     }
     let f = |v: &serde_json::Value, scale: f64, prec: usize| {
@@ -314,6 +416,29 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "    DRAM read+write {:.2} MB of {:.2} MB counted",
                 (rd + wr) / 1e6,
                 c as f64 / 1e6
+            );
+        }
+    }
+    if group {
+        println!(
+            "\nper kernel name: {} kernels, {:.1} us in all (durations summed: kernels one at a time)",
+            kernels.len(),
+            total_ns / 1e3
+        );
+        println!(
+            "{:<60} {:>6} {:>11} {:>7}",
+            "kernel", "calls", "total us", "share"
+        );
+        for (n, c, t) in &groups {
+            let short: String = n.chars().take(60).collect();
+            println!(
+                "{short:<60} {c:>6} {:>11.2} {:>6.1}%",
+                t / 1e3,
+                if total_ns > 0.0 {
+                    100.0 * t / total_ns
+                } else {
+                    0.0
+                }
             );
         }
     }
