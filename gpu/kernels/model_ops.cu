@@ -375,7 +375,7 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV* c
 // in chunk order, then the butterfly sum. Per lane two chunks of each row are loaded before
 // their FMAs (past the last chunk: clamped to it and then skipped).
 // Grid: ceil(N / (GEMV_WARPS * R)); block: 32 * GEMV_WARPS.
-template <int R, typename W>
+template <int R, typename W, int CH = 2>
 __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, const W w,
                                                  const float* __restrict__ bias,
                                                  float* __restrict__ y, i64 N, i64 K,
@@ -391,26 +391,42 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     const i64 nc = K >> 4;
-    // Warp-uniform trip count (the __syncwarp below needs every lane): a lane past the last
-    // chunk loads the last chunk and skips its FMAs.
-    for (i64 c0 = 0; c0 < nc; c0 += 64) {
-        const i64 c = c0 + lane;
-        const bool one = c < nc, two = c + 32 < nc;
-        const i64 ca = one ? c : nc - 1, cb = two ? c + 32 : nc - 1;
-        // Every load of both chunks first.
-        float xa[16], xb[16];
-        model_x16(x, ca, xa);
-        model_x16(x, cb, xb);
-        C a[R], b[R];
+    if constexpr (CH == 2) {
+        // Warp-uniform trip count (the __syncwarp below needs every lane): a lane past the
+        // last chunk loads the last chunk and skips its FMAs.
+        for (i64 c0 = 0; c0 < nc; c0 += 64) {
+            const i64 c = c0 + lane;
+            const bool one = c < nc, two = c + 32 < nc;
+            const i64 ca = one ? c : nc - 1, cb = two ? c + 32 : nc - 1;
+            // Every load of both chunks first.
+            float xa[16], xb[16];
+            model_x16(x, ca, xa);
+            model_x16(x, cb, xb);
+            C a[R], b[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], ca);
+            for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], ca);
 #pragma unroll
-        for (int r = 0; r < R; ++r) b[r] = model_ld16(wr[r], cb);
-        // A code-motion fence: ptxas would otherwise sink loads between the FMAs (fewer
-        // registers, one load's latency after another).
-        __syncwarp();
-        if (one) model_fma16<R>(xa, a, acc);
-        if (two) model_fma16<R>(xb, b, acc);
+            for (int r = 0; r < R; ++r) b[r] = model_ld16(wr[r], cb);
+            // A code-motion fence: ptxas would otherwise sink loads between the FMAs (fewer
+            // registers, one load's latency after another).
+            __syncwarp();
+            if (one) model_fma16<R>(xa, a, acc);
+            if (two) model_fma16<R>(xb, b, acc);
+        }
+    } else {
+        // One chunk per lane per trip (fewer registers; the same chunks in the same order).
+        for (i64 c0 = 0; c0 < nc; c0 += 32) {
+            const i64 c = c0 + lane;
+            const bool one = c < nc;
+            const i64 ca = one ? c : nc - 1;
+            float xa[16];
+            model_x16(x, ca, xa);
+            C a[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], ca);
+            __syncwarp();
+            if (one) model_fma16<R>(xa, a, acc);
+        }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -695,6 +711,27 @@ model_gemv1_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* _
     model_gemv1_body<GEMV1_R_NV>(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
                                  (const float*)0, y + s * N, N, K, 0);
 }
+
+// Variants of model_gemv1_slots_nvfp4w for the `moe_slots_t1` bench preset only (session 8:
+// written, compiled, not yet run): the same chunks in the same order per column, so the same
+// bits; they differ in columns per warp (R), chunks per lane per trip (CH) and the register
+// cap (3 blocks of 256 threads per SM: <= 80 registers).
+#define MODEL_GEMV1_SLOTS_NV_VARIANT(NAME, R, CH, MINB)                                        \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, MINB)                         \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K) {                                                                               \
+        const i64 s = blockIdx.y;                                                               \
+        const u8* base = (const u8*)model_slot_weight(ws, ids, s);                              \
+        model_gemv1_body<R, ModelWNV, CH>(x + s * x_stride,                                     \
+                                          ModelWNV::at_base(base, sf_off, lut_off),             \
+                                          (const float*)0, y + s * N, N, K, 0);                 \
+    }
+MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1, 4, 1, 1)
+MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1lb3, 4, 1, 3)
+MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2, 2, 2, 1)
+MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2lb3, 2, 2, 3)
+MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2c1lb4, 2, 1, 4)
 
 // y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product
 // rounded before its add: --fmad=false), i < n: the engine's zero fill then one axpy per slot,

@@ -7,6 +7,8 @@
 //!   `router_t32768`: 512 experts, top-22, Super config, versions v1-v4; `router_t*_f32sig`: the
 //!   same with the all-f32 sigmoid `tanh_f32`; `nvfp4_8192`: an 8192 x 8192 bf16
 //!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling;
+//!   `moe_slots_t1`: the decode engine's routed slots of one token (22 NVFP4 experts, the
+//!   `model_gemv1_slots_nvfp4w` variants side by side, bits checked against the default);
 //!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer;
 //!   `ssu_sweep_b{64,256}_bf16`: SSU v3 / v5-v8 and v8's ring depths at the Super shape;
 //!   `ssu_sweep_all_b{1,64,256}_bf16`: also every sweep variant (rows per thread, early loads,
@@ -97,7 +99,7 @@ pub fn copy_ceiling(g: &Gpu, bytes: usize) -> Result<(Timing, f64), GpuError> {
     Ok((t, gbs))
 }
 
-fn timing_json(t: &Timing) -> serde_json::Value {
+pub(crate) fn timing_json(t: &Timing) -> serde_json::Value {
     json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "samples": t.samples})
 }
 
@@ -338,12 +340,15 @@ pub fn preset_versions(
         "moe_t8" => ops::moe::bench_expert_layer(&g, 8, 115.0),
         "moe_t64" => ops::moe::bench_expert_layer(&g, 64, 350.0),
         "moe_t4096" => ops::moe::bench_expert_layer(&g, 4096, 1335.0),
+        // The decode engine's routed slots of one token (gpu/src/model.rs): the NVFP4 slot
+        // GEMV variants side by side, their bits checked against the default's.
+        "moe_slots_t1" => crate::model::GpuKernels::new()?.bench_moe_slots(),
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, copy"
         ))),
     }
 }

@@ -1289,6 +1289,36 @@ impl GpuKernels {
                 format!("NVFP4 weights need K % 16 == 0 (K = {k})"),
             ));
         }
+        self.launch_slots_kernel(
+            op,
+            r,
+            one,
+            px,
+            x_stride,
+            (ws, ids),
+            wdt,
+            py,
+            (n, k, slots),
+            vec4,
+        )
+    }
+
+    /// [`GpuKernels::launch_gemv_slots`] on the kernel `op` (a `model_gemv_slots_*` or, with
+    /// `one`, a `model_gemv1_slots_*` form of `r` columns per warp, incl. the bench variants).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_slots_kernel(
+        &self,
+        op: &str,
+        r: u32,
+        one: bool,
+        px: u64,
+        x_stride: usize,
+        (ws, ids): (u64, u64),
+        wdt: DType,
+        py: u64,
+        (n, k, slots): (usize, usize, usize),
+        vec4: bool,
+    ) -> Result<(), GpuError> {
         let gx = grid_u32(op, (n as u64).div_ceil((GEMV_WARPS * r) as u64))?;
         let gy = u32::try_from(slots)
             .ok()
@@ -1536,6 +1566,162 @@ impl Reused for GpuKernels {
         s.memcpy_dtoh(&st, state)
             .map_err(|e| GpuError::Driver(format!("selective_state_update state download: {e}")))?;
         Ok(Some(y))
+    }
+}
+/// The routed slots of one token on the Super shapes for `duet bench --shape moe_slots_t1`:
+/// every `model_gemv1_slots_nvfp4w` variant (model_ops.cu: columns per warp, chunks per trip,
+/// register cap) over 22 NVFP4 experts (up 2688 x 1024, down 1024 x 2688, 0.5625 bytes per
+/// weight), each GEMV alone and the decode engine's four launches (up, ReLU², down, mix),
+/// CUDA-graph timing; every variant's outputs are checked against the default's, bitwise
+/// (outputs poisoned first).
+pub const SLOT_VARIANTS: &[(&str, u32)] = &[
+    ("model_gemv1_slots_nvfp4w", GEMV1_R_NV),
+    ("model_gemv1_slots_nvfp4w_r4c1", 4),
+    ("model_gemv1_slots_nvfp4w_r4c1lb3", 4),
+    ("model_gemv1_slots_nvfp4w_r2", 2),
+    ("model_gemv1_slots_nvfp4w_r2lb3", 2),
+    ("model_gemv1_slots_nvfp4w_r2c1lb4", 2),
+];
+
+impl GpuKernels {
+    pub fn bench_moe_slots(&self) -> Result<serde_json::Value, GpuError> {
+        use crate::bench::{copy_ceiling, time_launch, timing_json};
+        use reference::tensor::Data;
+        let (k, inter, lw) = (22usize, 2688usize, 1024usize);
+        let st = &self.g.stream;
+        let mut bufs = Vec::with_capacity(2 * k);
+        let mut wbytes = 0u64;
+        for (rows, cols, seed0) in [(inter, lw, 7000u64), (lw, inter, 8000)] {
+            for e in 0..k {
+                let raw = Mat::Lazy {
+                    rows,
+                    cols,
+                    seed: seed0 + e as u64,
+                    init: Init::Linear,
+                };
+                let Some(Mat::LazyAs { global_scale, .. }) = raw.lazy_as(ExpertFormat::Nvfp4)
+                else {
+                    return Err(GpuError::Driver("moe_slots_t1: lazy NVFP4 expert".into()));
+                };
+                let b = pack_nvfp4_rows(&raw, global_scale).ok_or_else(|| {
+                    GpuError::Driver("moe_slots_t1: an expert is not exact in storage".into())
+                })?;
+                wbytes += b.len() as u64;
+                bufs.push(self.g.upload(&Tensor::new(&[b.len()], Data::U8(b)))?);
+            }
+        }
+        let table: Vec<u8> = bufs.iter().flat_map(|t| t.ptr(st).to_le_bytes()).collect();
+        let td = self
+            .g
+            .upload(&Tensor::new(&[table.len()], Data::U8(table)))?;
+        // Inputs: a lazy matrix's values (seeded, no RNG of our own here).
+        let vals = |n: usize, seed: u64| {
+            Mat::Lazy {
+                rows: 1,
+                cols: n,
+                seed,
+                init: Init::Linear,
+            }
+            .values()
+            .into_owned()
+        };
+        let x = vals(lw, 9001);
+        let w: Vec<f32> = vals(k, 9002).iter().map(|v| v.abs() + 0.01).collect();
+        let xd = self.g.upload(&Tensor::from_f32(&[lw], x))?;
+        let wd = self.g.upload(&Tensor::from_f32(&[k], w))?;
+        let out = |n: usize| self.g.alloc_poisoned(&[n], DType::F32, self.poison);
+        let (h, rl, o, y) = (out(k * inter)?, out(k * inter)?, out(k * lw)?, out(lw)?);
+        let (px, pt, pw) = (xd.ptr(st), td.ptr(st), wd.ptr(st));
+        let (ph, pr, po, py) = (h.ptr(st), rl.ptr(st), o.ptr(st), y.ptr(st));
+        let up = |op: &str, rr: u32| {
+            self.launch_slots_kernel(
+                op,
+                rr,
+                true,
+                px,
+                0,
+                (pt, 0),
+                DType::U8,
+                ph,
+                (inter, lw, k),
+                true,
+            )
+        };
+        let down = |op: &str, rr: u32| {
+            self.launch_slots_kernel(
+                op,
+                rr,
+                true,
+                pr,
+                inter,
+                (pt + 8 * k as u64, 0),
+                DType::U8,
+                po,
+                (lw, inter, k),
+                true,
+            )
+        };
+        let chain = |op: &str, rr: u32| {
+            up(op, rr)?;
+            self.launch_relu2(ph, pr, k * inter)?;
+            down(op, rr)?;
+            self.launch_mix_slots(po, pw, k, lw, py)
+        };
+        let (ct, cgbs) = copy_ceiling(&self.g, 1 << 28)?;
+        let bits = |d: &DevTensor, what: &str| -> Result<Vec<u32>, GpuError> {
+            Ok(self
+                .g
+                .download(d, what)?
+                .to_f32_vec()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect())
+        };
+        let mut want: Option<(Vec<u32>, Vec<u32>)> = None;
+        let mut rows = vec![];
+        for &(op, rr) in SLOT_VARIANTS {
+            // Poison, one chain, compare with the default's bits.
+            for (p, n) in [(ph, k * inter), (pr, k * inter), (po, k * lw), (py, lw)] {
+                self.launch_axpy(p, p, f32::NAN, n, 2)?;
+            }
+            chain(op, rr)?;
+            self.g.sync()?;
+            let got = (bits(&h, "h")?, bits(&y, "y")?);
+            let finite = got
+                .0
+                .iter()
+                .chain(&got.1)
+                .all(|b| f32::from_bits(*b).is_finite());
+            let same = match &want {
+                None => {
+                    want = Some(got);
+                    true
+                }
+                Some(w) => *w == got,
+            };
+            let (tu, gu) = time_launch(&self.g, true, || up(op, rr))?;
+            let (tdn, gdn) = time_launch(&self.g, true, || down(op, rr))?;
+            let (tc, gc) = time_launch(&self.g, true, || chain(op, rr))?;
+            let pick = |single: &crate::runtime::Timing, g: &Option<crate::runtime::Timing>| {
+                g.as_ref().map_or(single.median_us, |t| t.median_us)
+            };
+            let chain_us = pick(&tc, &gc);
+            let gbs = wbytes as f64 / (chain_us * 1e-6) / 1e9;
+            rows.push(serde_json::json!({
+                "kernel": op, "columns_per_warp": rr,
+                "same_bits_as_default": same, "finite": finite,
+                "up": {"single": timing_json(&tu), "graph_per_launch": gu.as_ref().map(timing_json)},
+                "down": {"single": timing_json(&tdn), "graph_per_launch": gdn.as_ref().map(timing_json)},
+                "chain": {"single": timing_json(&tc), "graph_per_launch": gc.as_ref().map(timing_json)},
+                "chain_us": chain_us, "weight_gb_per_s": gbs, "pct_of_copy": 100.0 * gbs / cgbs,
+            }));
+        }
+        Ok(serde_json::json!({
+            "op": "moe_slots", "shape": {"slots": k, "inter": inter, "latent": lw, "weights": "nvfp4 (0.5625 B/weight + table)"},
+            "weight_bytes": wbytes, "floor_us": wbytes as f64 / (cgbs * 1e9) * 1e6,
+            "copy": {"time": timing_json(&ct), "gb_per_s": cgbs},
+            "variants": rows,
+        }))
     }
 }
 

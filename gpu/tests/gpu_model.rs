@@ -1048,3 +1048,24 @@ fn decode_engine_graphs_replay_the_eager_steps() {
         tk = argmax(&a.logits, v)[0] as u32;
     }
 }
+
+/// Every variant of the NVFP4 slot GEMV (`moe_slots_t1` bench preset: columns per warp,
+/// chunks per trip, register caps) gives the default kernel's bits on the Super expert shapes,
+/// through the decode engine's four launches (outputs poisoned before each).
+#[test]
+#[ignore = "gpu"]
+fn slot_gemv_variants_give_the_default_bits() {
+    let k = gpu_k(0xFF);
+    let v = k.bench_moe_slots().expect("moe_slots_t1");
+    let rows = v["variants"].as_array().expect("variants");
+    assert_eq!(rows.len(), gpu::model::SLOT_VARIANTS.len());
+    for r in rows {
+        eprintln!(
+            "{}: chain {:.2} us ({:.1}% of copy)",
+            r["kernel"], r["chain_us"], r["pct_of_copy"]
+        );
+        assert_eq!(r["finite"], true, "{r}");
+        assert_eq!(r["same_bits_as_default"], true, "{r}");
+        assert!(r["chain_us"].as_f64().expect("chain_us") > 0.0);
+    }
+}
