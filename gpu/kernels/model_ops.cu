@@ -487,46 +487,59 @@ __device__ __forceinline__ float model_block_max(float v, float* red) {
     return m;
 }
 
-// x (rows, n), w (n,), out (rows, n). Grid: rows; block: 256.
-extern "C" __global__ void model_rmsnorm(const float* __restrict__ x, const float* __restrict__ w,
-                                         float* __restrict__ out, i64 rows, i64 n, float eps) {
-    __shared__ float red[32];
-    const i64 r = blockIdx.x;
-    if (r >= rows) return;
-    const float* xr = x + r * n;
-    float ss = 0.0f;
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
-    ss = model_block_sum(ss, red);
-    const float rs = 1.0f / sqrtf(ss / (float)n + eps);
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = xr[i] * rs * w[i];
-}
+// x (rows, n), w (n,), out (rows, n). Grid: rows; block: 256. UNROLL: a _Pragma on both
+// loops (model_rmsnorm: none; model_rmsnorm_u8: unroll 8, the same FMAs in the same order with
+// a thread's loads in flight together: a bench variant, `norms_super`, not yet run).
+#define MODEL_RMSNORM(NAME, UNROLL)                                                             \
+    extern "C" __global__ void NAME(const float* __restrict__ x, const float* __restrict__ w,   \
+                                    float* __restrict__ out, i64 rows, i64 n, float eps) {      \
+        __shared__ float red[32];                                                               \
+        const i64 r = blockIdx.x;                                                               \
+        if (r >= rows) return;                                                                  \
+        const float* xr = x + r * n;                                                            \
+        float ss = 0.0f;                                                                        \
+        UNROLL                                                                                  \
+        for (i64 i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);          \
+        ss = model_block_sum(ss, red);                                                          \
+        const float rs = 1.0f / sqrtf(ss / (float)n + eps);                                     \
+        UNROLL                                                                                  \
+        for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = xr[i] * rs * w[i];   \
+    }
+MODEL_RMSNORM(model_rmsnorm, )
+MODEL_RMSNORM(model_rmsnorm_u8, _Pragma("unroll 8"))
 
 // Mamba-2 gated RMSNorm (norm_before_gate = False): x, z (rows, d), w (d,), groups of `group`
-// channels. Grid: rows * (d / group); block: 256.
-extern "C" __global__ void model_gated_rmsnorm(const float* __restrict__ x,
-                                               const float* __restrict__ z,
-                                               const float* __restrict__ w,
-                                               float* __restrict__ out, i64 rows, i64 d,
-                                               i64 group, float eps) {
-    __shared__ float red[32];
-    const i64 ng = d / group;
-    const i64 b = blockIdx.x;
-    if (b >= rows * ng) return;
-    const i64 r = b / ng, c0 = (b % ng) * group;
-    const i64 base = r * d + c0;
-    float ss = 0.0f;
-    for (i64 i = threadIdx.x; i < group; i += blockDim.x) {
-        const float zz = z[base + i];
-        const float g = x[base + i] * (zz / (1.0f + expf(-zz)));
-        out[base + i] = g;
-        ss = fmaf(g, g, ss);
-    }
-    ss = model_block_sum(ss, red);
-    const float rs = 1.0f / sqrtf(ss / (float)group + eps);
-    // Each thread rescales the elements it wrote itself.
-    for (i64 i = threadIdx.x; i < group; i += blockDim.x)
-        out[base + i] = out[base + i] * rs * w[c0 + i];
+// channels. Grid: rows * (d / group); block: 256. UNROLL as in MODEL_RMSNORM
+// (model_gated_rmsnorm_u4: a `norms_super` bench variant, not yet run).
+#define MODEL_GATED_RMSNORM(NAME, UNROLL)                                                       \
+extern "C" __global__ void NAME(const float* __restrict__ x,                                    \
+                                               const float* __restrict__ z,                     \
+                                               const float* __restrict__ w,                     \
+                                               float* __restrict__ out, i64 rows, i64 d,        \
+                                               i64 group, float eps) {                          \
+    __shared__ float red[32];                                                                   \
+    const i64 ng = d / group;                                                                   \
+    const i64 b = blockIdx.x;                                                                   \
+    if (b >= rows * ng) return;                                                                 \
+    const i64 r = b / ng, c0 = (b % ng) * group;                                                \
+    const i64 base = r * d + c0;                                                                \
+    float ss = 0.0f;                                                                            \
+    UNROLL                                                                                      \
+    for (i64 i = threadIdx.x; i < group; i += blockDim.x) {                                     \
+        const float zz = z[base + i];                                                           \
+        const float g = x[base + i] * (zz / (1.0f + expf(-zz)));                                \
+        out[base + i] = g;                                                                      \
+        ss = fmaf(g, g, ss);                                                                    \
+    }                                                                                           \
+    ss = model_block_sum(ss, red);                                                              \
+    const float rs = 1.0f / sqrtf(ss / (float)group + eps);                                     \
+    /* Each thread rescales the elements it wrote itself. */                                    \
+    UNROLL                                                                                      \
+    for (i64 i = threadIdx.x; i < group; i += blockDim.x)                                       \
+        out[base + i] = out[base + i] * rs * w[c0 + i];                                         \
 }
+MODEL_GATED_RMSNORM(model_gated_rmsnorm, )
+MODEL_GATED_RMSNORM(model_gated_rmsnorm_u4, _Pragma("unroll 4"))
 
 extern "C" __global__ void model_relu2(const float* __restrict__ x, float* __restrict__ out,
                                        i64 n) {
@@ -735,14 +748,19 @@ MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2c1lb4, 2, 1, 4)
 
 // y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product
 // rounded before its add: --fmad=false), i < n: the engine's zero fill then one axpy per slot,
-// in one pass (moe_finalize of one token).
-extern "C" __global__ void model_mix_slots(const float* __restrict__ o,
-                                           const float* __restrict__ w, i64 k, i64 n,
-                                           float* __restrict__ y) {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (i64)gridDim.x * blockDim.x) {
-        float acc = 0.0f;
-        for (i64 s = 0; s < k; ++s) acc = acc + w[s] * o[s * n + i];
-        y[i] = acc;
-    }
+// in one pass (moe_finalize of one token). UNROLL as in MODEL_RMSNORM (model_mix_slots_u8: a
+// `norms_super` bench variant, not yet run).
+#define MODEL_MIX_SLOTS(NAME, UNROLL)                                                           \
+extern "C" __global__ void NAME(const float* __restrict__ o,                                    \
+                                           const float* __restrict__ w, i64 k, i64 n,           \
+                                           float* __restrict__ y) {                             \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;                             \
+         i += (i64)gridDim.x * blockDim.x) {                                                    \
+        float acc = 0.0f;                                                                       \
+        UNROLL                                                                                  \
+        for (i64 s = 0; s < k; ++s) acc = acc + w[s] * o[s * n + i];                            \
+        y[i] = acc;                                                                             \
+    }                                                                                           \
 }
+MODEL_MIX_SLOTS(model_mix_slots, )
+MODEL_MIX_SLOTS(model_mix_slots_u8, _Pragma("unroll 8"))

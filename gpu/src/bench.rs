@@ -7,6 +7,7 @@
 //!   `router_t32768`: 512 experts, top-22, Super config, versions v1-v4; `router_t*_f32sig`: the
 //!   same with the all-f32 sigmoid `tanh_f32`; `nvfp4_8192`: an 8192 x 8192 bf16
 //!   tensor quantized in kernel mode, linear and swizzled scales; `copy`: the copy ceiling;
+//!   `norms_super`: the engine's rmsnorm / gated rmsnorm / slot mix, default vs unrolled;
 //!   `moe_slots_t1`: the decode engine's routed slots of one token (22 NVFP4 experts, the
 //!   `model_gemv1_slots_nvfp4w` variants side by side, bits checked against the default);
 //!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer;
@@ -343,12 +344,14 @@ pub fn preset_versions(
         // The decode engine's routed slots of one token (gpu/src/model.rs): the NVFP4 slot
         // GEMV variants side by side, their bits checked against the default's.
         "moe_slots_t1" => crate::model::GpuKernels::new()?.bench_moe_slots(),
+        // The decode engine's norms and slot mix with and without unrolled loops.
+        "norms_super" => crate::model::GpuKernels::new()?.bench_norms(),
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"
         ))),
     }
 }

@@ -1066,7 +1066,21 @@ impl GpuKernels {
         n: usize,
         eps: f32,
     ) -> Result<(), GpuError> {
-        const OP: &str = "model_rmsnorm";
+        self.launch_rmsnorm_named("model_rmsnorm", px, pw, po, rows, n, eps)
+    }
+
+    /// [`GpuKernels::launch_rmsnorm`] on kernel `OP` (model_rmsnorm or a bench variant).
+    #[allow(clippy::too_many_arguments, non_snake_case)]
+    fn launch_rmsnorm_named(
+        &self,
+        OP: &'static str,
+        px: u64,
+        pw: u64,
+        po: u64,
+        rows: usize,
+        n: usize,
+        eps: f32,
+    ) -> Result<(), GpuError> {
         if rows == 0 {
             return Ok(());
         }
@@ -1160,7 +1174,27 @@ impl GpuKernels {
         group: usize,
         eps: f32,
     ) -> Result<(), GpuError> {
-        const OP: &str = "model_gated_rmsnorm";
+        self.launch_gated_rmsnorm_named(
+            "model_gated_rmsnorm",
+            [px, pz, pw, po],
+            rows,
+            d,
+            group,
+            eps,
+        )
+    }
+
+    /// [`GpuKernels::launch_gated_rmsnorm`] on kernel `OP` (the default or a bench variant).
+    #[allow(non_snake_case)]
+    fn launch_gated_rmsnorm_named(
+        &self,
+        OP: &'static str,
+        [px, pz, pw, po]: [u64; 4],
+        rows: usize,
+        d: usize,
+        group: usize,
+        eps: f32,
+    ) -> Result<(), GpuError> {
         if rows == 0 {
             return Ok(());
         }
@@ -1420,7 +1454,20 @@ impl GpuKernels {
         n: usize,
         py: u64,
     ) -> Result<(), GpuError> {
-        const OP: &str = "model_mix_slots";
+        self.launch_mix_slots_named("model_mix_slots", po, pw, k, n, py)
+    }
+
+    /// [`GpuKernels::launch_mix_slots`] on kernel `OP` (the default or a bench variant).
+    #[allow(non_snake_case)]
+    fn launch_mix_slots_named(
+        &self,
+        OP: &'static str,
+        po: u64,
+        pw: u64,
+        k: usize,
+        n: usize,
+        py: u64,
+    ) -> Result<(), GpuError> {
         if n == 0 {
             return Ok(());
         }
@@ -1583,7 +1630,103 @@ pub const SLOT_VARIANTS: &[(&str, u32)] = &[
     ("model_gemv1_slots_nvfp4w_r2c1lb4", 2),
 ];
 
+/// The engine's small per-step kernels at the Super shapes for `duet bench --shape
+/// norms_super`, the default next to its unrolled variant (model_ops.cu: the same FMAs in the
+/// same order, a thread's loads in flight together): rmsnorm of one 4096 row, gated rmsnorm of
+/// one 8192 row in groups of 1024, the mix of 22 slots of 1024. Bits checked against the
+/// default (outputs poisoned first); single-launch and CUDA-graph timing.
+pub const NORM_VARIANTS: &[(&str, &str)] = &[
+    ("model_rmsnorm", "model_rmsnorm_u8"),
+    ("model_gated_rmsnorm", "model_gated_rmsnorm_u4"),
+    ("model_mix_slots", "model_mix_slots_u8"),
+];
+
 impl GpuKernels {
+    pub fn bench_norms(&self) -> Result<serde_json::Value, GpuError> {
+        use crate::bench::{time_launch, timing_json};
+        let st = &self.g.stream;
+        let vals = |n: usize, seed: u64| {
+            Mat::Lazy {
+                rows: 1,
+                cols: n,
+                seed,
+                init: Init::Linear,
+            }
+            .values()
+            .iter()
+            .map(|v| v * 40.0)
+            .collect::<Vec<f32>>()
+        };
+        let up = |v: Vec<f32>| self.g.upload(&Tensor::from_f32(&[v.len()], v));
+        let (hs, di, grp, k, lw) = (4096usize, 8192usize, 1024usize, 22usize, 1024usize);
+        let x = up(vals(di, 9101))?;
+        let z = up(vals(di, 9102))?;
+        let w = up(vals(di, 9103))?;
+        let o = up(vals(k * lw, 9104))?;
+        let sw = up(vals(k, 9105))?;
+        let y = self.g.alloc_poisoned(&[di], DType::F32, self.poison)?;
+        let (px, pz, pw, po, psw, py) = (
+            x.ptr(st),
+            z.ptr(st),
+            w.ptr(st),
+            o.ptr(st),
+            sw.ptr(st),
+            y.ptr(st),
+        );
+        let launch = |op: &'static str| -> Result<(), GpuError> {
+            match op {
+                "model_rmsnorm" | "model_rmsnorm_u8" => {
+                    self.launch_rmsnorm_named(op, px, pw, py, 1, hs, 1e-5)
+                }
+                "model_gated_rmsnorm" | "model_gated_rmsnorm_u4" => {
+                    self.launch_gated_rmsnorm_named(op, [px, pz, pw, py], 1, di, grp, 1e-5)
+                }
+                _ => self.launch_mix_slots_named(op, po, psw, k, lw, py),
+            }
+        };
+        let mut rows = vec![];
+        for &(base, var) in NORM_VARIANTS {
+            let mut want: Option<Vec<u32>> = None;
+            for op in [base, var] {
+                self.launch_axpy(py, py, f32::NAN, di, 2)?;
+                launch(op)?;
+                self.g.sync()?;
+                let got: Vec<u32> = self
+                    .g
+                    .download(&y, "y")?
+                    .to_f32_vec()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
+                let n = if op.starts_with("model_rmsnorm") {
+                    hs
+                } else if op.starts_with("model_gated") {
+                    di
+                } else {
+                    lw
+                };
+                let finite = got[..n].iter().all(|b| f32::from_bits(*b).is_finite());
+                let same = match &want {
+                    None => {
+                        want = Some(got);
+                        true
+                    }
+                    Some(w) => *w == got,
+                };
+                let (t, gt) = time_launch(&self.g, true, || launch(op))?;
+                rows.push(serde_json::json!({
+                    "kernel": op, "default": op == base, "finite": finite,
+                    "same_bits_as_default": same,
+                    "single": timing_json(&t), "graph_per_launch": gt.as_ref().map(timing_json),
+                }));
+            }
+        }
+        Ok(serde_json::json!({
+            "op": "norms", "shape": {"rmsnorm": hs, "gated_rmsnorm": [di, grp], "mix_slots": [k, lw]},
+            "variants": rows,
+        }))
+    }
+
     pub fn bench_moe_slots(&self) -> Result<serde_json::Value, GpuError> {
         use crate::bench::{copy_ceiling, time_launch, timing_json};
         use reference::tensor::Data;

@@ -1069,3 +1069,19 @@ fn slot_gemv_variants_give_the_default_bits() {
         assert!(r["chain_us"].as_f64().expect("chain_us") > 0.0);
     }
 }
+
+/// The unrolled variants of the engine's rmsnorm, gated rmsnorm and slot mix (`norms_super`
+/// bench preset) give the default kernels' bits.
+#[test]
+#[ignore = "gpu"]
+fn norm_variants_give_the_default_bits() {
+    let k = gpu_k(0xFF);
+    let v = k.bench_norms().expect("norms_super");
+    let rows = v["variants"].as_array().expect("variants");
+    assert_eq!(rows.len(), 2 * gpu::model::NORM_VARIANTS.len());
+    for r in rows {
+        eprintln!("{}: {}", r["kernel"], r["graph_per_launch"]["median_us"]);
+        assert_eq!(r["finite"], true, "{r}");
+        assert_eq!(r["same_bits_as_default"], true, "{r}");
+    }
+}

@@ -5,7 +5,8 @@
 #  - the super decode bench (compact weights, graphs): engine median per step, 1.558 ms in
 #    session 8 call 4
 #  - `moe_slots_t1` (new, not yet run): the NVFP4 slot GEMV variants (columns per warp, chunks
-#    per trip, register caps) side by side on 22 Super experts, bits checked against the default
+#    per trip, register caps) side by side on 22 Super experts, bits checked against the default;
+#    `norms_super` (new): rmsnorm / gated rmsnorm / slot mix with unrolled loops vs the default
 cd "$(dirname "$0")/../.."
-scripts/device-session.sh t:gpu_model:300 e2esuper16g presets:moe_slots_t1
+scripts/device-session.sh t:gpu_model:300 e2esuper16g presets:moe_slots_t1,norms_super
 cd "$OUT" && ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf
