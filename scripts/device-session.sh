@@ -16,6 +16,7 @@
 #   e2esuper16  the same with --weights bf16 --gpu-weights compact (bf16 weights stored as bf16,
 #             the NVFP4 experts as codes + per-block scale pairs)
 #   e2esuper16g the same with --engine-graphs (the engine's step as a CUDA graph)
+#   e2esuper16gf the same with --engine-fuse (residual add + next norm in one kernel)
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   e2eengine the same with --decode-engine (the decode steps through the decode engine)
@@ -100,6 +101,9 @@ one() { # one step (see the list above)
     e2esuper16g) step e2e-super-bf16-graphs "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
         --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+    e2esuper16gf) step e2e-super-bf16-graphs-fused "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
+        --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
+        --engine-fuse --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
     e2esuper16) step e2e-super-bf16 "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
         --experts nvfp4 --weights bf16 --gpu-weights compact --compare gpu --bench-decode 8 --tokens 8 \
         --mtp-pattern "" --json ;;

@@ -508,6 +508,28 @@ __device__ __forceinline__ float model_block_max(float v, float* red) {
 MODEL_RMSNORM(model_rmsnorm, )
 MODEL_RMSNORM(model_rmsnorm_u8, _Pragma("unroll 8"))
 
+// The decode engine's residual add and the next norm in one launch (GpuDevice::add_rmsnorm,
+// opt-in: session 8, not yet run): h[i] = h[i] + 1 * x[i] (model_axpy's sum: the product is
+// exact), then out = model_rmsnorm(h) * w with the same per-thread order (i = tid, tid + 256,
+// ...), so the same bits as model_axpy then model_rmsnorm. One row of n; grid 1, block 256.
+extern "C" __global__ void model_add_rmsnorm(float* __restrict__ h, const float* __restrict__ x,
+                                             const float* __restrict__ w,
+                                             float* __restrict__ out, i64 n, float eps) {
+    __shared__ float red[32];
+    float ss = 0.0f;
+#pragma unroll 8
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = h[i] + 1.0f * x[i];
+        h[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)n + eps);
+    // Each thread reads back the values it wrote itself.
+#pragma unroll 8
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[i] = h[i] * rs * w[i];
+}
+
 // Mamba-2 gated RMSNorm (norm_before_gate = False): x, z (rows, d), w (d,), groups of `group`
 // channels. Grid: rows * (d / group); block: 256. UNROLL as in MODEL_RMSNORM
 // (model_gated_rmsnorm_u4: a `norms_super` bench variant, not yet run).

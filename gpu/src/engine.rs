@@ -40,6 +40,8 @@ pub struct GpuDevice<'k> {
     timing: Option<RefCell<OpTiming>>,
     /// CUDA graphs of the step, when asked for ([`GpuDevice::with_graphs`])
     graphs: Option<RefCell<Graphs>>,
+    /// the residual add and the next norm in one kernel ([`GpuDevice::with_fused_norms`])
+    fuse_norms: bool,
 }
 
 /// Where a graph-mode device is in its steps: the first runs eagerly (it allocates the scratch,
@@ -96,6 +98,7 @@ impl<'k> GpuDevice<'k> {
             slots_o: RefCell::new(None),
             timing: None,
             graphs: None,
+            fuse_norms: false,
         }
     }
 
@@ -134,6 +137,14 @@ impl<'k> GpuDevice<'k> {
     /// Times every op with a pair of CUDA events (GPU time from the op's first launch to its
     /// last, including the gaps between them); read with [`GpuDevice::op_times`]. For a
     /// profiling pass: the events add host work to every op.
+    /// The residual add and the following norm in one launch (`model_add_rmsnorm`, the same
+    /// bits as the two kernels; one launch fewer per layer). Opt-in: written in session 8,
+    /// not yet run on the H200 (`duet e2e --engine-fuse`).
+    pub fn with_fused_norms(mut self) -> Self {
+        self.fuse_norms = true;
+        self
+    }
+
     pub fn with_op_timing(mut self) -> Self {
         self.timing = Some(RefCell::new(OpTiming::default()));
         self.graphs = None;
@@ -523,6 +534,33 @@ impl DecodeDevice for GpuDevice<'_> {
                 self.k
                     .launch_gated_rmsnorm([px, pz, pw, py], 1, d, group, eps)
                     .map_err(gerr("gated_rmsnorm"))
+            },
+        )
+    }
+
+    fn add_rmsnorm(
+        &self,
+        h: &mut DevTensor,
+        x: At<'_, DevTensor>,
+        w: &[f32],
+        eps: f32,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        if !self.fuse_norms {
+            self.axpy(h, 1.0, x, w.len())?;
+            return self.rmsnorm(h, w, eps, y);
+        }
+        let n = w.len();
+        let px = self.at(x, n, "add_rmsnorm x")?;
+        let ph = self.at((h, 0), n, "add_rmsnorm h")?;
+        let py = self.at((y, 0), n, "add_rmsnorm y")?;
+        let pw = self.vec(w)?;
+        self.timed(
+            || "add_rmsnorm".into(),
+            || {
+                self.k
+                    .launch_add_rmsnorm([ph, px, pw, py], n, eps)
+                    .map_err(gerr("add_rmsnorm"))
             },
         )
     }

@@ -1094,6 +1094,27 @@ impl GpuKernels {
         Ok(())
     }
 
+    /// Queues `model_add_rmsnorm`: `h[i] += x[i]`, then `out = rmsnorm(h) * w` over one row of
+    /// n f32 values (device pointers; the caller holds h, x, w, out at n values).
+    pub(crate) fn launch_add_rmsnorm(
+        &self,
+        [ph, px, pw, po]: [u64; 4],
+        n: usize,
+        eps: f32,
+    ) -> Result<(), GpuError> {
+        const OP: &str = "model_add_rmsnorm";
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, OP)?;
+        let nn = n as i64;
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&ph).arg(&px).arg(&pw).arg(&po).arg(&nn).arg(&eps);
+        // SAFETY: model_add_rmsnorm(h, x, w, out, n, eps); each holds n f32 values.
+        unsafe { a.launch(runtime::cfg(1, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
+        Ok(())
+    }
+
     /// Gated RMSNorm (gate then norm, groups of `group`) of x, z (rows, w.len())
     /// (`model_gated_rmsnorm`).
     pub fn gated_rmsnorm_rows(

@@ -1085,3 +1085,49 @@ fn norm_variants_give_the_default_bits() {
         assert_eq!(r["same_bits_as_default"], true, "{r}");
     }
 }
+
+/// The decode engine with the residual add fused into the next norm
+/// (`GpuDevice::with_fused_norms`, `model_add_rmsnorm`), eager and with CUDA graphs, gives the
+/// unfused engine's logits bit for bit on tiny-a and tiny-b.
+#[test]
+#[ignore = "gpu"]
+fn decode_engine_fused_norms_give_the_unfused_bits() {
+    use gpu::engine::GpuDevice;
+    use reference::model::engine::DecodeEngine;
+    for name in ["nemotron-tiny-a", "nemotron-tiny-b"] {
+        let dir = fixture_named(name);
+        let cpu = Model::load_dir(&dir).expect("fixture");
+        let gm = gpu_model(Model::load_dir(&dir).expect("fixture"));
+        let k = gpu_k(0xFF);
+        let (g, p) = golden_in(&dir);
+        let ids = ids(&g);
+        let v = cpu.cfg.vocab_size;
+        let mut gc = gm.new_cache();
+        gm.forward(&ids[..p], Some(&mut gc), Pass::Prefill, false)
+            .expect("gpu prefill");
+        let mut plain = DecodeEngine::new(&cpu, GpuDevice::new(&k), &gc, 6).expect("engine");
+        let fused = GpuDevice::new(&k).with_fused_norms();
+        let mut fused = DecodeEngine::new(&cpu, fused, &gc, 6).expect("engine");
+        let fg = GpuDevice::new(&k)
+            .with_fused_norms()
+            .with_graphs()
+            .expect("graph mode");
+        let mut fg = DecodeEngine::new(&cpu, fg, &gc, 6).expect("engine");
+        let mut tk = ids[p];
+        for step in 0..6 {
+            let a = plain.step(tk).expect("engine step");
+            for (what, b) in [
+                ("fused", fused.step(tk).expect("fused step")),
+                ("fused + graphs", fg.step(tk).expect("fused graphed step")),
+            ] {
+                let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());
+                assert!(
+                    same,
+                    "{name} step {step}: {what} vs unfused max rel {:e}",
+                    max_rel(&a, &b)
+                );
+            }
+            tk = argmax(&a, v)[0] as u32;
+        }
+    }
+}

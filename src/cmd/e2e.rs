@@ -147,6 +147,11 @@ pub struct Args {
     /// resident on the first step). For `--decode-engine` and the decode bench's gpu-engine.
     #[arg(long)]
     engine_graphs: bool,
+    /// The GPU decode engine fuses each residual add with the following norm
+    /// (`model_add_rmsnorm`: the same bits, one launch fewer per layer). Written in session 8,
+    /// not yet run on the H200.
+    #[arg(long)]
+    engine_fuse: bool,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -330,6 +335,7 @@ fn profile_engine_gpu(
     prompt: &[u32],
     m: &BenchRun,
     g: &gpu::model::GpuKernels,
+    fuse: bool,
 ) -> anyhow::Result<Vec<(String, OpTime)>> {
     use reference::model::engine::DecodeEngine;
     let n = m.logits.len();
@@ -338,6 +344,7 @@ fn profile_engine_gpu(
         .forward(prompt, Some(&mut cache0), Pass::Prefill, false)
         .context("engine profile prefill")?;
     let dev = gpu::engine::GpuDevice::new(g).with_op_timing();
+    let dev = if fuse { dev.with_fused_norms() } else { dev };
     let mut eng =
         DecodeEngine::new(model, dev, &cache0, n).context("building the decode engine")?;
     for &tk in &m.toks[..n] {
@@ -551,8 +558,29 @@ fn engine_decode<D: reference::model::engine::DecodeDevice>(
 #[derive(Clone, Copy)]
 enum DecodeWith<'a> {
     Model,
-    /// the GPU kernels (None: the CPU device), and whether the GPU device uses CUDA graphs
-    Engine(Option<&'a gpu::model::GpuKernels>, bool),
+    /// the GPU kernels (None: the CPU device), and the GPU device's options
+    Engine(Option<&'a gpu::model::GpuKernels>, EngineOpts),
+}
+
+/// How the GPU decode engine's device is built (`--engine-graphs`, `--engine-fuse`).
+#[derive(Clone, Copy)]
+struct EngineOpts {
+    graphs: bool,
+    fuse: bool,
+}
+
+/// The GPU decode engine's device with `o`.
+fn gpu_engine_device(
+    g: &gpu::model::GpuKernels,
+    o: EngineOpts,
+) -> Result<gpu::engine::GpuDevice<'_>, reference::model::ModelError> {
+    let d = gpu::engine::GpuDevice::new(g);
+    let d = if o.fuse { d.with_fused_norms() } else { d };
+    if o.graphs {
+        d.with_graphs()
+    } else {
+        Ok(d)
+    }
 }
 
 fn run_path(
@@ -597,9 +625,8 @@ fn run_path(
             engine_decode(model, reference::model::engine::CpuDevice, &cache, toks)
                 .with_context(|| ctx("decode"))?,
         ),
-        DecodeWith::Engine(Some(g), graphs) => {
-            let dev = gpu::engine::GpuDevice::new(g);
-            let dev = if graphs { dev.with_graphs()? } else { dev };
+        DecodeWith::Engine(Some(g), o) => {
+            let dev = gpu_engine_device(g, o)?;
             decode_logits
                 .extend(engine_decode(model, dev, &cache, toks).with_context(|| ctx("decode"))?)
         }
@@ -1010,7 +1037,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         };
         model.set_kernels(k.clone());
         let with = if args.decode_engine {
-            DecodeWith::Engine(g, args.engine_graphs)
+            DecodeWith::Engine(
+                g,
+                EngineOpts {
+                    graphs: args.engine_graphs,
+                    fuse: args.engine_fuse,
+                },
+            )
         } else {
             DecodeWith::Model
         };
@@ -1025,7 +1058,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             // The decode engine over the same steps: on the GPU every activation, state and
             // cache stays on the device; on the CPU it checks the orchestration (same bits).
             let prompt = &ids[..prefill_len];
-            let graphs = args.engine_graphs;
+            let eo = EngineOpts {
+                graphs: args.engine_graphs,
+                fuse: args.engine_fuse,
+            };
             let (name, eng) = match g {
                 Some(g) => (
                     "gpu-engine",
@@ -1033,14 +1069,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                         &model,
                         prompt,
                         &b,
-                        || {
-                            let d = gpu::engine::GpuDevice::new(g);
-                            if graphs {
-                                d.with_graphs()
-                            } else {
-                                Ok(d)
-                            }
-                        },
+                        || gpu_engine_device(g, eo),
                         &|| g.sync().context("synchronising the GPU"),
                         &|| Some(g.weight_stats().uploads),
                         &|on| {
@@ -1066,7 +1095,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             // On the GPU, a third pass with CUDA events around every op: where the engine's
             // step goes on the device (the op breakdown of gpu-engine).
             let eng = match (eng, g) {
-                (Ok(mut e), Some(g)) => match profile_engine_gpu(&model, prompt, &b, g) {
+                (Ok(mut e), Some(g)) => match profile_engine_gpu(&model, prompt, &b, g, eo.fuse) {
                     Ok(ops) => {
                         e.ops = ops;
                         Ok(e)
@@ -1180,6 +1209,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "experts": args.experts,
                 "weights": args.weights,
                 "gpu_weights": args.gpu_weights,
+                "engine_fuse": args.engine_fuse,
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,

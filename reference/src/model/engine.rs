@@ -92,6 +92,20 @@ pub trait DecodeDevice {
     ) -> Result<(), ModelError>;
     /// `y[i] = v`, i < n.
     fn fill(&self, y: &mut Self::Buf, v: f32, n: usize) -> Result<(), ModelError>;
+    /// The residual add then the next norm: `h[i] = h[i] + 1 * x[off + i]` (i < w.len(), as
+    /// [`DecodeDevice::axpy`]), then `y = rmsnorm(h, w)` ([`DecodeDevice::rmsnorm`]). A device
+    /// may fuse the two (the same bits); the default runs them one after the other.
+    fn add_rmsnorm(
+        &self,
+        h: &mut Self::Buf,
+        x: At<'_, Self::Buf>,
+        w: &[f32],
+        eps: f32,
+        y: &mut Self::Buf,
+    ) -> Result<(), ModelError> {
+        self.axpy(h, 1.0, x, w.len())?;
+        self.rmsnorm(h, w, eps, y)
+    }
     /// `dst[dst_off + i] = x[off + i]`, i < n.
     fn copy(
         &self,
@@ -575,8 +589,13 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
         let row = super::linear::embed(&m.embed, &[token]);
         dev.write(&mut s.h, &row)?;
         dev.begin_step(self.seen)?;
+        // Each layer's input norm is computed where the previous layer's residual add ends
+        // (add_rmsnorm: a device may fuse the two); the first layer's here.
+        match m.layers.first() {
+            Some(b0) => dev.rmsnorm(&s.h, &b0.norm, eps, &mut s.xn)?,
+            None => dev.rmsnorm(&s.h, &m.norm_f, eps, &mut s.xn)?,
+        }
         for (li, blk) in m.layers.iter().enumerate() {
-            dev.rmsnorm(&s.h, &blk.norm, eps, &mut s.xn)?;
             match (&blk.mixer, &mut self.states[li]) {
                 (Mixer::Mamba(w), DevState::Mamba { conv, ssm }) => {
                     let (di, cd, nh) = (c.d_inner(), c.conv_dim(), c.mamba_num_heads);
@@ -658,10 +677,17 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                 }
             }
             // The residual in place: h + mixer out (Model::block_forward adds the block input
-            // to the mixer's output: the same sum, addition commutes).
-            dev.axpy(&mut s.h, 1.0, (&s.mix, 0), hs)?;
+            // to the mixer's output: the same sum, addition commutes), then the next layer's
+            // input norm (after the last layer, the final norm).
+            let next = m.layers.get(li + 1).map_or(&m.norm_f, |b| &b.norm);
+            if next.len() != hs {
+                return Err(ModelError::Op(format!(
+                    "decode engine: a norm of {} weights after layer {li} (hidden size {hs})",
+                    next.len()
+                )));
+            }
+            dev.add_rmsnorm(&mut s.h, (&s.mix, 0), next, eps, &mut s.xn)?;
         }
-        dev.rmsnorm(&s.h, &m.norm_f, eps, &mut s.xn)?;
         let head = m.lm_head.as_ref().unwrap_or(&m.embed);
         dev.linear((&s.xn, 0), head, None, &mut s.logits)?;
         dev.end_step()?;
