@@ -134,9 +134,6 @@ impl<'k> GpuDevice<'k> {
         self.graphs.as_ref().map(|g| self.ptr(&g.borrow().pos))
     }
 
-    /// Times every op with a pair of CUDA events (GPU time from the op's first launch to its
-    /// last, including the gaps between them); read with [`GpuDevice::op_times`]. For a
-    /// profiling pass: the events add host work to every op.
     /// The residual add and the following norm in one launch (`model_add_rmsnorm`, the same
     /// bits as the two kernels; one launch fewer per layer). Opt-in: written in session 8,
     /// not yet run on the H200 (`duet e2e --engine-fuse`).
@@ -145,6 +142,9 @@ impl<'k> GpuDevice<'k> {
         self
     }
 
+    /// Times every op with a pair of CUDA events (GPU time from the op's first launch to its
+    /// last, including the gaps between them); read with [`GpuDevice::op_times`]. For a
+    /// profiling pass: the events add host work to every op.
     pub fn with_op_timing(mut self) -> Self {
         self.timing = Some(RefCell::new(OpTiming::default()));
         self.graphs = None;

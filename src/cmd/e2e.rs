@@ -123,8 +123,8 @@ pub struct Args {
     /// How the GPU path stores weights: f32 (every weight as f32 values), or compact: bf16
     /// values as bf16 and the super preset's NVFP4 experts as codes and scale bytes plus a
     /// table of pairs (0.5625 bytes per weight), read by GEMM / GEMV kernels that give the f32
-    /// storage's results
-    /// bit for bit (gpu/src/nvfp4_store.rs). Pair with `--weights bf16 --experts nvfp4`.
+    /// storage's results bit for bit (gpu/src/nvfp4_store.rs). Pair with `--weights bf16
+    /// --experts nvfp4`.
     #[arg(long, default_value = "f32", value_parser = ["f32", "compact"])]
     gpu_weights: String,
     /// Pass threshold of the max relative error.
@@ -192,12 +192,12 @@ impl BenchRun {
     }
 }
 
-/// The decode benchmark on the model's current kernels (module doc): prefill, an untimed
-/// pass of `n` greedy decode steps, then the same steps again from the same cache, timed.
 /// Set (to anything): the decode bench's last engine step runs inside a profiler range
 /// (`duet profile engine-step`).
 pub const PROFILE_ENGINE_STEP_ENV: &str = "DUET_PROFILE_ENGINE_STEP";
 
+/// The decode benchmark on the model's current kernels (module doc): prefill, an untimed
+/// pass of `n` greedy decode steps, then the same steps again from the same cache, timed.
 fn bench_decode(
     model: &Model,
     prompt: &[u32],

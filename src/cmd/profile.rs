@@ -99,9 +99,9 @@ pub struct Args {
     /// the marked step).
     #[arg(long)]
     launch_count: Option<u32>,
-    /// engine-step: the `duet e2e` arguments (whitespace-separated) instead of the default
-    /// super decode bench.
-    #[arg(long)]
+    /// engine-step: the `duet e2e` arguments (whitespace-separated, one string) instead of
+    /// the default super decode bench.
+    #[arg(long, allow_hyphen_values = true)]
     e2e: Option<String>,
     /// Also sum the profiled kernels per name (calls, total duration, share); JSON output
     /// becomes {"kernels": [...], "by_kernel": [...], "total_us": ...}. On for engine-step.
