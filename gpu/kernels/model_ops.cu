@@ -680,9 +680,10 @@ extern "C" __global__ void model_axpy(float* __restrict__ y, const float* __rest
 }
 
 // The routed experts of one token (the decode engine, gpu/src/engine.rs): slot s = blockIdx.y
-// multiplies its expert's weight W_s (N, K), at the address ws[s] (NVFP4: its pairs tab_off
-// bytes further), by x + s * x_stride into y + s * N: model_gemv_body with one row, so each
-// slot gets the per-expert launch's bits. Grid: (ceil(N / GEMV_WARPS), slots).
+// multiplies its expert's weight W_s (N, K), at the address ws[s] (NVFP4: its scale bytes
+// sf_off and its table lut_off bytes further), by x + s * x_stride into y + s * N:
+// model_gemv_body (or model_gemv1_body) with one row, so each slot gets the per-expert
+// launch's bits. Grid: (ceil(N / (GEMV_WARPS * R)), slots).
 // With `ids` (the router's top-k on the device), slot s takes ws[ids[s]] from a table of every
 // expert's address instead of ws[s] (the decode engine's CUDA graphs).
 __device__ __forceinline__ u64 model_slot_weight(const u64* __restrict__ ws,
