@@ -368,6 +368,54 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV* c
     }
 }
 
+// NVFP4 with production numerics (bench only: `moe_slots_t1`'s "nvfp4p"; session 8, not yet
+// run): per block the partial sum x . e2m1 in f32, then acc += partial * (sf / gs) once, instead
+// of each weight's exact c * sf / gs. Not the reference's bits (the bench reports the max
+// relative difference to the exact kernel). The E2M1 magnitude's f32 bits come from two PRMT
+// byte-plane lookups per 4 codes (bits 31..24 and 23..16 of 0, .5, 1, 1.5, 2, 3, 4, 6) and one
+// PRMT per weight assembling them (its low bytes zero by sign replication of a positive byte);
+// the code's sign bit ORed into bit 31.
+struct ModelWNVP {
+    ModelWNV v;
+    __device__ __forceinline__ static ModelWNVP at_base(const u8* base, i64 sf_off, i64 lut_off) {
+        return {ModelWNV::at_base(base, sf_off, lut_off)};
+    }
+    __device__ __forceinline__ ModelWNVP row(i64 n, i64 K) const { return {v.row(n, K)}; }
+};
+struct ModelC16NVP { uint2 c; float q1; };
+__device__ __forceinline__ ModelC16NVP model_ld16(const ModelWNVP& w, i64 c) {
+    return {__ldg((const uint2*)w.v.codes + c), w.v.pair(c).x};
+}
+__device__ __forceinline__ u32 model_prmt(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+template <int R>
+__device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NVP* ch, float* acc) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float part = 0.0f;
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            const u32 word = (h < 2) ? ch[r].c.x : ch[r].c.y;
+            const u32 c16 = (word >> (16 * (h & 1))) & 0xFFFFu;
+            const u32 sel = c16 & 0x7777u, sg = c16 & 0x8888u;
+            const u32 r3 = model_prmt(0x3F3F3F00u, 0x40404040u, sel);
+            const u32 r2 = model_prmt(0xC0800000u, 0xC0804000u, sel);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                // byte 3 <- r3.byte j, byte 2 <- r2.byte j, bytes 1, 0 <- sign of r3.byte j (0)
+                const u32 s = ((4u + j) << 12) | ((u32)j << 8) | ((0xCu + j) << 4) | (0xCu + j);
+                u32 bits = model_prmt(r2, r3, s);
+                bits |= (sg << (28 - 4 * j)) & 0x80000000u;
+                part = fmaf(xv[4 * h + j], __uint_as_float(bits), part);
+            }
+        }
+        acc[r] = fmaf(part, ch[r].q1, acc[r]);
+    }
+}
+
 // y[n] = x . w[n] (+ bias[n]) for one row x (K values), K % 16 == 0, x 16-byte aligned and
 // every weight row aligned for its ld16 (f32 / bf16: 16 bytes, NVFP4 codes: 8). Warp = R
 // consecutive output columns (the last warp's surplus columns load column N - 1 and store
@@ -763,6 +811,16 @@ model_gemv1_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* _
                                           ModelWNV::at_base(base, sf_off, lut_off),             \
                                           (const float*)0, y + s * N, N, K, 0);                 \
     }
+// The production-numerics form (ModelWNVP above): not the reference's bits.
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_slots_nvfp4p(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
+                         const i32* __restrict__ ids, i64 sf_off, i64 lut_off,
+                         float* __restrict__ y, i64 N, i64 K) {
+    const i64 s = blockIdx.y;
+    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+    model_gemv1_body<GEMV1_R_NV>(x + s * x_stride, ModelWNVP::at_base(base, sf_off, lut_off),
+                                 (const float*)0, y + s * N, N, K, 0);
+}
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1, 4, 1, 1)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1lb3, 4, 1, 3)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2, 2, 2, 1)

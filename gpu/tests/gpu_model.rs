@@ -1049,9 +1049,10 @@ fn decode_engine_graphs_replay_the_eager_steps() {
     }
 }
 
-/// Every variant of the NVFP4 slot GEMV (`moe_slots_t1` bench preset: columns per warp,
-/// chunks per trip, register caps) gives the default kernel's bits on the Super expert shapes,
-/// through the decode engine's four launches (outputs poisoned before each).
+/// Every exact variant of the NVFP4 slot GEMV (`moe_slots_t1` bench preset: columns per
+/// warp, chunks per trip, register caps) gives the default kernel's bits on the Super expert
+/// shapes, through the decode engine's four launches (outputs poisoned before each); the
+/// production-numerics one stays within 1e-5 of it (max |a - b| / max |a|).
 #[test]
 #[ignore = "gpu"]
 fn slot_gemv_variants_give_the_default_bits() {
@@ -1065,7 +1066,13 @@ fn slot_gemv_variants_give_the_default_bits() {
             r["kernel"], r["chain_us"], r["pct_of_copy"]
         );
         assert_eq!(r["finite"], true, "{r}");
-        assert_eq!(r["same_bits_as_default"], true, "{r}");
+        if r["exact"] == true {
+            assert_eq!(r["same_bits_as_default"], true, "{r}");
+        } else {
+            // Production numerics: per-block partial sums, then the scale (other rounding).
+            let e = r["max_rel_vs_default"].as_f64().expect("max_rel");
+            assert!(e < 1e-5, "{r}");
+        }
         assert!(r["chain_us"].as_f64().expect("chain_us") > 0.0);
     }
 }
