@@ -290,8 +290,8 @@ pub struct GpuKernels {
     pub bf16_weights: bool,
     /// Store NVFP4 weights ([`Mat::LazyAs`] in NVFP4: the super preset's experts) as codes
     /// and scale bytes plus a table of pairs ([`crate::nvfp4_store`], 0.5625 bytes per
-    /// weight, the same results as the dequantized f32; session 7's one-byte form passed on
-    /// the H200 in session 8). Off by default; `DUET_NVFP4_WEIGHTS=1` turns it on.
+    /// weight, the same results as the dequantized f32; run on the H200 in session 8, call 4).
+    /// Off by default; `DUET_NVFP4_WEIGHTS=1` or `duet e2e --gpu-weights compact` turns it on.
     pub nvfp4_weights: bool,
     /// Kernel version of the reused `causal_conv1d_fn` (v1: the reference's summation order).
     pub conv_fn_version: &'static str,
