@@ -1069,11 +1069,11 @@ impl GpuKernels {
         self.launch_rmsnorm_named("model_rmsnorm", px, pw, po, rows, n, eps)
     }
 
-    /// [`GpuKernels::launch_rmsnorm`] on kernel `OP` (model_rmsnorm or a bench variant).
-    #[allow(clippy::too_many_arguments, non_snake_case)]
+    /// [`GpuKernels::launch_rmsnorm`] on kernel `op` (model_rmsnorm or a bench variant).
+    #[allow(clippy::too_many_arguments)]
     fn launch_rmsnorm_named(
         &self,
-        OP: &'static str,
+        op: &'static str,
         px: u64,
         pw: u64,
         po: u64,
@@ -1084,13 +1084,13 @@ impl GpuKernels {
         if rows == 0 {
             return Ok(());
         }
-        let blocks = grid_u32(OP, rows as u64)?;
-        let f = self.g.function(FILE, OP)?;
+        let blocks = grid_u32(op, rows as u64)?;
+        let f = self.g.function(FILE, op)?;
         let (r, nn) = (rows as i64, n as i64);
         let mut a = self.g.stream.launch_builder(&f);
         a.arg(&px).arg(&pw).arg(&po).arg(&r).arg(&nn).arg(&eps);
         // SAFETY: model_rmsnorm(x, w, out, rows, n, eps); x and out hold rows*n, w n values.
-        unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
+        unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(op))?;
         Ok(())
     }
 
@@ -1205,11 +1205,10 @@ impl GpuKernels {
         )
     }
 
-    /// [`GpuKernels::launch_gated_rmsnorm`] on kernel `OP` (the default or a bench variant).
-    #[allow(non_snake_case)]
+    /// [`GpuKernels::launch_gated_rmsnorm`] on kernel `op` (the default or a bench variant).
     fn launch_gated_rmsnorm_named(
         &self,
-        OP: &'static str,
+        op: &'static str,
         [px, pz, pw, po]: [u64; 4],
         rows: usize,
         d: usize,
@@ -1220,17 +1219,17 @@ impl GpuKernels {
             return Ok(());
         }
         if group == 0 || !d.is_multiple_of(group) {
-            return Err(bad(OP, format!("group {group} does not divide d = {d}")));
+            return Err(bad(op, format!("group {group} does not divide d = {d}")));
         }
-        let blocks = grid_u32(OP, (rows * (d / group)) as u64)?;
-        let f = self.g.function(FILE, OP)?;
+        let blocks = grid_u32(op, (rows * (d / group)) as u64)?;
+        let f = self.g.function(FILE, op)?;
         let (r, dd, gg) = (rows as i64, d as i64, group as i64);
         let mut a = self.g.stream.launch_builder(&f);
         a.arg(&px).arg(&pz).arg(&pw).arg(&po);
         a.arg(&r).arg(&dd).arg(&gg).arg(&eps);
         // SAFETY: model_gated_rmsnorm(x, z, w, out, rows, d, group, eps); x, z, out hold
         // rows*d values, w d; group divides d.
-        unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(OP))?;
+        unsafe { a.launch(runtime::cfg(blocks, NORM_THREADS, 0)) }.map_err(launch_err(op))?;
         Ok(())
     }
 
@@ -1478,11 +1477,10 @@ impl GpuKernels {
         self.launch_mix_slots_named("model_mix_slots", po, pw, k, n, py)
     }
 
-    /// [`GpuKernels::launch_mix_slots`] on kernel `OP` (the default or a bench variant).
-    #[allow(non_snake_case)]
+    /// [`GpuKernels::launch_mix_slots`] on kernel `op` (the default or a bench variant).
     fn launch_mix_slots_named(
         &self,
-        OP: &'static str,
+        op: &'static str,
         po: u64,
         pw: u64,
         k: usize,
@@ -1492,13 +1490,13 @@ impl GpuKernels {
         if n == 0 {
             return Ok(());
         }
-        let f = self.g.function(FILE, OP)?;
+        let f = self.g.function(FILE, op)?;
         let (kk, nn) = (k as i64, n as i64);
         let mut a = self.g.stream.launch_builder(&f);
         a.arg(&po).arg(&pw).arg(&kk).arg(&nn).arg(&py);
         let grid = ops::grid_for(&self.g, n as u64, 256);
         // SAFETY: model_mix_slots(o, w, k, n, y): o holds k*n, w k, y n f32 values.
-        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(OP))?;
+        unsafe { a.launch(runtime::cfg(grid, 256, 0)) }.map_err(launch_err(op))?;
         Ok(())
     }
 
