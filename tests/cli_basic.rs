@@ -422,3 +422,53 @@ fn compare_names_single_tensor_files_and_restricts_with_only() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("--only nope"));
 }
+
+#[test]
+fn bench_compare_reads_two_decode_benches() {
+    // Two real `duet e2e --json` device logs (fixtures/e2e): the super decode step before and
+    // after session 8's GEMV change.
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/e2e/");
+    let (a, b) = (
+        format!("{dir}h200_super_decode_call1.log"),
+        format!("{dir}h200_super_decode_call4.log"),
+    );
+    let o = duet(&["bench", "compare", &a, &b]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    let line = |p: &str| {
+        t.lines()
+            .find(|l| l.split_whitespace().next() == Some(p))
+            .unwrap_or_else(|| panic!("no {p} row in\n{t}"))
+            .to_string()
+    };
+    // model path 14.305 -> 11.878 ms (8 steps each, separated: significant)
+    let g = line("gpu");
+    assert!(
+        g.contains("14.305") && g.contains("11.878") && g.ends_with("improved"),
+        "{g}"
+    );
+    let e = line("gpu-engine");
+    assert!(e.contains("1.933") && e.contains("1.558"), "{e}");
+    // The engine's per-op table, largest change first: the routed experts.
+    let first_engine_op = t
+        .lines()
+        .skip_while(|l| !l.starts_with("gpu-engine: ms per step by op"))
+        .nth(1)
+        .unwrap_or("");
+    assert!(
+        first_engine_op.contains("routed_experts"),
+        "{first_engine_op}"
+    );
+    assert!(first_engine_op.contains("0.501") && first_engine_op.contains("0.320"));
+    // Reversed: the model path is a significant slowdown -> exit 1.
+    let o = duet(&["bench", "compare", &b, &a]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("REGRESSED"), "{}", text(&o));
+    // A decode bench against a `duet bench` file: a clear error.
+    let tmp = std::env::temp_dir().join(format!("duet-cmp-{}.json", std::process::id()));
+    std::fs::write(&tmp, r#"{"schema": "duet.bench/1", "results": []}"#).unwrap();
+    let o = duet(&["bench", "compare", &a, tmp.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&tmp);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("compare like with like"), "{}", text(&o));
+}

@@ -133,6 +133,8 @@ fn git_rev() -> String {
 /// `duet bench compare A.json B.json`: per case, median delta and a Mann-Whitney U test on the
 /// per-repetition samples (the traces layer's noise model); regressions beyond the threshold
 /// that are also statistically significant and above the minimum absolute delta fail (exit 1).
+/// Two `duet e2e --bench-decode N --json` outputs (device logs with lines before the JSON
+/// included) compare per decode path and per op instead ([`compare_decode_benches`]).
 fn compare_files(
     a: &std::path::Path,
     b: &std::path::Path,
@@ -141,12 +143,15 @@ fn compare_files(
 ) -> anyhow::Result<i32> {
     let load = |p: &std::path::Path| -> anyhow::Result<serde_json::Value> {
         let bytes = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
-        let v: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
+        let v: serde_json::Value = parse_json_output(&bytes).with_context(|| {
             format!(
-                "{}: not a JSON file (expected `duet bench` output)",
+                "{}: not a JSON file (expected `duet bench` or `duet e2e --json` output)",
                 p.display()
             )
         })?;
+        if v.get("bench_decode").is_some_and(|b| b.is_object()) {
+            return Ok(v);
+        }
         if !v["schema"]
             .as_str()
             .is_some_and(|s| s.starts_with("duet.bench/"))
@@ -156,6 +161,16 @@ fn compare_files(
         Ok(v)
     };
     let (va, vb) = (load(a)?, load(b)?);
+    match (va.get("bench_decode"), vb.get("bench_decode")) {
+        (Some(x), Some(y)) => return compare_decode_benches(x, y, threshold_pct),
+        (None, None) => {}
+        _ => anyhow::bail!(
+            "{} and {}: one is `duet e2e --json` output with a decode bench, the other is not; \
+             compare like with like",
+            a.display(),
+            b.display()
+        ),
+    }
     type BenchRow = (String, f64, Vec<f64>);
     let rows = |v: &serde_json::Value, p: &std::path::Path| -> anyhow::Result<Vec<BenchRow>> {
         let list = v["results"].as_array().ok_or_else(|| {
@@ -237,10 +252,161 @@ fn compare_files(
     Ok(if regressions > 0 { 1 } else { 0 })
 }
 
+/// A JSON document from a file that may carry other lines before it (a device log: `duet e2e
+/// --json`'s notes on stderr, merged): the whole text, else from the first line that starts
+/// with `{`.
+fn parse_json_output(bytes: &[u8]) -> anyhow::Result<serde_json::Value> {
+    if let Ok(v) = serde_json::from_slice(bytes) {
+        return Ok(v);
+    }
+    let text = std::str::from_utf8(bytes).context("not UTF-8")?;
+    let start = text
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .find(|&i| text[i..].starts_with('{'))
+        .context("no line starting with '{'")?;
+    Ok(serde_json::from_str(&text[start..])?)
+}
+
+/// `duet bench compare` on two `duet e2e --json` outputs with decode benches: per path
+/// (`gpu`, `gpu-engine`, ...) the median ms per step with a Mann-Whitney U test on the steps'
+/// times, then per op of each path present in both the change in ms per step (largest first).
+/// A path slower by more than the threshold and significant (p < 0.01) is a regression (exit 1).
+fn compare_decode_benches(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    threshold_pct: f64,
+) -> anyhow::Result<i32> {
+    let paths = |v: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        v["paths"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, x)| (k.clone(), x.clone())).collect())
+            .unwrap_or_default()
+    };
+    let (pa, pb) = (paths(a), paths(b));
+    if pa.is_empty() || pb.is_empty() {
+        anyhow::bail!(
+            "a decode bench without \"paths\": expected `duet e2e --bench-decode N --json`"
+        );
+    }
+    for key in ["weights", "gpu_weights", "experts", "engine_fuse"] {
+        if a.get(key) != b.get(key) {
+            println!(
+                "note: {key} differs: {} -> {}",
+                a.get(key).unwrap_or(&serde_json::Value::Null),
+                b.get(key).unwrap_or(&serde_json::Value::Null)
+            );
+        }
+    }
+    let samples = |x: &serde_json::Value| -> Vec<f64> {
+        x["ms"]
+            .as_array()
+            .map(|s| s.iter().filter_map(|v| v.as_f64()).collect())
+            .unwrap_or_default()
+    };
+    let mut regressions = 0;
+    println!(
+        "decode step, median ms per step\n{:<14} {:>10} {:>10} {:>9} {:>9}  verdict",
+        "path", "base", "cand", "delta %", "p"
+    );
+    for (name, xa) in &pa {
+        let Some((_, xb)) = pb.iter().find(|(n, _)| n == name) else {
+            println!(
+                "{name:<14} {:>10.3} {:>10} {:>9} {:>9}  removed",
+                xa["median_ms"].as_f64().unwrap_or(f64::NAN),
+                "-",
+                "-",
+                "-"
+            );
+            continue;
+        };
+        let (ma, mb) = (
+            xa["median_ms"].as_f64().unwrap_or(f64::NAN),
+            xb["median_ms"].as_f64().unwrap_or(f64::NAN),
+        );
+        let pct = 100.0 * (mb - ma) / ma;
+        let p = traces::stats::mann_whitney(&samples(xa), &samples(xb));
+        let significant = p.is_none_or(|p| p < 0.01);
+        let verdict = if !pct.is_finite() {
+            "no median"
+        } else if !significant || pct.abs() < threshold_pct {
+            "unchanged"
+        } else if pct > 0.0 {
+            regressions += 1;
+            "REGRESSED"
+        } else {
+            "improved"
+        };
+        println!(
+            "{name:<14} {ma:>10.3} {mb:>10.3} {pct:>+9.1} {:>9}  {verdict}",
+            p.map_or("-".into(), |p| format!("{p:.1e}"))
+        );
+    }
+    for (name, xb) in pb.iter().filter(|(n, _)| !pa.iter().any(|(m, _)| m == n)) {
+        println!(
+            "{name:<14} {:>10} {:>10.3} {:>9} {:>9}  new",
+            "-",
+            xb["median_ms"].as_f64().unwrap_or(f64::NAN),
+            "-",
+            "-"
+        );
+    }
+    let ops = |x: &serde_json::Value| -> Vec<(String, f64)> {
+        x["op_breakdown"]
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter_map(|o| {
+                        Some((o["op"].as_str()?.to_string(), o["ms_per_step"].as_f64()?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (name, xa) in &pa {
+        let Some((_, xb)) = pb.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let (oa, ob) = (ops(xa), ops(xb));
+        if oa.is_empty() && ob.is_empty() {
+            continue;
+        }
+        let mut rows: Vec<(String, Option<f64>, Option<f64>)> = oa
+            .iter()
+            .map(|(o, t)| {
+                (
+                    o.clone(),
+                    Some(*t),
+                    ob.iter().find(|(p, _)| p == o).map(|x| x.1),
+                )
+            })
+            .collect();
+        for (o, t) in &ob {
+            if !oa.iter().any(|(p, _)| p == o) {
+                rows.push((o.clone(), None, Some(*t)));
+            }
+        }
+        let d = |r: &(String, Option<f64>, Option<f64>)| r.2.unwrap_or(0.0) - r.1.unwrap_or(0.0);
+        rows.sort_by(|x, y| d(y).abs().total_cmp(&d(x).abs()));
+        println!("\n{name}: ms per step by op (base -> cand), largest change first");
+        for r in &rows {
+            let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+            println!(
+                "  {:<28} {:>9} -> {:>9}  {:>+9.3}",
+                r.0,
+                f(r.1),
+                f(r.2),
+                d(r)
+            );
+        }
+    }
+    Ok(if regressions > 0 { 1 } else { 0 })
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.ops.first().is_some_and(|o| o == "compare") {
         let [_, a, b] = args.ops.as_slice() else {
-            anyhow::bail!("usage: duet bench compare BASE.json CAND.json [--threshold PCT]");
+            anyhow::bail!("usage: duet bench compare BASE.json CAND.json [--threshold PCT] (duet bench or duet e2e --bench-decode --json outputs)");
         };
         return compare_files(
             std::path::Path::new(a),
