@@ -471,4 +471,38 @@ fn bench_compare_reads_two_decode_benches() {
     let _ = std::fs::remove_file(&tmp);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("compare like with like"), "{}", text(&o));
+    // With `steady` stats in both (the graph engine's replays), those steps decide: the two
+    // slow warm-up steps, the same in both runs, would otherwise blur the test.
+    let run = |m: f64| {
+        let steady: Vec<f64> = [0.0, 0.0, 0.01, -0.01, 0.0, 0.02]
+            .iter()
+            .map(|d| m + d)
+            .collect();
+        let mut ms = vec![3.0, 2.5];
+        ms.extend(&steady);
+        format!(
+            r#"{{"bench_decode": {{"paths": {{"gpu-engine": {{"median_ms": {m}, "ms": {ms:?},
+               "steady": {{"from_step": 2, "ms": {steady:?}, "median_ms": {m}}},
+               "op_breakdown": []}}}}}}}}"#
+        )
+    };
+    let (pa, pb) = (
+        std::env::temp_dir().join(format!("duet-steady-a-{}.json", std::process::id())),
+        std::env::temp_dir().join(format!("duet-steady-b-{}.json", std::process::id())),
+    );
+    std::fs::write(&pa, run(1.9)).unwrap();
+    std::fs::write(&pb, run(1.5)).unwrap();
+    let o = duet(&[
+        "bench",
+        "compare",
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    let _ = (std::fs::remove_file(&pa), std::fs::remove_file(&pb));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("improved (steady-state steps)"),
+        "{}",
+        text(&o)
+    );
 }

@@ -270,7 +270,8 @@ fn parse_json_output(bytes: &[u8]) -> anyhow::Result<serde_json::Value> {
 
 /// `duet bench compare` on two `duet e2e --json` outputs with decode benches: per path
 /// (`gpu`, `gpu-engine`, ...) the median ms per step with a Mann-Whitney U test on the steps'
-/// times, then per op of each path present in both the change in ms per step (largest first).
+/// times (the `steady` steps after the graph engine's warm-up ones when both runs have them),
+/// then per op of each path present in both the change in ms per step (largest first).
 /// A path slower by more than the threshold and significant (p < 0.01) is a regression (exit 1).
 fn compare_decode_benches(
     a: &serde_json::Value,
@@ -320,12 +321,22 @@ fn compare_decode_benches(
             );
             continue;
         };
+        // The steady-state steps (the graph engine's replays) when both runs report them.
+        let both_steady = xa["steady"].is_object() && xb["steady"].is_object();
+        let pick = |x: &serde_json::Value| {
+            if both_steady {
+                x["steady"].clone()
+            } else {
+                x.clone()
+            }
+        };
+        let (sa, sb) = (pick(xa), pick(xb));
         let (ma, mb) = (
-            xa["median_ms"].as_f64().unwrap_or(f64::NAN),
-            xb["median_ms"].as_f64().unwrap_or(f64::NAN),
+            sa["median_ms"].as_f64().unwrap_or(f64::NAN),
+            sb["median_ms"].as_f64().unwrap_or(f64::NAN),
         );
         let pct = 100.0 * (mb - ma) / ma;
-        let p = traces::stats::mann_whitney(&samples(xa), &samples(xb));
+        let p = traces::stats::mann_whitney(&samples(&sa), &samples(&sb));
         let significant = p.is_none_or(|p| p < 0.01);
         let verdict = if !pct.is_finite() {
             "no median"
@@ -338,8 +349,13 @@ fn compare_decode_benches(
             "improved"
         };
         println!(
-            "{name:<14} {ma:>10.3} {mb:>10.3} {pct:>+9.1} {:>9}  {verdict}",
-            p.map_or("-".into(), |p| format!("{p:.1e}"))
+            "{name:<14} {ma:>10.3} {mb:>10.3} {pct:>+9.1} {:>9}  {verdict}{}",
+            p.map_or("-".into(), |p| format!("{p:.1e}")),
+            if both_steady {
+                " (steady-state steps)"
+            } else {
+                ""
+            }
         );
     }
     for (name, xb) in pb.iter().filter(|(n, _)| !pa.iter().any(|(m, _)| m == n)) {

@@ -174,6 +174,9 @@ struct BenchRun {
     logits: Vec<Vec<f32>>,
     /// decode engine only: max relative error of its logits vs the model path's, every step
     vs_model_max_rel: Option<f64>,
+    /// leading steps that are not the steady state (the graph engine's eager and capturing
+    /// steps); the JSON's `steady` stats leave them out
+    warm: usize,
 }
 
 /// Quantile `q` of sorted values (nearest rank).
@@ -186,9 +189,22 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 impl BenchRun {
     fn stats(&self) -> (f64, f64, f64) {
-        let mut v = self.ms.clone();
-        v.sort_by(f64::total_cmp);
-        (quantile(&v, 0.5), quantile(&v, 0.1), quantile(&v, 0.9))
+        stats_of(&self.ms)
+    }
+}
+
+/// (median, p10, p90) of step times.
+fn stats_of(ms: &[f64]) -> (f64, f64, f64) {
+    let mut v = ms.to_vec();
+    v.sort_by(f64::total_cmp);
+    (quantile(&v, 0.5), quantile(&v, 0.1), quantile(&v, 0.9))
+}
+
+impl BenchRun {
+    /// The steady-state steps (after [`BenchRun::warm`]), when there are warm-up steps and
+    /// steps after them.
+    fn steady(&self) -> Option<&[f64]> {
+        (self.warm > 0 && self.ms.len() > self.warm).then(|| &self.ms[self.warm..])
     }
 }
 
@@ -252,6 +268,7 @@ fn bench_decode(
         toks,
         logits,
         vs_model_max_rel: None,
+        warm: 0,
     })
 }
 
@@ -268,6 +285,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
     sync: &dyn Fn() -> anyhow::Result<()>,
     uploads: &dyn Fn() -> Option<u64>,
     profile_range: &dyn Fn(bool) -> anyhow::Result<()>,
+    warm_steps: usize,
 ) -> anyhow::Result<BenchRun> {
     use reference::model::engine::DecodeEngine;
     let n = m.logits.len();
@@ -325,6 +343,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
         toks: m.toks.clone(),
         logits: Vec::new(),
         vs_model_max_rel: Some(worst),
+        warm: warm_steps,
     })
 }
 
@@ -405,6 +424,11 @@ fn bench_path_json(b: &BenchRun, floor_us: f64, floor_loaded_us: f64) -> Value {
         "weight_uploads_timed": b.uploads,
         "op_breakdown": op_breakdown_json(b),
         "vs_model_path_max_rel": b.vs_model_max_rel,
+        // The steps after the warm-up ones (the graph engine's replays), when there are any.
+        "steady": b.steady().map(|v| {
+            let (m, p10, p90) = stats_of(v);
+            json!({"from_step": b.warm, "ms": v, "median_ms": m, "p10_ms": p10, "p90_ms": p90})
+        }),
     })
 }
 
@@ -1077,6 +1101,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                                 .profiler_range(on)
                                 .context("the profiler range around an engine step")
                         },
+                        // With graphs: the first step runs eagerly, the second is captured.
+                        if eo.graphs { 2 } else { 0 },
                     ),
                 ),
                 None => (
@@ -1089,6 +1115,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                         &|| Ok(()),
                         &|| None,
                         &|_| Ok(()),
+                        0,
                     ),
                 ),
             };
