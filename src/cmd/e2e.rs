@@ -1339,6 +1339,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                     med * 1e3 / fa.max(1e-12),
                     b.uploads.map_or(String::new(), |u| format!("; {u} weight uploads while timed")),
                 );
+                if let Some(v) = b.steady() {
+                    let (m, p10, p90) = stats_of(v);
+                    println!(
+                        "    steady state (steps {}..{}, after the eager and capturing steps): median {m:.3} ms/step (p10 {p10:.3}, p90 {p90:.3})",
+                        b.warm + 1,
+                        b.ms.len()
+                    );
+                }
                 if let Some(e) = b.vs_model_max_rel {
                     println!(
                         "    logits vs the model path's: max rel {e:.3e} over the warm-up steps"
