@@ -70,11 +70,12 @@ one() { # one step (see the list above)
         if [[ "$bin" == *:* ]]; then lim=${bin#*:}; bin=${bin%%:*}; fi
         if [[ "$lim" == *:* ]]; then IFS=, read -ra filt <<<"${lim#*:}"; lim=${lim%%:*}; fi
         step "tests-$bin" "$lim" "$T/$bin" --ignored --test-threads=1 "${filt[@]}" ;;
-    tsan:*)  # tsan:TOOL:BIN:FILTER
-        local rest=${s#tsan:} tool bin filt
+    tsan:*)  # tsan:TOOL:BIN:FILTER[,FILTER...]
+        local rest=${s#tsan:} tool bin filt fl=()
         tool=${rest%%:*}; rest=${rest#*:}
         bin=${rest%%:*}; filt=${rest#*:}
-        san "$tool" "${SAN_LIMIT:-300}" "$T/$bin" "$filt" ;;
+        IFS=, read -ra fl <<<"$filt"
+        san "$tool" "${SAN_LIMIT:-300}" "$T/$bin" "${fl[@]}" ;;
     memcheck:* | racecheck:* | synccheck:* | initcheck:*)
         local tool=${s%%:*} ops=${s#*:}
         local tag
