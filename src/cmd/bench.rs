@@ -130,6 +130,32 @@ fn git_rev() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The verdict on one row of a comparison: (delta %, Mann-Whitney p of the samples, verdict).
+/// A change counts when it is significant (p < 0.01, or no test possible), at least
+/// `threshold_pct` and at least `min_delta` in absolute terms; slower is "REGRESSED".
+fn verdict(
+    base: f64,
+    cand: f64,
+    sa: &[f64],
+    sb: &[f64],
+    threshold_pct: f64,
+    min_delta: f64,
+) -> (f64, Option<f64>, &'static str) {
+    let pct = 100.0 * (cand - base) / base;
+    let p = traces::stats::mann_whitney(sa, sb);
+    let significant = p.is_none_or(|p| p < 0.01);
+    let v = if !pct.is_finite() {
+        "no median"
+    } else if (cand - base).abs() < min_delta || !significant || pct.abs() < threshold_pct {
+        "unchanged"
+    } else if pct > 0.0 {
+        "REGRESSED"
+    } else {
+        "improved"
+    };
+    (pct, p, v)
+}
+
 /// `duet bench compare A.json B.json`: per case, median delta and a Mann-Whitney U test on the
 /// per-repetition samples (the traces layer's noise model); regressions beyond the threshold
 /// that are also statistically significant and above the minimum absolute delta fail (exit 1).
@@ -217,18 +243,10 @@ fn compare_files(
             );
             continue;
         };
-        let pct = 100.0 * (mb - ma) / ma;
-        let p = traces::stats::mann_whitney(sa, sb);
-        let significant = p.is_none_or(|p| p < 0.01);
-        let verdict = if (mb - ma).abs() < min_delta_s || !significant || pct.abs() < threshold_pct
-        {
-            "unchanged"
-        } else if pct > 0.0 {
+        let (pct, p, verdict) = verdict(*ma, *mb, sa, sb, threshold_pct, min_delta_s);
+        if verdict == "REGRESSED" {
             regressions += 1;
-            "REGRESSED"
-        } else {
-            "improved"
-        };
+        }
         println!(
             "{name:<70} {:>12.4} {:>12.4} {:>+9.1} {:>8}  {verdict}",
             ma * 1e3,
@@ -335,19 +353,10 @@ fn compare_decode_benches(
             sa["median_ms"].as_f64().unwrap_or(f64::NAN),
             sb["median_ms"].as_f64().unwrap_or(f64::NAN),
         );
-        let pct = 100.0 * (mb - ma) / ma;
-        let p = traces::stats::mann_whitney(&samples(&sa), &samples(&sb));
-        let significant = p.is_none_or(|p| p < 0.01);
-        let verdict = if !pct.is_finite() {
-            "no median"
-        } else if !significant || pct.abs() < threshold_pct {
-            "unchanged"
-        } else if pct > 0.0 {
+        let (pct, p, verdict) = verdict(ma, mb, &samples(&sa), &samples(&sb), threshold_pct, 0.0);
+        if verdict == "REGRESSED" {
             regressions += 1;
-            "REGRESSED"
-        } else {
-            "improved"
-        };
+        }
         println!(
             "{name:<14} {ma:>10.3} {mb:>10.3} {pct:>+9.1} {:>9}  {verdict}{}",
             p.map_or("-".into(), |p| format!("{p:.1e}")),
