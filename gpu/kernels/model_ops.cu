@@ -786,41 +786,29 @@ model_gemv1_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __
                                    (const float*)0, y + s * N, N, K, 0);
 }
 
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                         const i32* __restrict__ ids, i64 sf_off, i64 lut_off,
-                         float* __restrict__ y, i64 N, i64 K) {
-    const i64 s = blockIdx.y;
-    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
-    model_gemv1_body<GEMV1_R_NV>(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
-                                 (const float*)0, y + s * N, N, K, 0);
-}
 
-// Variants of model_gemv1_slots_nvfp4w for the `moe_slots_t1` bench preset only (session 8:
-// written, compiled, not yet run): the same chunks in the same order per column, so the same
-// bits; they differ in columns per warp (R), chunks per lane per trip (CH) and the register
-// cap (3 blocks of 256 threads per SM: <= 80 registers).
-#define MODEL_GEMV1_SLOTS_NV_VARIANT(NAME, R, CH, MINB)                                        \
-    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, MINB)                         \
+// The NVFP4 slots on model_gemv1_body over view VIEW (ModelWNV: exact; ModelWNVP: production
+// numerics), R columns per warp, CH chunks per lane per trip, MINB blocks per SM (a register
+// cap). model_gemv1_slots_nvfp4w is the default; the others are for the `moe_slots_t1` bench
+// preset only (session 8: written, compiled, not yet run): the exact ones take the same chunks
+// in the same order per column, so they give the default's bits. LB: the __launch_bounds__
+// arguments (with a minimum of blocks per SM only where it caps registers: even a minimum of
+// 1 changes ptxas' allocation).
+#define MODEL_GEMV1_SLOTS_NV(NAME, VIEW, R, CH, LB)                                             \
+    extern "C" __global__ void __launch_bounds__ LB                                             \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K) {                                                                               \
         const i64 s = blockIdx.y;                                                               \
         const u8* base = (const u8*)model_slot_weight(ws, ids, s);                              \
-        model_gemv1_body<R, ModelWNV, CH>(x + s * x_stride,                                     \
-                                          ModelWNV::at_base(base, sf_off, lut_off),             \
-                                          (const float*)0, y + s * N, N, K, 0);                 \
+        model_gemv1_body<R, VIEW, CH>(x + s * x_stride, VIEW::at_base(base, sf_off, lut_off),   \
+                                      (const float*)0, y + s * N, N, K, 0);                     \
     }
+#define MODEL_GEMV1_SLOTS_NV_VARIANT(NAME, R, CH, MINB)                                         \
+    MODEL_GEMV1_SLOTS_NV(NAME, ModelWNV, R, CH, (32 * GEMV_WARPS, MINB))
+MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4w, ModelWNV, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
 // The production-numerics form (ModelWNVP above): not the reference's bits.
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_slots_nvfp4p(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                         const i32* __restrict__ ids, i64 sf_off, i64 lut_off,
-                         float* __restrict__ y, i64 N, i64 K) {
-    const i64 s = blockIdx.y;
-    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
-    model_gemv1_body<GEMV1_R_NV>(x + s * x_stride, ModelWNVP::at_base(base, sf_off, lut_off),
-                                 (const float*)0, y + s * N, N, K, 0);
-}
+MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4p, ModelWNVP, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1, 4, 1, 1)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1lb3, 4, 1, 3)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2, 2, 2, 1)

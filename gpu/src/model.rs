@@ -1652,6 +1652,18 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4p", GEMV1_R_NV, false),
 ];
 
+/// Seeded inputs of the bench presets below: a lazy matrix's values (no RNG of our own).
+fn bench_values(n: usize, seed: u64) -> Vec<f32> {
+    Mat::Lazy {
+        rows: 1,
+        cols: n,
+        seed,
+        init: Init::Linear,
+    }
+    .values()
+    .into_owned()
+}
+
 /// The engine's small per-step kernels at the Super shapes for `duet bench --shape
 /// norms_super`, the default next to its unrolled variant (model_ops.cu: the same FMAs in the
 /// same order, a thread's loads in flight together): rmsnorm of one 4096 row, gated rmsnorm of
@@ -1664,20 +1676,22 @@ pub const NORM_VARIANTS: &[(&str, &str)] = &[
 ];
 
 impl GpuKernels {
+    /// The bits of a device buffer's f32 values (the benches' bitwise checks).
+    fn download_bits(&self, d: &DevTensor, what: &str) -> Result<Vec<u32>, GpuError> {
+        Ok(self
+            .g
+            .download(d, what)?
+            .to_f32_vec()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect())
+    }
+
     pub fn bench_norms(&self) -> Result<serde_json::Value, GpuError> {
         use crate::bench::{time_launch, timing_json};
         let st = &self.g.stream;
-        let vals = |n: usize, seed: u64| {
-            Mat::Lazy {
-                rows: 1,
-                cols: n,
-                seed,
-                init: Init::Linear,
-            }
-            .values()
-            .iter()
-            .map(|v| v * 40.0)
-            .collect::<Vec<f32>>()
+        let vals = |n: usize, seed: u64| -> Vec<f32> {
+            bench_values(n, seed).iter().map(|v| v * 40.0).collect()
         };
         let up = |v: Vec<f32>| self.g.upload(&Tensor::from_f32(&[v.len()], v));
         let (hs, di, grp, k, lw) = (4096usize, 8192usize, 1024usize, 22usize, 1024usize);
@@ -1713,13 +1727,7 @@ impl GpuKernels {
                 self.launch_axpy(py, py, f32::NAN, di, 2)?;
                 launch(op)?;
                 self.g.sync()?;
-                let got: Vec<u32> = self
-                    .g
-                    .download(&y, "y")?
-                    .to_f32_vec()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
+                let got = self.download_bits(&y, "y")?;
                 let n = if op.starts_with("model_rmsnorm") {
                     hs
                 } else if op.starts_with("model_gated") {
@@ -1779,19 +1787,11 @@ impl GpuKernels {
         let td = self
             .g
             .upload(&Tensor::new(&[table.len()], Data::U8(table)))?;
-        // Inputs: a lazy matrix's values (seeded, no RNG of our own here).
-        let vals = |n: usize, seed: u64| {
-            Mat::Lazy {
-                rows: 1,
-                cols: n,
-                seed,
-                init: Init::Linear,
-            }
-            .values()
-            .into_owned()
-        };
-        let x = vals(lw, 9001);
-        let w: Vec<f32> = vals(k, 9002).iter().map(|v| v.abs() + 0.01).collect();
+        let x = bench_values(lw, 9001);
+        let w: Vec<f32> = bench_values(k, 9002)
+            .iter()
+            .map(|v| v.abs() + 0.01)
+            .collect();
         let xd = self.g.upload(&Tensor::from_f32(&[lw], x))?;
         let wd = self.g.upload(&Tensor::from_f32(&[k], w))?;
         let out = |n: usize| self.g.alloc_poisoned(&[n], DType::F32, self.poison);
@@ -1833,15 +1833,6 @@ impl GpuKernels {
             self.launch_mix_slots(po, pw, k, lw, py)
         };
         let (ct, cgbs) = copy_ceiling(&self.g, 1 << 28)?;
-        let bits = |d: &DevTensor, what: &str| -> Result<Vec<u32>, GpuError> {
-            Ok(self
-                .g
-                .download(d, what)?
-                .to_f32_vec()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect())
-        };
         let mut want: Option<(Vec<u32>, Vec<u32>)> = None;
         let mut rows = vec![];
         for &(op, rr, exact) in SLOT_VARIANTS {
@@ -1851,7 +1842,7 @@ impl GpuKernels {
             }
             chain(op, rr)?;
             self.g.sync()?;
-            let got = (bits(&h, "h")?, bits(&y, "y")?);
+            let got = (self.download_bits(&h, "h")?, self.download_bits(&y, "y")?);
             let finite = got
                 .0
                 .iter()
