@@ -352,11 +352,13 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV* c
     // and up, so an entry's offset code * 128 (bits 7..10) joins it with one OR.
     const u32 lane_off = (threadIdx.x >> 5) * (GEMV1_NV_TABLE * 4) + (threadIdx.x & 31) * 4;
     char* tb = (char*)tbl;
+    // The table writes as immediate offsets from one address (entry e at col[32 e]): with the
+    // OR form above ptxas built each of the 16 addresses with its own LOP3, per row and chunk.
+    float* col = (float*)(tb + lane_off);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
-        for (int e = 0; e < 16; ++e)
-            *(float*)(tb + (lane_off + e * 128)) = model_nv_value((u32)e, ch[r].q);
+        for (int e = 0; e < 16; ++e) col[32 * e] = model_nv_value((u32)e, ch[r].q);
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
             const u32 word = (i < 8) ? ch[r].c.x : ch[r].c.y;
@@ -422,7 +424,9 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NVP* 
 // nothing); lane l walks chunks l, l + 32, l + 64, ... of each row, one fp32 FMA chain per row
 // in chunk order, then the butterfly sum. Per lane two chunks of each row are loaded before
 // their FMAs (past the last chunk: clamped to it and then skipped).
-// Grid: ceil(N / (GEMV_WARPS * R)); block: 32 * GEMV_WARPS.
+// Grid: ceil(N / (WB * R)); block: 32 * WB, WB <= GEMV_WARPS warps (the host takes fewer
+// warps per block for a small N, so the warps spread over more SMs: the same bits, as every
+// column's chunks and order stay the same).
 template <int R, typename W, int CH = 2>
 __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, const W w,
                                                  const float* __restrict__ bias,
@@ -430,7 +434,7 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
                                                  i32 has_bias) {
     typedef decltype(model_ld16(w, 0)) C;
     const int lane = threadIdx.x & 31;
-    const i64 n0 = ((i64)blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5)) * R;
+    const i64 n0 = ((i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
     if (n0 >= N) return;
     W wr[R];
 #pragma unroll
@@ -535,81 +539,182 @@ __device__ __forceinline__ float model_block_max(float v, float* red) {
     return m;
 }
 
-// x (rows, n), w (n,), out (rows, n). Grid: rows; block: 256. UNROLL: a _Pragma on both
-// loops (model_rmsnorm: none; model_rmsnorm_u8: unroll 8, the same FMAs in the same order with
-// a thread's loads in flight together: a bench variant, `norms_super`, not yet run).
-#define MODEL_RMSNORM(NAME, UNROLL)                                                             \
-    extern "C" __global__ void NAME(const float* __restrict__ x, const float* __restrict__ w,   \
-                                    float* __restrict__ out, i64 rows, i64 n, float eps) {      \
-        __shared__ float red[32];                                                               \
-        const i64 r = blockIdx.x;                                                               \
-        if (r >= rows) return;                                                                  \
-        const float* xr = x + r * n;                                                            \
-        float ss = 0.0f;                                                                        \
-        UNROLL                                                                                  \
-        for (i64 i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);          \
-        ss = model_block_sum(ss, red);                                                          \
-        const float rs = 1.0f / sqrtf(ss / (float)n + eps);                                     \
-        UNROLL                                                                                  \
-        for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[r * n + i] = xr[i] * rs * w[i];   \
+// x (rows, n), w (n,), out (rows, n). Grid: rows; block: 256 (NORM_THREADS). Thread t sums
+// x[i]^2 for i = t, t + 256, ... in that order (one fmaf chain), then the block sum
+// (model_block_sum), then out = x * rs * w.
+// model_rmsnorm (the default since session 9) loads a thread's (at most NORM_REG) values of x
+// and w before any arithmetic and keeps them in registers, so the row costs one round of load
+// latency instead of one per element (session 9's ncu profile of an engine step: the loop form
+// took 14.5 us for one 4096 row on one SM, every load waiting for the one before); rows over
+// 256 * NORM_REG take the loop. model_rmsnorm_loop is the loop form for every n (the default
+// until session 8, kept as the `norms_super` bench's reference): the same FMAs in the same
+// order, so the same bits.
+#define NORM_REG 16
+__device__ __forceinline__ void model_rmsnorm_loop_row(const float* __restrict__ xr,
+                                                       const float* __restrict__ w,
+                                                       float* __restrict__ o, i64 n, float eps,
+                                                       float* red) {
+    float ss = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)n + eps);
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) o[i] = xr[i] * rs * w[i];
+}
+extern "C" __global__ void model_rmsnorm_loop(const float* __restrict__ x,
+                                              const float* __restrict__ w,
+                                              float* __restrict__ out, i64 rows, i64 n,
+                                              float eps) {
+    __shared__ float red[32];
+    const i64 r = blockIdx.x;
+    if (r >= rows) return;
+    model_rmsnorm_loop_row(x + r * n, w, out + r * n, n, eps, red);
+}
+extern "C" __global__ void model_rmsnorm(const float* __restrict__ x, const float* __restrict__ w,
+                                         float* __restrict__ out, i64 rows, i64 n, float eps) {
+    __shared__ float red[32];
+    const i64 r = blockIdx.x;
+    if (r >= rows) return;
+    const float* xr = x + r * n;
+    const i64 nt = blockDim.x;
+    if (n > NORM_REG * nt) {
+        model_rmsnorm_loop_row(xr, w, out + r * n, n, eps, red);
+        return;
     }
-MODEL_RMSNORM(model_rmsnorm, )
-MODEL_RMSNORM(model_rmsnorm_u8, _Pragma("unroll 8"))
+    float v[NORM_REG], wv[NORM_REG];
+#pragma unroll
+    for (int j = 0; j < NORM_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        v[j] = i < n ? __ldg(xr + i) : 0.0f;
+        wv[j] = i < n ? __ldg(w + i) : 0.0f;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NORM_REG; ++j)
+        if (threadIdx.x + j * nt < n) ss = fmaf(v[j], v[j], ss);
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+    for (int j = 0; j < NORM_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        if (i < n) out[r * n + i] = v[j] * rs * wv[j];
+    }
+}
 
 // The decode engine's residual add and the next norm in one launch (GpuDevice::add_rmsnorm,
-// opt-in: session 8, not yet run): h[i] = h[i] + 1 * x[i] (model_axpy's sum: the product is
-// exact), then out = model_rmsnorm(h) * w with the same per-thread order (i = tid, tid + 256,
-// ...), so the same bits as model_axpy then model_rmsnorm. One row of n; grid 1, block 256.
+// `--engine-fuse`): h[i] = h[i] + 1 * x[i] (model_axpy's sum: the product is exact), then
+// out = model_rmsnorm(h) * w with the same per-thread order (i = tid, tid + 256, ...), so the
+// same bits as model_axpy then model_rmsnorm. One row of n <= 256 * NORM_REG (the host checks);
+// grid 1, block 256. Every load first, as in model_rmsnorm.
 extern "C" __global__ void model_add_rmsnorm(float* __restrict__ h, const float* __restrict__ x,
                                              const float* __restrict__ w,
                                              float* __restrict__ out, i64 n, float eps) {
     __shared__ float red[32];
+    const i64 nt = blockDim.x;
+    float v[NORM_REG], wv[NORM_REG];
+#pragma unroll
+    for (int j = 0; j < NORM_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        const bool in = i < n;
+        const float hh = in ? h[i] : 0.0f, xx = in ? __ldg(x + i) : 0.0f;
+        wv[j] = in ? __ldg(w + i) : 0.0f;
+        v[j] = hh + 1.0f * xx;
+    }
     float ss = 0.0f;
-#pragma unroll 8
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = h[i] + 1.0f * x[i];
-        h[i] = v;
-        ss = fmaf(v, v, ss);
+#pragma unroll
+    for (int j = 0; j < NORM_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        if (i < n) {
+            h[i] = v[j];
+            ss = fmaf(v[j], v[j], ss);
+        }
     }
     ss = model_block_sum(ss, red);
     const float rs = 1.0f / sqrtf(ss / (float)n + eps);
-    // Each thread reads back the values it wrote itself.
-#pragma unroll 8
-    for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[i] = h[i] * rs * w[i];
+#pragma unroll
+    for (int j = 0; j < NORM_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        if (i < n) out[i] = v[j] * rs * wv[j];
+    }
 }
 
 // Mamba-2 gated RMSNorm (norm_before_gate = False): x, z (rows, d), w (d,), groups of `group`
-// channels. Grid: rows * (d / group); block: 256. UNROLL as in MODEL_RMSNORM
-// (model_gated_rmsnorm_u4: a `norms_super` bench variant, not yet run).
-#define MODEL_GATED_RMSNORM(NAME, UNROLL)                                                       \
-extern "C" __global__ void NAME(const float* __restrict__ x,                                    \
-                                               const float* __restrict__ z,                     \
-                                               const float* __restrict__ w,                     \
-                                               float* __restrict__ out, i64 rows, i64 d,        \
-                                               i64 group, float eps) {                          \
-    __shared__ float red[32];                                                                   \
-    const i64 ng = d / group;                                                                   \
-    const i64 b = blockIdx.x;                                                                   \
-    if (b >= rows * ng) return;                                                                 \
-    const i64 r = b / ng, c0 = (b % ng) * group;                                                \
-    const i64 base = r * d + c0;                                                                \
-    float ss = 0.0f;                                                                            \
-    UNROLL                                                                                      \
-    for (i64 i = threadIdx.x; i < group; i += blockDim.x) {                                     \
-        const float zz = z[base + i];                                                           \
-        const float g = x[base + i] * (zz / (1.0f + expf(-zz)));                                \
-        out[base + i] = g;                                                                      \
-        ss = fmaf(g, g, ss);                                                                    \
-    }                                                                                           \
-    ss = model_block_sum(ss, red);                                                              \
-    const float rs = 1.0f / sqrtf(ss / (float)group + eps);                                     \
-    /* Each thread rescales the elements it wrote itself. */                                    \
-    UNROLL                                                                                      \
-    for (i64 i = threadIdx.x; i < group; i += blockDim.x)                                       \
-        out[base + i] = out[base + i] * rs * w[c0 + i];                                         \
+// channels. Grid: rows * (d / group); block: 256. Thread t: g = x * silu(z) for i = t, t + 256,
+// ... of its group, one fmaf chain of g^2 in that order, the block sum, out = g * rs * w.
+// model_gated_rmsnorm (default since session 9) loads a thread's (at most GATED_REG) x, z, w
+// first and keeps g in registers (groups over 256 * GATED_REG take the loop);
+// model_gated_rmsnorm_loop is the loop form (the default until session 8, the `norms_super`
+// reference): the same operations in the same order, so the same bits.
+#define GATED_REG 8
+__device__ __forceinline__ void model_gated_loop_group(const float* __restrict__ x,
+                                                       const float* __restrict__ z,
+                                                       const float* __restrict__ w,
+                                                       float* __restrict__ out, i64 base,
+                                                       i64 c0, i64 group, float eps,
+                                                       float* red) {
+    float ss = 0.0f;
+    for (i64 i = threadIdx.x; i < group; i += blockDim.x) {
+        const float zz = z[base + i];
+        const float g = x[base + i] * (zz / (1.0f + expf(-zz)));
+        out[base + i] = g;
+        ss = fmaf(g, g, ss);
+    }
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)group + eps);
+    // Each thread rescales the elements it wrote itself.
+    for (i64 i = threadIdx.x; i < group; i += blockDim.x)
+        out[base + i] = out[base + i] * rs * w[c0 + i];
 }
-MODEL_GATED_RMSNORM(model_gated_rmsnorm, )
-MODEL_GATED_RMSNORM(model_gated_rmsnorm_u4, _Pragma("unroll 4"))
+extern "C" __global__ void model_gated_rmsnorm_loop(const float* __restrict__ x,
+                                                    const float* __restrict__ z,
+                                                    const float* __restrict__ w,
+                                                    float* __restrict__ out, i64 rows, i64 d,
+                                                    i64 group, float eps) {
+    __shared__ float red[32];
+    const i64 ng = d / group;
+    const i64 b = blockIdx.x;
+    if (b >= rows * ng) return;
+    const i64 r = b / ng, c0 = (b % ng) * group;
+    model_gated_loop_group(x, z, w, out, r * d + c0, c0, group, eps, red);
+}
+extern "C" __global__ void model_gated_rmsnorm(const float* __restrict__ x,
+                                               const float* __restrict__ z,
+                                               const float* __restrict__ w,
+                                               float* __restrict__ out, i64 rows, i64 d,
+                                               i64 group, float eps) {
+    __shared__ float red[32];
+    const i64 ng = d / group;
+    const i64 b = blockIdx.x;
+    if (b >= rows * ng) return;
+    const i64 r = b / ng, c0 = (b % ng) * group;
+    const i64 base = r * d + c0, nt = blockDim.x;
+    if (group > GATED_REG * nt) {
+        model_gated_loop_group(x, z, w, out, base, c0, group, eps, red);
+        return;
+    }
+    float xv[GATED_REG], zv[GATED_REG], wv[GATED_REG];
+#pragma unroll
+    for (int j = 0; j < GATED_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        const bool in = i < group;
+        xv[j] = in ? __ldg(x + base + i) : 0.0f;
+        zv[j] = in ? __ldg(z + base + i) : 0.0f;
+        wv[j] = in ? __ldg(w + c0 + i) : 0.0f;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < GATED_REG; ++j) {
+        const float zz = zv[j];
+        xv[j] = xv[j] * (zz / (1.0f + expf(-zz)));
+        if (threadIdx.x + j * nt < group) ss = fmaf(xv[j], xv[j], ss);
+    }
+    ss = model_block_sum(ss, red);
+    const float rs = 1.0f / sqrtf(ss / (float)group + eps);
+#pragma unroll
+    for (int j = 0; j < GATED_REG; ++j) {
+        const i64 i = threadIdx.x + j * nt;
+        if (i < group) out[base + i] = xv[j] * rs * wv[j];
+    }
+}
 
 extern "C" __global__ void model_relu2(const float* __restrict__ x, float* __restrict__ out,
                                        i64 n) {

@@ -546,7 +546,7 @@ impl DecodeDevice for GpuDevice<'_> {
         eps: f32,
         y: &mut DevTensor,
     ) -> Result<(), ModelError> {
-        if !self.fuse_norms {
+        if !self.fuse_norms || !crate::model::add_rmsnorm_fits(w.len()) {
             self.axpy(h, 1.0, x, w.len())?;
             return self.rmsnorm(h, w, eps, y);
         }

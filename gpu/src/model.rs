@@ -71,6 +71,25 @@ fn gemv1_fits(k: usize, px: u64, pw: u64, dt: DType) -> bool {
 }
 const GEMM_THREADS: u32 = 256;
 const NORM_THREADS: u32 = 256;
+/// `NORM_REG` in model_ops.cu: values of a row per thread that `model_rmsnorm` keeps in
+/// registers (longer rows take its loop); `model_add_rmsnorm` takes rows up to that only.
+const NORM_REG: usize = 16;
+
+/// Warps per block of a `model_gemv1_*` launch over n columns, r per warp: GEMV_WARPS, or
+/// fewer when that leaves under two blocks per SM of the H200 (132 SMs), so a small product
+/// (the router gate 512 x 4096, the latent projections, attention's K / V) spreads over more
+/// SMs (session 9's ncu profile of an engine step: the router gate's 32 blocks of 8 warps ran
+/// on 32 SMs, 10.3 us for 8.4 MB). Every column's chunks and order stay the same: same bits.
+pub fn gemv1_warps_per_block(n: usize, r: u32) -> u32 {
+    let warps = (n as u64).div_ceil(r as u64);
+    warps.div_ceil(2 * 132).clamp(1, GEMV_WARPS as u64) as u32
+}
+
+/// Whether `model_add_rmsnorm` takes a row of n values (n <= 256 * NORM_REG = 4096); the
+/// engine falls back to the axpy and the norm for longer rows (the same bits).
+pub fn add_rmsnorm_fits(n: usize) -> bool {
+    n <= NORM_THREADS as usize * NORM_REG
+}
 const ATT_THREADS: u32 = 128;
 /// CUDA's grid.y limit.
 const MAX_GRID_Y: u64 = 65_535;
@@ -903,7 +922,8 @@ impl GpuKernels {
             } else {
                 ("model_gemv1_f32", GEMV1_R_F32)
             };
-            let blocks = grid_u32(op, (n as u64).div_ceil((GEMV_WARPS * r) as u64))?;
+            let wb = gemv1_warps_per_block(n, r);
+            let blocks = grid_u32(op, (n as u64).div_ceil((wb * r) as u64))?;
             let f = self.g.function(FILE, op)?;
             let mut a = st.launch_builder(&f);
             a.arg(&px).arg(&pw);
@@ -915,8 +935,7 @@ impl GpuKernels {
             // model_gemv1_nvfp4w(x, w, sf_off, lut_off, bias, ...); x holds k, w n*k (of its
             // dtype; NVFP4: the buffer of the layout checked above), bias n (or a dummy never
             // read), y n f32 values; K % 16 == 0 and the alignment checked by gemv1_fits.
-            unsafe { a.launch(runtime::cfg(blocks, 32 * GEMV_WARPS, 0)) }
-                .map_err(launch_err(op))?;
+            unsafe { a.launch(runtime::cfg(blocks, 32 * wb, 0)) }.map_err(launch_err(op))?;
             return Ok(());
         }
         if m <= GEMV_MAX_ROWS {
@@ -1105,6 +1124,12 @@ impl GpuKernels {
         const OP: &str = "model_add_rmsnorm";
         if n == 0 {
             return Ok(());
+        }
+        if !add_rmsnorm_fits(n) {
+            return Err(GpuError::Driver(format!(
+                "{OP}: a row of {n} values; it takes at most {} (use axpy + rmsnorm)",
+                NORM_THREADS as usize * NORM_REG
+            )));
         }
         let f = self.g.function(FILE, OP)?;
         let nn = n as i64;
@@ -1665,13 +1690,13 @@ fn bench_values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// The engine's small per-step kernels at the Super shapes for `duet bench --shape
-/// norms_super`, the default next to its unrolled variant (model_ops.cu: the same FMAs in the
-/// same order, a thread's loads in flight together): rmsnorm of one 4096 row, gated rmsnorm of
+/// norms_super`, the default next to a variant of the same FMAs in the same order (model_ops.cu:
+/// the norms' loop forms, the defaults until session 8; the slot mix unrolled): rmsnorm of one 4096 row, gated rmsnorm of
 /// one 8192 row in groups of 1024, the mix of 22 slots of 1024. Bits checked against the
 /// default (outputs poisoned first); single-launch and CUDA-graph timing.
 pub const NORM_VARIANTS: &[(&str, &str)] = &[
-    ("model_rmsnorm", "model_rmsnorm_u8"),
-    ("model_gated_rmsnorm", "model_gated_rmsnorm_u4"),
+    ("model_rmsnorm", "model_rmsnorm_loop"),
+    ("model_gated_rmsnorm", "model_gated_rmsnorm_loop"),
     ("model_mix_slots", "model_mix_slots_u8"),
 ];
 
@@ -1711,10 +1736,10 @@ impl GpuKernels {
         );
         let launch = |op: &'static str| -> Result<(), GpuError> {
             match op {
-                "model_rmsnorm" | "model_rmsnorm_u8" => {
+                "model_rmsnorm" | "model_rmsnorm_loop" => {
                     self.launch_rmsnorm_named(op, px, pw, py, 1, hs, 1e-5)
                 }
-                "model_gated_rmsnorm" | "model_gated_rmsnorm_u4" => {
+                "model_gated_rmsnorm" | "model_gated_rmsnorm_loop" => {
                     self.launch_gated_rmsnorm_named(op, [px, pz, pw, py], 1, di, grp, 1e-5)
                 }
                 _ => self.launch_mix_slots_named(op, po, psw, k, lw, py),
@@ -2960,6 +2985,25 @@ mod tests {
         assert!(RefExec
             .conv_prefill(&x[1..], t, dim, &w, None, k, None)
             .is_err());
+    }
+
+    #[test]
+    fn gemv1_blocks_spread_small_products_and_keep_large_ones() {
+        // The router gate (512 columns, 2 per warp): 256 warps, one per block.
+        assert_eq!(gemv1_warps_per_block(512, GEMV1_R_F32), 1);
+        assert_eq!(gemv1_warps_per_block(1024, GEMV1_R_BF16), 2);
+        // Large products keep GEMV_WARPS warps per block.
+        assert_eq!(gemv1_warps_per_block(4096, GEMV1_R_BF16), GEMV_WARPS);
+        assert_eq!(gemv1_warps_per_block(131072, GEMV1_R_BF16), GEMV_WARPS);
+        assert_eq!(gemv1_warps_per_block(1, GEMV1_R_NV), 1);
+        // Every column is covered by the grid that follows.
+        for n in [1usize, 7, 255, 256, 512, 1000, 5376, 18560] {
+            let wb = gemv1_warps_per_block(n, GEMV1_R_BF16);
+            let blocks = n.div_ceil((wb * GEMV1_R_BF16) as usize);
+            assert!(blocks * (wb * GEMV1_R_BF16) as usize >= n, "n {n}");
+            assert!((1..=GEMV_WARPS).contains(&wb));
+        }
+        assert!(add_rmsnorm_fits(4096) && !add_rmsnorm_fits(4097));
     }
 
     #[test]

@@ -1115,18 +1115,25 @@ fn decode_engine_fused_norms_give_the_unfused_bits() {
         let mut plain = DecodeEngine::new(&cpu, GpuDevice::new(&k), &gc, 6).expect("engine");
         let fused = GpuDevice::new(&k).with_fused_norms();
         let mut fused = DecodeEngine::new(&cpu, fused, &gc, 6).expect("engine");
-        let fg = GpuDevice::new(&k)
-            .with_fused_norms()
-            .with_graphs()
-            .expect("graph mode");
-        let mut fg = DecodeEngine::new(&cpu, fg, &gc, 6).expect("engine");
+        // Graphs only on tiny-a: one of tiny-b's Mamba layers is not a case of the direct
+        // decode step (its fallback goes through the host), which graph mode refuses.
+        let mut fg = if name == "nemotron-tiny-a" {
+            let d = GpuDevice::new(&k)
+                .with_fused_norms()
+                .with_graphs()
+                .expect("graph mode");
+            Some(DecodeEngine::new(&cpu, d, &gc, 6).expect("engine"))
+        } else {
+            None
+        };
         let mut tk = ids[p];
         for step in 0..6 {
             let a = plain.step(tk).expect("engine step");
-            for (what, b) in [
-                ("fused", fused.step(tk).expect("fused step")),
-                ("fused + graphs", fg.step(tk).expect("fused graphed step")),
-            ] {
+            let mut got = vec![("fused", fused.step(tk).expect("fused step"))];
+            if let Some(fg) = fg.as_mut() {
+                got.push(("fused + graphs", fg.step(tk).expect("fused graphed step")));
+            }
+            for (what, b) in got {
                 let same = a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits());
                 assert!(
                     same,
