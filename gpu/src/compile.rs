@@ -153,12 +153,17 @@ fn cache() -> &'static Cache {
     C.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The cache key of a full source compiled with `opts`.
+fn source_hash(src: &str, opts: &[String]) -> u64 {
+    fnv1a(format!("{src}\0{}", opts.join("\0")).as_bytes())
+}
+
 /// Compiles kernel file `name` for `arch` and returns its CUBIN (cached).
 pub fn compile(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
     let k = source(name)?;
     let src = full_source(&k);
     let opts = options(arch);
-    let hash = fnv1a(format!("{src}\0{}", opts.join("\0")).as_bytes());
+    let hash = source_hash(&src, &opts);
     let key = (hash, arch.to_string());
     if let Some(c) = cache().lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(c);
@@ -182,6 +187,25 @@ pub fn compile(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
     }
     if let Ok(mut m) = cache().lock() {
         m.insert(key, cubin.clone());
+    }
+    Ok(cubin)
+}
+
+/// Compiles kernel file `name` for `arch` with NVRTC, bypassing both caches, and replaces
+/// the cached entries (memory and `DUET_KERNEL_CACHE`) with the result: the loader's way out
+/// when a cached cubin does not load.
+pub fn compile_fresh(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
+    let k = source(name)?;
+    let src = full_source(&k);
+    let opts = options(arch);
+    let hash = source_hash(&src, &opts);
+    let cubin = Arc::new(compile_uncached(&k, &src, &opts)?);
+    if let Some(d) = std::env::var_os("DUET_KERNEL_CACHE") {
+        let p = std::path::PathBuf::from(d).join(format!("{name}-{hash:016x}-{arch}.cubin"));
+        let _ = std::fs::write(p, cubin.as_slice());
+    }
+    if let Ok(mut m) = cache().lock() {
+        m.insert((hash, arch.to_string()), cubin.clone());
     }
     Ok(cubin)
 }

@@ -137,10 +137,20 @@ impl Gpu {
                 Some(m) => m,
                 None => {
                     let cubin = compile::compile(file, &self.arch)?;
-                    let m = self
-                        .ctx
-                        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin.as_ref().clone()))
-                        .map_err(drv("cuModuleLoadData"))?;
+                    let load = |c: &[u8]| {
+                        self.ctx
+                            .load_module(cudarc::nvrtc::Ptx::from_binary(c.to_vec()))
+                            .map_err(drv("cuModuleLoadData"))
+                    };
+                    // A cubin from the disk cache (DUET_KERNEL_CACHE: possibly built on
+                    // another machine) that this driver refuses is compiled here instead.
+                    let m = match load(cubin.as_ref()) {
+                        Ok(m) => m,
+                        Err(e) => match compile::compile_fresh(file, &self.arch) {
+                            Ok(fresh) if fresh.as_slice() != cubin.as_slice() => load(&fresh)?,
+                            _ => return Err(e),
+                        },
+                    };
                     if let Ok(mut map) = self.modules.lock() {
                         map.insert(file, m.clone());
                     }

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Session 9, device call 4 (written in session 8 as call 2; moved after the profile):
-#  - compute-sanitizer memcheck and racecheck over the one-row GEMV (model_gemv1_*, its
-#    per-lane shared table for NVFP4) through gpu_model's storage tests and the engine tests;
-#    session 8 ran them only as tests, not under the sanitizers
-#  - where the decode engine's step goes, kernel by kernel, without the eager profile's per-op
-#    events: `duet profile engine-step` runs the super decode bench (compact weights, graphs)
-#    under ncu --profile-from-start off; duet e2e marks its last engine step (a graph replay)
-#    with cuProfilerStart / Stop, so each of its ~130 kernels is profiled once, and the
-#    durations are summed per kernel name. New in session 8, not yet run: if ncu does not
-#    profile graph nodes inside the range, the log says "no profiled kernel" (then try `--e2e`
-#    without --engine-graphs: the eager engine's step).
+# Session 9, device call 4: compute-sanitizer over the kernels changed or added since the last
+# sanitizer runs (session 8 call 2): the register-held norms (model_rmsnorm, model_gated_rmsnorm,
+# model_add_rmsnorm), the one-row GEMV (model_gemv1_*, incl. the NVFP4 per-lane shared table
+# and the fewer-warps-per-block launch for small products).
+#  - memcheck: norms_and_relu2_match_cpu (rmsnorm / gated through the op path),
+#    bf16_weight_storage (gemv1 over many shapes), decode_engine_fused_norms (add_rmsnorm,
+#    the engine eager and with graphs)
+#  - racecheck: the norms (block sums in shared memory) and the GEMV storage test
+#  - synccheck: the norms
+# (session 8 wrote a call 2 with the ncu engine profile too: that ran as session 9 calls 2-3)
 cd "$(dirname "$0")/../.."
-SAN_LIMIT=150 NCU_ENGINE_LIMIT=400 scripts/device-session.sh \
-    tsan:memcheck:gpu_model:compact_lazy,bf16_weight,decode_engine_on \
-    tsan:racecheck:gpu_model:compact_lazy,decode_engine_on ncuengine
+SAN_LIMIT=300 scripts/device-session.sh \
+    tsan:memcheck:gpu_model:norms_and_relu2,bf16_weight,fused_norms
+SAN_LIMIT=120 scripts/device-session.sh tsan:racecheck:gpu_model:norms_and_relu2,bf16_weight
+SAN_LIMIT=60 scripts/device-session.sh tsan:synccheck:gpu_model:norms_and_relu2
 cd "$OUT" && ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf
