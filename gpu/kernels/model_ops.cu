@@ -340,21 +340,70 @@ __device__ __forceinline__ void model_fma16(const float* xv, const C* ch, float*
 }
 
 // NVFP4: decoding a weight with model_nv_value costs ~19 instructions (SASS), which would
-// make the GEMV compute-bound. Instead each lane writes the 16 values of its chunk's codes
-// (model_nv_value of codes 0..15 with the block's pair: the same bits) into its own column of
+// make the GEMV compute-bound. Instead each lane writes the 8 values of the positive codes
+// (model_nv_value of codes 0..7 with the block's pair: the same bits) into its own column of
 // a per-warp shared table (entry e of lane l at e * 32 + l: no bank conflicts whatever the
-// codes), then reads each weight's value by its code: shift, mask, LDS, FMA per weight.
-#define GEMV1_NV_TABLE (16 * 32)
+// codes), then per weight reads the value of the code's magnitude bits and moves the code's
+// sign onto x: fmaf(-x, v, acc) is fmaf(x, -v, acc) bit for bit (the product's sign is the
+// same; model_nv_value of code 8 + m is -(value of m)), so the same bits as the 16-entry
+// table (session 8's, kept as model_gemv1_slots_nvfp4w_t16 for the `moe_slots_t1` bench)
+// with half the table writes. Session 9's ncu profile: the slot GEMV is bound by the shared
+// memory instructions (one STS and one LDS per weight then, 1.5 now).
+#define GEMV1_NV_TABLE (8 * 32)
 template <int R>
 __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV* ch, float* acc) {
     __shared__ float tbl[GEMV_WARPS * GEMV1_NV_TABLE];
-    // Byte offset of this lane's column: the lane in bits 2..6, the warp's table in bits 11
-    // and up, so an entry's offset code * 128 (bits 7..10) joins it with one OR.
+    // Byte offset of this lane's column: the lane in bits 2..6, the warp's table in bits 10
+    // and up, so an entry's offset m * 128 (bits 7..9) joins it with one OR.
     const u32 lane_off = (threadIdx.x >> 5) * (GEMV1_NV_TABLE * 4) + (threadIdx.x & 31) * 4;
-    char* tb = (char*)tbl;
-    // The table writes as immediate offsets from one address (entry e at col[32 e]): with the
-    // OR form above ptxas built each of the 16 addresses with its own LOP3, per row and chunk.
-    float* col = (float*)(tb + lane_off);
+    const char* tb = (const char*)tbl;
+    // The table writes as immediate offsets from one address (entry e at col[32 e]).
+    float* col = (float*)((char*)tbl + lane_off);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) col[32 * e] = model_nv_value((u32)e, ch[r].q);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const u32 word = (i < 8) ? ch[r].c.x : ch[r].c.y;
+            const int j = i & 7;
+            const int sh = 4 * j - 7;
+            const u32 pos = sh >= 0 ? (word >> sh) : (word << -sh);
+            const float w = *(const float*)(tb + ((pos & 0x380u) | lane_off));
+            // The code's sign bit (bit 4 j + 3) onto x's bit 31.
+            const u32 sg = (word << (28 - 4 * j)) & 0x80000000u;
+            const float xs = __uint_as_float(__float_as_uint(xv[i]) ^ sg);
+            acc[r] = fmaf(xs, w, acc[r]);
+        }
+    }
+}
+
+// The 16-entry table form (the default until session 8: every code's value in the table,
+// sign included). A bench variant (`moe_slots_t1`: model_gemv1_slots_nvfp4w_t16) with the
+// default's bits. ModelWNV16 is ModelWNV read through it.
+// ModelWNV under another name, so that model_ld16 / model_fma16 read it another way (TAG 1:
+// ModelWNVP below, 2: ModelWNV16).
+template <int TAG>
+struct ModelWNVAs {
+    ModelWNV v;
+    __device__ __forceinline__ static ModelWNVAs at_base(const u8* base, i64 sf_off, i64 lut_off) {
+        return {ModelWNV::at_base(base, sf_off, lut_off)};
+    }
+    __device__ __forceinline__ ModelWNVAs row(i64 n, i64 K) const { return {v.row(n, K)}; }
+};
+typedef ModelWNVAs<2> ModelWNV16;
+struct ModelC16NV16 { uint2 c; float2 q; };
+__device__ __forceinline__ ModelC16NV16 model_ld16(const ModelWNV16& w, i64 c) {
+    return {__ldg((const uint2*)w.v.codes + c), w.v.pair(c)};
+}
+#define GEMV1_NV16_TABLE (16 * 32)
+template <int R>
+__device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV16* ch,
+                                            float* acc) {
+    __shared__ float tbl[GEMV_WARPS * GEMV1_NV16_TABLE];
+    const u32 lane_off = (threadIdx.x >> 5) * (GEMV1_NV16_TABLE * 4) + (threadIdx.x & 31) * 4;
+    const char* tb = (const char*)tbl;
+    float* col = (float*)((char*)tbl + lane_off);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -377,13 +426,7 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NV* c
 // byte-plane lookups per 4 codes (bits 31..24 and 23..16 of 0, .5, 1, 1.5, 2, 3, 4, 6) and one
 // PRMT per weight assembling them (its low bytes zero by sign replication of a positive byte);
 // the code's sign bit ORed into bit 31.
-struct ModelWNVP {
-    ModelWNV v;
-    __device__ __forceinline__ static ModelWNVP at_base(const u8* base, i64 sf_off, i64 lut_off) {
-        return {ModelWNV::at_base(base, sf_off, lut_off)};
-    }
-    __device__ __forceinline__ ModelWNVP row(i64 n, i64 K) const { return {v.row(n, K)}; }
-};
+typedef ModelWNVAs<1> ModelWNVP;
 struct ModelC16NVP { uint2 c; float q1; };
 __device__ __forceinline__ ModelC16NVP model_ld16(const ModelWNVP& w, i64 c) {
     return {__ldg((const uint2*)w.v.codes + c), w.v.pair(c).x};
@@ -427,14 +470,24 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NVP* 
 // Grid: ceil(N / (WB * R)); block: 32 * WB, WB <= GEMV_WARPS warps (the host takes fewer
 // warps per block for a small N, so the warps spread over more SMs: the same bits, as every
 // column's chunks and order stay the same).
-template <int R, typename W, int CH = 2>
+//
+// SPLIT (model_gemv1_*_split, for few long rows: the host's gemv1_split): the block's S warps
+// share R columns; thread t of the block walks chunks t, t + 32 S, ... (the same per-thread
+// chain), each warp's butterfly sum lands in shared memory and thread r adds the S warps'
+// sums in warp order. Other bits than the one-warp form (the chunks of a chain differ), the
+// same for every storage. Grid: ceil(N / R); block: 32 S.
+template <int R, typename W, int CH = 2, bool SPLIT = false>
 __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, const W w,
                                                  const float* __restrict__ bias,
                                                  float* __restrict__ y, i64 N, i64 K,
                                                  i32 has_bias) {
     typedef decltype(model_ld16(w, 0)) C;
     const int lane = threadIdx.x & 31;
-    const i64 n0 = ((i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+    // This thread's first chunk and the stride between its chunks.
+    const i64 L = SPLIT ? (i64)threadIdx.x : (i64)lane;
+    const i64 LS = SPLIT ? (i64)blockDim.x : 32;
+    const i64 n0 = SPLIT ? (i64)blockIdx.x * R
+                         : ((i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
     if (n0 >= N) return;
     W wr[R];
 #pragma unroll
@@ -446,10 +499,26 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
     if constexpr (CH == 2) {
         // Warp-uniform trip count (the __syncwarp below needs every lane): a lane past the
         // last chunk loads the last chunk and skips its FMAs.
-        for (i64 c0 = 0; c0 < nc; c0 += 64) {
-            const i64 c = c0 + lane;
-            const bool one = c < nc, two = c + 32 < nc;
-            const i64 ca = one ? c : nc - 1, cb = two ? c + 32 : nc - 1;
+        for (i64 c0 = 0; c0 < nc; c0 += 2 * LS) {
+            if (SPLIT && c0 + 2 * LS <= nc) {
+                // A whole trip (every chunk of it exists): no conditions, so ptxas keeps the
+                // loads ahead of the FMAs.
+                float xa[16], xb[16];
+                model_x16(x, c0 + L, xa);
+                model_x16(x, c0 + L + LS, xb);
+                C a[R], b[R];
+#pragma unroll
+                for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], c0 + L);
+#pragma unroll
+                for (int r = 0; r < R; ++r) b[r] = model_ld16(wr[r], c0 + L + LS);
+                __syncwarp();
+                model_fma16<R>(xa, a, acc);
+                model_fma16<R>(xb, b, acc);
+                continue;
+            }
+            const i64 c = c0 + L;
+            const bool one = c < nc, two = c + LS < nc;
+            const i64 ca = one ? c : nc - 1, cb = two ? c + LS : nc - 1;
             // Every load of both chunks first.
             float xa[16], xb[16];
             model_x16(x, ca, xa);
@@ -467,8 +536,8 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
         }
     } else {
         // One chunk per lane per trip (fewer registers; the same chunks in the same order).
-        for (i64 c0 = 0; c0 < nc; c0 += 32) {
-            const i64 c = c0 + lane;
+        for (i64 c0 = 0; c0 < nc; c0 += LS) {
+            const i64 c = c0 + L;
             const bool one = c < nc;
             const i64 ca = one ? c : nc - 1;
             float xa[16];
@@ -480,12 +549,31 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
             if (one) model_fma16<R>(xa, a, acc);
         }
     }
+    if constexpr (SPLIT) {
+        __shared__ float part[GEMV_WARPS * 4];
+        const int wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-        float v = acc[r];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
-        const i64 n = n0 + r;
-        if (lane == 0 && n < N) y[n] = has_bias ? v + bias[n] : v;
+        for (int r = 0; r < R; ++r) {
+            float v = acc[r];
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+            if (lane == 0) part[wid * R + r] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x < R) {
+            const int r = threadIdx.x;
+            float v = part[r];
+            for (int q = 1; q < nw; ++q) v += part[q * R + r];
+            const i64 n = n0 + r;
+            if (n < N) y[n] = has_bias ? v + bias[n] : v;
+        }
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            float v = acc[r];
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+            const i64 n = n0 + r;
+            if (lane == 0 && n < N) y[n] = has_bias ? v + bias[n] : v;
+        }
     }
 }
 
@@ -506,6 +594,29 @@ model_gemv1_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                   const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                   i32 has_bias) {
     model_gemv1_body<GEMV1_R_BF16>(x, ModelWBF16{w}, bias, y, N, K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_f32_split(const float* __restrict__ x, const float* __restrict__ w,
+                      const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
+                      i32 has_bias) {
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true>(x, ModelWF32{w}, bias, y, N, K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_bf16w_split(const float* __restrict__ x, const u16* __restrict__ w,
+                        const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
+                        i32 has_bias) {
+    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true>(x, ModelWBF16{w}, bias, y, N, K,
+                                                        has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_nvfp4w_split(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
+                         i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
+                         i64 N, i64 K, i32 has_bias) {
+    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true>(x, ModelWNV::at_base(w, sf_off, lut_off),
+                                                    bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
@@ -664,29 +775,24 @@ __device__ __forceinline__ void model_gated_loop_group(const float* __restrict__
     for (i64 i = threadIdx.x; i < group; i += blockDim.x)
         out[base + i] = out[base + i] * rs * w[c0 + i];
 }
-extern "C" __global__ void model_gated_rmsnorm_loop(const float* __restrict__ x,
-                                                    const float* __restrict__ z,
-                                                    const float* __restrict__ w,
-                                                    float* __restrict__ out, i64 rows, i64 d,
-                                                    i64 group, float eps) {
-    __shared__ float red[32];
-    const i64 ng = d / group;
-    const i64 b = blockIdx.x;
-    if (b >= rows * ng) return;
-    const i64 r = b / ng, c0 = (b % ng) * group;
-    model_gated_loop_group(x, z, w, out, r * d + c0, c0, group, eps, red);
-}
-extern "C" __global__ void model_gated_rmsnorm(const float* __restrict__ x,
-                                               const float* __restrict__ z,
-                                               const float* __restrict__ w,
-                                               float* __restrict__ out, i64 rows, i64 d,
-                                               i64 group, float eps) {
-    __shared__ float red[32];
-    const i64 ng = d / group;
-    const i64 b = blockIdx.x;
-    if (b >= rows * ng) return;
-    const i64 r = b / ng, c0 = (b % ng) * group;
+// The block's group: x, z rows offset `base`, w offset c0.
+#define MODEL_GATED_GROUP                                                                     \
+    __shared__ float red[32];                                                                 \
+    const i64 ng = d / group;                                                                 \
+    const i64 b = blockIdx.x;                                                                 \
+    if (b >= rows * ng) return;                                                               \
+    const i64 r = b / ng, c0 = (b % ng) * group;                                              \
     const i64 base = r * d + c0, nt = blockDim.x;
+#define MODEL_GATED_ARGS                                                                      \
+    const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,    \
+        float* __restrict__ out, i64 rows, i64 d, i64 group, float eps
+extern "C" __global__ void model_gated_rmsnorm_loop(MODEL_GATED_ARGS) {
+    MODEL_GATED_GROUP
+    (void)nt;
+    model_gated_loop_group(x, z, w, out, base, c0, group, eps, red);
+}
+extern "C" __global__ void model_gated_rmsnorm(MODEL_GATED_ARGS) {
+    MODEL_GATED_GROUP
     if (group > GATED_REG * nt) {
         model_gated_loop_group(x, z, w, out, base, c0, group, eps, red);
         return;
@@ -914,6 +1020,7 @@ model_gemv1_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __
 MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4w, ModelWNV, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
 // The production-numerics form (ModelWNVP above): not the reference's bits.
 MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4p, ModelWNVP, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
+MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4w_t16, ModelWNV16, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1, 4, 1, 1)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r4c1lb3, 4, 1, 3)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2, 2, 2, 1)

@@ -85,6 +85,26 @@ pub fn gemv1_warps_per_block(n: usize, r: u32) -> u32 {
     warps.div_ceil(2 * 132).clamp(1, GEMV_WARPS as u64) as u32
 }
 
+/// The split form of a one-row product (`model_gemv1_*_split`: a block of S warps shares r
+/// columns, the chunks of a row dealt over its 32 S threads, the warps' sums added in warp
+/// order): Some(S) for few long rows, i.e. K >= 4096 (256 chunks) and N < 2112 (under 8 warps
+/// per SM of the H200 at 2 columns a warp in the one-warp form); S = chunks / 64 within 2..=8
+/// (one trip of two chunks per thread at K = 4096). Session 9's ncu profile: the router gate
+/// (512 x 4096 f32) took 9.5 us and the latent down projection (1024 x 4096 bf16) 6.4 us for
+/// 8.4 MB each, each warp walking its rows in 4 dependent trips; split: 5.5 and ~5 us (call 5).
+/// Other bits than the one-warp form, the same for every storage (the choice depends on the
+/// shape only, not on the storage's columns per warp).
+///
+/// The decode engine's grouped expert GEMVs (`model_gemv1_slots_*`) have no split form, so the
+/// engine keeps the model path's bits (per-expert GEMVs through here) only for expert shapes
+/// that do not split: the Super experts (2688 x 1024, 1024 x 2688) do not (session 9 call 5
+/// split K = 2688 too and the engine's logits moved 6.7e-7 from the model path's).
+pub fn gemv1_split(n: usize, k: usize) -> Option<u32> {
+    let chunks = (k / 16) as u64;
+    (chunks >= 256 && (n as u64) < 2 * 8 * 132)
+        .then(|| (chunks / 64).clamp(2, GEMV_WARPS as u64) as u32)
+}
+
 /// Whether `model_add_rmsnorm` takes a row of n values (n <= 256 * NORM_REG = 4096); the
 /// engine falls back to the axpy and the norm for longer rows (the same bits).
 pub fn add_rmsnorm_fits(n: usize) -> bool {
@@ -915,15 +935,31 @@ impl GpuKernels {
         // follow from K % 16). Every storage takes it or none does, so the bits of a weight
         // stored bf16 or NVFP4 are the f32 storage's.
         if m == 1 && gemv1_fits(k, px, pw, w.dtype) {
-            let (op, r) = if wnv {
-                ("model_gemv1_nvfp4w", GEMV1_R_NV)
+            let r = if wnv {
+                GEMV1_R_NV
             } else if wbf16 {
-                ("model_gemv1_bf16w", GEMV1_R_BF16)
+                GEMV1_R_BF16
             } else {
-                ("model_gemv1_f32", GEMV1_R_F32)
+                GEMV1_R_F32
             };
-            let wb = gemv1_warps_per_block(n, r);
-            let blocks = grid_u32(op, (n as u64).div_ceil((wb * r) as u64))?;
+            let split = gemv1_split(n, k);
+            let op = match (wnv, wbf16, split.is_some()) {
+                (true, _, false) => "model_gemv1_nvfp4w",
+                (true, _, true) => "model_gemv1_nvfp4w_split",
+                (false, true, false) => "model_gemv1_bf16w",
+                (false, true, true) => "model_gemv1_bf16w_split",
+                (false, false, false) => "model_gemv1_f32",
+                (false, false, true) => "model_gemv1_f32_split",
+            };
+            // Split: one block of `s` warps per r columns; else `wb` warps of r columns each.
+            let (wb, cols_per_block) = match split {
+                Some(s) => (s, r),
+                None => {
+                    let wb = gemv1_warps_per_block(n, r);
+                    (wb, wb * r)
+                }
+            };
+            let blocks = grid_u32(op, (n as u64).div_ceil(cols_per_block as u64))?;
             let f = self.g.function(FILE, op)?;
             let mut a = st.launch_builder(&f);
             a.arg(&px).arg(&pw);
@@ -1668,6 +1704,8 @@ impl Reused for GpuKernels {
 /// its max relative difference (max |a - b| / max |a|) instead.
 pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w", GEMV1_R_NV, true),
+    // the 16-entry table (the default until session 8)
+    ("model_gemv1_slots_nvfp4w_t16", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_r4c1", 4, true),
     ("model_gemv1_slots_nvfp4w_r4c1lb3", 4, true),
     ("model_gemv1_slots_nvfp4w_r2", 2, true),
@@ -3004,6 +3042,18 @@ mod tests {
             assert!((1..=GEMV_WARPS).contains(&wb));
         }
         assert!(add_rmsnorm_fits(4096) && !add_rmsnorm_fits(4097));
+        // The split form: the router gate and the latent down projection, not the big ones
+        // nor rows of under 2048.
+        assert_eq!(gemv1_split(512, 4096), Some(4));
+        assert_eq!(gemv1_split(1024, 4096), Some(4));
+        // The Super experts stay in the one-warp form (the engine's slot GEMVs have no split).
+        assert_eq!(gemv1_split(1024, 2688), None);
+        assert_eq!(gemv1_split(2688, 1024), None);
+        assert_eq!(gemv1_split(2000, 8192), Some(8));
+        assert_eq!(gemv1_split(4096, 1024), None);
+        assert_eq!(gemv1_split(18560, 4096), None);
+        assert_eq!(gemv1_split(131072, 4096), None);
+        assert_eq!(gemv1_split(64, 65536), Some(GEMV_WARPS));
     }
 
     #[test]

@@ -958,12 +958,15 @@ fn compact_lazy_weight_storage_gives_the_f32_bits() {
     use reference::model::weights::Init;
     let mut r = Rng(0xc0ffee);
     // t = 1 with K % 16 == 0 runs model_gemv1_* (R columns per warp: 33 and 37 leave a
-    // partial last warp; 2688 = 168 chunks leaves lanes a second chunk at the tail).
+    // partial last warp; 2688 = 168 chunks leaves lanes a second chunk at the tail; 4096 the
+    // split form).
     for &(n, kk, seed) in &[
         (96usize, 256usize, 7u64),
         (40, 1024, 8),
         (33, 48, 9),
         (37, 2688, 10),
+        // model_gemv1_*_split (K >= 4096, few rows): NVFP4 and bf16 alike.
+        (37, 4096, 11),
     ] {
         let lazy = Mat::Lazy {
             rows: n,
