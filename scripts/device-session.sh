@@ -16,7 +16,7 @@
 #   e2esuper16  the same with --weights bf16 --gpu-weights compact (bf16 weights stored as bf16,
 #             the NVFP4 experts as codes + per-block scale pairs)
 #   e2esuper16g the same with --engine-graphs (the engine's step as a CUDA graph)
-#   e2esuper16gf the same with --engine-fuse (residual add + next norm in one kernel)
+#   e2esuper16gf the same with --engine-fuse (residual add + next norm in one kernel, ReLU² in the down GEMV)
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   e2eengine the same with --decode-engine (the decode steps through the decode engine)

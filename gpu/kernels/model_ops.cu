@@ -330,6 +330,21 @@ __device__ __forceinline__ void model_x16(const float* __restrict__ x, i64 c, fl
     }
 }
 
+// The same with ReLU^2 applied to each value as model_relu2 does (r = fmaxf(v, 0); r * r):
+// the down GEMV of the routed slots reads the up GEMV's output directly (XRELU2), with the
+// bits of model_relu2 then the GEMV, one launch fewer per MoE layer.
+template <bool XRELU2>
+__device__ __forceinline__ void model_x16r(const float* __restrict__ x, i64 c, float* xv) {
+    model_x16(x, c, xv);
+    if constexpr (XRELU2) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const float r = fmaxf(xv[i], 0.0f);
+            xv[i] = r * r;
+        }
+    }
+}
+
 // acc[r] += x[16 c + i] * chunk_r[i], i = 0..15 in order.
 template <int R, typename C>
 __device__ __forceinline__ void model_fma16(const float* xv, const C* ch, float* acc) {
@@ -476,7 +491,7 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NVP* 
 // chain), each warp's butterfly sum lands in shared memory and thread r adds the S warps'
 // sums in warp order. Other bits than the one-warp form (the chunks of a chain differ), the
 // same for every storage. Grid: ceil(N / R); block: 32 S.
-template <int R, typename W, int CH = 2, bool SPLIT = false>
+template <int R, typename W, int CH = 2, bool SPLIT = false, bool XRELU2 = false>
 __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, const W w,
                                                  const float* __restrict__ bias,
                                                  float* __restrict__ y, i64 N, i64 K,
@@ -504,8 +519,8 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
                 // A whole trip (every chunk of it exists): no conditions, so ptxas keeps the
                 // loads ahead of the FMAs.
                 float xa[16], xb[16];
-                model_x16(x, c0 + L, xa);
-                model_x16(x, c0 + L + LS, xb);
+                model_x16r<XRELU2>(x, c0 + L, xa);
+                model_x16r<XRELU2>(x, c0 + L + LS, xb);
                 C a[R], b[R];
 #pragma unroll
                 for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], c0 + L);
@@ -521,8 +536,8 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
             const i64 ca = one ? c : nc - 1, cb = two ? c + LS : nc - 1;
             // Every load of both chunks first.
             float xa[16], xb[16];
-            model_x16(x, ca, xa);
-            model_x16(x, cb, xb);
+            model_x16r<XRELU2>(x, ca, xa);
+            model_x16r<XRELU2>(x, cb, xb);
             C a[R], b[R];
 #pragma unroll
             for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], ca);
@@ -541,7 +556,7 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
             const bool one = c < nc;
             const i64 ca = one ? c : nc - 1;
             float xa[16];
-            model_x16(x, ca, xa);
+            model_x16r<XRELU2>(x, ca, xa);
             C a[R];
 #pragma unroll
             for (int r = 0; r < R; ++r) a[r] = model_ld16(wr[r], ca);
@@ -979,24 +994,21 @@ model_gemv_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __
 }
 
 // The slots on model_gemv1_body (K % 16 == 0, aligned rows); grid (ceil(N / (8 R)), slots).
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_slots_f32(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                      const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K) {
-    const i64 s = blockIdx.y;
-    model_gemv1_body<GEMV1_R_F32>(x + s * x_stride,
-                                  ModelWF32{(const float*)model_slot_weight(ws, ids, s)},
-                                  (const float*)0, y + s * N, N, K, 0);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
-                        const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K) {
-    const i64 s = blockIdx.y;
-    model_gemv1_body<GEMV1_R_BF16>(x + s * x_stride,
-                                   ModelWBF16{(const u16*)model_slot_weight(ws, ids, s)},
-                                   (const float*)0, y + s * N, N, K, 0);
-}
-
+// The _relu forms read x through ReLU^2 (XRELU2 above: the engine's fused routed experts,
+// `--engine-fuse`; session 9, not yet run on the H200).
+#define MODEL_GEMV1_SLOTS(NAME, VIEW, T, R, XR)                                                 \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)                               \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K) {                    \
+        const i64 s = blockIdx.y;                                                               \
+        model_gemv1_body<R, VIEW, 2, false, XR>(x + s * x_stride,                               \
+                                                VIEW{(const T*)model_slot_weight(ws, ids, s)},  \
+                                                (const float*)0, y + s * N, N, K, 0);           \
+    }
+MODEL_GEMV1_SLOTS(model_gemv1_slots_f32, ModelWF32, float, GEMV1_R_F32, false)
+MODEL_GEMV1_SLOTS(model_gemv1_slots_bf16w, ModelWBF16, u16, GEMV1_R_BF16, false)
+MODEL_GEMV1_SLOTS(model_gemv1_slots_f32_relu, ModelWF32, float, GEMV1_R_F32, true)
+MODEL_GEMV1_SLOTS(model_gemv1_slots_bf16w_relu, ModelWBF16, u16, GEMV1_R_BF16, true)
 
 // The NVFP4 slots on model_gemv1_body over view VIEW (ModelWNV: exact; ModelWNVP: production
 // numerics), R columns per warp, CH chunks per lane per trip, MINB blocks per SM (a register
@@ -1005,19 +1017,23 @@ model_gemv1_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __
 // in the same order per column, so they give the default's bits. LB: the __launch_bounds__
 // arguments (with a minimum of blocks per SM only where it caps registers: even a minimum of
 // 1 changes ptxas' allocation).
-#define MODEL_GEMV1_SLOTS_NV(NAME, VIEW, R, CH, LB)                                             \
+#define MODEL_GEMV1_SLOTS_NVX(NAME, VIEW, R, CH, LB, XR)                                        \
     extern "C" __global__ void __launch_bounds__ LB                                             \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K) {                                                                               \
         const i64 s = blockIdx.y;                                                               \
         const u8* base = (const u8*)model_slot_weight(ws, ids, s);                              \
-        model_gemv1_body<R, VIEW, CH>(x + s * x_stride, VIEW::at_base(base, sf_off, lut_off),   \
-                                      (const float*)0, y + s * N, N, K, 0);                     \
+        model_gemv1_body<R, VIEW, CH, false, XR>(x + s * x_stride,                              \
+                                                 VIEW::at_base(base, sf_off, lut_off),          \
+                                                 (const float*)0, y + s * N, N, K, 0);          \
     }
+#define MODEL_GEMV1_SLOTS_NV(NAME, VIEW, R, CH, LB) MODEL_GEMV1_SLOTS_NVX(NAME, VIEW, R, CH, LB, false)
 #define MODEL_GEMV1_SLOTS_NV_VARIANT(NAME, R, CH, MINB)                                         \
     MODEL_GEMV1_SLOTS_NV(NAME, ModelWNV, R, CH, (32 * GEMV_WARPS, MINB))
 MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4w, ModelWNV, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
+MODEL_GEMV1_SLOTS_NVX(model_gemv1_slots_nvfp4w_relu, ModelWNV, GEMV1_R_NV, 2, (32 * GEMV_WARPS),
+                      true)
 // The production-numerics form (ModelWNVP above): not the reference's bits.
 MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4p, ModelWNVP, GEMV1_R_NV, 2, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_NV(model_gemv1_slots_nvfp4w_t16, ModelWNV16, GEMV1_R_NV, 2, (32 * GEMV_WARPS))

@@ -40,8 +40,8 @@ pub struct GpuDevice<'k> {
     timing: Option<RefCell<OpTiming>>,
     /// CUDA graphs of the step, when asked for ([`GpuDevice::with_graphs`])
     graphs: Option<RefCell<Graphs>>,
-    /// the residual add and the next norm in one kernel ([`GpuDevice::with_fused_norms`])
-    fuse_norms: bool,
+    /// fused kernels ([`GpuDevice::with_fusion`])
+    fuse: bool,
 }
 
 /// Where a graph-mode device is in its steps: the first runs eagerly (it allocates the scratch,
@@ -98,7 +98,7 @@ impl<'k> GpuDevice<'k> {
             slots_o: RefCell::new(None),
             timing: None,
             graphs: None,
-            fuse_norms: false,
+            fuse: false,
         }
     }
 
@@ -134,11 +134,13 @@ impl<'k> GpuDevice<'k> {
         self.graphs.as_ref().map(|g| self.ptr(&g.borrow().pos))
     }
 
-    /// The residual add and the following norm in one launch (`model_add_rmsnorm`, the same
-    /// bits as the two kernels; one launch fewer per layer). Opt-in: written in session 8,
-    /// not yet run on the H200 (`duet e2e --engine-fuse`).
-    pub fn with_fused_norms(mut self) -> Self {
-        self.fuse_norms = true;
+    /// Fused kernels (`duet e2e --engine-fuse`), the same bits as the unfused engine: the
+    /// residual add and the following norm in one launch (`model_add_rmsnorm`; session 8,
+    /// run on the H200 in session 9: bit for bit, no measurable gain under graphs), and ReLU²
+    /// folded into the routed experts' down GEMV (`model_gemv1_slots_*_relu`: one launch
+    /// fewer per MoE layer; session 9, not yet run on the H200).
+    pub fn with_fusion(mut self) -> Self {
+        self.fuse = true;
         self
     }
 
@@ -546,7 +548,7 @@ impl DecodeDevice for GpuDevice<'_> {
         eps: f32,
         y: &mut DevTensor,
     ) -> Result<(), ModelError> {
-        if !self.fuse_norms || !crate::model::add_rmsnorm_fits(w.len()) {
+        if !self.fuse || !crate::model::add_rmsnorm_fits(w.len()) {
             self.axpy(h, 1.0, x, w.len())?;
             return self.rmsnorm(h, w, eps, y);
         }
@@ -911,27 +913,35 @@ impl DecodeDevice for GpuDevice<'_> {
             };
             kk.is_multiple_of(4) && ws.iter().all(|t| t.ptr(s).is_multiple_of(wa))
         };
-        let (v_up, v_down) = (
+        let (v_up, v_down, v_down_h) = (
             aligned(&ups, lw) && plat.is_multiple_of(16),
             aligned(&downs, inter) && pr.is_multiple_of(16),
+            aligned(&downs, inter) && ph.is_multiple_of(16),
         );
         let (udt, ddt) = (ups[0].dtype, downs[0].dtype);
         let r = self.timed(
             || "routed_experts".into(),
             || {
                 let k_ = &self.k;
+                let pdown = (pt + 8 * k as u64, 0);
                 k_.launch_gemv_slots(plat, 0, (pt, 0), udt, ph, (inter, lw, k), v_up)
-                    .and_then(|_| k_.launch_relu2(ph, pr, k * inter))
                     .and_then(|_| {
-                        k_.launch_gemv_slots(
-                            pr,
-                            inter,
-                            (pt + 8 * k as u64, 0),
-                            ddt,
-                            po,
-                            (lw, inter, k),
-                            v_down,
-                        )
+                        // Fused: the down GEMV reads h through ReLU² (where it applies).
+                        if self.fuse
+                            && k_.launch_gemv_slots_relu2(
+                                ph,
+                                inter,
+                                pdown,
+                                ddt,
+                                po,
+                                (lw, inter, k),
+                                v_down_h,
+                            )?
+                        {
+                            return Ok(());
+                        }
+                        k_.launch_relu2(ph, pr, k * inter)?;
+                        k_.launch_gemv_slots(pr, inter, pdown, ddt, po, (lw, inter, k), v_down)
                     })
                     .and_then(|_| k_.launch_mix_slots(po, pt + 16 * k as u64, k, lw, pacc))
                     .map_err(gerr("routed experts"))

@@ -1418,6 +1418,39 @@ impl GpuKernels {
         )
     }
 
+    /// [`GpuKernels::launch_gemv_slots`] reading x through ReLU² (`model_gemv1_slots_*_relu`:
+    /// `model_relu2`'s values, so the bits of `launch_relu2` then `launch_gemv_slots`, one
+    /// launch fewer). Only the chunked one-row form has it: Ok(false) queues nothing where that
+    /// does not apply (K % 16 != 0, unaligned rows, another dtype), and the caller runs the
+    /// two launches.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_gemv_slots_relu2(
+        &self,
+        px: u64,
+        x_stride: usize,
+        (ws, ids): (u64, u64),
+        wdt: DType,
+        py: u64,
+        (n, k, slots): (usize, usize, usize),
+        vec4: bool,
+    ) -> Result<bool, GpuError> {
+        if !(vec4 && k.is_multiple_of(16)) {
+            return Ok(false);
+        }
+        let (op, r) = match wdt {
+            DType::F32 => ("model_gemv1_slots_f32_relu", GEMV1_R_F32),
+            DType::BF16 => ("model_gemv1_slots_bf16w_relu", GEMV1_R_BF16),
+            DType::U8 => ("model_gemv1_slots_nvfp4w_relu", GEMV1_R_NV),
+            _ => return Ok(false),
+        };
+        if n == 0 || slots == 0 {
+            return Ok(true);
+        }
+        let shape = (n, k, slots);
+        self.launch_slots_kernel(op, r, true, px, x_stride, (ws, ids), wdt, py, shape, vec4)?;
+        Ok(true)
+    }
+
     /// [`GpuKernels::launch_gemv_slots`] on the kernel `op` (a `model_gemv_slots_*` or, with
     /// `one`, a `model_gemv1_slots_*` form of `r` columns per warp, incl. the bench variants).
     #[allow(clippy::too_many_arguments)]
@@ -1706,6 +1739,9 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w", GEMV1_R_NV, true),
     // the 16-entry table (the default until session 8)
     ("model_gemv1_slots_nvfp4w_t16", GEMV1_R_NV, true),
+    // the down GEMV reading the up GEMV's output through ReLU² (no relu2 launch in its chain:
+    // `--engine-fuse`; session 9, not yet run)
+    ("model_gemv1_slots_nvfp4w_relu", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_r4c1", 4, true),
     ("model_gemv1_slots_nvfp4w_r4c1lb3", 4, true),
     ("model_gemv1_slots_nvfp4w_r2", 2, true),
@@ -1875,12 +1911,15 @@ impl GpuKernels {
                 true,
             )
         };
+        // `_relu`: the down GEMV reads h through ReLU² (no relu2 launch; the up GEMV is the
+        // default's).
+        let relu = |op: &str| op.ends_with("_relu");
         let down = |op: &str, rr: u32| {
             self.launch_slots_kernel(
                 op,
                 rr,
                 true,
-                pr,
+                if relu(op) { ph } else { pr },
                 inter,
                 (pt + 8 * k as u64, 0),
                 DType::U8,
@@ -1889,9 +1928,12 @@ impl GpuKernels {
                 true,
             )
         };
-        let chain = |op: &str, rr: u32| {
-            up(op, rr)?;
-            self.launch_relu2(ph, pr, k * inter)?;
+        let up_op = |op: &'static str| if relu(op) { SLOT_VARIANTS[0].0 } else { op };
+        let chain = |op: &'static str, rr: u32| {
+            up(up_op(op), rr)?;
+            if !relu(op) {
+                self.launch_relu2(ph, pr, k * inter)?;
+            }
             down(op, rr)?;
             self.launch_mix_slots(po, pw, k, lw, py)
         };
@@ -1932,7 +1974,7 @@ impl GpuKernels {
                 }
                 Some(w) => (*w == got, rel(&w.1, &got.1)),
             };
-            let (tu, gu) = time_launch(&self.g, true, || up(op, rr))?;
+            let (tu, gu) = time_launch(&self.g, true, || up(up_op(op), rr))?;
             let (tdn, gdn) = time_launch(&self.g, true, || down(op, rr))?;
             let (tc, gc) = time_launch(&self.g, true, || chain(op, rr))?;
             let pick = |single: &crate::runtime::Timing, g: &Option<crate::runtime::Timing>| {

@@ -1096,9 +1096,10 @@ fn norm_variants_give_the_default_bits() {
     }
 }
 
-/// The decode engine with the residual add fused into the next norm
-/// (`GpuDevice::with_fused_norms`, `model_add_rmsnorm`), eager and with CUDA graphs, gives the
-/// unfused engine's logits bit for bit on tiny-a and tiny-b.
+/// The decode engine with its fused kernels (`GpuDevice::with_fusion`: the residual add fused
+/// into the next norm, `model_add_rmsnorm`; ReLU² folded into the routed experts' down GEMV,
+/// `model_gemv1_slots_f32_relu` here: K = 128 / 96), eager and with CUDA graphs, gives the
+/// unfused engine's logits bit for bit on tiny-a and tiny-b (graphs on tiny-a only).
 #[test]
 #[ignore = "gpu"]
 fn decode_engine_fused_norms_give_the_unfused_bits() {
@@ -1116,13 +1117,13 @@ fn decode_engine_fused_norms_give_the_unfused_bits() {
         gm.forward(&ids[..p], Some(&mut gc), Pass::Prefill, false)
             .expect("gpu prefill");
         let mut plain = DecodeEngine::new(&cpu, GpuDevice::new(&k), &gc, 6).expect("engine");
-        let fused = GpuDevice::new(&k).with_fused_norms();
+        let fused = GpuDevice::new(&k).with_fusion();
         let mut fused = DecodeEngine::new(&cpu, fused, &gc, 6).expect("engine");
         // Graphs only on tiny-a: one of tiny-b's Mamba layers is not a case of the direct
         // decode step (its fallback goes through the host), which graph mode refuses.
         let mut fg = if name == "nemotron-tiny-a" {
             let d = GpuDevice::new(&k)
-                .with_fused_norms()
+                .with_fusion()
                 .with_graphs()
                 .expect("graph mode");
             Some(DecodeEngine::new(&cpu, d, &gc, 6).expect("engine"))

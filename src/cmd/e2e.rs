@@ -147,9 +147,10 @@ pub struct Args {
     /// resident on the first step). For `--decode-engine` and the decode bench's gpu-engine.
     #[arg(long)]
     engine_graphs: bool,
-    /// The GPU decode engine fuses each residual add with the following norm
-    /// (`model_add_rmsnorm`: the same bits, one launch fewer per layer). Written in session 8,
-    /// not yet run on the H200.
+    /// The GPU decode engine's fused kernels, the same bits as without: each residual add with
+    /// the following norm (`model_add_rmsnorm`, run on the H200 in session 9) and ReLU² folded
+    /// into the routed experts' down GEMV (`model_gemv1_slots_*_relu`, session 9, not yet run
+    /// on the H200).
     #[arg(long)]
     engine_fuse: bool,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
@@ -363,7 +364,7 @@ fn profile_engine_gpu(
         .forward(prompt, Some(&mut cache0), Pass::Prefill, false)
         .context("engine profile prefill")?;
     let dev = gpu::engine::GpuDevice::new(g).with_op_timing();
-    let dev = if fuse { dev.with_fused_norms() } else { dev };
+    let dev = if fuse { dev.with_fusion() } else { dev };
     let mut eng =
         DecodeEngine::new(model, dev, &cache0, n).context("building the decode engine")?;
     for &tk in &m.toks[..n] {
@@ -599,7 +600,7 @@ fn gpu_engine_device(
     o: EngineOpts,
 ) -> Result<gpu::engine::GpuDevice<'_>, reference::model::ModelError> {
     let d = gpu::engine::GpuDevice::new(g);
-    let d = if o.fuse { d.with_fused_norms() } else { d };
+    let d = if o.fuse { d.with_fusion() } else { d };
     if o.graphs {
         d.with_graphs()
     } else {
