@@ -278,6 +278,68 @@ impl<'k> GpuDevice<'k> {
     }
 }
 
+/// Guard bytes checked next to a downloaded range that reaches either end of the payload (the
+/// full guard is `runtime::GUARD` bytes; these are the ones an overrun writes first).
+const DOWNLOAD_GUARD_CHECK: usize = 16;
+
+/// Values `off..off + n` of an f32 device buffer in one device-to-host copy of just those
+/// values (plus [`DOWNLOAD_GUARD_CHECK`] guard bytes on a side the range reaches, checked):
+/// the decode step's logits (131072 values at the super preset) without the whole-buffer
+/// download, the guard scan and the three host copies of `Gpu::download` (session 9: written
+/// after the last device call, not yet run on the H200).
+fn download_f32(
+    g: &crate::runtime::Gpu,
+    b: &DevTensor,
+    off: usize,
+    n: usize,
+) -> Result<Vec<f32>, ModelError> {
+    use crate::runtime::{GUARD, GUARD_BYTE};
+    let total = b.numel();
+    if b.dtype != DType::F32 || off.checked_add(n).is_none_or(|e| e > total) {
+        return Err(op_err(
+            "download",
+            format!(
+                "values {off}..{} of a {total}-value {} buffer",
+                off + n,
+                b.dtype
+            ),
+        ));
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let head = if off == 0 { DOWNLOAD_GUARD_CHECK } else { 0 };
+    let tail = if off + n == total {
+        DOWNLOAD_GUARD_CHECK
+    } else {
+        0
+    };
+    let lo = GUARD + 4 * off - head;
+    let hi = GUARD + 4 * (off + n) + tail;
+    let view = b.buf.slice(lo..hi);
+    // SAFETY: any 4 bytes are a valid u32; (hi - lo) is a multiple of 4.
+    let words = unsafe { view.transmute::<u32>((hi - lo) / 4) }
+        .ok_or_else(|| op_err("download", "a view of the buffer as u32 words"))?;
+    let mut host = vec![0u32; (hi - lo) / 4];
+    g.stream
+        .memcpy_dtoh(&words, &mut host)
+        .map_err(|e| op_err("download", e))?;
+    let guard = u32::from_ne_bytes([GUARD_BYTE; 4]);
+    let (h, t) = (head / 4, tail / 4);
+    if host[..h]
+        .iter()
+        .chain(&host[host.len() - t..])
+        .any(|&w| w != guard)
+    {
+        return Err(op_err(
+            "download",
+            "a guard region next to the decode engine buffer was overwritten (a kernel wrote \
+             out of bounds)",
+        ));
+    }
+    Ok(host[h..h + n].iter().map(|&w| f32::from_bits(w)).collect())
+}
+
 impl GpuDevice<'_> {
     /// A Mamba layer the direct step does not take (e.g. a dstate ssu v6 has no kernel for):
     /// the states and the token's rows come to the host, the model's GPU path runs the step
@@ -346,16 +408,7 @@ impl DecodeDevice for GpuDevice<'_> {
             self.keep.borrow_mut().clear();
         }
         self.resolve_timing()?;
-        let v = g
-            .download(b, "decode engine buffer")
-            .map_err(gerr("download"))?
-            .to_f32_vec();
-        v.get(off..off + n).map(<[f32]>::to_vec).ok_or_else(|| {
-            op_err(
-                "download",
-                format!("values {off}..{} of {}", off + n, v.len()),
-            )
-        })
+        download_f32(g, b, off, n)
     }
 
     fn write(&self, b: &mut DevTensor, v: &[f32]) -> Result<(), ModelError> {
