@@ -506,3 +506,46 @@ fn bench_compare_reads_two_decode_benches() {
         text(&o)
     );
 }
+
+/// `duet bench compare` on two `duet profile engine-step` device logs (session 9, H200): the
+/// summed kernel time, per kernel name, and launch by launch with a replaced kernel named.
+#[test]
+fn bench_compare_reads_two_engine_step_profiles() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/profiles");
+    let a = dir.join("engine_step_h200_s9c3.txt");
+    let b = dir.join("engine_step_h200_s9c5.txt");
+    let o = duet(&["bench", "compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // The logs' own sums: "95 kernels, 1236.4 us in all" and "1198.1 us" (the rows are
+    // rounded to 0.01 us: 95 of them stay within 0.5 us).
+    let all = t
+        .lines()
+        .find(|l| l.starts_with("all kernels (95 -> 95 launches)"))
+        .unwrap_or_else(|| panic!("{t}"));
+    let nums: Vec<f64> = all
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert!(
+        // base, cand, delta % end the line.
+        (nums[nums.len() - 3] - 1236.4).abs() < 0.5 && (nums[nums.len() - 2] - 1198.1).abs() < 0.5,
+        "{all}"
+    );
+    assert!(
+        t.contains("model_gemv1_f32 -> model_gemv1_f32_split"),
+        "{t}"
+    );
+    let row = t
+        .lines()
+        .find(|l| l.starts_with("model_gemv1_slots_nvfp4w "))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(row.contains("284.50") && row.contains("267.20"), "{row}");
+    // A profile against a bench JSON: a clear error, not a parse of one as the other.
+    let tmp = tempfile::tempdir().unwrap();
+    let j = tmp.path().join("bench.json");
+    std::fs::write(&j, r#"{"schema": "duet.bench/1", "results": []}"#).unwrap();
+    let o = duet(&["bench", "compare", a.to_str().unwrap(), j.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("compare like with like"), "{}", text(&o));
+}

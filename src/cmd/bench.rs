@@ -160,13 +160,19 @@ fn verdict(
 /// per-repetition samples (the traces layer's noise model); regressions beyond the threshold
 /// that are also statistically significant and above the minimum absolute delta fail (exit 1).
 /// Two `duet e2e --bench-decode N --json` outputs (device logs with lines before the JSON
-/// included) compare per decode path and per op instead ([`compare_decode_benches`]).
+/// included) compare per decode path and per op instead ([`compare_decode_benches`]); two
+/// `duet profile` outputs (text or `--json`) per kernel and per launch
+/// ([`super::profile_compare`]).
 fn compare_files(
     a: &std::path::Path,
     b: &std::path::Path,
     threshold_pct: f64,
     min_delta_s: f64,
 ) -> anyhow::Result<i32> {
+    // Two `duet profile` outputs (e.g. engine-step before / after): per kernel and launch.
+    if let Some(rc) = super::profile_compare::compare(a, b)? {
+        return Ok(rc);
+    }
     let load = |p: &std::path::Path| -> anyhow::Result<serde_json::Value> {
         let bytes = std::fs::read(p).with_context(|| format!("{}: cannot read", p.display()))?;
         let v: serde_json::Value = parse_json_output(&bytes).with_context(|| {

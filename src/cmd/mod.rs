@@ -4,6 +4,7 @@ pub mod compare;
 pub mod e2e;
 pub mod ops;
 pub mod profile;
+pub mod profile_compare;
 pub mod run;
 pub mod trace;
 pub mod tune;
