@@ -701,7 +701,86 @@ __device__ __forceinline__ Ssu7Layout ssu7_layout(const SsuParams& p, int esize)
     return l;
 }
 
-template <int ST, bool SR, int CW, bool EARLY>
+// v9 (session 9, not yet run on the H200): v8 with the consumers' per-tile loop specialised
+// for TPR lanes per row known at compile time (dstate = 128: 16 lanes of 8 values for the
+// 16-bit states, 32 of 4 for f32; the host runs v9 only there): the row's shuffle reduction
+// unrolled, the lane / row split by shifts, the state addresses advanced per pass instead of
+// recomputed from 64-bit products, B * dt per column computed once per tile when dt is per
+// head (v8 recomputed it per element; the producer writes the head's dt into every row, so the
+// product is the same), and `out_from` resolved per tile. The same operations on every state
+// element and the same reduction order as v8: bit-identical state and out. ncu on v8 (session
+// 5) counted ~29 thread instructions per state element; offline SASS of v8's consumer pass:
+// 266 instructions for 8 bf16 elements, 43 of them floating point.
+template <int ST, bool SR, int TPR, bool HOIST, bool OUTV>
+__device__ __forceinline__ void ssu9_passes(const SsuParams& p, const unsigned char* __restrict__ tile_sm,
+                                            unsigned char* __restrict__ tile_gm, const float* __restrict__ rows,
+                                            const float* bv, const float* cv, float* __restrict__ out,
+                                            float* __restrict__ state_scale, i64 row0, i64 srow0, int lane,
+                                            int grp, int groups, bool pad) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC;
+    constexpr int ESZ = 16 / VEC;
+    const i64 rstride = p.dstate * ESZ;
+    float bdt[VEC];
+    if (HOIST) {
+        const float dt0 = rows[0];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) bdt[k] = __fmul_rn(bv[k], dt0);
+    }
+    const i64 passes = (p.dim + groups - 1) / groups;
+    for (i64 pass = 0; pass < passes; ++pass) {
+        const i64 d = (i64)grp + (i64)groups * pass;
+        const bool valid = d < p.dim;
+        const i64 dd = valid ? d : 0;
+        const float dA = rows[p.dim + dd], xv = rows[2 * p.dim + dd];
+        const float dec_in = rows[5 * p.dim + dd];
+        uint4 q = make_uint4(0u, 0u, 0u, 0u);
+        if (valid && !pad) q = *(const uint4*)(tile_sm + dd * rstride);
+        float v[VEC];
+        ssu3_unpack<ST>(q, dec_in, v);
+        float amax = 0.f;
+        if (HOIST) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float s1 = __fadd_rn(__fmul_rn(v[k], dA), __fmul_rn(bdt[k], xv));
+                v[k] = s1;
+                amax = fmaxf(amax, fabsf(s1));
+            }
+        } else {
+            const float dtv = rows[dd];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const float s1 = __fadd_rn(__fmul_rn(v[k], dA), __fmul_rn(__fmul_rn(bv[k], dtv), xv));
+                v[k] = s1;
+                amax = fmaxf(amax, fabsf(s1));
+            }
+        }
+        float encode = 1.f, decode = 1.f;
+        if (ST == ST_I16) ssu_i16_scale(amax, TPR, &encode, &decode);
+        const i64 srow_idx = srow0 + dd;
+        float s1[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) s1[k] = v[k];
+        uint4 qo;
+        // e0 (the element index) only feeds stochastic rounding's counter.
+        const i64 e0 = SR ? srow_idx * p.dstate + (i64)lane * VEC : 0;
+        ssu3_pack<ST, SR, true>(p, v, e0, pad, encode, decode, qo);
+        if (!pad && valid) *(uint4*)(tile_gm + dd * rstride) = qo;
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc = __fmaf_rn(OUTV ? v[k] : s1[k], cv[k], acc);
+#pragma unroll
+        for (int o = TPR / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(DUET_FULL_MASK, acc, o, TPR);
+        if (lane == 0 && valid) {
+            if (ST == ST_I16 && !pad) state_scale[srow_idx] = decode;
+            float o = acc;
+            if (p.has_d) o += rows[4 * p.dim + d];
+            if (p.has_z) o *= rows[3 * p.dim + d];
+            out[row0 + d] = o;
+        }
+    }
+}
+
+template <int ST, bool SR, int CW, bool EARLY, int TPRC = 0>
 __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, const float* __restrict__ x,
                                             const float* __restrict__ dt, const float* __restrict__ A,
                                             const float* __restrict__ B, const float* __restrict__ C,
@@ -848,6 +927,31 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
                 bv[k4] = b4.x; bv[k4 + 1] = b4.y; bv[k4 + 2] = b4.z; bv[k4 + 3] = b4.w;
                 cv[k4] = c4.x; cv[k4 + 1] = c4.y; cv[k4 + 2] = c4.z; cv[k4 + 3] = c4.w;
             }
+            // v9: the tile's rows (see ssu9_passes), when dstate gives TPRC lanes per row (the
+            // host runs v9 only then; v8's loop otherwise).
+            bool done9 = false;
+            if constexpr (TPRC > 0) if (nvec == TPRC) {
+                done9 = true;
+                const unsigned char* tile_sm = st + L.tile + n * ESZ;
+                const i64 srow0 = (slot * p.nheads + h) * p.dim;
+                unsigned char* tile_gm = (unsigned char*)state + (srow0 * p.dstate + n) * ESZ;
+                const bool hoist = !(p.dt_per_dim || (p.has_bias && p.bias_per_dim));
+                const int l9 = ct % TPRC, g9 = ct / TPRC;
+                constexpr int G9 = SSU7_CONSUMERS / TPRC;
+                if (hoist && p.out_from == 1)
+                    ssu9_passes<ST, SR, TPRC, true, true>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                                                          row0, srow0, l9, g9, G9, pad);
+                else if (hoist)
+                    ssu9_passes<ST, SR, TPRC, true, false>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                                                           row0, srow0, l9, g9, G9, pad);
+                else if (p.out_from == 1)
+                    ssu9_passes<ST, SR, TPRC, false, true>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                                                           row0, srow0, l9, g9, G9, pad);
+                else
+                    ssu9_passes<ST, SR, TPRC, false, false>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                                                            row0, srow0, l9, g9, G9, pad);
+            }
+            if (!done9)
             for (i64 pass = 0; pass < passes; ++pass) {
                 const i64 d = (i64)grp + (i64)groups * pass;
                 // Rows past dim run the arithmetic on zeros so every lane reaches the shuffles.
@@ -904,15 +1008,16 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
 
 #define SSU7_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4, false)
 #define SSU8_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4, true)
-#define SSU7_ENTRY_W(NAME, ST, SR, CW, EARLY)                                                              \
+#define SSU7_ENTRY_W(NAME, ST, SR, CW, EARLY) SSU7_ENTRY_T(NAME, ST, SR, CW, EARLY, 0)
+#define SSU7_ENTRY_T(NAME, ST, SR, CW, EARLY, TPRC)                                                        \
     extern "C" __global__ void __launch_bounds__(32 * (1 + CW)) NAME(                                        \
         SsuParams p, i64 stages, const float* __restrict__ x, const float* __restrict__ dt,                 \
         const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,              \
         const float* __restrict__ D, const float* __restrict__ z, const float* __restrict__ dt_bias,        \
         const i64* __restrict__ sbi, void* __restrict__ state, float* __restrict__ state_scale,            \
         float* __restrict__ out) {                                                                         \
-        ssu_v7_body<ST, SR, CW, EARLY>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale,  \
-                                       out);                                                               \
+        ssu_v7_body<ST, SR, CW, EARLY, TPRC>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state,        \
+                                             state_scale, out);                                            \
     }
 SSU7_ENTRY(ssu_v7_f32, ST_F32, false)
 SSU7_ENTRY(ssu_v7_bf16, ST_BF16, false)
@@ -931,3 +1036,9 @@ SSU8_ENTRY(ssu_v8_bf16, ST_BF16, false)
 SSU8_ENTRY(ssu_v8_f16, ST_F16, false)
 SSU8_ENTRY(ssu_v8_f16_sr, ST_F16, true)
 SSU8_ENTRY(ssu_v8_i16, ST_I16, false)
+// v9 (dstate = 128 only: TPR = 128 / VEC lanes per row).
+SSU7_ENTRY_T(ssu_v9_f32, ST_F32, false, 4, true, 32)
+SSU7_ENTRY_T(ssu_v9_bf16, ST_BF16, false, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9_f16, ST_F16, false, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9_f16_sr, ST_F16, true, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)

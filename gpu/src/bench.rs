@@ -11,7 +11,7 @@
 //!   `moe_slots_t1`: the decode engine's routed slots of one token (22 NVFP4 experts, the
 //!   `model_gemv1_slots_nvfp4w` variants side by side, bits checked against the default);
 //!   `moe_t1`, `moe_t8`, `moe_t64`, `moe_t4096`: the LatentMoE routed expert layer;
-//!   `ssu_sweep_b{64,256}_bf16`: SSU v3 / v5-v8 and v8's ring depths at the Super shape;
+//!   `ssu_sweep_b{64,256}_bf16`: SSU v3 / v5-v9 and v8's ring depths at the Super shape;
 //!   `ssu_sweep_all_b{1,64,256}_bf16`: also every sweep variant (rows per thread, early loads,
 //!   cache hints, v7 ring depths and consumer warps)).
 

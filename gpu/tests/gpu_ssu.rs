@@ -119,6 +119,7 @@ fn ssu_random_shapes_every_mode() {
     let mut fails = vec![];
     let mut n = 0;
     let mut n_v3 = 0;
+    let mut n_v9 = 0;
     for i in 0..36 {
         let ngroups = [1usize, 2, 4][i % 3];
         let s = Shape {
@@ -126,7 +127,11 @@ fn ssu_random_shapes_every_mode() {
             slots: 0,
             nheads: ngroups * (1 + r.below(3) as usize),
             dim: 1 + r.below(70) as usize,
-            dstate: [1usize, 16, 33, 64, 128, 200, 256][r.below(7) as usize],
+            // Every ninth case at the Super dstate (128), so v9 always runs.
+            dstate: match [1usize, 16, 33, 64, 128, 200, 256][r.below(7) as usize] {
+                _ if i % 9 == 0 => 128,
+                d => d,
+            },
             ngroups,
         };
         let s = Shape {
@@ -157,10 +162,15 @@ fn ssu_random_shapes_every_mode() {
         );
         // Every version; v3-v8 only where their layout conditions hold (A is per head here,
         // which v6 requires).
-        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
+        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"] {
             if v >= "v3" && gpu::ops::selective_state_update::v3_ok(s.dstate, state_dt).is_some() {
                 continue;
             }
+            // v9: dstate 128 only (its lanes per row are compiled in).
+            if v == "v9" && s.dstate != gpu::ops::selective_state_update::V9_DSTATE {
+                continue;
+            }
+            n_v9 += (v == "v9") as usize;
             n += 1;
             n_v3 += (v >= "v3") as usize;
             if let Err(e) = common::diff(
@@ -175,11 +185,15 @@ fn ssu_random_shapes_every_mode() {
             }
         }
     }
-    eprintln!("{n} random cases ({n_v3} on v3-v8), {} failed", fails.len());
+    eprintln!(
+        "{n} random cases ({n_v3} on v3-v9, {n_v9} on v9), {} failed",
+        fails.len()
+    );
     assert!(
         n_v3 > 0,
         "no random shape met v3's layout conditions: v3-v8 untested"
     );
+    assert!(n_v9 > 0, "no random shape had dstate 128: v9 untested");
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
@@ -213,7 +227,7 @@ fn ssu_stochastic_rounding_is_bit_exact() {
             ("philox_rounds", if i % 2 == 0 { "10" } else { "5" }.into()),
             ("dt_softplus", "true".into()),
         ]);
-        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
+        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"] {
             if let Err(e) = common::diff(
                 "selective_state_update",
                 v,
@@ -272,7 +286,7 @@ fn ssu_state_offsets_beyond_2_pow_31() {
     );
     let g = common::gpu();
     let op = gpu::ops::find("selective_state_update").unwrap();
-    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
+    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"] {
         let got =
             gpu::ops::run_version(&g, &op, v, &inp, &[], &gpu::ops::RunOpts::default()).unwrap();
         let rep = compare::compare(

@@ -25,11 +25,15 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"],
+        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"],
         run,
         applicable,
     }]
 }
+
+/// v9's dstate (its consumers' lanes per row are compiled in: 128 / 8 for the 16-bit states,
+/// 128 / 4 for f32; the Nemotron-H / Super state size).
+pub const V9_DSTATE: usize = 128;
 
 /// v2 limits: dstate <= 256 (8 register slots x 32 lanes x 4 rows), dim <= 2048 (shared memory).
 pub const V2_MAX_DSTATE: usize = 256;
@@ -83,15 +87,21 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if ["v6", "v7", "v8"].contains(&version) && inputs.get("A").is_some_and(|a| a.rank() != 1) {
+    if ["v6", "v7", "v8", "v9"].contains(&version) && inputs.get("A").is_some_and(|a| a.rank() != 1)
+    {
         return Some(format!(
             "{version} takes A per head (nheads,); a full A runs on v1-v5"
         ));
     }
-    if version == "v7" || version == "v8" {
+    if version == "v7" || version == "v8" || version == "v9" {
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         if let Some(why) = v3_ok(dstate, st.dtype()) {
             return Some(why);
+        }
+        if version == "v9" && dstate != V9_DSTATE {
+            return Some(format!(
+                "v9 takes dstate {V9_DSTATE} (got {dstate}); v8 runs any"
+            ));
         }
         return ssu7_plan(dim, dstate, st.dtype().size(), None).err();
     }
@@ -314,14 +324,14 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"].contains(&version)
+    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"].contains(&version)
         && sweep_rpt(version).is_none()
         && !V7_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8".into(),
+            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8, v9".into(),
         });
     }
     let (parsed, prm) = prepare(inputs, p)?;
@@ -358,16 +368,22 @@ pub fn run(
             }
             "v2"
         }
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" => {
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
             }
-            if ["v6", "v7", "v8"].contains(&version) && parsed.a.1 {
+            if version == "v9" && dims.dstate != V9_DSTATE {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} v9: takes dstate {V9_DSTATE} (got {}); v8 runs any",
+                    dims.dstate
+                )));
+            }
+            if ["v6", "v7", "v8", "v9"].contains(&version) && parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
                     "{OP} {version}: takes A per head (nheads,); a full A runs on v1-v5"
                 )));
             }
-            if version == "v7" || version == "v8" {
+            if version == "v7" || version == "v8" || version == "v9" {
                 ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
                     .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
             }
@@ -426,7 +442,7 @@ pub fn run(
     // x, dt, A, B, C, D, z, dt_bias, then sbi, state, state_scale, out: the common ssu signature.
     let s = &g.stream;
     let ptrs = operands.ptrs_then(s, &[sbi.ptr(s), state.ptr(s), scale.ptr(s), out.ptr(s)]);
-    if chosen.starts_with("v7") || chosen == "v8" {
+    if chosen.starts_with("v7") || chosen == "v8" || chosen == "v9" {
         let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
             .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
         launch_v7(g, &f, &prm, &plan, blocks, &ptrs, ssu7_threads(chosen))?;
@@ -645,6 +661,7 @@ pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value
         bench_super_version(g, batch, DType::BF16, "v8", true)?,
         bench_super_version(g, batch, DType::BF16, "v8_s3", true)?,
         bench_super_version(g, batch, DType::BF16, "v8_s4", true)?,
+        bench_super_version(g, batch, DType::BF16, "v9", true)?,
     ];
     // v7's ring depth and consumer warps (default: 2 stages, 4 consumer warps).
     // (v7 ring depths 1 / 3 and 2 / 8 consumer warps: measured in session 4, call 3; with all.)
@@ -684,7 +701,7 @@ pub(crate) fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -692,7 +709,7 @@ pub(crate) fn launch_shape(
                 (DType::F16, true) => "f16_sr",
                 _ => "i16",
             };
-            let dtiles = if version == "v7" || version == "v8" {
+            let dtiles = if version == "v7" || version == "v8" || version == "v9" {
                 1 // one (batch row, head) per tile
             } else {
                 dim.div_ceil(v3_rows_per_block(dstate, state_dt, version))
@@ -720,7 +737,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let mut v = vec![];
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
-    for version in ["v1", "v3", "v4", "v5", "v6", "v7", "v8"] {
+    for version in ["v1", "v3", "v4", "v5", "v6", "v7", "v8", "v9"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
@@ -818,8 +835,9 @@ fn bench_super_version(
         },
         ..Default::default()
     };
-    // v7 / v8 bench names: `<version>[_s<stages>]` (v7, v7w2, v7w8, v8; the ring depth).
-    let persistent = version.starts_with("v7") || version.starts_with("v8");
+    // v7 / v8 / v9 bench names: `<version>[_s<stages>]` (v7, v7w2, v7w8, v8, v9; the ring depth).
+    let persistent =
+        version.starts_with("v7") || version.starts_with("v8") || version.starts_with("v9");
     let (base, stages) = match version.rsplit_once("_s") {
         Some((b, n)) if persistent => (b, n.parse::<usize>().ok()),
         _ => (version, None),
