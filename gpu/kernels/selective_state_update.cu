@@ -711,6 +711,31 @@ __device__ __forceinline__ Ssu7Layout ssu7_layout(const SsuParams& p, int esize)
 // element and the same reduction order as v8: bit-identical state and out. ncu on v8 (session
 // 5) counted ~29 thread instructions per state element; offline SASS of v8's consumer pass:
 // 266 instructions for 8 bf16 elements, 43 of them floating point.
+// v9's bf16 rounding: ssu3_pack's FAST bf16 path (hardware cvt.rn.bf16x2, NaNs fixed up to
+// the reference's rule) with one NaN test for the vector's eight values instead of one
+// branch per pair (v8's SASS: FSETP, BSSY, BRA, BSYNC per pair); the same stored bits.
+__device__ __forceinline__ void ssu9_pack_bf16(float* v, uint4& q) {
+    u32 w[4];
+    bool nan = false;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const float lo = v[2 * k], hi = v[2 * k + 1];
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(hi), "f"(lo));
+        nan |= (lo != lo) | (hi != hi);
+    }
+    if (nan) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            w[k] = ssu_bf16x2_rn(v[2 * k], v[2 * k + 1]);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        v[2 * k] = __uint_as_float(w[k] << 16);
+        v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+    }
+    q = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 template <int ST, bool SR, int TPR, bool HOIST, bool OUTV>
 __device__ __forceinline__ void ssu9_passes(const SsuParams& p, const unsigned char* __restrict__ tile_sm,
                                             unsigned char* __restrict__ tile_gm, const float* __restrict__ rows,
@@ -763,7 +788,10 @@ __device__ __forceinline__ void ssu9_passes(const SsuParams& p, const unsigned c
         uint4 qo;
         // e0 (the element index) only feeds stochastic rounding's counter.
         const i64 e0 = SR ? srow_idx * p.dstate + (i64)lane * VEC : 0;
-        ssu3_pack<ST, SR, true>(p, v, e0, pad, encode, decode, qo);
+        if constexpr (ST == ST_BF16)
+            ssu9_pack_bf16(v, qo);
+        else
+            ssu3_pack<ST, SR, true>(p, v, e0, pad, encode, decode, qo);
         if (!pad && valid) *(uint4*)(tile_gm + dd * rstride) = qo;
         float acc = 0.f;
 #pragma unroll
