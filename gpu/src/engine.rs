@@ -42,7 +42,14 @@ pub struct GpuDevice<'k> {
     graphs: Option<RefCell<Graphs>>,
     /// fused kernels ([`GpuDevice::with_fusion`])
     fuse: bool,
+    /// host seconds spent in [`HOST_PARTS`] (the decode bench's `host_per_step_us`)
+    host: RefCell<[f64; 4]>,
 }
+
+/// The host-side parts of a step that [`GpuDevice`] times: the token's embedding row and
+/// the position going up (`write`, `begin_step`), the step's launch (`end_step`: the graph
+/// launch, or nothing eagerly), the wait for the queued work and the logits' copy down.
+pub const HOST_PARTS: [&str; 4] = ["upload", "launch", "wait", "download"];
 
 /// Where a graph-mode device is in its steps: the first runs eagerly (it allocates the scratch,
 /// caches every weight and lays out every expert), the second is captured (and then launched),
@@ -99,6 +106,7 @@ impl<'k> GpuDevice<'k> {
             timing: None,
             graphs: None,
             fuse: false,
+            host: RefCell::new([0.0; 4]),
         }
     }
 
@@ -132,6 +140,35 @@ impl<'k> GpuDevice<'k> {
     /// Device address of the graph mode's position, if in graph mode.
     fn pos_ptr(&self) -> Option<u64> {
         self.graphs.as_ref().map(|g| self.ptr(&g.borrow().pos))
+    }
+
+    /// [`DecodeDevice::end_step`]: ends a capture and launches the graph, or launches the
+    /// captured graph, or counts an eager step.
+    fn end_step_inner(&self) -> Result<(), ModelError> {
+        let Some(gr) = &self.graphs else {
+            return Ok(());
+        };
+        let g = self.k.gpu();
+        let mut gr = gr.borrow_mut();
+        match std::mem::replace(&mut gr.phase, Phase::Eager) {
+            Phase::Capturing => {
+                let graph = g
+                    .stream
+                    .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
+                    .map_err(|e| op_err("graph capture", e))?
+                    .ok_or_else(|| op_err("graph capture", "the capture recorded nothing"))?;
+                // The captured step has not run yet: run it.
+                graph.launch().map_err(|e| op_err("graph launch", e))?;
+                gr.phase = Phase::Ready(graph);
+            }
+            Phase::Ready(graph) => {
+                graph.launch().map_err(|e| op_err("graph launch", e))?;
+                gr.phase = Phase::Ready(graph);
+                gr.replaying = false;
+            }
+            Phase::Eager => gr.eager_steps += 1,
+        }
+        Ok(())
     }
 
     /// Fused kernels (`duet e2e --engine-fuse`), the same bits as the unfused engine: the
@@ -403,12 +440,18 @@ impl DecodeDevice for GpuDevice<'_> {
 
     fn download(&self, b: &DevTensor, off: usize, n: usize) -> Result<Vec<f32>, ModelError> {
         let g = self.k.gpu();
+        let t0 = std::time::Instant::now();
         g.sync().map_err(gerr("decode engine"))?;
+        let t1 = std::time::Instant::now();
         if self.graphs.is_none() {
             self.keep.borrow_mut().clear();
         }
         self.resolve_timing()?;
-        download_f32(g, b, off, n)
+        let v = download_f32(g, b, off, n);
+        let mut h = self.host.borrow_mut();
+        h[2] += (t1 - t0).as_secs_f64();
+        h[3] += t1.elapsed().as_secs_f64();
+        v
     }
 
     fn write(&self, b: &mut DevTensor, v: &[f32]) -> Result<(), ModelError> {
@@ -423,12 +466,16 @@ impl DecodeDevice for GpuDevice<'_> {
                 ),
             ));
         }
+        let t0 = std::time::Instant::now();
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         let s = &self.k.gpu().stream;
         let mut view = b.view_mut();
         let mut dst = view.slice_mut(0..bytes.len());
-        s.memcpy_htod(&bytes, &mut dst)
-            .map_err(|e| op_err("write", e))
+        let r = s
+            .memcpy_htod(&bytes, &mut dst)
+            .map_err(|e| op_err("write", e));
+        self.host.borrow_mut()[0] += t0.elapsed().as_secs_f64();
+        r
     }
 
     fn begin_step(&self, pos: usize) -> Result<(), ModelError> {
@@ -440,11 +487,13 @@ impl DecodeDevice for GpuDevice<'_> {
         // The position goes up before any capture begins (a host copy is not a graph node).
         let p = (pos as i64).to_le_bytes();
         {
+            let t0 = std::time::Instant::now();
             let mut view = gr.pos.view_mut();
             let mut dst = view.slice_mut(0..8);
             g.stream
                 .memcpy_htod(&p, &mut dst)
                 .map_err(|e| op_err("graph mode position", e))?;
+            self.host.borrow_mut()[0] += t0.elapsed().as_secs_f64();
         }
         match gr.phase {
             Phase::Ready(_) => gr.replaying = true,
@@ -466,31 +515,15 @@ impl DecodeDevice for GpuDevice<'_> {
         Ok(())
     }
 
+    fn host_times(&self) -> Vec<(&'static str, f64)> {
+        HOST_PARTS.into_iter().zip(*self.host.borrow()).collect()
+    }
+
     fn end_step(&self) -> Result<(), ModelError> {
-        let Some(gr) = &self.graphs else {
-            return Ok(());
-        };
-        let g = self.k.gpu();
-        let mut gr = gr.borrow_mut();
-        match std::mem::replace(&mut gr.phase, Phase::Eager) {
-            Phase::Capturing => {
-                let graph = g
-                    .stream
-                    .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
-                    .map_err(|e| op_err("graph capture", e))?
-                    .ok_or_else(|| op_err("graph capture", "the capture recorded nothing"))?;
-                // The captured step has not run yet: run it.
-                graph.launch().map_err(|e| op_err("graph launch", e))?;
-                gr.phase = Phase::Ready(graph);
-            }
-            Phase::Ready(graph) => {
-                graph.launch().map_err(|e| op_err("graph launch", e))?;
-                gr.phase = Phase::Ready(graph);
-                gr.replaying = false;
-            }
-            Phase::Eager => gr.eager_steps += 1,
-        }
-        Ok(())
+        let t0 = std::time::Instant::now();
+        let r = self.end_step_inner();
+        self.host.borrow_mut()[1] += t0.elapsed().as_secs_f64();
+        r
     }
 
     fn kv_append(

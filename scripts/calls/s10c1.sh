@@ -10,7 +10,8 @@
 #    0 again (call 5: 6.7e-7, the split decision since fixed), engine 1.396 ms in call 5
 #  - racecheck over the fused engine test with room (call 5's 100 s were too few)
 #  (also new since call 5: the engine's logits download copies only the values, every engine
-#  test and the e2e benches run it)
+#  test and the e2e benches run it; the e2e JSON's paths.gpu-engine.host_per_step_us splits
+#  the host's share of a step: upload / launch / wait / download)
 cd "$(dirname "$0")/../.."
 E2E_SUPER_LIMIT=120 scripts/device-session.sh t:gpu_model:90 presets:moe_slots_t1 e2esuper16g \
     e2esuper16gf

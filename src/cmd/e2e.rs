@@ -175,6 +175,9 @@ struct BenchRun {
     logits: Vec<Vec<f32>>,
     /// decode engine only: max relative error of its logits vs the model path's, every step
     vs_model_max_rel: Option<f64>,
+    /// decode engine only: host seconds per steady step by part (`DecodeDevice::host_times`:
+    /// the GPU device's uploads, launch, wait and download), averaged over those steps
+    host: Vec<(&'static str, f64)>,
     /// leading steps that are not the steady state (the graph engine's eager and capturing
     /// steps); the JSON's `steady` stats leave them out
     warm: usize,
@@ -269,6 +272,7 @@ fn bench_decode(
         toks,
         logits,
         vs_model_max_rel: None,
+        host: Vec::new(),
         warm: 0,
     })
 }
@@ -323,11 +327,15 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
     // engine-step` runs this under ncu --profile-from-start off: one step's kernels, with
     // graphs the replayed graph's). Its time is left out of `ms`.
     let profile_last = std::env::var_os(PROFILE_ENGINE_STEP_ENV).is_some() && n > 1;
+    // Host time per part over the steady steps (after the warm-up ones, the marked one out).
+    let mut host: Vec<(&'static str, f64)> = Vec::new();
+    let mut host_steps = 0usize;
     for (i, &tk) in m.toks[..n].iter().enumerate() {
         let marked = profile_last && i + 1 == n;
         if marked {
             profile_range(true)?;
         }
+        let h0 = eng.device().host_times();
         let t0 = Instant::now();
         eng.step(tk).context("engine step")?;
         let dt = t0.elapsed().as_secs_f64() * 1e3;
@@ -335,7 +343,20 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
             profile_range(false)?;
         } else {
             ms.push(dt);
+            if i >= warm_steps {
+                let h1 = eng.device().host_times();
+                host_steps += 1;
+                for ((name, b), (_, a)) in h1.iter().zip(&h0) {
+                    match host.iter_mut().find(|(n, _)| n == name) {
+                        Some(e) => e.1 += b - a,
+                        None => host.push((name, b - a)),
+                    }
+                }
+            }
         }
+    }
+    for e in &mut host {
+        e.1 /= host_steps.max(1) as f64;
     }
     Ok(BenchRun {
         ms,
@@ -344,6 +365,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
         toks: m.toks.clone(),
         logits: Vec::new(),
         vs_model_max_rel: Some(worst),
+        host,
         warm: warm_steps,
     })
 }
@@ -425,6 +447,10 @@ fn bench_path_json(b: &BenchRun, floor_us: f64, floor_loaded_us: f64) -> Value {
         "weight_uploads_timed": b.uploads,
         "op_breakdown": op_breakdown_json(b),
         "vs_model_path_max_rel": b.vs_model_max_rel,
+        // Host time per steady step by part (the GPU engine: uploads, launch, wait, download).
+        "host_per_step_us": (!b.host.is_empty()).then(|| {
+            Value::Object(b.host.iter().map(|(k, v)| (k.to_string(), json!(v * 1e6))).collect())
+        }),
         // The steps after the warm-up ones (the graph engine's replays), when there are any.
         "steady": b.steady().map(|v| {
             let (m, p10, p90) = stats_of(v);

@@ -54,6 +54,11 @@ pub trait DecodeDevice {
     fn end_step(&self) -> Result<(), ModelError> {
         Ok(())
     }
+    /// Host-side time so far, in seconds per part of a step (e.g. the GPU device's uploads,
+    /// graph launch, wait and download), for the decode bench; none by default.
+    fn host_times(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// `y[0..rows] = W · x[off..off + cols] (+ bias)` ([`crate::model::linear::linear`], one row).
     fn linear(
         &self,
