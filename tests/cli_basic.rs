@@ -549,3 +549,50 @@ fn bench_compare_reads_two_engine_step_profiles() {
     assert!(!o.status.success());
     assert!(text(&o).contains("compare like with like"), "{}", text(&o));
 }
+
+/// `duet bench compare` on two decode benches that report the GPU engine's host time per step
+/// (`host_per_step_us`, since session 9): the parts side by side with their change.
+#[test]
+fn bench_compare_shows_the_engines_host_time_by_part() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/e2e/");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut paths = vec![];
+    for (i, (log, wait)) in [
+        ("h200_super_decode_call1.log", 1500.0),
+        ("h200_super_decode_call4.log", 1200.0),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let text = std::fs::read_to_string(format!("{dir}{log}")).unwrap();
+        let start = text.find("\n{").map(|i| i + 1).unwrap_or(0);
+        let mut v: serde_json::Value = serde_json::from_str(&text[start..]).unwrap();
+        v["bench_decode"]["paths"]["gpu-engine"]["host_per_step_us"] = serde_json::json!({
+            "upload": 20.0, "launch": 5.0, "wait": wait, "download": 60.0 - 20.0 * i as f64,
+        });
+        let p = tmp.path().join(format!("e2e{i}.json"));
+        std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+        paths.push(p);
+    }
+    let o = duet(&[
+        "bench",
+        "compare",
+        paths[0].to_str().unwrap(),
+        paths[1].to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    let part = |p: &str| {
+        t.lines()
+            .skip_while(|l| !l.starts_with("gpu-engine: host us per steady step"))
+            .find(|l| l.split_whitespace().next() == Some(p))
+            .unwrap_or_else(|| panic!("no {p} row in\n{t}"))
+            .to_string()
+    };
+    assert!(
+        part("wait").contains("1500.0") && part("wait").contains("-300.0"),
+        "{t}"
+    );
+    assert!(part("download").contains("-20.0"), "{t}");
+    assert!(part("upload").contains("+0.0"), "{t}");
+}

@@ -382,6 +382,26 @@ fn compare_decode_benches(
             "-"
         );
     }
+    // The GPU engine's host time per steady step by part, where both runs report it.
+    for (name, xa) in &pa {
+        let Some((_, xb)) = pb.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let (Some(ha), Some(hb)) = (
+            xa["host_per_step_us"].as_object(),
+            xb["host_per_step_us"].as_object(),
+        ) else {
+            continue;
+        };
+        println!("\n{name}: host us per steady step by part (base -> cand)");
+        for (part, a) in ha {
+            let (a, b) = (
+                a.as_f64().unwrap_or(f64::NAN),
+                hb.get(part).and_then(|v| v.as_f64()).unwrap_or(f64::NAN),
+            );
+            println!("  {part:<28} {a:>9.1} -> {b:>9.1}  {:>+9.1}", b - a);
+        }
+    }
     let ops = |x: &serde_json::Value| -> Vec<(String, f64)> {
         x["op_breakdown"]
             .as_array()
