@@ -55,7 +55,7 @@ fn v2_ok(dim: usize, dstate: usize) -> Option<String> {
 pub fn v3_ok(dstate: usize, state_dt: DType) -> Option<String> {
     let vec = 16 / state_dt.size().max(1);
     let nvec = dstate / vec;
-    if dstate % vec != 0 || !nvec.is_power_of_two() || nvec > 32 {
+    if !dstate.is_multiple_of(vec) || !nvec.is_power_of_two() || nvec > 32 {
         return Some(format!(
             "dstate {dstate} with a {state_dt} state: v3 needs dstate = {vec} x a power of two <= 32 (16-byte vectors, one per lane)"
         ));
