@@ -171,6 +171,27 @@ impl<'k> GpuDevice<'k> {
         Ok(())
     }
 
+    /// ReLU² of the slots' up outputs `h` (k rows of `inter`) then the down GEMVs into `o`:
+    /// with fusion one launch where the chunked slot GEMV applies (`model_gemv1_slots_*_relu`
+    /// reads h through ReLU²: the same bits), else `model_relu2` into `r` and the GEMV.
+    /// `vec4`: whether h's and r's rows are aligned for the vector loads.
+    fn relu2_down(
+        &self,
+        [ph, pr, po]: [u64; 3],
+        down: (u64, u64),
+        ddt: DType,
+        (lw, inter, k): (usize, usize, usize),
+        [v_h, v_r]: [bool; 2],
+    ) -> Result<(), GpuError> {
+        let k_ = &self.k;
+        let shape = (lw, inter, k);
+        if self.fuse && k_.launch_gemv_slots_relu2(ph, inter, down, ddt, po, shape, v_h)? {
+            return Ok(());
+        }
+        k_.launch_relu2(ph, pr, k * inter)?;
+        k_.launch_gemv_slots(pr, inter, down, ddt, po, shape, v_r)
+    }
+
     /// Fused kernels (`duet e2e --engine-fuse`), the same bits as the unfused engine: the
     /// residual add and the following norm in one launch (`model_add_rmsnorm`; session 8,
     /// run on the H200 in session 9: bit for bit, no measurable gain under graphs), and ReLU²
@@ -905,17 +926,10 @@ impl DecodeDevice for GpuDevice<'_> {
                 .and_then(|_| {
                     k_.launch_gemv_slots(plat, 0, (pt, pidx), udt, ph, (inter, lw, k), v_up)
                 })
-                .and_then(|_| k_.launch_relu2(ph, pr, k * inter))
                 .and_then(|_| {
-                    k_.launch_gemv_slots(
-                        pr,
-                        inter,
-                        (pt + 8 * e as u64, pidx),
-                        ddt,
-                        po,
-                        (lw, inter, k),
-                        v_down,
-                    )
+                    // ph and pr are scratch (256-byte aligned): v_down holds for both.
+                    let down = (pt + 8 * e as u64, pidx);
+                    self.relu2_down([ph, pr, po], down, ddt, (lw, inter, k), [v_down; 2])
                 })
                 .and_then(|_| k_.launch_mix_slots(po, pw, k, lw, pacc))
                 .map_err(gerr("moe_routed"))
@@ -1009,25 +1023,11 @@ impl DecodeDevice for GpuDevice<'_> {
             || "routed_experts".into(),
             || {
                 let k_ = &self.k;
-                let pdown = (pt + 8 * k as u64, 0);
+                let down = (pt + 8 * k as u64, 0);
                 k_.launch_gemv_slots(plat, 0, (pt, 0), udt, ph, (inter, lw, k), v_up)
                     .and_then(|_| {
-                        // Fused: the down GEMV reads h through ReLU² (where it applies).
-                        if self.fuse
-                            && k_.launch_gemv_slots_relu2(
-                                ph,
-                                inter,
-                                pdown,
-                                ddt,
-                                po,
-                                (lw, inter, k),
-                                v_down_h,
-                            )?
-                        {
-                            return Ok(());
-                        }
-                        k_.launch_relu2(ph, pr, k * inter)?;
-                        k_.launch_gemv_slots(pr, inter, pdown, ddt, po, (lw, inter, k), v_down)
+                        let v = [v_down_h, v_down];
+                        self.relu2_down([ph, pr, po], down, ddt, (lw, inter, k), v)
                     })
                     .and_then(|_| k_.launch_mix_slots(po, pt + 16 * k as u64, k, lw, pacc))
                     .map_err(gerr("routed experts"))
