@@ -333,15 +333,17 @@ __device__ __forceinline__ void model_x16(const float* __restrict__ x, i64 c, fl
 // The same with ReLU^2 applied to each value as model_relu2 does (r = fmaxf(v, 0); r * r):
 // the down GEMV of the routed slots reads the up GEMV's output directly (XRELU2), with the
 // bits of model_relu2 then the GEMV, one launch fewer per MoE layer.
+// relu(v)^2 as model_relu2 computes it.
+__device__ __forceinline__ float model_relu2_of(float v) {
+    const float r = fmaxf(v, 0.0f);
+    return r * r;
+}
 template <bool XRELU2>
 __device__ __forceinline__ void model_x16r(const float* __restrict__ x, i64 c, float* xv) {
     model_x16(x, c, xv);
     if constexpr (XRELU2) {
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            const float r = fmaxf(xv[i], 0.0f);
-            xv[i] = r * r;
-        }
+        for (int i = 0; i < 16; ++i) xv[i] = model_relu2_of(xv[i]);
     }
 }
 
@@ -840,10 +842,8 @@ extern "C" __global__ void model_gated_rmsnorm(MODEL_GATED_ARGS) {
 extern "C" __global__ void model_relu2(const float* __restrict__ x, float* __restrict__ out,
                                        i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (i64)gridDim.x * blockDim.x) {
-        const float r = fmaxf(x[i], 0.0f);
-        out[i] = r * r;
-    }
+         i += (i64)gridDim.x * blockDim.x)
+        out[i] = model_relu2_of(x[i]);
 }
 
 #define ATT_CHUNK 1024

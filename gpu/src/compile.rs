@@ -160,17 +160,29 @@ fn source_hash(src: &str, opts: &[String]) -> u64 {
 
 /// Compiles kernel file `name` for `arch` and returns its CUBIN (cached).
 pub fn compile(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
+    compile_cached(name, arch, false)
+}
+
+/// [`compile`] bypassing both caches (memory and `DUET_KERNEL_CACHE`), whose entries are then
+/// replaced with the result: the loader's way out when a cached cubin does not load.
+pub fn compile_fresh(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
+    compile_cached(name, arch, true)
+}
+
+fn compile_cached(name: &str, arch: &str, fresh: bool) -> Result<Arc<Vec<u8>>, GpuError> {
     let k = source(name)?;
     let src = full_source(&k);
     let opts = options(arch);
     let hash = source_hash(&src, &opts);
     let key = (hash, arch.to_string());
-    if let Some(c) = cache().lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return Ok(c);
+    if !fresh {
+        if let Some(c) = cache().lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
     }
     let disk = std::env::var_os("DUET_KERNEL_CACHE")
         .map(|d| std::path::PathBuf::from(d).join(format!("{name}-{hash:016x}-{arch}.cubin")));
-    if let Some(p) = &disk {
+    if let (Some(p), false) = (&disk, fresh) {
         if let Ok(bytes) = std::fs::read(p) {
             let c = Arc::new(bytes);
             if let Ok(mut m) = cache().lock() {
@@ -187,25 +199,6 @@ pub fn compile(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
     }
     if let Ok(mut m) = cache().lock() {
         m.insert(key, cubin.clone());
-    }
-    Ok(cubin)
-}
-
-/// Compiles kernel file `name` for `arch` with NVRTC, bypassing both caches, and replaces
-/// the cached entries (memory and `DUET_KERNEL_CACHE`) with the result: the loader's way out
-/// when a cached cubin does not load.
-pub fn compile_fresh(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
-    let k = source(name)?;
-    let src = full_source(&k);
-    let opts = options(arch);
-    let hash = source_hash(&src, &opts);
-    let cubin = Arc::new(compile_uncached(&k, &src, &opts)?);
-    if let Some(d) = std::env::var_os("DUET_KERNEL_CACHE") {
-        let p = std::path::PathBuf::from(d).join(format!("{name}-{hash:016x}-{arch}.cubin"));
-        let _ = std::fs::write(p, cubin.as_slice());
-    }
-    if let Ok(mut m) = cache().lock() {
-        m.insert((hash, arch.to_string()), cubin.clone());
     }
     Ok(cubin)
 }

@@ -185,11 +185,12 @@ impl<'k> GpuDevice<'k> {
     ) -> Result<(), GpuError> {
         let k_ = &self.k;
         let shape = (lw, inter, k);
-        if self.fuse && k_.launch_gemv_slots_relu2(ph, inter, down, ddt, po, shape, v_h)? {
+        if self.fuse && k_.launch_gemv_slots(ph, inter, down, ddt, po, shape, v_h, true)? {
             return Ok(());
         }
         k_.launch_relu2(ph, pr, k * inter)?;
-        k_.launch_gemv_slots(pr, inter, down, ddt, po, shape, v_r)
+        k_.launch_gemv_slots(pr, inter, down, ddt, po, shape, v_r, false)
+            .map(|_| ())
     }
 
     /// Fused kernels (`duet e2e --engine-fuse`), the same bits as the unfused engine: the
@@ -924,7 +925,8 @@ impl DecodeDevice for GpuDevice<'_> {
                 }
                 .run(k_.gpu(), version)
                 .and_then(|_| {
-                    k_.launch_gemv_slots(plat, 0, (pt, pidx), udt, ph, (inter, lw, k), v_up)
+                    k_.launch_gemv_slots(plat, 0, (pt, pidx), udt, ph, (inter, lw, k), v_up, false)
+                        .map(|_| ())
                 })
                 .and_then(|_| {
                     // ph and pr are scratch (256-byte aligned): v_down holds for both.
@@ -1024,7 +1026,8 @@ impl DecodeDevice for GpuDevice<'_> {
             || {
                 let k_ = &self.k;
                 let down = (pt + 8 * k as u64, 0);
-                k_.launch_gemv_slots(plat, 0, (pt, 0), udt, ph, (inter, lw, k), v_up)
+                k_.launch_gemv_slots(plat, 0, (pt, 0), udt, ph, (inter, lw, k), v_up, false)
+                    .map(|_| ())
                     .and_then(|_| {
                         let v = [v_down_h, v_down];
                         self.relu2_down([ph, pr, po], down, ddt, (lw, inter, k), v)

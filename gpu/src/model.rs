@@ -1374,6 +1374,11 @@ impl GpuKernels {
     /// and says whether every row start is aligned for the vector loads (`vec4`: x rows 16
     /// bytes, weights 16 bytes, NVFP4 codes 8); with K % 16 == 0 as well the slots take
     /// `model_gemv1_slots_*` (the chunked one-row kernel, [`GpuKernels::launch_gemm`]'s at M = 1).
+    ///
+    /// `relu2`: x is read through ReLU² (`model_gemv1_slots_*_relu`: `model_relu2`'s values,
+    /// so the bits of `launch_relu2` then this, one launch fewer). Only the chunked form has
+    /// it: Ok(false) queues nothing where that does not apply (K % 16 != 0, unaligned rows),
+    /// and the caller runs the two launches. Ok(true): queued.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_gemv_slots(
         &self,
@@ -1384,19 +1389,28 @@ impl GpuKernels {
         py: u64,
         (n, k, slots): (usize, usize, usize),
         vec4: bool,
-    ) -> Result<(), GpuError> {
-        if n == 0 || slots == 0 {
-            return Ok(());
-        }
+        relu2: bool,
+    ) -> Result<bool, GpuError> {
         let one = vec4 && k.is_multiple_of(16);
-        let (op, r) = match (wdt, one) {
-            (DType::F32, false) => ("model_gemv_slots_f32", 1),
-            (DType::BF16, false) => ("model_gemv_slots_bf16w", 1),
-            (DType::U8, false) => ("model_gemv_slots_nvfp4w", 1),
-            (DType::F32, true) => ("model_gemv1_slots_f32", GEMV1_R_F32),
-            (DType::BF16, true) => ("model_gemv1_slots_bf16w", GEMV1_R_BF16),
-            (DType::U8, true) => ("model_gemv1_slots_nvfp4w", GEMV1_R_NV),
-            (other, _) => return Err(bad("model_gemv_slots", format!("weights of dtype {other}"))),
+        if relu2 && !one {
+            return Ok(false);
+        }
+        if n == 0 || slots == 0 {
+            return Ok(true);
+        }
+        let (op, r) = match (wdt, one, relu2) {
+            (DType::F32, false, _) => ("model_gemv_slots_f32", 1),
+            (DType::BF16, false, _) => ("model_gemv_slots_bf16w", 1),
+            (DType::U8, false, _) => ("model_gemv_slots_nvfp4w", 1),
+            (DType::F32, true, false) => ("model_gemv1_slots_f32", GEMV1_R_F32),
+            (DType::BF16, true, false) => ("model_gemv1_slots_bf16w", GEMV1_R_BF16),
+            (DType::U8, true, false) => ("model_gemv1_slots_nvfp4w", GEMV1_R_NV),
+            (DType::F32, true, true) => ("model_gemv1_slots_f32_relu", GEMV1_R_F32),
+            (DType::BF16, true, true) => ("model_gemv1_slots_bf16w_relu", GEMV1_R_BF16),
+            (DType::U8, true, true) => ("model_gemv1_slots_nvfp4w_relu", GEMV1_R_NV),
+            (other, _, _) => {
+                return Err(bad("model_gemv_slots", format!("weights of dtype {other}")))
+            }
         };
         if wdt == DType::U8 && !k.is_multiple_of(16) {
             return Err(bad(
@@ -1404,50 +1418,8 @@ impl GpuKernels {
                 format!("NVFP4 weights need K % 16 == 0 (K = {k})"),
             ));
         }
-        self.launch_slots_kernel(
-            op,
-            r,
-            one,
-            px,
-            x_stride,
-            (ws, ids),
-            wdt,
-            py,
-            (n, k, slots),
-            vec4,
-        )
-    }
-
-    /// [`GpuKernels::launch_gemv_slots`] reading x through ReLU² (`model_gemv1_slots_*_relu`:
-    /// `model_relu2`'s values, so the bits of `launch_relu2` then `launch_gemv_slots`, one
-    /// launch fewer). Only the chunked one-row form has it: Ok(false) queues nothing where that
-    /// does not apply (K % 16 != 0, unaligned rows, another dtype), and the caller runs the
-    /// two launches.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_gemv_slots_relu2(
-        &self,
-        px: u64,
-        x_stride: usize,
-        (ws, ids): (u64, u64),
-        wdt: DType,
-        py: u64,
-        (n, k, slots): (usize, usize, usize),
-        vec4: bool,
-    ) -> Result<bool, GpuError> {
-        if !(vec4 && k.is_multiple_of(16)) {
-            return Ok(false);
-        }
-        let (op, r) = match wdt {
-            DType::F32 => ("model_gemv1_slots_f32_relu", GEMV1_R_F32),
-            DType::BF16 => ("model_gemv1_slots_bf16w_relu", GEMV1_R_BF16),
-            DType::U8 => ("model_gemv1_slots_nvfp4w_relu", GEMV1_R_NV),
-            _ => return Ok(false),
-        };
-        if n == 0 || slots == 0 {
-            return Ok(true);
-        }
         let shape = (n, k, slots);
-        self.launch_slots_kernel(op, r, true, px, x_stride, (ws, ids), wdt, py, shape, vec4)?;
+        self.launch_slots_kernel(op, r, one, px, x_stride, (ws, ids), wdt, py, shape, vec4)?;
         Ok(true)
     }
 
