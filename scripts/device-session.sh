@@ -17,6 +17,8 @@
 #             the NVFP4 experts as codes + per-block scale pairs)
 #   e2esuper16g the same with --engine-graphs (the engine's step as a CUDA graph)
 #   e2esuper16gf the same with --engine-fuse (residual add + next norm in one kernel, ReLU² in the down GEMV)
+#   e2esuper16gp  e2esuper16g with --engine-pdl (programmatic dependent launch between the graph's kernels)
+#   e2esuper16gfp e2esuper16gf with --engine-pdl
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   e2eengine the same with --decode-engine (the decode steps through the decode engine)
@@ -109,6 +111,12 @@ one() { # one step (see the list above)
     e2esuper16gf) step e2e-super-bf16-graphs-fused "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
         --engine-fuse --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+    e2esuper16gp) step e2e-super-bf16-graphs-pdl "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
+        --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
+        --engine-pdl --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+    e2esuper16gfp) step e2e-super-bf16-graphs-fused-pdl "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
+        --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
+        --engine-fuse --engine-pdl --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
     e2esuper16) step e2e-super-bf16 "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
         --experts nvfp4 --weights bf16 --gpu-weights compact --compare gpu --bench-decode 8 --tokens 8 \
         --mtp-pattern "" --json ;;

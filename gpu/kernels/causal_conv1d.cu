@@ -26,6 +26,7 @@ extern "C" __global__ void conv1d_fn_v1(const void* x, int xdt, const void* w, i
                                         const void* bias, int bdt, const void* init, int idt,
                                         i64 rows, i64 dim, i64 L, int width, int act, void* out,
                                         void* fin) {
+    DUET_PDL_ENTRY();
     const i64 hist = width - 1;
     const i64 n_out = rows * L;
     const i64 n_fin = rows * hist;
@@ -193,6 +194,7 @@ __device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, in
         NAME(const void* x, int xdt, const void* w, int wdt, const void* bias, int bdt,         \
              const void* init, int idt, i64 rows, i64 dim, i64 L, int act, void* out,           \
              void* fin) {                                                                       \
+        DUET_PDL_ENTRY();                                                                       \
         conv1d_fn_v2_impl<S, W, 4>(x, xdt, w, wdt, bias, bdt, init, idt, rows, dim, L, act,     \
                                    out, fin);                                                   \
     }
@@ -267,6 +269,7 @@ __device__ __forceinline__ void conv1d_fn_cl_impl(const void* x, int xdt, const 
                                                  const void* bias, int bdt, const void* init,    \
                                                  int idt, i64 batch, i64 dim, i64 L, int act,    \
                                                  void* out, void* fin) {                         \
+        DUET_PDL_ENTRY();                                                                        \
         conv1d_fn_cl_impl<W>(x, xdt, w, wdt, bias, bdt, init, idt, batch, dim, L, act, out,     \
                              fin);                                                               \
     }
@@ -388,6 +391,7 @@ __device__ __forceinline__ void conv1d_fn_cl4_impl(const void* __restrict__ x, i
     extern "C" __global__ void NAME(const void* x, int xdt, const void* w, int wdt,              \
                                     const void* bias, int bdt, const void* init, int idt,        \
                                     i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {  \
+        DUET_PDL_ENTRY();                                                                        \
         conv1d_fn_cl4_impl<S, W>(x, xdt, w, wdt, bias, bdt, init, idt, batch, dim, L, act, out, \
                                  fin);                                                           \
     }
@@ -489,6 +493,7 @@ __device__ __forceinline__ void conv1d_update_impl(
         const void* x, int xdt, void* state, int sdt, const void* w, int wdt, const void* bias, \
         int bdt, const i64* cache_seqlens, const i64* slot_idx, i64 batch, i64 dim, i64 seqlen, \
         i64 state_len, int act, void* out, void* inter) {                                       \
+        DUET_PDL_ENTRY();                                                                       \
         conv1d_update_impl<W>(x, xdt, state, sdt, w, wdt, bias, bdt, cache_seqlens, slot_idx,  \
                               batch, dim, seqlen, state_len, act, out, inter);                  \
     }

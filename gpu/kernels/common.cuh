@@ -14,6 +14,23 @@ typedef int i32;
 
 #define DUET_FULL_MASK 0xffffffffu
 
+// Programmatic dependent launch (sm_90+). A kernel whose graph edge from the kernel before it
+// is programmatic (the decode engine's graphs with `--engine-pdl`: runtime::end_capture) may
+// be launched while that kernel still runs. Its first statement is this: wait until every
+// grid it depends on has completed and its writes are visible, then let the grids that
+// depend on this one begin launching (their blocks then wait here in turn). No global memory
+// is read or written before it. Without a programmatic dependency both are no-ops. A kernel
+// file whose every __global__ body starts with it is PDL-safe (compile::pdl_ready; a CI test
+// holds model_ops, causal_conv1d, noaux_tc_router and selective_state_update to it).
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define DUET_PDL_ENTRY() \
+    asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define DUET_PDL_ENTRY() \
+    do {                 \
+    } while (0)
+#endif
+
 // ---- bf16 / f16 (reference/src/num/{bf16,f16}.rs: the `half` crate's semantics) ----
 
 __device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }

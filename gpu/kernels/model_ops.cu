@@ -166,6 +166,7 @@ extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 model_gemm_f32(const float* __restrict__ x, const float* __restrict__ w,
                const float* __restrict__ bias, float* __restrict__ y,
                i64 M, i64 N, i64 K, i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemm_body(x, ModelWF32{w}, bias, y, M, N, K, has_bias);
 }
 
@@ -173,6 +174,7 @@ extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 model_gemm_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                  const float* __restrict__ bias, float* __restrict__ y,
                  i64 M, i64 N, i64 K, i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemm_body(x, ModelWBF16{w}, bias, y, M, N, K, has_bias);
 }
 
@@ -182,6 +184,7 @@ extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
 model_gemm_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
                   i64 lut_off, const float* __restrict__ bias,
                   float* __restrict__ y, i64 M, i64 N, i64 K, i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemm_body(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, M, N, K, has_bias);
 }
 
@@ -265,6 +268,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_f32(const float* __restrict__ x, const float* __restrict__ w,
                const float* __restrict__ bias, float* __restrict__ y,
                i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    DUET_PDL_ENTRY();
     model_gemv_body(x, ModelWF32{w}, bias, y, M, N, K, has_bias, vec4);
 }
 
@@ -272,6 +276,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                  const float* __restrict__ bias, float* __restrict__ y,
                  i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    DUET_PDL_ENTRY();
     model_gemv_body(x, ModelWBF16{w}, bias, y, M, N, K, has_bias, vec4);
 }
 
@@ -279,6 +284,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
                   i64 lut_off, const float* __restrict__ bias,
                   float* __restrict__ y, i64 M, i64 N, i64 K, i32 has_bias, i32 vec4) {
+    DUET_PDL_ENTRY();
     model_gemv_body(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, M, N, K, has_bias, vec4);
 }
 
@@ -603,6 +609,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_f32(const float* __restrict__ x, const float* __restrict__ w,
                 const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                 i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemv1_body<GEMV1_R_F32>(x, ModelWF32{w}, bias, y, N, K, has_bias);
 }
 
@@ -610,6 +617,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                   const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                   i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemv1_body<GEMV1_R_BF16>(x, ModelWBF16{w}, bias, y, N, K, has_bias);
 }
 
@@ -617,6 +625,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_f32_split(const float* __restrict__ x, const float* __restrict__ w,
                       const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                       i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true>(x, ModelWF32{w}, bias, y, N, K, has_bias);
 }
 
@@ -624,6 +633,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_bf16w_split(const float* __restrict__ x, const u16* __restrict__ w,
                         const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                         i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true>(x, ModelWBF16{w}, bias, y, N, K,
                                                         has_bias);
 }
@@ -632,6 +642,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_nvfp4w_split(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
                          i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
                          i64 N, i64 K, i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true>(x, ModelWNV::at_base(w, sf_off, lut_off),
                                                     bias, y, N, K, has_bias);
 }
@@ -640,6 +651,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
                    i64 lut_off, const float* __restrict__ bias, float* __restrict__ y, i64 N,
                    i64 K, i32 has_bias) {
+    DUET_PDL_ENTRY();
     model_gemv1_body<GEMV1_R_NV>(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K,
                                  has_bias);
 }
@@ -692,6 +704,7 @@ extern "C" __global__ void model_rmsnorm_loop(const float* __restrict__ x,
                                               const float* __restrict__ w,
                                               float* __restrict__ out, i64 rows, i64 n,
                                               float eps) {
+    DUET_PDL_ENTRY();
     __shared__ float red[32];
     const i64 r = blockIdx.x;
     if (r >= rows) return;
@@ -699,6 +712,7 @@ extern "C" __global__ void model_rmsnorm_loop(const float* __restrict__ x,
 }
 extern "C" __global__ void model_rmsnorm(const float* __restrict__ x, const float* __restrict__ w,
                                          float* __restrict__ out, i64 rows, i64 n, float eps) {
+    DUET_PDL_ENTRY();
     __shared__ float red[32];
     const i64 r = blockIdx.x;
     if (r >= rows) return;
@@ -736,6 +750,7 @@ extern "C" __global__ void model_rmsnorm(const float* __restrict__ x, const floa
 extern "C" __global__ void model_add_rmsnorm(float* __restrict__ h, const float* __restrict__ x,
                                              const float* __restrict__ w,
                                              float* __restrict__ out, i64 n, float eps) {
+    DUET_PDL_ENTRY();
     __shared__ float red[32];
     const i64 nt = blockDim.x;
     float v[NORM_REG], wv[NORM_REG];
@@ -804,11 +819,13 @@ __device__ __forceinline__ void model_gated_loop_group(const float* __restrict__
     const float* __restrict__ x, const float* __restrict__ z, const float* __restrict__ w,    \
         float* __restrict__ out, i64 rows, i64 d, i64 group, float eps
 extern "C" __global__ void model_gated_rmsnorm_loop(MODEL_GATED_ARGS) {
+    DUET_PDL_ENTRY();
     MODEL_GATED_GROUP
     (void)nt;
     model_gated_loop_group(x, z, w, out, base, c0, group, eps, red);
 }
 extern "C" __global__ void model_gated_rmsnorm(MODEL_GATED_ARGS) {
+    DUET_PDL_ENTRY();
     MODEL_GATED_GROUP
     if (group > GATED_REG * nt) {
         model_gated_loop_group(x, z, w, out, base, c0, group, eps, red);
@@ -841,6 +858,7 @@ extern "C" __global__ void model_gated_rmsnorm(MODEL_GATED_ARGS) {
 
 extern "C" __global__ void model_relu2(const float* __restrict__ x, float* __restrict__ out,
                                        i64 n) {
+    DUET_PDL_ENTRY();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x)
         out[i] = model_relu2_of(x[i]);
@@ -912,6 +930,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 model_attention(const float* __restrict__ q, const float* __restrict__ keys,
                 const float* __restrict__ vals, float* __restrict__ out, i64 t, i64 nq, i64 nkv,
                 i64 hd, i64 p0, float scale) {
+    DUET_PDL_ENTRY();
     model_attention_body(q, keys, vals, out, t, nq, nkv, hd, p0, scale);
 }
 
@@ -921,6 +940,7 @@ extern "C" __global__ void __launch_bounds__(ATT_THREADS)
 model_attention_pos(const float* __restrict__ q, const float* __restrict__ keys,
                     const float* __restrict__ vals, float* __restrict__ out, i64 t, i64 nq,
                     i64 nkv, i64 hd, const i64* __restrict__ p0, float scale) {
+    DUET_PDL_ENTRY();
     model_attention_body(q, keys, vals, out, t, nq, nkv, hd, *p0, scale);
 }
 
@@ -928,6 +948,7 @@ model_attention_pos(const float* __restrict__ q, const float* __restrict__ keys,
 // engine's CUDA graphs).
 extern "C" __global__ void model_kv_store(float* __restrict__ cache, const float* __restrict__ src,
                                           i64 n, const i64* __restrict__ pos) {
+    DUET_PDL_ENTRY();
     const i64 base = *pos * n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x)
@@ -941,6 +962,7 @@ extern "C" __global__ void model_kv_store(float* __restrict__ cache, const float
 //   mode 2: y[i] = a                 (x is not read)
 extern "C" __global__ void model_axpy(float* __restrict__ y, const float* __restrict__ x, float a,
                                       i64 n, int mode) {
+    DUET_PDL_ENTRY();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (i64)gridDim.x * blockDim.x) {
         if (mode == 0) {
@@ -969,6 +991,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_f32(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
                      const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K,
                      i32 vec4) {
+    DUET_PDL_ENTRY();
     const i64 s = blockIdx.y;
     model_gemv_body(x + s * x_stride, ModelWF32{(const float*)model_slot_weight(ws, ids, s)},
                     (const float*)0, y + s * N, 1, N, K, 0, vec4);
@@ -978,6 +1001,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_bf16w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
                        const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K,
                        i32 vec4) {
+    DUET_PDL_ENTRY();
     const i64 s = blockIdx.y;
     model_gemv_body(x + s * x_stride, ModelWBF16{(const u16*)model_slot_weight(ws, ids, s)},
                     (const float*)0, y + s * N, 1, N, K, 0, vec4);
@@ -987,6 +1011,7 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,
                         const i32* __restrict__ ids, i64 sf_off, i64 lut_off,
                         float* __restrict__ y, i64 N, i64 K, i32 vec4) {
+    DUET_PDL_ENTRY();
     const i64 s = blockIdx.y;
     const u8* base = (const u8*)model_slot_weight(ws, ids, s);
     model_gemv_body(x + s * x_stride, ModelWNV::at_base(base, sf_off, lut_off),
@@ -1000,6 +1025,7 @@ model_gemv_slots_nvfp4w(const float* __restrict__ x, i64 x_stride, const u64* __
     extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)                               \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, float* __restrict__ y, i64 N, i64 K) {                    \
+        DUET_PDL_ENTRY();                                                                       \
         const i64 s = blockIdx.y;                                                               \
         model_gemv1_body<R, VIEW, 2, false, XR>(x + s * x_stride,                               \
                                                 VIEW{(const T*)model_slot_weight(ws, ids, s)},  \
@@ -1022,6 +1048,7 @@ MODEL_GEMV1_SLOTS(model_gemv1_slots_bf16w_relu, ModelWBF16, u16, GEMV1_R_BF16, t
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K) {                                                                               \
+        DUET_PDL_ENTRY();                                                                       \
         const i64 s = blockIdx.y;                                                               \
         const u8* base = (const u8*)model_slot_weight(ws, ids, s);                              \
         model_gemv1_body<R, VIEW, CH, false, XR>(x + s * x_stride,                              \
@@ -1051,6 +1078,7 @@ MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2c1lb4, 2, 1, 4)
 extern "C" __global__ void NAME(const float* __restrict__ o,                                    \
                                            const float* __restrict__ w, i64 k, i64 n,           \
                                            float* __restrict__ y) {                             \
+        DUET_PDL_ENTRY();                                                                       \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;                             \
          i += (i64)gridDim.x * blockDim.x) {                                                    \
         float acc = 0.0f;                                                                       \

@@ -114,6 +114,7 @@ extern "C" __global__ void router_v1(const void* __restrict__ logits, int logits
                                      int n_group, int topk_group, double r, int norm, int norm_mode,
                                      int sig_mode, int* __restrict__ out_idx,
                                      float* __restrict__ out_w) {
+    DUET_PDL_ENTRY();
     extern __shared__ __align__(16) unsigned char smem[];
     u64* packed = (u64*)smem;
     u64* red = packed + E;
@@ -342,6 +343,7 @@ __device__ __forceinline__ void router_v2_body(const void* __restrict__ logits, 
 #define ROUTER_V2(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(128) router_v2_n##N(                           \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
+        DUET_PDL_ENTRY();                                                                       \
         router_v2_body<N>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
@@ -365,6 +367,7 @@ extern "C" __global__ void router_v3(const void* __restrict__ logits, int logits
                                      const void* __restrict__ bias, int bias_dt, int E, int k,
                                      double r, int norm, int norm_mode, int sig_mode,
                                      int* __restrict__ out_idx, float* __restrict__ out_w) {
+    DUET_PDL_ENTRY();
     extern __shared__ __align__(16) unsigned char smem[];
     const int P = blockDim.x;
     u64* sk = (u64*)smem;
@@ -397,6 +400,9 @@ extern "C" __global__ void router_v3(const void* __restrict__ logits, int logits
             v = (lower == up) ? mx : mn;
         }
     }
+    // s[w] was written by thread w: with P = 32 the sort above has no block barrier (only
+    // shuffles), so one here (racecheck, session 10 call 1: the tiny model's router).
+    __syncthreads();
     int w = router_unpack(v);
     if (tid < k) ws[tid] = s[w];
     __syncthreads();
@@ -775,6 +781,7 @@ __device__ __forceinline__ void router_v4_entry(const void* __restrict__ logits,
 #define ROUTER_V4(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v4_n##N(                              \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
+        DUET_PDL_ENTRY();                                                                       \
         router_v4_entry<N>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
@@ -792,6 +799,7 @@ ROUTER_V4(16)
 #define ROUTER_V7(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v7_n##N(                              \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
+        DUET_PDL_ENTRY();                                                                       \
         router_v4_entry<N, true>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
@@ -1031,6 +1039,7 @@ __device__ __forceinline__ void router_v8_entry(const void* __restrict__ logits,
 #define ROUTER_V8(N)                                                                            \
     extern "C" __global__ void __launch_bounds__(256) router_v8_n##N(                              \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
+        DUET_PDL_ENTRY();                                                                       \
         router_v8_entry<N>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
@@ -1341,6 +1350,7 @@ __device__ __forceinline__ void router_v9_entry(const void* __restrict__ logits,
 #define ROUTER_V9(NAME, N, KT, EXPF)                                                            \
     extern "C" __global__ void __launch_bounds__(256, 4) NAME(                                     \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
+        DUET_PDL_ENTRY();                                                                       \
         router_v9_entry<N, KT, EXPF>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
@@ -1355,11 +1365,13 @@ ROUTER_V9(router_v9_n16_k22, 16, 22, false)
 // v9 78.7, v7p 52.3, v7 52.0); the cause was a straggler (v9's slow-path comment).
 extern "C" __global__ void __launch_bounds__(256, 4) router_v9n_n16_k22(
     ROUTER_WARP_KERNEL_PARAMS) {
+    DUET_PDL_ENTRY();
     router_v9_entry<16, 22, false, true>(logits, logits_dt, bias, bias_dt, T, k, r, norm,
                                          norm_mode, sig_mode, out_idx, out_w);
 }
 extern "C" __global__ void __launch_bounds__(256) router_v7p_n16(
     ROUTER_WARP_KERNEL_PARAMS) {
+    DUET_PDL_ENTRY();
     __shared__ volatile char pad[16384];
     pad[threadIdx.x] = 0;
     router_v4_entry<16, true>(ROUTER_WARP_KERNEL_ARGS);
@@ -1426,6 +1438,7 @@ __device__ __forceinline__ void router_v5_entry(const void* __restrict__ logits,
 #define ROUTER_V5(NAME, N, PREFETCH, MINB)                                                      \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(                                 \
         ROUTER_WARP_KERNEL_PARAMS) {                                                            \
+        DUET_PDL_ENTRY();                                                                       \
         router_v5_entry<N, PREFETCH>(ROUTER_WARP_KERNEL_ARGS); \
     }
 
@@ -1439,6 +1452,7 @@ ROUTER_V5(router_v6_n16, 16, true, 2)
 // Test kernels (gpu_router.rs): duet_tanhf over 2^32 inputs in chunks, and the filter bound.
 // tanh_out[i] = duet_tanhf(bits(base + i)).
 extern "C" __global__ void duet_tanhf_chunk(u32 base, u32 n, float* __restrict__ out) {
+    DUET_PDL_ENTRY();
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         out[i] = duet_tanhf(__uint_as_float(base + i));
 }
@@ -1447,6 +1461,7 @@ extern "C" __global__ void duet_tanhf_chunk(u32 base, u32 n, float* __restrict__
 // x), as f32 bits through atomicMax (non-negative floats order like their bits).
 extern "C" __global__ void router_sigmoid_approx_err(u32 base, u32 n, int mode,
                                                      u32* __restrict__ max_err) {
+    DUET_PDL_ENTRY();
     float m = 0.0f;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const float x = __uint_as_float(base + i);
@@ -1462,6 +1477,7 @@ extern "C" __global__ void router_sigmoid_approx_err(u32 base, u32 n, int mode,
 // x): v8's filter premise (<= 2^-11), as f32 bits through atomicMax.
 extern "C" __global__ void router_v8_tanh_approx_err(u32 base, u32 n, int mode,
                                                      u32* __restrict__ max_err) {
+    DUET_PDL_ENTRY();
     float m = 0.0f;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         const float x = __uint_as_float(base + i);

@@ -127,6 +127,7 @@ extern "C" __global__ void ssu_v1(SsuParams p, const float* __restrict__ x, cons
                                   const float* __restrict__ z, const float* __restrict__ dt_bias,
                                   const i64* __restrict__ sbi, void* __restrict__ state,
                                   float* __restrict__ state_scale, float* __restrict__ out) {
+    DUET_PDL_ENTRY();
     const int lane = threadIdx.x & 31;
     const i64 wpb = blockDim.x >> 5;
     const i64 dtiles = (p.dim + wpb - 1) / wpb;
@@ -195,6 +196,7 @@ extern "C" __global__ void ssu_v2(SsuParams p, const float* __restrict__ x, cons
                                   const float* __restrict__ z, const float* __restrict__ dt_bias,
                                   const i64* __restrict__ sbi, void* __restrict__ state,
                                   float* __restrict__ state_scale, float* __restrict__ out) {
+    DUET_PDL_ENTRY();
     __shared__ float s_dt[SSU2_MAX_DIM];
     __shared__ float s_dA[SSU2_MAX_DIM];
     const int lane = threadIdx.x & 31;
@@ -573,6 +575,7 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
         const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
         void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
+        DUET_PDL_ENTRY();                                                                                   \
         ssu_v3_body<ST, SR, RPT, EARLY, STREAM, FAST, PERHEAD>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state,     \
                                                                  state_scale, out);                            \
     }
@@ -1044,6 +1047,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
         const float* __restrict__ D, const float* __restrict__ z, const float* __restrict__ dt_bias,        \
         const i64* __restrict__ sbi, void* __restrict__ state, float* __restrict__ state_scale,            \
         float* __restrict__ out) {                                                                         \
+        DUET_PDL_ENTRY();                                                                                  \
         ssu_v7_body<ST, SR, CW, EARLY, TPRC>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state,        \
                                              state_scale, out);                                            \
     }

@@ -86,6 +86,58 @@ pub fn source(name: &str) -> Result<KernelSource, GpuError> {
         .ok_or_else(|| GpuError::NoKernel(name.into()))
 }
 
+/// Kernel definitions of a source text that do not begin with `DUET_PDL_ENTRY();`, as the
+/// text from `__global__` to the body's opening brace (declarations and `//` comment lines
+/// are skipped). Empty: every kernel of the text is safe to launch with a programmatic
+/// dependency on the kernel before it (common.cuh).
+pub fn kernels_without_pdl_entry(src: &str) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut i = 0;
+    while let Some(j) = src[i..].find("__global__").map(|j| i + j) {
+        i = j + "__global__".len();
+        let line_start = src[..j].rfind('\n').map_or(0, |p| p + 1);
+        if src[line_start..j].trim_start().starts_with("//") {
+            continue;
+        }
+        let Some(brace) = src[j..].find('{').map(|b| j + b) else {
+            break;
+        };
+        if src[j..brace].contains(';') {
+            continue; // a declaration
+        }
+        let body = src[brace + 1..].trim_start_matches([' ', '\t', '\n', '\r', '\\']);
+        if !body.starts_with("DUET_PDL_ENTRY();") {
+            bad.push(
+                src[j..brace]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+        }
+    }
+    bad
+}
+
+/// Whether every kernel of file `name` begins with `DUET_PDL_ENTRY();` (a file that has none
+/// is not).
+pub fn pdl_ready(name: &str) -> bool {
+    static READY: OnceLock<Vec<(&'static str, bool)>> = OnceLock::new();
+    READY
+        .get_or_init(|| {
+            SOURCES
+                .iter()
+                .map(|k| {
+                    (
+                        k.name,
+                        k.src.contains("__global__") && kernels_without_pdl_entry(k.src).is_empty(),
+                    )
+                })
+                .collect()
+        })
+        .iter()
+        .any(|&(n, ok)| n == name && ok)
+}
+
 /// The text NVRTC compiles: the common header then the file, with `#line` markers.
 pub fn full_source(k: &KernelSource) -> String {
     format!(
@@ -385,6 +437,38 @@ fn parse_loc(line: &str) -> Option<(String, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decode_engine_kernel_files_are_pdl_safe() {
+        // The decode engine's graph (runtime::end_capture with programmatic edges) holds
+        // kernels of these files only; every kernel of them must wait at its entry.
+        for f in [
+            "model_ops",
+            "causal_conv1d",
+            "noaux_tc_router",
+            "selective_state_update",
+        ] {
+            let k = source(f).unwrap();
+            assert_eq!(
+                kernels_without_pdl_entry(k.src),
+                Vec::<String>::new(),
+                "{f}"
+            );
+            assert!(pdl_ready(f), "{f}");
+        }
+        // A file with one kernel lacking it is not; one without kernels is not either.
+        assert!(!pdl_ready("nvfp4"));
+        assert!(!pdl_ready("no_such_file"));
+        let src = "// __global__ void in_a_comment() {}\n\
+                   extern \"C\" __global__ void declared(int a);\n\
+                   extern \"C\" __global__ void ok(int a) {\n    DUET_PDL_ENTRY();\n}\n\
+                   #define K(N) \\\n    extern \"C\" __global__ void N(int a) { \\\n        DUET_PDL_ENTRY(); \\\n    }\n\
+                   extern \"C\" __global__ void __launch_bounds__(256) late(int* p) {\n    p[0] = 1;\n    DUET_PDL_ENTRY();\n}\n";
+        assert_eq!(
+            kernels_without_pdl_entry(src),
+            vec!["__global__ void __launch_bounds__(256) late(int* p)".to_string()]
+        );
+    }
 
     #[test]
     fn log_annotation_quotes_the_line() {

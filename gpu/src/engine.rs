@@ -11,10 +11,11 @@
 //! reference/src/model/engine.rs, tested bit for bit against `Model::forward` on the CPU
 //! device; gpu/tests/gpu_model.rs holds this device to the model's CPU decode.
 
+use crate::graph::Graph;
 use crate::model::GpuKernels;
 use crate::runtime::DevTensor;
 use crate::GpuError;
-use cudarc::driver::{CudaEvent, CudaGraph};
+use cudarc::driver::CudaEvent;
 use reference::model::engine::{default_routed_experts, At, DecodeDevice};
 use reference::model::kernels::{mamba_decode_host, op_err, AttnGeometry, MambaStep, Route};
 use reference::model::OpTime;
@@ -42,8 +43,14 @@ pub struct GpuDevice<'k> {
     graphs: Option<RefCell<Graphs>>,
     /// fused kernels ([`GpuDevice::with_fusion`])
     fuse: bool,
+    /// programmatic dependent launch between the graph's kernels ([`GpuDevice::with_pdl`])
+    pdl: bool,
     /// host seconds spent in [`HOST_PARTS`] (the decode bench's `host_per_step_us`)
     host: RefCell<[f64; 4]>,
+    /// page-locked host memory the downloads land in (grown on demand, reused): a copy into
+    /// pageable memory went through the driver's staging at ~3 GB/s (session 10 call 1: 184
+    /// us a step for the super preset's 512 KB of logits)
+    staging: RefCell<Option<cudarc::driver::PinnedHostSlice<u32>>>,
 }
 
 /// The host-side parts of a step that [`GpuDevice`] times: the token's embedding row and
@@ -57,7 +64,7 @@ pub const HOST_PARTS: [&str; 4] = ["upload", "launch", "wait", "download"];
 enum Phase {
     Eager,
     Capturing,
-    Ready(CudaGraph),
+    Ready(Graph),
 }
 
 /// A MoE layer on the device for graph mode: every expert's weight address and the router's
@@ -85,6 +92,8 @@ struct Graphs {
     eager_steps: usize,
     /// per MoE layer, keyed by the address of its experts
     moe: BTreeMap<usize, MoeDev>,
+    /// the captured graph's kernel-to-kernel edges and how many of them are programmatic
+    edges: (usize, usize),
 }
 
 /// Events of the ops queued since the last download, and the totals of those resolved.
@@ -106,7 +115,9 @@ impl<'k> GpuDevice<'k> {
             timing: None,
             graphs: None,
             fuse: false,
+            pdl: false,
             host: RefCell::new([0.0; 4]),
+            staging: RefCell::new(None),
         }
     }
 
@@ -128,6 +139,7 @@ impl<'k> GpuDevice<'k> {
             replaying: false,
             eager_steps: 0,
             moe: BTreeMap::new(),
+            edges: (0, 0),
         }));
         Ok(self)
     }
@@ -142,8 +154,8 @@ impl<'k> GpuDevice<'k> {
         self.graphs.as_ref().map(|g| self.ptr(&g.borrow().pos))
     }
 
-    /// [`DecodeDevice::end_step`]: ends a capture and launches the graph, or launches the
-    /// captured graph, or counts an eager step.
+    /// [`DecodeDevice::end_step`]: ends a capture and launches the graph, or ends a replay
+    /// (launched by `begin_step`), or counts an eager step.
     fn end_step_inner(&self) -> Result<(), ModelError> {
         let Some(gr) = &self.graphs else {
             return Ok(());
@@ -152,17 +164,15 @@ impl<'k> GpuDevice<'k> {
         let mut gr = gr.borrow_mut();
         match std::mem::replace(&mut gr.phase, Phase::Eager) {
             Phase::Capturing => {
-                let graph = g
-                    .stream
-                    .end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0))
-                    .map_err(|e| op_err("graph capture", e))?
-                    .ok_or_else(|| op_err("graph capture", "the capture recorded nothing"))?;
+                let graph = crate::graph::end_capture(g, self.pdl)
+                    .map_err(|e| op_err("graph capture", e))?;
+                gr.edges = (graph.kernel_edges, graph.programmatic_edges);
                 // The captured step has not run yet: run it.
                 graph.launch().map_err(|e| op_err("graph launch", e))?;
                 gr.phase = Phase::Ready(graph);
             }
             Phase::Ready(graph) => {
-                graph.launch().map_err(|e| op_err("graph launch", e))?;
+                // Launched by `begin_step`.
                 gr.phase = Phase::Ready(graph);
                 gr.replaying = false;
             }
@@ -201,6 +211,21 @@ impl<'k> GpuDevice<'k> {
     pub fn with_fusion(mut self) -> Self {
         self.fuse = true;
         self
+    }
+
+    /// Graph mode with programmatic dependent launch (`duet e2e --engine-pdl`): the captured
+    /// graph's edges between kernels become programmatic ([`crate::graph`]), so each kernel's
+    /// launch overlaps the end of the one before it; every kernel waits at its entry for the
+    /// one before it to complete (the same bits). Only with [`GpuDevice::with_graphs`].
+    pub fn with_pdl(mut self) -> Self {
+        self.pdl = true;
+        self
+    }
+
+    /// The captured graph's kernel-to-kernel edges and how many are programmatic (zeros
+    /// before the capture or without graphs).
+    pub fn graph_edges(&self) -> (usize, usize) {
+        self.graphs.as_ref().map_or((0, 0), |g| g.borrow().edges)
     }
 
     /// Times every op with a pair of CUDA events (GPU time from the op's first launch to its
@@ -344,13 +369,15 @@ const DOWNLOAD_GUARD_CHECK: usize = 16;
 /// Values `off..off + n` of an f32 device buffer in one device-to-host copy of just those
 /// values (plus [`DOWNLOAD_GUARD_CHECK`] guard bytes on a side the range reaches, checked):
 /// the decode step's logits (131072 values at the super preset) without the whole-buffer
-/// download, the guard scan and the three host copies of `Gpu::download` (session 9: written
-/// after the last device call, not yet run on the H200).
+/// download, the guard scan and the three host copies of `Gpu::download` (session 9; run on
+/// the H200 in session 10 call 1), through the device's page-locked `staging` buffer
+/// (session 10).
 fn download_f32(
     g: &crate::runtime::Gpu,
     b: &DevTensor,
     off: usize,
     n: usize,
+    staging: &mut Option<cudarc::driver::PinnedHostSlice<u32>>,
 ) -> Result<Vec<f32>, ModelError> {
     use crate::runtime::{GUARD, GUARD_BYTE};
     let total = b.numel();
@@ -379,10 +406,28 @@ fn download_f32(
     // SAFETY: any 4 bytes are a valid u32; (hi - lo) is a multiple of 4.
     let words = unsafe { view.transmute::<u32>((hi - lo) / 4) }
         .ok_or_else(|| op_err("download", "a view of the buffer as u32 words"))?;
-    let mut host = vec![0u32; (hi - lo) / 4];
+    let len = (hi - lo) / 4;
+    if staging.as_ref().is_none_or(|p| p.len() < len) {
+        *staging = None;
+        // SAFETY: the memory is written by the copy below before it is read; flags 0: cached
+        // (the default write-combined memory is slow to read on the host).
+        let p = unsafe { g.ctx.alloc_pinned_with_flags::<u32>(len, 0) }
+            .map_err(|e| op_err("download staging", e))?;
+        *staging = Some(p);
+    }
+    let pinned = staging
+        .as_mut()
+        .ok_or_else(|| op_err("download", "no staging buffer"))?
+        .as_mut_slice()
+        .map_err(|e| op_err("download staging", e))?;
+    let host = &mut pinned[..len];
+    // Into page-locked memory the copy is asynchronous (cudarc records no wait for a host
+    // slice): wait for it.
     g.stream
-        .memcpy_dtoh(&words, &mut host)
+        .memcpy_dtoh(&words, host)
+        .and_then(|_| g.stream.synchronize())
         .map_err(|e| op_err("download", e))?;
+    let host = &*host;
     let guard = u32::from_ne_bytes([GUARD_BYTE; 4]);
     let (h, t) = (head / 4, tail / 4);
     if host[..h]
@@ -469,7 +514,7 @@ impl DecodeDevice for GpuDevice<'_> {
             self.keep.borrow_mut().clear();
         }
         self.resolve_timing()?;
-        let v = download_f32(g, b, off, n);
+        let v = download_f32(g, b, off, n, &mut self.staging.borrow_mut());
         let mut h = self.host.borrow_mut();
         h[2] += (t1 - t0).as_secs_f64();
         h[3] += t1.elapsed().as_secs_f64();
@@ -518,7 +563,17 @@ impl DecodeDevice for GpuDevice<'_> {
             self.host.borrow_mut()[0] += t0.elapsed().as_secs_f64();
         }
         match gr.phase {
-            Phase::Ready(_) => gr.replaying = true,
+            Phase::Ready(ref graph) => {
+                // Everything the graph reads is on the device now (the embedding row went up
+                // in `write`, the position just above): launch it here, so that the host's
+                // walk over the step's ops (which queue nothing while replaying: their
+                // argument checks and weight-cache lookups, ~90 us a step at the super
+                // preset in session 10 call 1) runs while the GPU works, not before it.
+                let t0 = std::time::Instant::now();
+                graph.launch().map_err(|e| op_err("graph launch", e))?;
+                self.host.borrow_mut()[1] += t0.elapsed().as_secs_f64();
+                gr.replaying = true;
+            }
             Phase::Capturing => {
                 return Err(op_err("graph mode", "a step began inside a capture"));
             }
@@ -539,6 +594,16 @@ impl DecodeDevice for GpuDevice<'_> {
 
     fn host_times(&self) -> Vec<(&'static str, f64)> {
         HOST_PARTS.into_iter().zip(*self.host.borrow()).collect()
+    }
+
+    fn launch_stats(&self) -> Vec<(&'static str, usize)> {
+        match &self.graphs {
+            Some(_) => {
+                let (k, p) = self.graph_edges();
+                vec![("graph_kernel_edges", k), ("graph_programmatic_edges", p)]
+            }
+            None => Vec::new(),
+        }
     }
 
     fn end_step(&self) -> Result<(), ModelError> {

@@ -14,6 +14,7 @@ pub mod backend;
 pub mod bench;
 pub mod compile;
 pub mod engine;
+pub mod graph;
 pub mod model;
 pub mod nvfp4_store;
 pub mod ops;

@@ -40,6 +40,8 @@ pub struct Gpu {
     pub name: String,
     pub sm_count: u32,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// functions loaded from PDL-safe files (compile::pdl_ready), by CUfunction address
+    pdl_funcs: Mutex<std::collections::HashSet<usize>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -125,6 +127,7 @@ fn open() -> Result<Gpu, GpuError> {
         name,
         sm_count,
         modules: Mutex::new(HashMap::new()),
+        pdl_funcs: Mutex::new(std::collections::HashSet::new()),
     })
 }
 
@@ -158,9 +161,24 @@ impl Gpu {
                 }
             }
         };
-        module
+        let f = module
             .load_function(func)
-            .map_err(|e| GpuError::Driver(format!("kernel '{func}' in {file}.cu: {e}")))
+            .map_err(|e| GpuError::Driver(format!("kernel '{func}' in {file}.cu: {e}")))?;
+        if compile::pdl_ready(file) {
+            if let Ok(mut s) = self.pdl_funcs.lock() {
+                s.insert(f.cu_function() as usize);
+            }
+        }
+        Ok(f)
+    }
+
+    /// Whether `f` was loaded from a file whose kernels all begin with `DUET_PDL_ENTRY`
+    /// (common.cuh): safe to launch with a programmatic dependency on the kernel before it.
+    pub fn is_pdl_function(&self, f: sys::CUfunction) -> bool {
+        self.pdl_funcs
+            .lock()
+            .map(|s| s.contains(&(f as usize)))
+            .unwrap_or(false)
     }
 
     pub fn sync(&self) -> Result<(), GpuError> {

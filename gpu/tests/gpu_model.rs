@@ -1032,6 +1032,18 @@ fn decode_engine_graphs_replay_the_eager_steps() {
     let mut plain = DecodeEngine::new(&cpu, GpuDevice::new(&k), &gc, 6).expect("engine");
     let dev = GpuDevice::new(&k).with_graphs().expect("graph mode");
     let mut graphed = DecodeEngine::new(&cpu, dev, &gc, 6).expect("engine");
+    // With programmatic dependent launch (session 10), unfused and fused.
+    let dev = GpuDevice::new(&k)
+        .with_pdl()
+        .with_graphs()
+        .expect("graph mode");
+    let mut pdl = DecodeEngine::new(&cpu, dev, &gc, 6).expect("engine");
+    let dev = GpuDevice::new(&k)
+        .with_pdl()
+        .with_fusion()
+        .with_graphs()
+        .expect("graph mode");
+    let mut pdl_fused = DecodeEngine::new(&cpu, dev, &gc, 6).expect("engine");
     let mut tk = ids[p];
     for step in 0..6 {
         let a = cpu
@@ -1045,10 +1057,35 @@ fn decode_engine_graphs_replay_the_eager_steps() {
             "step {step}: graphs vs eager max rel {:e}",
             max_rel(&b, &c)
         );
+        for (what, e) in [("pdl", &mut pdl), ("pdl + fused", &mut pdl_fused)] {
+            let d = e.step(tk).expect("pdl engine step");
+            let same = b.iter().zip(&d).all(|(x, y)| x.to_bits() == y.to_bits());
+            assert!(
+                same,
+                "step {step}: graphs with {what} vs eager max rel {:e}",
+                max_rel(&b, &d)
+            );
+        }
         let e = max_rel(&a.logits, &c);
         eprintln!("step {step}: graphed engine vs cpu {e:.3e}");
         assert!(e < TOL, "step {step}: max rel {e:e}");
         tk = argmax(&a.logits, v)[0] as u32;
+    }
+    // The graphs were captured at step 1: plain graphs keep every kernel edge full, PDL makes
+    // every kernel-to-kernel edge programmatic (every kernel of the step is PDL-safe).
+    let (ke, pe) = graphed.device().graph_edges();
+    eprintln!("graph: {ke} kernel edges, {pe} programmatic");
+    assert!(
+        ke > 10 && pe == 0,
+        "plain graph: {ke} kernel edges, {pe} programmatic"
+    );
+    for e in [&pdl, &pdl_fused] {
+        let (ke, pe) = e.device().graph_edges();
+        eprintln!("pdl graph: {ke} kernel edges, {pe} programmatic");
+        assert!(
+            ke > 10 && pe == ke,
+            "pdl graph: {ke} kernel edges, {pe} programmatic"
+        );
     }
 }
 

@@ -314,7 +314,13 @@ fn compare_decode_benches(
             "a decode bench without \"paths\": expected `duet e2e --bench-decode N --json`"
         );
     }
-    for key in ["weights", "gpu_weights", "experts", "engine_fuse"] {
+    for key in [
+        "weights",
+        "gpu_weights",
+        "experts",
+        "engine_fuse",
+        "engine_pdl",
+    ] {
         if a.get(key) != b.get(key) {
             println!(
                 "note: {key} differs: {} -> {}",

@@ -153,6 +153,11 @@ pub struct Args {
     /// on the H200).
     #[arg(long)]
     engine_fuse: bool,
+    /// With `--engine-graphs`: programmatic dependent launch between the graph's kernels (each
+    /// kernel's launch overlaps the end of the one before it; every kernel waits at its entry
+    /// for that one's writes: the same bits). Session 10.
+    #[arg(long)]
+    engine_pdl: bool,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -178,6 +183,9 @@ struct BenchRun {
     /// decode engine only: host seconds per steady step by part (`DecodeDevice::host_times`:
     /// the GPU device's uploads, launch, wait and download), averaged over those steps
     host: Vec<(&'static str, f64)>,
+    /// decode engine only: the device's launch counts after the timed steps
+    /// (`DecodeDevice::launch_stats`: the GPU graph's kernel edges, programmatic ones)
+    launch: Vec<(&'static str, usize)>,
     /// leading steps that are not the steady state (the graph engine's eager and capturing
     /// steps); the JSON's `steady` stats leave them out
     warm: usize,
@@ -273,6 +281,7 @@ fn bench_decode(
         logits,
         vs_model_max_rel: None,
         host: Vec::new(),
+        launch: Vec::new(),
         warm: 0,
     })
 }
@@ -366,6 +375,7 @@ fn bench_engine<D: reference::model::engine::DecodeDevice>(
         logits: Vec::new(),
         vs_model_max_rel: Some(worst),
         host,
+        launch: eng.device().launch_stats(),
         warm: warm_steps,
     })
 }
@@ -450,6 +460,9 @@ fn bench_path_json(b: &BenchRun, floor_us: f64, floor_loaded_us: f64) -> Value {
         // Host time per steady step by part (the GPU engine: uploads, launch, wait, download).
         "host_per_step_us": (!b.host.is_empty()).then(|| {
             Value::Object(b.host.iter().map(|(k, v)| (k.to_string(), json!(v * 1e6))).collect())
+        }),
+        "launch": (!b.launch.is_empty()).then(|| {
+            Value::Object(b.launch.iter().map(|(k, v)| (k.to_string(), json!(v))).collect())
         }),
         // The steps after the warm-up ones (the graph engine's replays), when there are any.
         "steady": b.steady().map(|v| {
@@ -618,6 +631,7 @@ enum DecodeWith<'a> {
 struct EngineOpts {
     graphs: bool,
     fuse: bool,
+    pdl: bool,
 }
 
 /// The GPU decode engine's device with `o`.
@@ -627,6 +641,7 @@ fn gpu_engine_device(
 ) -> Result<gpu::engine::GpuDevice<'_>, reference::model::ModelError> {
     let d = gpu::engine::GpuDevice::new(g);
     let d = if o.fuse { d.with_fusion() } else { d };
+    let d = if o.pdl { d.with_pdl() } else { d };
     if o.graphs {
         d.with_graphs()
     } else {
@@ -1093,6 +1108,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 EngineOpts {
                     graphs: args.engine_graphs,
                     fuse: args.engine_fuse,
+                    pdl: args.engine_pdl,
                 },
             )
         } else {
@@ -1112,6 +1128,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let eo = EngineOpts {
                 graphs: args.engine_graphs,
                 fuse: args.engine_fuse,
+                pdl: args.engine_pdl,
             };
             let (name, eng) = match g {
                 Some(g) => (
@@ -1264,6 +1281,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "weights": args.weights,
                 "gpu_weights": args.gpu_weights,
                 "engine_fuse": args.engine_fuse,
+                "engine_pdl": args.engine_pdl,
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,

@@ -59,6 +59,11 @@ pub trait DecodeDevice {
     fn host_times(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Counts that say how the device runs a step (e.g. the GPU device's graph edges), for
+    /// the decode bench; none by default.
+    fn launch_stats(&self) -> Vec<(&'static str, usize)> {
+        Vec::new()
+    }
     /// `y[0..rows] = W · x[off..off + cols] (+ bias)` ([`crate::model::linear::linear`], one row).
     fn linear(
         &self,
