@@ -56,7 +56,16 @@ for line in sys.stdin:
     du -sh .devbin .devbin.tar.xz
     ;;
 run)
-    [ -d .devbin ] || tar -xJf .devbin.tar.xz
+    # A warm machine keeps .devbin/ from an earlier call (ignored outputs stay): unpack the
+    # carried tarball whenever it is not the one unpacked there (session 10 call 3 ran the
+    # previous call's binaries).
+    if [ -f .devbin.tar.xz ]; then
+        sum=$(sha1sum .devbin.tar.xz | cut -c1-40)
+        if [ "$(cat .devbin/.from 2>/dev/null)" != "$sum" ]; then
+            rm -rf .devbin && tar -xJf .devbin.tar.xz && echo "$sum" >.devbin/.from
+            echo "devbin: unpacked .devbin.tar.xz $sum" >&2
+        fi
+    fi
     # The kernels precompiled by `build` (a missing or stale entry is compiled as usual).
     export DUET_KERNEL_CACHE="${DUET_KERNEL_CACHE:-$PWD/.devbin/kcache}"
     export DUET_OUT="${DUET_OUT:-${OUT:-/tmp}}"
