@@ -17,6 +17,7 @@
 #             the NVFP4 experts as codes + per-block scale pairs)
 #   e2esuper16g the same with --engine-graphs (the engine's step as a CUDA graph)
 #   e2esuper16gf the same with --engine-fuse (residual add + next norm in one kernel, ReLU² in the down GEMV)
+#   (E2E_STEPS=N: N decode steps in the super benches instead of 8)
 #   e2esuper16gp  e2esuper16g with --engine-pdl (programmatic dependent launch between the graph's kernels)
 #   e2esuper16gfp e2esuper16gf with --engine-pdl
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
@@ -113,21 +114,21 @@ one() { # one step (see the list above)
         step "check-$(printf '%s' "${s#chk:}" | tr -c 'A-Za-z0-9_' '_' | cut -c1-40)" "${CHK_LIMIT:-90}" \
             "$B/duet" check --backend gpu --op "${s#chk:}" ;;
     e2esuper) step e2e-super "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
-        --experts nvfp4 --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+        --experts nvfp4 --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
     e2esuper16g) step e2e-super-bf16-graphs "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
-        --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+        --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
     e2esuper16gf) step e2e-super-bf16-graphs-fused "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
-        --engine-fuse --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+        --engine-fuse --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
     e2esuper16gp) step e2e-super-bf16-graphs-pdl "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
-        --engine-pdl --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+        --engine-pdl --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
     e2esuper16gfp) step e2e-super-bf16-graphs-fused-pdl "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
-        --engine-fuse --engine-pdl --compare gpu --bench-decode 8 --tokens 8 --mtp-pattern "" --json ;;
+        --engine-fuse --engine-pdl --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
     e2esuper16) step e2e-super-bf16 "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super --pattern 'MEMEMEM*E' \
-        --experts nvfp4 --weights bf16 --gpu-weights compact --compare gpu --bench-decode 8 --tokens 8 \
+        --experts nvfp4 --weights bf16 --gpu-weights compact --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" \
         --mtp-pattern "" --json ;;
     torch) step torch 300 python3 tools/torch_side_by_side.py --device cuda \
         --out "$OUT/torch_side_by_side.json" ;;

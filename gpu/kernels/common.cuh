@@ -30,6 +30,13 @@ typedef int i32;
     do {                 \
     } while (0)
 #endif
+// The first statement of a kernel that does DUET_PDL_ENTRY() itself later, before its first
+// access to anything an earlier kernel writes (its comment says where): e.g. the one-row GEMV
+// prefetches its first weights (constant data) into L2 first. A marker for the source scan
+// (compile::pdl_ready); it does nothing.
+#define DUET_PDL_DEFERRED() \
+    do {                    \
+    } while (0)
 
 // ---- bf16 / f16 (reference/src/num/{bf16,f16}.rs: the `half` crate's semantics) ----
 

@@ -499,7 +499,28 @@ __device__ __forceinline__ void model_fma16(const float* xv, const ModelC16NVP* 
 // chain), each warp's butterfly sum lands in shared memory and thread r adds the S warps'
 // sums in warp order. Other bits than the one-warp form (the chunks of a chain differ), the
 // same for every storage. Grid: ceil(N / R); block: 32 S.
-template <int R, typename W, int CH = 2, bool SPLIT = false, bool XRELU2 = false>
+// L2 prefetches of chunk c's weight bytes (model_gemv1_body's PF).
+__device__ __forceinline__ void model_prefetch_l2(const void* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+__device__ __forceinline__ void model_pf16(const ModelWF32& w, i64 c) {
+    model_prefetch_l2(w.p + 16 * c);
+}
+__device__ __forceinline__ void model_pf16(const ModelWBF16& w, i64 c) {
+    model_prefetch_l2(w.p + 16 * c);
+}
+__device__ __forceinline__ void model_pf16(const ModelWNV& w, i64 c) {
+    model_prefetch_l2(w.codes + 8 * c);
+    model_prefetch_l2(w.sf + c);
+}
+
+// PF (the kernels that begin with DUET_PDL_DEFERRED): the thread's first two chunks of each of
+// its rows are prefetched into L2 before DUET_PDL_ENTRY, so that under programmatic dependent
+// launch the first weights stream in while the kernel before (which writes x, and y with ACC)
+// finishes. Weights only: x, bias (constant too, but cheap) and y are touched after the wait.
+// The same loads and FMAs as without it.
+template <int R, typename W, int CH = 2, bool SPLIT = false, bool XRELU2 = false,
+          bool ACC = false, bool PF = false>
 __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, const W w,
                                                  const float* __restrict__ bias,
                                                  float* __restrict__ y, i64 N, i64 K,
@@ -515,6 +536,15 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
     W wr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[r] = w.row(min(n0 + r, N - 1), K);
+    if constexpr (PF) {
+        const i64 nc0 = K >> 4;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (L < nc0) model_pf16(wr[r], L);
+            if (L + LS < nc0) model_pf16(wr[r], L + LS);
+        }
+        DUET_PDL_ENTRY();
+    }
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -595,7 +625,11 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
             float v = acc[r];
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
             const i64 n = n0 + r;
-            if (lane == 0 && n < N) y[n] = has_bias ? v + bias[n] : v;
+            if (lane == 0 && n < N) {
+                const float o = has_bias ? v + bias[n] : v;
+                // ACC: y += the product, as model_axpy with a = 1 adds it (1 * o is exact).
+                y[n] = ACC ? y[n] + o : o;
+            }
         }
     }
 }
@@ -609,32 +643,35 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_f32(const float* __restrict__ x, const float* __restrict__ w,
                 const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                 i32 has_bias) {
-    DUET_PDL_ENTRY();
-    model_gemv1_body<GEMV1_R_F32>(x, ModelWF32{w}, bias, y, N, K, has_bias);
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, false, false, true>(x, ModelWF32{w}, bias,
+                                                                          y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
                   const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                   i32 has_bias) {
-    DUET_PDL_ENTRY();
-    model_gemv1_body<GEMV1_R_BF16>(x, ModelWBF16{w}, bias, y, N, K, has_bias);
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, false, false, false, true>(
+        x, ModelWBF16{w}, bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_f32_split(const float* __restrict__ x, const float* __restrict__ w,
                       const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                       i32 has_bias) {
-    DUET_PDL_ENTRY();
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true>(x, ModelWF32{w}, bias, y, N, K, has_bias);
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true, false, false, true>(x, ModelWF32{w}, bias, y,
+                                                                         N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_bf16w_split(const float* __restrict__ x, const u16* __restrict__ w,
                         const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                         i32 has_bias) {
-    DUET_PDL_ENTRY();
-    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true>(x, ModelWBF16{w}, bias, y, N, K,
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true, false, false, true>(x, ModelWBF16{w}, bias, y, N, K,
                                                         has_bias);
 }
 
@@ -642,8 +679,8 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_nvfp4w_split(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
                          i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
                          i64 N, i64 K, i32 has_bias) {
-    DUET_PDL_ENTRY();
-    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true>(x, ModelWNV::at_base(w, sf_off, lut_off),
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true, false, false, true>(x, ModelWNV::at_base(w, sf_off, lut_off),
                                                     bias, y, N, K, has_bias);
 }
 
@@ -651,9 +688,41 @@ extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
 model_gemv1_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
                    i64 lut_off, const float* __restrict__ bias, float* __restrict__ y, i64 N,
                    i64 K, i32 has_bias) {
-    DUET_PDL_ENTRY();
-    model_gemv1_body<GEMV1_R_NV>(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K,
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, false, false, false, true>(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K,
                                  has_bias);
+}
+
+// y += W . relu^2(x) (+ bias) for one row (model_gemv1_*_relu_add; `--engine-fuse`, the
+// shared expert's down projection and its add into the MoE output): x read through ReLU^2 as
+// model_relu2 computes it, the one-row product with the same chunks and FMA order, then the
+// add of model_axpy with a = 1. The same bits as model_relu2, model_gemv1_* and model_axpy.
+// Not for the shapes the host splits (gemv1_split).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_f32_relu_add(const float* __restrict__ x, const float* __restrict__ w,
+                         const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
+                         i32 has_bias) {
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, true, true, true>(x, ModelWF32{w}, bias, y, N,
+                                                                   K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_bf16w_relu_add(const float* __restrict__ x, const u16* __restrict__ w,
+                           const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
+                           i32 has_bias) {
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, false, true, true, true>(x, ModelWBF16{w}, bias, y,
+                                                                     N, K, has_bias);
+}
+
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
+model_gemv1_nvfp4w_relu_add(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
+                            i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
+                            i64 N, i64 K, i32 has_bias) {
+    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
+    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, false, true, true, true>(
+        x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K, has_bias);
 }
 
 // Sum of `v` over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it.

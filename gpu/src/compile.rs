@@ -86,7 +86,8 @@ pub fn source(name: &str) -> Result<KernelSource, GpuError> {
         .ok_or_else(|| GpuError::NoKernel(name.into()))
 }
 
-/// Kernel definitions of a source text that do not begin with `DUET_PDL_ENTRY();`, as the
+/// Kernel definitions of a source text that do not begin with `DUET_PDL_ENTRY();` (or
+/// `DUET_PDL_DEFERRED();`: the kernel waits later, before its first dependent access), as the
 /// text from `__global__` to the body's opening brace (declarations and `//` comment lines
 /// are skipped). Empty: every kernel of the text is safe to launch with a programmatic
 /// dependency on the kernel before it (common.cuh).
@@ -106,7 +107,7 @@ pub fn kernels_without_pdl_entry(src: &str) -> Vec<String> {
             continue; // a declaration
         }
         let body = src[brace + 1..].trim_start_matches([' ', '\t', '\n', '\r', '\\']);
-        if !body.starts_with("DUET_PDL_ENTRY();") {
+        if !body.starts_with("DUET_PDL_ENTRY();") && !body.starts_with("DUET_PDL_DEFERRED();") {
             bad.push(
                 src[j..brace]
                     .split_whitespace()

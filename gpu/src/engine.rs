@@ -207,7 +207,9 @@ impl<'k> GpuDevice<'k> {
     /// residual add and the following norm in one launch (`model_add_rmsnorm`; session 8,
     /// run on the H200 in session 9: bit for bit, no measurable gain under graphs), and ReLU²
     /// folded into the routed experts' down GEMV (`model_gemv1_slots_*_relu`: one launch
-    /// fewer per MoE layer; session 9, not yet run on the H200).
+    /// fewer per MoE layer; session 9, run on the H200 in session 10 call 1: the same bits),
+    /// and the shared expert's ReLU², down projection and add into the MoE output in one
+    /// launch (`model_gemv1_*_relu_add`: two launches fewer per MoE layer; session 10).
     pub fn with_fusion(mut self) -> Self {
         self.fuse = true;
         self
@@ -738,6 +740,49 @@ impl DecodeDevice for GpuDevice<'_> {
                     .map_err(gerr("add_rmsnorm"))
             },
         )
+    }
+
+    fn relu2_linear_add(
+        &self,
+        x: &DevTensor,
+        w: &Mat,
+        bias: Option<&[f32]>,
+        r: &mut DevTensor,
+        t: &mut DevTensor,
+        y: &mut DevTensor,
+    ) -> Result<(), ModelError> {
+        let (n, k) = (w.rows(), w.cols());
+        if self.fuse {
+            if bias.is_some_and(|b| b.len() != n) {
+                return Err(op_err(
+                    "relu2_linear_add",
+                    format!("bias of {n} values expected"),
+                ));
+            }
+            let px = self.at((x, 0), k, "relu2_linear_add x")?;
+            let py = self.at((y, 0), n, "relu2_linear_add y")?;
+            let wd = self.weight(w)?;
+            let pb = bias.map(|b| self.vec(b)).transpose()?;
+            let mut fused = false;
+            self.timed(
+                || format!("relu2 + linear {n}x{k} + add"),
+                || {
+                    fused = self
+                        .k
+                        .launch_gemv_relu2_add(px, &wd, n, k, pb, py)
+                        .map_err(gerr("relu2_linear_add"))?;
+                    Ok(())
+                },
+            )?;
+            // While a graph replays nothing is queued (`fused` stays false): the captured
+            // step holds whichever form ran then.
+            if fused || self.replaying() {
+                return Ok(());
+            }
+        }
+        self.relu2(x, r, k)?;
+        self.linear((r, 0), w, bias, t)?;
+        self.axpy(y, 1.0, (t, 0), n)
     }
 
     fn relu2(&self, x: &DevTensor, y: &mut DevTensor, n: usize) -> Result<(), ModelError> {

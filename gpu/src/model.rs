@@ -879,20 +879,17 @@ impl GpuKernels {
     /// values; the caller checked the sizes): [`GEMV_MAX_ROWS`] rows or fewer go to
     /// `model_gemv_f32` (a warp per output column), more to the tiled `model_gemm_f32`.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_gemm(
+    /// The storage of a weight for the GEMM / GEMV kernels: (bf16, NVFP4, the NVFP4 layout's
+    /// scale and table offsets).
+    fn weight_storage(
         &self,
-        px: u64,
-        m: usize,
         w: &DevTensor,
         n: usize,
         k: usize,
-        bias: Option<u64>,
-        py: u64,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(bool, bool, (i64, i64)), GpuError> {
         // The weight's storage: f32, bf16, or NVFP4 for exact use (u8 bytes: codes, scale
         // bytes, table of pairs; crate::nvfp4_store::Layout).
         let (wbf16, wnv) = (w.dtype == DType::BF16, w.dtype == DType::U8);
-        let pw = w.ptr(&self.g.stream);
         let nv = if wnv {
             let l = crate::nvfp4_store::Layout::of(n, k);
             if !k.is_multiple_of(16) || w.len != l.len {
@@ -916,6 +913,112 @@ impl GpuKernels {
                 ),
             ));
         };
+        Ok((wbf16, wnv, nv))
+    }
+
+    /// The one-row product on 16-weight chunks (model_gemv1_*), `relu_add`: y += W . relu²(x)
+    /// (+ bias) (model_gemv1_*_relu_add, never split). The caller checked gemv1_fits.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_gemv1(
+        &self,
+        px: u64,
+        w: &DevTensor,
+        n: usize,
+        k: usize,
+        pb: u64,
+        has_bias: i32,
+        py: u64,
+        relu_add: bool,
+    ) -> Result<(), GpuError> {
+        let (wbf16, wnv, nv) = self.weight_storage(w, n, k)?;
+        let pw = w.ptr(&self.g.stream);
+        let (nn, kk) = (n as i64, k as i64);
+        let r = if wnv {
+            GEMV1_R_NV
+        } else if wbf16 {
+            GEMV1_R_BF16
+        } else {
+            GEMV1_R_F32
+        };
+        let split = if relu_add { None } else { gemv1_split(n, k) };
+        let op = match (wnv, wbf16, split.is_some(), relu_add) {
+            (true, _, _, true) => "model_gemv1_nvfp4w_relu_add",
+            (false, true, _, true) => "model_gemv1_bf16w_relu_add",
+            (false, false, _, true) => "model_gemv1_f32_relu_add",
+            (true, _, false, false) => "model_gemv1_nvfp4w",
+            (true, _, true, false) => "model_gemv1_nvfp4w_split",
+            (false, true, false, false) => "model_gemv1_bf16w",
+            (false, true, true, false) => "model_gemv1_bf16w_split",
+            (false, false, false, false) => "model_gemv1_f32",
+            (false, false, true, false) => "model_gemv1_f32_split",
+        };
+        // Split: one block of `s` warps per r columns; else `wb` warps of r columns each.
+        let (wb, cols_per_block) = match split {
+            Some(s) => (s, r),
+            None => {
+                let wb = gemv1_warps_per_block(n, r);
+                (wb, wb * r)
+            }
+        };
+        let blocks = grid_u32(op, (n as u64).div_ceil(cols_per_block as u64))?;
+        let f = self.g.function(FILE, op)?;
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&px).arg(&pw);
+        if wnv {
+            a.arg(&nv.0).arg(&nv.1);
+        }
+        a.arg(&pb).arg(&py).arg(&nn).arg(&kk).arg(&has_bias);
+        // SAFETY: model_gemv1_{f32,bf16w}[_split|_relu_add](x, w, bias, y, N, K, has_bias) or
+        // model_gemv1_nvfp4w*(x, w, sf_off, lut_off, bias, ...); x holds k, w n*k (of its
+        // dtype; NVFP4: the buffer of the layout checked by weight_storage), bias n (or a
+        // dummy never read), y n f32 values (read too with relu_add); K % 16 == 0 and the
+        // alignment checked by the caller (gemv1_fits).
+        unsafe { a.launch(runtime::cfg(blocks, 32 * wb, 0)) }.map_err(launch_err(op))?;
+        Ok(())
+    }
+
+    /// y += W . relu²(x) (+ bias) for one row in one launch (`model_gemv1_*_relu_add`), with
+    /// the bits of relu2, the GEMV and the add of model_axpy (a = 1) as three launches; false
+    /// (nothing queued) where the GEMV would not be the unsplit one-row form, so that the
+    /// caller runs the three.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_gemv_relu2_add(
+        &self,
+        px: u64,
+        w: &DevTensor,
+        n: usize,
+        k: usize,
+        bias: Option<u64>,
+        py: u64,
+    ) -> Result<bool, GpuError> {
+        let pw = w.ptr(&self.g.stream);
+        if n == 0 || !gemv1_fits(k, px, pw, w.dtype) || gemv1_split(n, k).is_some() {
+            return Ok(false);
+        }
+        let dummy;
+        let pb = match bias {
+            Some(b) => b,
+            None => {
+                dummy = self.dummy()?;
+                dummy.ptr(&self.g.stream)
+            }
+        };
+        self.launch_gemv1(px, w, n, k, pb, bias.is_some() as i32, py, true)?;
+        Ok(true)
+    }
+
+    pub(crate) fn launch_gemm(
+        &self,
+        px: u64,
+        m: usize,
+        w: &DevTensor,
+        n: usize,
+        k: usize,
+        bias: Option<u64>,
+        py: u64,
+    ) -> Result<(), GpuError> {
+        let (wbf16, wnv, nv) = self.weight_storage(w, n, k)?;
+        let pw = w.ptr(&self.g.stream);
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -935,44 +1038,7 @@ impl GpuKernels {
         // follow from K % 16). Every storage takes it or none does, so the bits of a weight
         // stored bf16 or NVFP4 are the f32 storage's.
         if m == 1 && gemv1_fits(k, px, pw, w.dtype) {
-            let r = if wnv {
-                GEMV1_R_NV
-            } else if wbf16 {
-                GEMV1_R_BF16
-            } else {
-                GEMV1_R_F32
-            };
-            let split = gemv1_split(n, k);
-            let op = match (wnv, wbf16, split.is_some()) {
-                (true, _, false) => "model_gemv1_nvfp4w",
-                (true, _, true) => "model_gemv1_nvfp4w_split",
-                (false, true, false) => "model_gemv1_bf16w",
-                (false, true, true) => "model_gemv1_bf16w_split",
-                (false, false, false) => "model_gemv1_f32",
-                (false, false, true) => "model_gemv1_f32_split",
-            };
-            // Split: one block of `s` warps per r columns; else `wb` warps of r columns each.
-            let (wb, cols_per_block) = match split {
-                Some(s) => (s, r),
-                None => {
-                    let wb = gemv1_warps_per_block(n, r);
-                    (wb, wb * r)
-                }
-            };
-            let blocks = grid_u32(op, (n as u64).div_ceil(cols_per_block as u64))?;
-            let f = self.g.function(FILE, op)?;
-            let mut a = st.launch_builder(&f);
-            a.arg(&px).arg(&pw);
-            if wnv {
-                a.arg(&nv.0).arg(&nv.1);
-            }
-            a.arg(&pb).arg(&py).arg(&nn).arg(&kk).arg(&has_bias);
-            // SAFETY: model_gemv1_{f32,bf16w}(x, w, bias, y, N, K, has_bias) or
-            // model_gemv1_nvfp4w(x, w, sf_off, lut_off, bias, ...); x holds k, w n*k (of its
-            // dtype; NVFP4: the buffer of the layout checked above), bias n (or a dummy never
-            // read), y n f32 values; K % 16 == 0 and the alignment checked by gemv1_fits.
-            unsafe { a.launch(runtime::cfg(blocks, 32 * wb, 0)) }.map_err(launch_err(op))?;
-            return Ok(());
+            return self.launch_gemv1(px, w, n, k, pb, has_bias, py, false);
         }
         if m <= GEMV_MAX_ROWS {
             let op = if wnv {

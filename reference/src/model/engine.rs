@@ -100,6 +100,23 @@ pub trait DecodeDevice {
         x: At<'_, Self::Buf>,
         n: usize,
     ) -> Result<(), ModelError>;
+    /// `y[0..rows] += W · relu²(x[0..cols]) (+ bias)` (a ReLU² MLP's down projection added
+    /// into `y`): by default [`DecodeDevice::relu2`] into `r`, [`DecodeDevice::linear`] into
+    /// `t`, [`DecodeDevice::axpy`] of `t` into `y` with a = 1. A device may do it in one
+    /// kernel with the same bits.
+    fn relu2_linear_add(
+        &self,
+        x: &Self::Buf,
+        w: &Mat,
+        bias: Option<&[f32]>,
+        r: &mut Self::Buf,
+        t: &mut Self::Buf,
+        y: &mut Self::Buf,
+    ) -> Result<(), ModelError> {
+        self.relu2(x, r, w.cols())?;
+        self.linear((r, 0), w, bias, t)?;
+        self.axpy(y, 1.0, (t, 0), w.rows())
+    }
     /// `y[i] = v`, i < n.
     fn fill(&self, y: &mut Self::Buf, v: f32, n: usize) -> Result<(), ModelError>;
     /// The residual add then the next norm: `h[i] = h[i] + 1 * x[off + i]` (i < w.len(), as
@@ -676,8 +693,24 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
                         None => dev.copy((&s.a, 0), &mut s.mix, 0, hs)?,
                     }
                     if let Some(sh) = &w.shared {
-                        mlp(dev, sh, &s.xn, &mut s.b, &mut s.c, &mut s.d)?;
-                        dev.axpy(&mut s.mix, 1.0, (&s.d, 0), hs)?;
+                        // The shared expert (ReLU² MLP on the full hidden) added into the
+                        // routed output: up into s.b, then relu², down and the add.
+                        if sh.down.rows() != hs {
+                            return Err(ModelError::Op(format!(
+                                "decode engine: layer {li}'s shared expert gives {} values \
+                                 (hidden size {hs})",
+                                sh.down.rows()
+                            )));
+                        }
+                        dev.linear((&s.xn, 0), &sh.up, sh.up_b.as_deref(), &mut s.b)?;
+                        dev.relu2_linear_add(
+                            &s.b,
+                            &sh.down,
+                            sh.down_b.as_deref(),
+                            &mut s.c,
+                            &mut s.d,
+                            &mut s.mix,
+                        )?;
                     }
                 }
                 _ => {
