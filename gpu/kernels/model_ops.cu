@@ -644,8 +644,8 @@ model_gemv1_f32(const float* __restrict__ x, const float* __restrict__ w,
                 const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                 i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, false, false, true>(x, ModelWF32{w}, bias,
-                                                                          y, N, K, has_bias);
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, false, false, true>(
+        x, ModelWF32{w}, bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
@@ -662,8 +662,8 @@ model_gemv1_f32_split(const float* __restrict__ x, const float* __restrict__ w,
                       const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                       i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true, false, false, true>(x, ModelWF32{w}, bias, y,
-                                                                         N, K, has_bias);
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true, false, false, true>(
+        x, ModelWF32{w}, bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
@@ -671,8 +671,8 @@ model_gemv1_bf16w_split(const float* __restrict__ x, const u16* __restrict__ w,
                         const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                         i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true, false, false, true>(x, ModelWBF16{w}, bias, y, N, K,
-                                                        has_bias);
+    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true, false, false, true>(
+        x, ModelWBF16{w}, bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
@@ -680,8 +680,8 @@ model_gemv1_nvfp4w_split(const float* __restrict__ x, const u8* __restrict__ w, 
                          i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
                          i64 N, i64 K, i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true, false, false, true>(x, ModelWNV::at_base(w, sf_off, lut_off),
-                                                    bias, y, N, K, has_bias);
+    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true, false, false, true>(
+        x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
@@ -689,8 +689,8 @@ model_gemv1_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf
                    i64 lut_off, const float* __restrict__ bias, float* __restrict__ y, i64 N,
                    i64 K, i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, false, false, false, true>(x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K,
-                                 has_bias);
+    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, false, false, false, true>(
+        x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K, has_bias);
 }
 
 // y += W . relu^2(x) (+ bias) for one row (model_gemv1_*_relu_add; `--engine-fuse`, the
@@ -703,8 +703,8 @@ model_gemv1_f32_relu_add(const float* __restrict__ x, const float* __restrict__ 
                          const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                          i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, true, true, true>(x, ModelWF32{w}, bias, y, N,
-                                                                   K, has_bias);
+    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, true, true, true>(
+        x, ModelWF32{w}, bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
@@ -712,8 +712,8 @@ model_gemv1_bf16w_relu_add(const float* __restrict__ x, const u16* __restrict__ 
                            const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
                            i32 has_bias) {
     DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, false, true, true, true>(x, ModelWBF16{w}, bias, y,
-                                                                     N, K, has_bias);
+    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, false, true, true, true>(
+        x, ModelWBF16{w}, bias, y, N, K, has_bias);
 }
 
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)

@@ -759,6 +759,15 @@ impl GpuKernels {
         self.cached(WeightKey::Dummy, 0, || vec![0.0])
     }
 
+    /// A kernel's bias argument: `bias`, or the cached dummy's address (never read: the
+    /// kernel gets has_bias 0), and has_bias.
+    fn bias_arg(&self, bias: Option<u64>) -> Result<(u64, i32), GpuError> {
+        match bias {
+            Some(b) => Ok((b, 1)),
+            None => Ok((self.dummy()?.ptr(&self.g.stream), 0)),
+        }
+    }
+
     fn opts(&self) -> RunOpts {
         RunOpts {
             poison: self.poison,
@@ -995,15 +1004,8 @@ impl GpuKernels {
         if n == 0 || !gemv1_fits(k, px, pw, w.dtype) || gemv1_split(n, k).is_some() {
             return Ok(false);
         }
-        let dummy;
-        let pb = match bias {
-            Some(b) => b,
-            None => {
-                dummy = self.dummy()?;
-                dummy.ptr(&self.g.stream)
-            }
-        };
-        self.launch_gemv1(px, w, n, k, pb, bias.is_some() as i32, py, true)?;
+        let (pb, has_bias) = self.bias_arg(bias)?;
+        self.launch_gemv1(px, w, n, k, pb, has_bias, py, true)?;
         Ok(true)
     }
 
@@ -1022,16 +1024,8 @@ impl GpuKernels {
         if m == 0 || n == 0 {
             return Ok(());
         }
-        let dummy;
-        let pb = match bias {
-            Some(b) => b,
-            None => {
-                dummy = self.dummy()?;
-                dummy.ptr(&self.g.stream)
-            }
-        };
+        let (pb, has_bias) = self.bias_arg(bias)?;
         let (mm, nn, kk) = (m as i64, n as i64, k as i64);
-        let has_bias = bias.is_some() as i32;
         let st = &self.g.stream;
         // One row, 16-weight chunks (model_gemv1_*): K % 16 == 0, x 16-byte aligned, weight
         // rows aligned for the chunk loads (f32 / bf16 16 bytes, NVFP4 codes 8; the rows
