@@ -639,91 +639,38 @@ __device__ __forceinline__ void model_gemv1_body(const float* __restrict__ x, co
 #define GEMV1_R_BF16 2
 #define GEMV1_R_NV 4
 
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_f32(const float* __restrict__ x, const float* __restrict__ w,
-                const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
-                i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, false, false, true>(
-        x, ModelWF32{w}, bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_bf16w(const float* __restrict__ x, const u16* __restrict__ w,
-                  const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
-                  i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, false, false, false, true>(
-        x, ModelWBF16{w}, bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_f32_split(const float* __restrict__ x, const float* __restrict__ w,
-                      const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
-                      i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, true, false, false, true>(
-        x, ModelWF32{w}, bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_bf16w_split(const float* __restrict__ x, const u16* __restrict__ w,
-                        const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
-                        i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, true, false, false, true>(
-        x, ModelWBF16{w}, bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_nvfp4w_split(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
-                         i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
-                         i64 N, i64 K, i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, true, false, false, true>(
-        x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_nvfp4w(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
-                   i64 lut_off, const float* __restrict__ bias, float* __restrict__ y, i64 N,
-                   i64 K, i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, false, false, false, true>(
-        x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K, has_bias);
-}
-
-// y += W . relu^2(x) (+ bias) for one row (model_gemv1_*_relu_add; `--engine-fuse`, the
-// shared expert's down projection and its add into the MoE output): x read through ReLU^2 as
-// model_relu2 computes it, the one-row product with the same chunks and FMA order, then the
-// add of model_axpy with a = 1. The same bits as model_relu2, model_gemv1_* and model_axpy.
-// Not for the shapes the host splits (gemv1_split).
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_f32_relu_add(const float* __restrict__ x, const float* __restrict__ w,
-                         const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
-                         i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_F32, ModelWF32, 2, false, true, true, true>(
-        x, ModelWF32{w}, bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_bf16w_relu_add(const float* __restrict__ x, const u16* __restrict__ w,
-                           const float* __restrict__ bias, float* __restrict__ y, i64 N, i64 K,
-                           i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_BF16, ModelWBF16, 2, false, true, true, true>(
-        x, ModelWBF16{w}, bias, y, N, K, has_bias);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)
-model_gemv1_nvfp4w_relu_add(const float* __restrict__ x, const u8* __restrict__ w, i64 sf_off,
-                            i64 lut_off, const float* __restrict__ bias, float* __restrict__ y,
-                            i64 N, i64 K, i32 has_bias) {
-    DUET_PDL_DEFERRED();  // in model_gemv1_body (PF)
-    model_gemv1_body<GEMV1_R_NV, ModelWNV, 2, false, true, true, true>(
-        x, ModelWNV::at_base(w, sf_off, lut_off), bias, y, N, K, has_bias);
-}
+// The one-row kernels (model_gemv1_* and _split: y = W . x (+ bias); _relu_add: y += W .
+// relu^2(x) (+ bias), as model_relu2, the GEMV and model_axpy with a = 1 give it, for
+// `--engine-fuse`'s shared expert; never split). All prefetch their first weights before the
+// PDL wait (PF; they begin with DUET_PDL_DEFERRED). VIEW(w) builds the weight view from the
+// kernel's weight arguments.
+#define MODEL_GEMV1(NAME, R, VIEW_T, WARGS, VIEW, SPLIT, XR, ACC)                                \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)                               \
+    NAME(const float* __restrict__ x, WARGS, const float* __restrict__ bias,                    \
+         float* __restrict__ y, i64 N, i64 K, i32 has_bias) {                                   \
+        DUET_PDL_DEFERRED(); /* in model_gemv1_body (PF) */                                     \
+        model_gemv1_body<R, VIEW_T, 2, SPLIT, XR, ACC, true>(x, VIEW, bias, y, N, K, has_bias); \
+    }
+#define MODEL_GEMV1_F32(NAME, SPLIT, XR, ACC)                                                   \
+    MODEL_GEMV1(NAME, GEMV1_R_F32, ModelWF32, const float* __restrict__ w, ModelWF32{w}, SPLIT, \
+                XR, ACC)
+#define MODEL_GEMV1_BF16(NAME, SPLIT, XR, ACC)                                                  \
+    MODEL_GEMV1(NAME, GEMV1_R_BF16, ModelWBF16, const u16* __restrict__ w, ModelWBF16{w},       \
+                SPLIT, XR, ACC)
+#define MODEL_GEMV1_NV(NAME, SPLIT, XR, ACC)                                                    \
+    MODEL_GEMV1(NAME, GEMV1_R_NV, ModelWNV,                                                     \
+                const u8* __restrict__ w MODEL_COMMA i64 sf_off MODEL_COMMA i64 lut_off,        \
+                ModelWNV::at_base(w, sf_off, lut_off), SPLIT, XR, ACC)
+#define MODEL_COMMA ,
+MODEL_GEMV1_F32(model_gemv1_f32, false, false, false)
+MODEL_GEMV1_BF16(model_gemv1_bf16w, false, false, false)
+MODEL_GEMV1_NV(model_gemv1_nvfp4w, false, false, false)
+MODEL_GEMV1_F32(model_gemv1_f32_split, true, false, false)
+MODEL_GEMV1_BF16(model_gemv1_bf16w_split, true, false, false)
+MODEL_GEMV1_NV(model_gemv1_nvfp4w_split, true, false, false)
+MODEL_GEMV1_F32(model_gemv1_f32_relu_add, false, true, true)
+MODEL_GEMV1_BF16(model_gemv1_bf16w_relu_add, false, true, true)
+MODEL_GEMV1_NV(model_gemv1_nvfp4w_relu_add, false, true, true)
 
 // Sum of `v` over the block (blockDim.x a multiple of 32, <= 1024); every thread gets it.
 __device__ __forceinline__ float model_block_sum(float v, float* red) {
