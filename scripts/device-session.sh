@@ -21,6 +21,8 @@
 #   e2esuper16gp  e2esuper16g with --engine-pdl (programmatic dependent launch between the graph's kernels)
 #   e2esuper16gfp e2esuper16gf with --engine-pdl
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
+#   triton    tools/triton_side_by_side.py: mamba_ssm's Triton SSU and SSD chain at the Super shapes
+#             (needs .baselines/ from tools/fetch_baselines.py: carry [".devbin.tar.xz", ".baselines"])
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   e2eengine the same with --decode-engine (the decode steps through the decode engine)
 #   ncuengine `duet profile engine-step`: every kernel of one engine step (super, compact
@@ -99,7 +101,7 @@ one() { # one step (see the list above)
         local args=()
         IFS=, read -ra names <<<"${s#presets:}"
         for n in "${names[@]}"; do args+=(--shape "$n"); done
-        step "presets" 300 "$B/duet" bench --backend gpu "${args[@]}" --out "$OUT/bench_presets.json" ;;
+        step "presets" "${PRESETS_LIMIT:-300}" "$B/duet" bench --backend gpu "${args[@]}" --out "$OUT/bench_presets.json" ;;
     e2e)
         step e2e 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
             --decode 4 --mtp 2
@@ -132,6 +134,7 @@ one() { # one step (see the list above)
         --mtp-pattern "" --json ;;
     torch) step torch 300 python3 tools/torch_side_by_side.py --device cuda \
         --out "$OUT/torch_side_by_side.json" ;;
+    triton) step triton 300 python3 tools/triton_side_by_side.py --out "$OUT/triton_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
     ncuengine)  # one decode-engine step (super, compact weights, graphs) under ncu, per kernel
