@@ -596,3 +596,63 @@ fn bench_compare_shows_the_engines_host_time_by_part() {
     assert!(part("download").contains("-20.0"), "{t}");
     assert!(part("upload").contains("+0.0"), "{t}");
 }
+
+/// `duet bench compare` on two real decode benches of session 10 (call 5, the H200): plain
+/// graphs against graphs with `--engine-fuse --engine-pdl`. The configuration difference is
+/// noted, the steady medians compared, the host parts and the graph's edges (94 kernel edges,
+/// none programmatic -> 73, all programmatic) shown side by side.
+#[test]
+fn bench_compare_shows_the_graph_edges_of_two_engine_runs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/e2e/");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut paths = vec![];
+    for (i, log) in [
+        "h200_super_decode_s10c5_graphs.log",
+        "h200_super_decode_s10c5_fused_pdl.log",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let text = std::fs::read_to_string(format!("{dir}{log}")).unwrap();
+        let start = text.find("\n{").map(|i| i + 1).unwrap_or(0);
+        let p = tmp.path().join(format!("e2e{i}.json"));
+        std::fs::write(&p, &text[start..]).unwrap();
+        paths.push(p);
+    }
+    let o = duet(&[
+        "bench",
+        "compare",
+        paths[0].to_str().unwrap(),
+        paths[1].to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("note: engine_fuse differs: false -> true"),
+        "{t}"
+    );
+    assert!(t.contains("note: engine_pdl differs: false -> true"), "{t}");
+    let row = |section: &str, key: &str| {
+        t.lines()
+            .skip_while(|l| !l.starts_with(section))
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no {key} row under {section} in\n{t}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("gpu-engine: launch", "graph_kernel_edges"),
+        ["graph_kernel_edges", "94", "->", "73"],
+        "{t}"
+    );
+    assert_eq!(
+        row("gpu-engine: launch", "graph_programmatic_edges"),
+        ["graph_programmatic_edges", "0", "->", "73"],
+        "{t}"
+    );
+    // The steady medians of the two logs: 1.224 and 1.243 ms.
+    let eng = row("path", "gpu-engine");
+    assert_eq!(&eng[1..3], ["1.224", "1.243"], "{t}");
+    assert!(row("gpu-engine: host us", "download").len() >= 4, "{t}");
+}

@@ -408,6 +408,21 @@ fn compare_decode_benches(
             println!("  {part:<28} {a:>9.1} -> {b:>9.1}  {:>+9.1}", b - a);
         }
     }
+    // How the device ran the step (the GPU graph's kernel edges and programmatic ones), where
+    // both runs report it.
+    for (name, xa) in &pa {
+        let Some((_, xb)) = pb.iter().find(|(n, _)| n == name) else {
+            continue;
+        };
+        let (Some(la), Some(lb)) = (xa["launch"].as_object(), xb["launch"].as_object()) else {
+            continue;
+        };
+        println!("\n{name}: launch (base -> cand)");
+        for (k, a) in la {
+            let b = lb.get(k).unwrap_or(&serde_json::Value::Null);
+            println!("  {k:<28} {:>9} -> {:>9}", a.to_string(), b.to_string());
+        }
+    }
     let ops = |x: &serde_json::Value| -> Vec<(String, f64)> {
         x["op_breakdown"]
             .as_array()
