@@ -603,28 +603,13 @@ fn bench_compare_shows_the_engines_host_time_by_part() {
 /// none programmatic -> 73, all programmatic) shown side by side.
 #[test]
 fn bench_compare_shows_the_graph_edges_of_two_engine_runs() {
+    // The device logs as they are (note lines before the JSON).
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/e2e/");
-    let tmp = tempfile::tempdir().unwrap();
-    let mut paths = vec![];
-    for (i, log) in [
-        "h200_super_decode_s10c5_graphs.log",
-        "h200_super_decode_s10c5_fused_pdl.log",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let text = std::fs::read_to_string(format!("{dir}{log}")).unwrap();
-        let start = text.find("\n{").map(|i| i + 1).unwrap_or(0);
-        let p = tmp.path().join(format!("e2e{i}.json"));
-        std::fs::write(&p, &text[start..]).unwrap();
-        paths.push(p);
-    }
-    let o = duet(&[
-        "bench",
-        "compare",
-        paths[0].to_str().unwrap(),
-        paths[1].to_str().unwrap(),
-    ]);
+    let (a, b) = (
+        format!("{dir}h200_super_decode_s10c5_graphs.log"),
+        format!("{dir}h200_super_decode_s10c5_fused_pdl.log"),
+    );
+    let o = duet(&["bench", "compare", &a, &b]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(
