@@ -356,6 +356,27 @@ impl<'k> GpuDevice<'k> {
         Ok(d)
     }
 
+    /// A one-row product's arguments, checked: x's and y's addresses (k and n values), the
+    /// weight on the device and the bias's address.
+    fn linear_args(
+        &self,
+        [what, what_x, what_y]: [&str; 3],
+        x: At<'_, DevTensor>,
+        w: &Mat,
+        bias: Option<&[f32]>,
+        y: &DevTensor,
+    ) -> Result<(u64, u64, Arc<DevTensor>, Option<u64>), ModelError> {
+        let (n, k) = (w.rows(), w.cols());
+        if bias.is_some_and(|b| b.len() != n) {
+            return Err(op_err(what, format!("bias of {n} values expected")));
+        }
+        let px = self.at(x, k, what_x)?;
+        let py = self.at((y, 0), n, what_y)?;
+        let wd = self.weight(w)?;
+        let pb = bias.map(|b| self.vec(b)).transpose()?;
+        Ok((px, py, wd, pb))
+    }
+
     fn vec(&self, v: &[f32]) -> Result<u64, ModelError> {
         let d = self.k.weight_vec(v).map_err(gerr("weight upload"))?;
         let p = self.ptr(&d);
@@ -653,13 +674,8 @@ impl DecodeDevice for GpuDevice<'_> {
         y: &mut DevTensor,
     ) -> Result<(), ModelError> {
         let (n, k) = (w.rows(), w.cols());
-        if bias.is_some_and(|b| b.len() != n) {
-            return Err(op_err("linear", format!("bias of {n} values expected")));
-        }
-        let px = self.at(x, k, "linear x")?;
-        let py = self.at((y, 0), n, "linear y")?;
-        let wd = self.weight(w)?;
-        let pb = bias.map(|b| self.vec(b)).transpose()?;
+        let (px, py, wd, pb) =
+            self.linear_args(["linear", "linear x", "linear y"], x, w, bias, y)?;
         self.timed(
             || format!("linear {n}x{k}"),
             || {
@@ -753,16 +769,17 @@ impl DecodeDevice for GpuDevice<'_> {
     ) -> Result<(), ModelError> {
         let (n, k) = (w.rows(), w.cols());
         if self.fuse {
-            if bias.is_some_and(|b| b.len() != n) {
-                return Err(op_err(
+            let (px, py, wd, pb) = self.linear_args(
+                [
                     "relu2_linear_add",
-                    format!("bias of {n} values expected"),
-                ));
-            }
-            let px = self.at((x, 0), k, "relu2_linear_add x")?;
-            let py = self.at((y, 0), n, "relu2_linear_add y")?;
-            let wd = self.weight(w)?;
-            let pb = bias.map(|b| self.vec(b)).transpose()?;
+                    "relu2_linear_add x",
+                    "relu2_linear_add y",
+                ],
+                (x, 0),
+                w,
+                bias,
+                y,
+            )?;
             let mut fused = false;
             self.timed(
                 || format!("relu2 + linear {n}x{k} + add"),
@@ -780,9 +797,7 @@ impl DecodeDevice for GpuDevice<'_> {
                 return Ok(());
             }
         }
-        self.relu2(x, r, k)?;
-        self.linear((r, 0), w, bias, t)?;
-        self.axpy(y, 1.0, (t, 0), n)
+        reference::model::engine::relu2_linear_add_unfused(self, x, w, bias, r, t, y)
     }
 
     fn relu2(&self, x: &DevTensor, y: &mut DevTensor, n: usize) -> Result<(), ModelError> {

@@ -926,12 +926,14 @@ impl GpuKernels {
     }
 
     /// The one-row product on 16-weight chunks (model_gemv1_*), `relu_add`: y += W . relu²(x)
-    /// (+ bias) (model_gemv1_*_relu_add, never split). The caller checked gemv1_fits.
+    /// (+ bias) (model_gemv1_*_relu_add, never split). The caller checked gemv1_fits and
+    /// passes the weight's `weight_storage`.
     #[allow(clippy::too_many_arguments)]
     fn launch_gemv1(
         &self,
         px: u64,
         w: &DevTensor,
+        (wbf16, wnv, nv): (bool, bool, (i64, i64)),
         n: usize,
         k: usize,
         pb: u64,
@@ -939,7 +941,6 @@ impl GpuKernels {
         py: u64,
         relu_add: bool,
     ) -> Result<(), GpuError> {
-        let (wbf16, wnv, nv) = self.weight_storage(w, n, k)?;
         let pw = w.ptr(&self.g.stream);
         let (nn, kk) = (n as i64, k as i64);
         let r = if wnv {
@@ -1004,8 +1005,9 @@ impl GpuKernels {
         if n == 0 || !gemv1_fits(k, px, pw, w.dtype) || gemv1_split(n, k).is_some() {
             return Ok(false);
         }
+        let storage = self.weight_storage(w, n, k)?;
         let (pb, has_bias) = self.bias_arg(bias)?;
-        self.launch_gemv1(px, w, n, k, pb, has_bias, py, true)?;
+        self.launch_gemv1(px, w, storage, n, k, pb, has_bias, py, true)?;
         Ok(true)
     }
 
@@ -1019,7 +1021,8 @@ impl GpuKernels {
         bias: Option<u64>,
         py: u64,
     ) -> Result<(), GpuError> {
-        let (wbf16, wnv, nv) = self.weight_storage(w, n, k)?;
+        let storage = self.weight_storage(w, n, k)?;
+        let (wbf16, wnv, nv) = storage;
         let pw = w.ptr(&self.g.stream);
         if m == 0 || n == 0 {
             return Ok(());
@@ -1032,7 +1035,7 @@ impl GpuKernels {
         // follow from K % 16). Every storage takes it or none does, so the bits of a weight
         // stored bf16 or NVFP4 are the f32 storage's.
         if m == 1 && gemv1_fits(k, px, pw, w.dtype) {
-            return self.launch_gemv1(px, w, n, k, pb, has_bias, py, false);
+            return self.launch_gemv1(px, w, storage, n, k, pb, has_bias, py, false);
         }
         if m <= GEMV_MAX_ROWS {
             let op = if wnv {

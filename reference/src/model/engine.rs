@@ -113,9 +113,7 @@ pub trait DecodeDevice {
         t: &mut Self::Buf,
         y: &mut Self::Buf,
     ) -> Result<(), ModelError> {
-        self.relu2(x, r, w.cols())?;
-        self.linear((r, 0), w, bias, t)?;
-        self.axpy(y, 1.0, (t, 0), w.rows())
+        relu2_linear_add_unfused(self, x, w, bias, r, t, y)
     }
     /// `y[i] = v`, i < n.
     fn fill(&self, y: &mut Self::Buf, v: f32, n: usize) -> Result<(), ModelError>;
@@ -738,6 +736,22 @@ impl<'m, D: DecodeDevice> DecodeEngine<'m, D> {
         self.seen += 1;
         Ok(logits)
     }
+}
+
+/// [`DecodeDevice::relu2_linear_add`] as three ops (its default, and a fusing device's
+/// fallback): relu² of `x` into `r`, `W · r (+ bias)` into `t`, `y += t`.
+pub fn relu2_linear_add_unfused<D: DecodeDevice + ?Sized>(
+    dev: &D,
+    x: &D::Buf,
+    w: &Mat,
+    bias: Option<&[f32]>,
+    r: &mut D::Buf,
+    t: &mut D::Buf,
+    y: &mut D::Buf,
+) -> Result<(), ModelError> {
+    dev.relu2(x, r, w.cols())?;
+    dev.linear((r, 0), w, bias, t)?;
+    dev.axpy(y, 1.0, (t, 0), w.rows())
 }
 
 /// ReLU² MLP of one row: `up` into `u`, relu² into `r`, `down` into `y`.
