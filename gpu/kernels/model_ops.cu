@@ -1086,6 +1086,143 @@ MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2, 2, 2, 1)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2lb3, 2, 2, 3)
 MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2c1lb4, 2, 1, 4)
 
+// ---- The routed slots' NVFP4 GEMV with its weights staged in shared memory (session 11) ----
+// model_gemv1_slots_nvfp4w gives a warp one trip per 64 chunks of its 4 columns: every load,
+// then every FMA, so a warp's DRAM latency and its decode work never overlap, and at ~22%
+// occupancy (128 registers) the SM idles in between (session 10: ~67 us a layer for ~18 us of
+// bytes, about half issue efficiency). model_gemv1_slots_nvfp4w_pipe<S>: persistent blocks
+// walk units (a group of SLOTP_ROWS = 32 columns of one slot, times a slice of 64 chunks of K)
+// through a ring of S shared-memory stages that cp.async fills (16-byte pieces, L2 only, no
+// registers held), S - 1 units ahead, so the next units' bytes stream in while the warps
+// decode this one. A group's scale bytes come with its first slice, into a ring of S groups.
+// Block b takes groups b, b + gridDim.x, ... (group g: slot g / G, columns 32 (g % G) on,
+// G = ceil(N / 32)). Warp w computes columns 4 w .. 4 w + 3 of the group, lane l chunks l,
+// l + 32, l + 64, ... of each in that order with model_fma16's table and FMAs, then the
+// butterfly: the bits of model_gemv1_slots_nvfp4w (and of _relu with XRELU2).
+// Needs K % 32 == 0 (16-byte pieces: the host checks) and 16-byte aligned weight buffers.
+// Dynamic shared memory: S * (32 * 512 + round16(32 * K / 16)) bytes (model_slotp_smem on
+// the host).
+#define SLOTP_ROWS (GEMV_WARPS * GEMV1_R_NV)
+#define SLOTP_CHUNKS 64
+#define SLOTP_SLICE (SLOTP_CHUNKS * 8)
+__device__ __forceinline__ void model_cp_async16(void* smem, const void* gmem) {
+    const u32 sa = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void model_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void model_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+template <int S, bool XRELU2>
+__device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i64 x_stride,
+                                                 const u64* __restrict__ ws,
+                                                 const i32* __restrict__ ids, i64 sf_off,
+                                                 i64 lut_off, float* __restrict__ y, i64 N,
+                                                 i64 K, i64 slots) {
+    extern __shared__ __align__(16) u8 slotp_smem[];
+    const i64 nc = K >> 4;                               // chunks per row
+    const i64 per = (nc + SLOTP_CHUNKS - 1) / SLOTP_CHUNKS;  // slices (units) per group
+    const i64 G = (N + SLOTP_ROWS - 1) / SLOTP_ROWS;
+    const i64 T = slots * G;
+    const i64 B = gridDim.x, b = blockIdx.x;
+    const i64 U = b < T ? ((T - 1 - b) / B + 1) * per : 0;  // this block's units
+    const i64 sfb = (SLOTP_ROWS * nc + 15) & ~(i64)15;      // a group's scale bytes, padded
+    u8* const codes_st = slotp_smem;
+    u8* const sf_st = slotp_smem + (i64)S * SLOTP_ROWS * SLOTP_SLICE;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // Queue unit u's bytes (none past the last: an empty group keeps the counts uniform).
+    auto issue = [&](i64 u) {
+        if (u < U) {
+            const i64 gi = u / per, j = u - gi * per;
+            const i64 grp = b + gi * B, s = grp / G, n0 = (grp - s * G) * SLOTP_ROWS;
+            const i64 nrows = min((i64)SLOTP_ROWS, N - n0);
+            const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+            // Codes: row r's slice j (nch chunks, 8 bytes each) at r * SLOTP_SLICE.
+            const i64 nch = min((i64)SLOTP_CHUNKS, nc - j * SLOTP_CHUNKS);
+            const u8* src = base + n0 * (K >> 1) + j * SLOTP_SLICE;
+            u8* dst = codes_st + (u % S) * (SLOTP_ROWS * SLOTP_SLICE);
+            for (int p = tid; p < SLOTP_ROWS * (SLOTP_SLICE / 16); p += blockDim.x) {
+                const i64 r = p / (SLOTP_SLICE / 16), q = p % (SLOTP_SLICE / 16);
+                if (r < nrows && 2 * q < nch)
+                    model_cp_async16(dst + r * SLOTP_SLICE + 16 * q, src + r * (K >> 1) + 16 * q);
+            }
+            if (j == 0) {
+                // The group's scale bytes (rows n0.., contiguous), padded to 16 bytes: still
+                // inside the buffer (nvfp4_store pads the scale bytes to 16).
+                const u8* ssrc = base + sf_off + n0 * nc;
+                u8* sdst = sf_st + (gi % S) * sfb;
+                const i64 pieces = (nrows * nc + 15) >> 4;
+                for (i64 p = tid; p < pieces; p += blockDim.x)
+                    model_cp_async16(sdst + 16 * p, ssrc + 16 * p);
+            }
+        }
+        model_cp_async_commit();
+    };
+#pragma unroll
+    for (int u = 0; u < S - 1; ++u) issue(u);
+    float acc[GEMV1_R_NV];
+#pragma unroll
+    for (int r = 0; r < GEMV1_R_NV; ++r) acc[r] = 0.0f;
+    for (i64 u = 0; u < U; ++u) {
+        model_cp_async_wait<S - 2>();  // unit u's bytes have landed (this thread's pieces)
+        __syncthreads();               // everyone's; and unit u - 1's stage is free
+        issue(u + S - 1);
+        const i64 gi = u / per, j = u - gi * per;
+        const i64 grp = b + gi * B, s = grp / G, n0 = (grp - s * G) * SLOTP_ROWS;
+        const i64 nrows = min((i64)SLOTP_ROWS, N - n0);
+        const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+        const float2* __restrict__ lut = (const float2*)(base + lut_off);
+        const u8* st = codes_st + (u % S) * (SLOTP_ROWS * SLOTP_SLICE);
+        const u8* sfs = sf_st + (gi % S) * sfb;
+        const float* xs = x + s * x_stride;
+        // Columns past N read the group's last column and store nothing.
+        i64 lr[GEMV1_R_NV];
+#pragma unroll
+        for (int r = 0; r < GEMV1_R_NV; ++r)
+            lr[r] = min((i64)(warp * GEMV1_R_NV + r), nrows - 1);
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+            const i64 lc = lane + 32 * t, c = j * SLOTP_CHUNKS + lc;
+            if (c < nc) {
+                float xv[16];
+                model_x16r<XRELU2>(xs, c, xv);
+                ModelC16NV ch[GEMV1_R_NV];
+#pragma unroll
+                for (int r = 0; r < GEMV1_R_NV; ++r)
+                    ch[r] = {*(const uint2*)(st + lr[r] * SLOTP_SLICE + 8 * lc),
+                             __ldg(lut + sfs[lr[r] * nc + c])};
+                model_fma16<GEMV1_R_NV>(xv, ch, acc);
+            }
+        }
+        if (j == per - 1) {
+#pragma unroll
+            for (int r = 0; r < GEMV1_R_NV; ++r) {
+                float v = acc[r];
+                for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+                const i64 lrow = warp * GEMV1_R_NV + r;
+                if (lane == 0 && lrow < nrows) y[s * N + n0 + lrow] = v;
+                acc[r] = 0.0f;
+            }
+        }
+    }
+    model_cp_async_wait<0>();
+}
+#define MODEL_GEMV1_SLOTS_PIPE(NAME, S, XR)                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)                               \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K, i64 slots) {                                                                    \
+        DUET_PDL_ENTRY();                                                                       \
+        model_slotp_body<S, XR>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K, slots);         \
+    }
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe, 3, false)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe_relu, 3, true)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe2, 2, false)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe4, 4, false)
+
 // y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product
 // rounded before its add: --fmad=false), i < n: the engine's zero fill then one axpy per slot,
 // in one pass (moe_finalize of one token). UNROLL as in MODEL_RMSNORM (model_mix_slots_u8: a

@@ -1131,14 +1131,11 @@ impl DecodeDevice for GpuDevice<'_> {
         let plat = self.at((lat, 0), lw, "routed experts latent")?;
         let pacc = self.at((acc, 0), lw, "routed experts out")?;
         // Vector loads: x rows 16-byte aligned (K % 4 == 0 keeps the slots' rows aligned) and
-        // every weight aligned for its storage's chunk loads (launch_gemv_slots: 16 bytes, 8
-        // for NVFP4 codes; device allocations are 256-byte aligned).
+        // every weight aligned for its storage's chunk loads (launch_gemv_slots: 16 bytes,
+        // NVFP4 buffers too for the pipe kernel's 16-byte copies; device allocations are
+        // 256-byte aligned).
         let aligned = |ws: &[Arc<DevTensor>], kk: usize| {
-            let wa = match ws[0].dtype {
-                DType::U8 => 8,
-                _ => 16,
-            };
-            kk.is_multiple_of(4) && ws.iter().all(|t| t.ptr(s).is_multiple_of(wa))
+            kk.is_multiple_of(4) && ws.iter().all(|t| t.ptr(s).is_multiple_of(16))
         };
         let (v_up, v_down, v_down_h) = (
             aligned(&ups, lw) && plat.is_multiple_of(16),

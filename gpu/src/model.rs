@@ -62,6 +62,24 @@ const GEMV_WARPS: u32 = 8;
 const GEMV1_R_F32: u32 = 2;
 const GEMV1_R_BF16: u32 = 2;
 const GEMV1_R_NV: u32 = 4;
+/// `model_gemv1_slots_nvfp4w_pipe*`: columns per group (SLOTP_ROWS), a stage's code bytes
+/// (32 rows x 64 chunks x 8 bytes), the stages of the default, and the most dynamic shared
+/// memory a block may take beside the 8 KB static table (227 KB on sm_90).
+const SLOTP_ROWS: u32 = GEMV_WARPS * GEMV1_R_NV;
+const SLOTP_STAGE_CODES: usize = 32 * 64 * 8;
+const SLOTP_STAGES: usize = 3;
+const SLOTP_MAX_SMEM: usize = 227 * 1024 - 8 * 1024;
+
+/// Dynamic shared memory of `model_gemv1_slots_nvfp4w_pipe` with `stages` stages at K: per
+/// stage a slice's codes and a group's scale bytes (32 rows x K / 16, padded to 16).
+pub(crate) fn slotp_smem(stages: usize, k: usize) -> usize {
+    stages * (SLOTP_STAGE_CODES + (32 * (k / 16)).div_ceil(16) * 16)
+}
+
+/// Whether the default pipe kernel takes K: K % 32 == 0 and its stages fit.
+pub(crate) fn slotp_fits(k: usize) -> bool {
+    k > 0 && k.is_multiple_of(32) && slotp_smem(SLOTP_STAGES, k) <= SLOTP_MAX_SMEM
+}
 
 /// Whether a one-row product takes `model_gemv1_*`: K % 16 == 0, x 16-byte aligned, the
 /// weight aligned for 16-weight chunk loads (f32 / bf16: 16 bytes; NVFP4 codes: 8).
@@ -346,6 +364,12 @@ pub struct GpuKernels {
     /// intermediate state; same numbers: the bridge test below checks the TensorMap on the CPU
     /// reference; not yet run through the model on the H200).
     pub ssu_verify_kernel: Option<&'static str>,
+    /// The routed slots' NVFP4 GEMVs on the weights-through-shared-memory pipeline
+    /// (`model_gemv1_slots_nvfp4w_pipe`, session 11: persistent blocks, cp.async stages; the
+    /// bits of `model_gemv1_slots_nvfp4w`) where it applies (K % 32 == 0, the stages fit).
+    /// Off by default until it has run on the H200; `DUET_SLOTS_PIPE=1` or `duet e2e
+    /// --slots-pipe` turns it on.
+    pub slots_pipe: bool,
 }
 
 impl std::fmt::Debug for GpuKernels {
@@ -457,6 +481,7 @@ impl GpuKernels {
             ssu_version: "auto",
             router_version: "auto",
             ssu_verify_kernel: None,
+            slots_pipe: std::env::var("DUET_SLOTS_PIPE").is_ok_and(|v| v == "1"),
         }
     }
 
@@ -1435,8 +1460,10 @@ impl GpuKernels {
     /// of storage `wdt`: F32, BF16, or U8 = NVFP4 for exact use) by the f32 row at
     /// `x + 4 * s * x_stride` into `y + 4 * s * n`. The caller holds every buffer at its size
     /// and says whether every row start is aligned for the vector loads (`vec4`: x rows 16
-    /// bytes, weights 16 bytes, NVFP4 codes 8); with K % 16 == 0 as well the slots take
-    /// `model_gemv1_slots_*` (the chunked one-row kernel, [`GpuKernels::launch_gemm`]'s at M = 1).
+    /// bytes, weights 16 bytes, NVFP4 buffers 16); with K % 16 == 0 as well the slots take
+    /// `model_gemv1_slots_*` (the chunked one-row kernel, [`GpuKernels::launch_gemm`]'s at M = 1),
+    /// and with [`GpuKernels::slots_pipe`], NVFP4 weights and [`slotp_fits`] the pipe kernel
+    /// (the same bits).
     ///
     /// `relu2`: x is read through ReLU² (`model_gemv1_slots_*_relu`: `model_relu2`'s values,
     /// so the bits of `launch_relu2` then this, one launch fewer). Only the chunked form has
@@ -1482,8 +1509,83 @@ impl GpuKernels {
             ));
         }
         let shape = (n, k, slots);
+        if wdt == DType::U8 && one && self.slots_pipe && slotp_fits(k) {
+            let op = if relu2 {
+                "model_gemv1_slots_nvfp4w_pipe_relu"
+            } else {
+                "model_gemv1_slots_nvfp4w_pipe"
+            };
+            self.launch_slots_pipe(op, SLOTP_STAGES, px, x_stride, (ws, ids), py, shape)?;
+            return Ok(true);
+        }
         self.launch_slots_kernel(op, r, one, px, x_stride, (ws, ids), wdt, py, shape, vec4)?;
         Ok(true)
+    }
+
+    /// Queues a `model_gemv1_slots_nvfp4w_pipe*` kernel of `stages` shared-memory stages
+    /// (model_ops.cu; [`GpuKernels::launch_gemv_slots`]'s arguments, NVFP4 weights in
+    /// 16-byte aligned buffers of `Layout::of(n, k)`, K % 32 == 0, [`slotp_fits`]): persistent
+    /// blocks, as many as the SMs hold at once (the driver's occupancy for the registers and
+    /// the stages' shared memory), at most one per group of 32 columns.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_slots_pipe(
+        &self,
+        op: &str,
+        stages: usize,
+        px: u64,
+        x_stride: usize,
+        (ws, ids): (u64, u64),
+        py: u64,
+        (n, k, slots): (usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        if !k.is_multiple_of(32) || k == 0 {
+            return Err(bad(op, format!("needs K % 32 == 0 and K > 0 (K = {k})")));
+        }
+        let smem = slotp_smem(stages, k);
+        if smem > SLOTP_MAX_SMEM {
+            return Err(bad(
+                op,
+                format!("K = {k} needs {smem} bytes of shared memory (at most {SLOTP_MAX_SMEM})"),
+            ));
+        }
+        if n == 0 || slots == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, op)?;
+        let smem32 = smem as u32;
+        if smem > 48 * 1024 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
+        }
+        let threads = 32 * GEMV_WARPS;
+        let resident = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
+            .map_err(|e| GpuError::Driver(format!("{op} occupancy: {e}")))?
+            .max(1) as u64;
+        let groups = (slots as u64).saturating_mul((n as u64).div_ceil(SLOTP_ROWS as u64));
+        let blocks = grid_u32(op, groups.min(self.g.sm_count as u64 * resident).max(1))?;
+        let (xs, nn, kk, ss) = (x_stride as i64, n as i64, k as i64, slots as i64);
+        let l = crate::nvfp4_store::Layout::of(n, k);
+        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
+        a.arg(&sf_off).arg(&lut_off);
+        a.arg(&py).arg(&nn).arg(&kk).arg(&ss);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem32,
+        };
+        // SAFETY: model_gemv1_slots_nvfp4w_pipe*(x, x_stride, ws, ids, sf_off, lut_off, y, N,
+        // K, slots): ws holds the addresses of 16-byte aligned NVFP4 buffers of
+        // Layout::of(n, k) that slots (or ids, whose entries index ws) name, x rows of k f32
+        // at x_stride, y slots * n f32 values (the caller's sizes); K % 32 == 0 and the
+        // stages' `smem` bytes were checked above and set as the function's limit.
+        unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
+        Ok(())
     }
 
     /// [`GpuKernels::launch_gemv_slots`] on the kernel `op` (a `model_gemv_slots_*` or, with
@@ -1784,7 +1886,24 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_r2c1lb4", 2, true),
     // production numerics (per-block partial sums, then the scale): not the reference's bits
     ("model_gemv1_slots_nvfp4p", GEMV1_R_NV, false),
+    // session 11: the weights through shared-memory stages (cp.async, persistent blocks;
+    // `_pipe` 3 stages, `_pipe2` / `_pipe4` 2 / 4; `_pipe_relu` the fused down GEMV)
+    ("model_gemv1_slots_nvfp4w_pipe", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_pipe_relu", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_pipe2", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_pipe4", GEMV1_R_NV, true),
 ];
+
+/// The shared-memory stages of a `model_gemv1_slots_nvfp4w_pipe*` kernel (None: not one).
+fn slotp_stages(op: &str) -> Option<usize> {
+    let rest = op.strip_prefix("model_gemv1_slots_nvfp4w_pipe")?;
+    match rest.strip_suffix("_relu").unwrap_or(rest) {
+        "" => Some(SLOTP_STAGES),
+        "2" => Some(2),
+        "4" => Some(4),
+        _ => None,
+    }
+}
 
 /// Seeded inputs of the bench presets below: a lazy matrix's values (no RNG of our own).
 fn bench_values(n: usize, seed: u64) -> Vec<f32> {
@@ -1933,6 +2052,9 @@ impl GpuKernels {
         let (px, pt, pw) = (xd.ptr(st), td.ptr(st), wd.ptr(st));
         let (ph, pr, po, py) = (h.ptr(st), rl.ptr(st), o.ptr(st), y.ptr(st));
         let up = |op: &str, rr: u32| {
+            if let Some(st) = slotp_stages(op) {
+                return self.launch_slots_pipe(op, st, px, 0, (pt, 0), ph, (inter, lw, k));
+            }
             self.launch_slots_kernel(
                 op,
                 rr,
@@ -1950,6 +2072,11 @@ impl GpuKernels {
         // default's).
         let relu = |op: &str| op.ends_with("_relu");
         let down = |op: &str, rr: u32| {
+            if let Some(st) = slotp_stages(op) {
+                let x = if relu(op) { ph } else { pr };
+                let w = (pt + 8 * k as u64, 0);
+                return self.launch_slots_pipe(op, st, x, inter, w, po, (lw, inter, k));
+            }
             self.launch_slots_kernel(
                 op,
                 rr,
@@ -1963,7 +2090,8 @@ impl GpuKernels {
                 true,
             )
         };
-        let up_op = |op: &'static str| if relu(op) { SLOT_VARIANTS[0].0 } else { op };
+        // The `_relu` forms' up GEMV: the same kernel without the suffix.
+        let up_op = |op: &'static str| op.strip_suffix("_relu").unwrap_or(op);
         let chain = |op: &'static str, rr: u32| {
             up(up_op(op), rr)?;
             if !relu(op) {
@@ -2032,6 +2160,115 @@ impl GpuKernels {
             "copy": {"time": timing_json(&ct), "gb_per_s": cgbs},
             "variants": rows,
         }))
+    }
+}
+
+/// One case of [`GpuKernels::slot_pipe_vs_chunk`]: the outputs' bits of the default slot
+/// GEMV and of a pipe kernel on the same inputs.
+#[derive(Debug)]
+pub struct SlotPipeCase {
+    pub chunk: Vec<u32>,
+    pub pipe: Vec<u32>,
+    /// The column groups (32 columns of one slot) the pipe kernel walked.
+    pub groups: u64,
+}
+
+impl GpuKernels {
+    /// `model_gemv1_slots_nvfp4w_pipe*` of `stages` stages next to the default
+    /// `model_gemv1_slots_nvfp4w` (or both `_relu` forms) on `slots` seeded NVFP4 experts of
+    /// (n, k) picked through a device `ids` array (`picks`: indices into the experts, repeats
+    /// allowed), x rows of k values at `x_stride` (poisoned outputs first). For the tests
+    /// (gpu/tests/gpu_model.rs): odd column counts, partial slices, strides.
+    pub fn slot_pipe_vs_chunk(
+        &self,
+        (n, k, experts): (usize, usize, usize),
+        picks: &[i32],
+        x_stride: usize,
+        stages: usize,
+        relu: bool,
+    ) -> Result<SlotPipeCase, GpuError> {
+        use reference::tensor::Data;
+        let st = &self.g.stream;
+        let slots = picks.len();
+        if (x_stride != 0 && x_stride < k) || picks.iter().any(|&p| p < 0 || p as usize >= experts)
+        {
+            return Err(bad(
+                "slot_pipe_vs_chunk",
+                "x_stride < k or a pick out of range".into(),
+            ));
+        }
+        let mut bufs = Vec::with_capacity(experts);
+        for e in 0..experts {
+            let raw = Mat::Lazy {
+                rows: n,
+                cols: k,
+                seed: 31_000 + 17 * e as u64 + n as u64,
+                init: Init::Linear,
+            };
+            let Some(Mat::LazyAs { global_scale, .. }) = raw.lazy_as(ExpertFormat::Nvfp4) else {
+                return Err(GpuError::Driver(
+                    "slot_pipe_vs_chunk: lazy NVFP4 expert".into(),
+                ));
+            };
+            let b = pack_nvfp4_rows(&raw, global_scale).ok_or_else(|| {
+                GpuError::Driver("slot_pipe_vs_chunk: an expert is not exact in storage".into())
+            })?;
+            bufs.push(self.g.upload(&Tensor::new(&[b.len()], Data::U8(b)))?);
+        }
+        let table: Vec<u8> = bufs.iter().flat_map(|t| t.ptr(st).to_le_bytes()).collect();
+        let td = self
+            .g
+            .upload(&Tensor::new(&[table.len()], Data::U8(table)))?;
+        let idd = self
+            .g
+            .upload(&Tensor::new(&[slots], Data::I32(picks.to_vec())))?;
+        // x: signed values (ReLU² then zeroes about half), the stride's gaps included.
+        let xv: Vec<f32> = bench_values((slots * x_stride).max(k), 9301 + k as u64)
+            .iter()
+            .map(|v| 3.0 * v - 0.2)
+            .collect();
+        let xd = self.g.upload(&Tensor::from_f32(&[xv.len()], xv))?;
+        let out = || self.g.alloc_poisoned(&[slots * n], DType::F32, self.poison);
+        let (ya, yb) = (out()?, out()?);
+        let (px, pt, pi) = (xd.ptr(st), td.ptr(st), idd.ptr(st));
+        let shape = (n, k, slots);
+        let chunk = if relu {
+            "model_gemv1_slots_nvfp4w_relu"
+        } else {
+            "model_gemv1_slots_nvfp4w"
+        };
+        let w = (pt, pi);
+        self.launch_slots_kernel(
+            chunk,
+            GEMV1_R_NV,
+            true,
+            px,
+            x_stride,
+            w,
+            DType::U8,
+            ya.ptr(st),
+            shape,
+            true,
+        )?;
+        let pipe = match (stages, relu) {
+            (3, true) => "model_gemv1_slots_nvfp4w_pipe_relu",
+            (3, false) => "model_gemv1_slots_nvfp4w_pipe",
+            (2, false) => "model_gemv1_slots_nvfp4w_pipe2",
+            (4, false) => "model_gemv1_slots_nvfp4w_pipe4",
+            _ => {
+                return Err(bad(
+                    "slot_pipe_vs_chunk",
+                    format!("no pipe kernel of {stages} stages (relu {relu})"),
+                ))
+            }
+        };
+        self.launch_slots_pipe(pipe, stages, px, x_stride, w, yb.ptr(st), shape)?;
+        self.g.sync()?;
+        Ok(SlotPipeCase {
+            chunk: self.download_bits(&ya, "chunk y")?,
+            pipe: self.download_bits(&yb, "pipe y")?,
+            groups: (slots * n.div_ceil(SLOTP_ROWS as usize)) as u64,
+        })
     }
 }
 
@@ -2934,6 +3171,44 @@ mod tests {
     use super::*;
     use reference::model::kernels::{router_config, CpuKernels};
     use reference::ops::ssd_chunk_scan::{DtConfig, SsdDims};
+
+    /// The pipe slot GEMV's shared memory (model_ops.cu: S stages of a 32 x 64-chunk slice
+    /// of codes plus a group's scale bytes padded to 16), its kernel names' stages, and which
+    /// K the default takes.
+    #[test]
+    fn slot_pipe_shapes() {
+        // K = 1024: 64 scale bytes a row; 2688: 168 a row (5376 a group).
+        assert_eq!(slotp_smem(3, 1024), 3 * (16384 + 2048));
+        assert_eq!(slotp_smem(3, 2688), 3 * (16384 + 5376));
+        // 32 x 3 = 96 scale bytes a group: a multiple of 16 already; K = 32: 64.
+        assert_eq!(slotp_smem(2, 32), 2 * (16384 + 64));
+        assert!(slotp_fits(1024) && slotp_fits(2688) && slotp_fits(32));
+        assert!(!slotp_fits(0) && !slotp_fits(48) && !slotp_fits(2680));
+        // The scale ring outgrows the block's shared memory past K ~ 29k at 3 stages.
+        assert!(slotp_fits(28 * 1024) && !slotp_fits(32 * 1024));
+        assert_eq!(
+            slotp_stages("model_gemv1_slots_nvfp4w_pipe"),
+            Some(SLOTP_STAGES)
+        );
+        assert_eq!(
+            slotp_stages("model_gemv1_slots_nvfp4w_pipe_relu"),
+            Some(SLOTP_STAGES)
+        );
+        assert_eq!(slotp_stages("model_gemv1_slots_nvfp4w_pipe2"), Some(2));
+        assert_eq!(slotp_stages("model_gemv1_slots_nvfp4w_pipe4"), Some(4));
+        assert_eq!(slotp_stages("model_gemv1_slots_nvfp4w"), None);
+        assert_eq!(slotp_stages("model_gemv1_slots_nvfp4w_pipe9"), None);
+        // Every pipe variant the bench times is one.
+        let pipes = SLOT_VARIANTS
+            .iter()
+            .filter(|v| v.0.contains("_pipe"))
+            .count();
+        assert_eq!(pipes, 4);
+        assert!(SLOT_VARIANTS
+            .iter()
+            .filter(|v| v.0.contains("_pipe"))
+            .all(|v| slotp_stages(v.0).is_some()));
+    }
 
     struct RefExec;
     impl OpExec for RefExec {

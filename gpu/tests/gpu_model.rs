@@ -1117,6 +1117,61 @@ fn slot_gemv_variants_give_the_default_bits() {
     }
 }
 
+/// The routed slots' NVFP4 GEMV through shared-memory stages (`model_gemv1_slots_nvfp4w_pipe*`,
+/// session 11) gives the default slot GEMV's bits: partial column groups (N % 32 != 0), K of
+/// one chunk a lane (32), of partial slices (2688 = 2 x 64 + 40 chunks; 4128 = 4 x 64 + 2),
+/// experts picked through the device ids with repeats, shared and strided x rows, ReLU²-read
+/// x, 2 / 3 / 4 stages, more groups than resident blocks and fewer; K % 32 != 0 is refused.
+#[test]
+#[ignore = "gpu"]
+fn slot_gemv_pipe_gives_the_chunk_bits() {
+    let k = gpu_k(0xFF);
+    let cases: &[((usize, usize, usize), &[i32], usize, usize, bool)] = &[
+        ((77, 32, 3), &[2, 0, 2, 1], 40, 3, false),
+        ((77, 32, 3), &[1, 1], 0, 3, true),
+        (
+            (2688, 1024, 4),
+            &[3, 0, 1, 3, 2, 0, 1, 2, 3, 0, 0],
+            0,
+            3,
+            false,
+        ),
+        ((1024, 2688, 5), &[4, 1, 3, 3, 0, 2], 2688, 3, false),
+        ((1024, 2688, 5), &[4, 1, 3, 3, 0, 2], 2692, 3, true),
+        ((100, 4128, 3), &[2, 1, 0], 4132, 3, false),
+        ((1024, 2688, 3), &[2, 0, 1, 2], 2688, 2, false),
+        ((1000, 2688, 3), &[2, 0, 1, 2], 2688, 4, false),
+        ((33, 96, 2), &[1], 0, 4, false),
+    ];
+    for &(shape, picks, stride, stages, relu) in cases {
+        let what = format!("{shape:?} picks {picks:?} stride {stride} stages {stages} relu {relu}");
+        let c = k
+            .slot_pipe_vs_chunk(shape, picks, stride, stages, relu)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(c.chunk.len(), shape.0 * picks.len(), "{what}");
+        let finite = c.chunk.iter().all(|b| f32::from_bits(*b).is_finite());
+        assert!(finite, "{what}: the default kernel left poison");
+        let nonzero = c
+            .chunk
+            .iter()
+            .filter(|b| f32::from_bits(**b) != 0.0)
+            .count();
+        assert!(
+            nonzero > c.chunk.len() / 2,
+            "{what}: {nonzero} non-zero outputs"
+        );
+        let diff = c.chunk.iter().zip(&c.pipe).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            diff, 0,
+            "{what}: {diff} outputs differ ({} groups)",
+            c.groups
+        );
+    }
+    let e = k.slot_pipe_vs_chunk((64, 48, 1), &[0], 0, 3, false);
+    let msg = format!("{:?}", e.expect_err("K = 48 is not a multiple of 32"));
+    assert!(msg.contains("K % 32"), "{msg}");
+}
+
 /// The unrolled variants of the engine's rmsnorm, gated rmsnorm and slot mix (`norms_super`
 /// bench preset) give the default kernels' bits.
 #[test]

@@ -158,6 +158,11 @@ pub struct Args {
     /// for that one's writes: the same bits). Session 10.
     #[arg(long)]
     engine_pdl: bool,
+    /// The routed experts' NVFP4 slot GEMVs (decode engine) on the kernel that stages the
+    /// weights through shared memory (`model_gemv1_slots_nvfp4w_pipe`: persistent blocks,
+    /// cp.async; the same bits as the default slot GEMV). Session 11.
+    #[arg(long)]
+    slots_pipe: bool,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -953,11 +958,12 @@ fn print_report(title: &str, rep: &Report, labels: &[String]) {
 }
 
 /// The GPU backend, or one clear error when this machine cannot run it.
-fn gpu_kernels(compact: bool) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
+fn gpu_kernels(compact: bool, slots_pipe: bool) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
     match gpu::model::GpuKernels::new() {
         Ok(mut k) => {
             k.bf16_weights |= compact;
             k.nvfp4_weights |= compact;
+            k.slots_pipe |= slots_pipe;
             Ok(Arc::new(k))
         }
         Err(e) => bail!(
@@ -990,7 +996,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // Fail fast (before loading anything) when the gpu path cannot run.
     let gpu_k = if paths.contains(&"gpu") {
-        Some(gpu_kernels(args.gpu_weights == "compact")?)
+        Some(gpu_kernels(args.gpu_weights == "compact", args.slots_pipe)?)
     } else {
         None
     };
@@ -1282,6 +1288,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "gpu_weights": args.gpu_weights,
                 "engine_fuse": args.engine_fuse,
                 "engine_pdl": args.engine_pdl,
+                "slots_pipe": args.slots_pipe,
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,
