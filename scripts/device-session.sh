@@ -20,8 +20,8 @@
 #   (E2E_STEPS=N: N decode steps in the super benches instead of 8)
 #   e2esuper16gp  e2esuper16g with --engine-pdl (programmatic dependent launch between the graph's kernels)
 #   e2esuper16gfp e2esuper16gf with --engine-pdl
-#   e2esuper16gs / e2esuper16gfs  e2esuper16g / e2esuper16gf with --slots-pipe (the routed slots'
-#             NVFP4 GEMV staged through shared memory, session 11)
+#   e2esuper16gs / e2esuper16gfs  e2esuper16g / e2esuper16gf with --slot-kernel "${SLOT_KERNEL:-pipe}"
+#             (the routed slots' NVFP4 GEMV variants of session 11: pipe, xs, xs3)
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
 #   triton    tools/triton_side_by_side.py: mamba_ssm's Triton SSU and SSD chain at the Super shapes
 #             (needs .baselines/ from tools/fetch_baselines.py: carry [".devbin.tar.xz", ".baselines"])
@@ -125,12 +125,12 @@ one() { # one step (see the list above)
     e2esuper16gf) step e2e-super-bf16-graphs-fused "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
         --engine-fuse --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
-    e2esuper16gs) step e2e-super-bf16-graphs-slotspipe "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
+    e2esuper16gs) step e2e-super-bf16-graphs-slots-"${SLOT_KERNEL:-pipe}" "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
-        --slots-pipe --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
-    e2esuper16gfs) step e2e-super-bf16-graphs-fused-slotspipe "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
+        --slot-kernel "${SLOT_KERNEL:-pipe}" --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
+    e2esuper16gfs) step e2e-super-bf16-graphs-fused-slots-"${SLOT_KERNEL:-pipe}" "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
-        --engine-fuse --slots-pipe --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
+        --engine-fuse --slot-kernel "${SLOT_KERNEL:-pipe}" --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;
     e2esuper16gp) step e2e-super-bf16-graphs-pdl "${E2E_SUPER_LIMIT:-300}" "$B/duet" e2e --preset super \
         --pattern 'MEMEMEM*E' --experts nvfp4 --weights bf16 --gpu-weights compact --engine-graphs \
         --engine-pdl --compare gpu --bench-decode "${E2E_STEPS:-8}" --tokens "${E2E_STEPS:-8}" --mtp-pattern "" --json ;;

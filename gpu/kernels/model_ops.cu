@@ -1094,14 +1094,18 @@ MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2c1lb4, 2, 1, 4)
 // walk units (a group of SLOTP_ROWS = 32 columns of one slot, times a slice of 64 chunks of K)
 // through a ring of S shared-memory stages that cp.async fills (16-byte pieces, L2 only, no
 // registers held), S - 1 units ahead, so the next units' bytes stream in while the warps
-// decode this one. A group's scale bytes come with its first slice, into a ring of S groups.
-// Block b takes groups b, b + gridDim.x, ... (group g: slot g / G, columns 32 (g % G) on,
-// G = ceil(N / 32)). Warp w computes columns 4 w .. 4 w + 3 of the group, lane l chunks l,
-// l + 32, l + 64, ... of each in that order with model_fma16's table and FMAs, then the
-// butterfly: the bits of model_gemv1_slots_nvfp4w (and of _relu with XRELU2).
-// Needs K % 32 == 0 (16-byte pieces: the host checks) and 16-byte aligned weight buffers.
-// Dynamic shared memory: S * (32 * 512 + round16(32 * K / 16)) bytes (model_slotp_smem on
-// the host).
+// decode this one. A stage holds the slice's codes and its x (lane-major, as the _xs kernel
+// above); a group's scale bytes and its expert's pairs come with its first slice, into a ring
+// of S groups. Block b takes groups b, b + gridDim.x, ... (group g: slot g / G, columns
+// 32 (g % G) on, G = ceil(N / 32)). Warp w computes columns 4 w .. 4 w + 3 of the group, lane
+// l chunks l, l + 32, l + 64, ... of each in that order with model_fma16's table and FMAs,
+// then the butterfly: the bits of model_gemv1_slots_nvfp4w (and of _relu with XRELU2: ReLU²
+// applied to x as it is read from shared memory).
+// Needs K % 32 == 0 (16-byte pieces: the host checks), 16-byte aligned weight buffers and x
+// rows, blocks of 32 * GEMV_WARPS threads. Dynamic shared memory: S * (32 * 512 + 4096 +
+// round16(32 * K / 16) + 2048) bytes (slotp_smem on the host). Session 11 call 3 ran the
+// first version (64-bit divisions per unit, x and pairs from global memory): same bits,
+// chain 83.9 us against the default's 67.2.
 #define SLOTP_ROWS (GEMV_WARPS * GEMV1_R_NV)
 #define SLOTP_CHUNKS 64
 #define SLOTP_SLICE (SLOTP_CHUNKS * 8)
@@ -1116,6 +1120,161 @@ template <int N>
 __device__ __forceinline__ void model_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// ---- x and the table of pairs from shared memory (session 11, call 4's ncu) ----
+// ncu on model_gemv1_slots_nvfp4w: L1 is the bottleneck (memory more utilised than compute,
+// issue every 1.7 cycles with 1.3 eligible warps of 3.7), and 36% of the global sectors it
+// moves are excess: lane l reads x[16 c .. 16 c + 15] of its chunk c = c0 + l as four 16-byte
+// loads 64 bytes apart (half of each sector used), and the pair of each chunk's scale byte
+// is a random 8-byte gather from the matrix's 2 KB table. Here both come from shared
+// memory: x stored lane-major (float4 q of chunk c at (c / 32) * 128 + q * 32 + c % 32, so the
+// 32 lanes' q-th float4 of chunks c0 .. c0 + 31 are 512 contiguous bytes) and the 256 pairs.
+// The same values (ReLU² applied while staging for XRELU2), chunks and FMAs: the same bits.
+__device__ __forceinline__ i64 model_xs_index(i64 c, int q) {
+    return (c >> 5) * 128 + q * 32 + (c & 31);
+}
+template <bool XRELU2>
+__device__ __forceinline__ float4 model_relu2_4(float4 v) {
+    if constexpr (XRELU2) {
+        v.x = model_relu2_of(v.x);
+        v.y = model_relu2_of(v.y);
+        v.z = model_relu2_of(v.z);
+        v.w = model_relu2_of(v.w);
+    }
+    return v;
+}
+__device__ __forceinline__ void model_xs16(const float4* xs4, i64 c, float* xv) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const float4 t = xs4[model_xs_index(c, q)];
+        xv[4 * q] = t.x;
+        xv[4 * q + 1] = t.y;
+        xv[4 * q + 2] = t.z;
+        xv[4 * q + 3] = t.w;
+    }
+}
+// model_gemv1_slots_nvfp4w_xs: model_gemv1_slots_nvfp4w (R = 4 columns a warp, two chunks a
+// lane a trip, the same bits) with x and the pairs staged per block. The first trip's code and
+// scale bytes are loaded before the staging so that they are in flight during it.
+// Dynamic shared memory: ceil(K / 512) * 2048 bytes of x plus 2048 of pairs (model_xs_smem).
+template <bool XRELU2>
+__device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x, i64 x_stride,
+                                                    const u64* __restrict__ ws,
+                                                    const i32* __restrict__ ids, i64 sf_off,
+                                                    i64 lut_off, float* __restrict__ y, i64 N,
+                                                    i64 K) {
+    extern __shared__ __align__(16) u8 xs_smem[];
+    const i64 nc = K >> 4;
+    float4* xs4 = (float4*)xs_smem;
+    float2* luts = (float2*)(xs_smem + ((nc + 31) >> 5) * 2048);
+    const int tid = threadIdx.x, lane = tid & 31;
+    const i64 s = blockIdx.y;
+    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+    const i64 n0 = ((i64)blockIdx.x * (blockDim.x >> 5) + (tid >> 5)) * GEMV1_R_NV;
+    const i64 nl = min(n0, N - 1);
+    const uint2* crow[GEMV1_R_NV];
+    const u8* srow[GEMV1_R_NV];
+#pragma unroll
+    for (int r = 0; r < GEMV1_R_NV; ++r) {
+        const i64 n = min(nl + r, N - 1);
+        crow[r] = (const uint2*)(base + n * (K >> 1));
+        srow[r] = base + sf_off + n * nc;
+    }
+    // A trip's raw bytes: chunks c0 + lane and c0 + lane + 32 (clamped to the last chunk).
+    uint2 ca[GEMV1_R_NV], cb[GEMV1_R_NV];
+    u32 sa[GEMV1_R_NV], sb[GEMV1_R_NV];
+    auto load = [&](i64 c0) {
+        const i64 a = min(c0 + lane, nc - 1), bb = min(c0 + lane + 32, nc - 1);
+#pragma unroll
+        for (int r = 0; r < GEMV1_R_NV; ++r) {
+            ca[r] = __ldg(crow[r] + a);
+            cb[r] = __ldg(crow[r] + bb);
+            sa[r] = __ldg(srow[r] + a);
+            sb[r] = __ldg(srow[r] + bb);
+        }
+    };
+    load(0);
+    // Stage x (lane-major) and the pairs; every warp joins the barrier.
+    const float4* xg = (const float4*)(x + s * x_stride);
+    for (i64 i = tid; i < 4 * nc; i += blockDim.x)
+        xs4[model_xs_index(i >> 2, (int)(i & 3))] = model_relu2_4<XRELU2>(__ldg(xg + i));
+    const float2* lut = (const float2*)(base + lut_off);
+    for (int i = tid; i < 256; i += blockDim.x) luts[i] = __ldg(lut + i);
+    __syncthreads();
+    if (n0 >= N) return;
+    float acc[GEMV1_R_NV];
+#pragma unroll
+    for (int r = 0; r < GEMV1_R_NV; ++r) acc[r] = 0.0f;
+    for (i64 c0 = 0;;) {
+        __syncwarp();
+        const i64 c = c0 + lane;
+        if (c < nc) {
+            float xv[16];
+            model_xs16(xs4, c, xv);
+            ModelC16NV ch[GEMV1_R_NV];
+#pragma unroll
+            for (int r = 0; r < GEMV1_R_NV; ++r) ch[r] = {ca[r], luts[sa[r]]};
+            model_fma16<GEMV1_R_NV>(xv, ch, acc);
+        }
+        if (c + 32 < nc) {
+            float xv[16];
+            model_xs16(xs4, c + 32, xv);
+            ModelC16NV ch[GEMV1_R_NV];
+#pragma unroll
+            for (int r = 0; r < GEMV1_R_NV; ++r) ch[r] = {cb[r], luts[sb[r]]};
+            model_fma16<GEMV1_R_NV>(xv, ch, acc);
+        }
+        c0 += 64;
+        if (c0 >= nc) break;
+        load(c0);
+    }
+#pragma unroll
+    for (int r = 0; r < GEMV1_R_NV; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
+        const i64 n = n0 + r;
+        if (lane == 0 && n < N) y[s * N + n] = v;
+    }
+}
+// LB: the __launch_bounds__ arguments (_xs3: three blocks an SM, 85 registers).
+#define MODEL_GEMV1_SLOTS_XS(NAME, XR, LB)                                                      \
+    extern "C" __global__ void __launch_bounds__ LB                                             \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K) {                                                                               \
+        DUET_PDL_ENTRY();                                                                       \
+        model_slots_xs_body<XR>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);                \
+    }
+MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs, false, (32 * GEMV_WARPS))
+MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs_relu, true, (32 * GEMV_WARPS))
+MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3, false, (32 * GEMV_WARPS, 3))
+MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3_relu, true, (32 * GEMV_WARPS, 3))
+
+// A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
+// the group advance by gridDim.x groups with one division at the start, none per unit (64-bit
+// divisions cost ~100 instructions: session 11's first version divided per unit).
+struct SlotpCursor {
+    i64 u;       // unit index within the block
+    i64 gi, j;   // the block's gi-th group, its slice j
+    i64 s, rg;   // the group's slot and column group (grp = s G + rg)
+    int stage;   // u % S
+    int sfslot;  // gi % S
+};
+template <int S>
+__device__ __forceinline__ void slotp_advance(SlotpCursor& c, i64 per, i64 G, i64 bq, i64 br) {
+    ++c.u;
+    c.stage = c.stage + 1 == S ? 0 : c.stage + 1;
+    if (++c.j == per) {
+        c.j = 0;
+        ++c.gi;
+        c.sfslot = c.sfslot + 1 == S ? 0 : c.sfslot + 1;
+        c.s += bq;
+        c.rg += br;
+        if (c.rg >= G) {
+            c.rg -= G;
+            ++c.s;
+        }
+    }
+}
 template <int S, bool XRELU2>
 __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i64 x_stride,
                                                  const u64* __restrict__ ws,
@@ -1123,105 +1282,131 @@ __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i6
                                                  i64 lut_off, float* __restrict__ y, i64 N,
                                                  i64 K, i64 slots) {
     extern __shared__ __align__(16) u8 slotp_smem[];
-    const i64 nc = K >> 4;                               // chunks per row
+    const i64 nc = K >> 4;                                   // chunks per row
     const i64 per = (nc + SLOTP_CHUNKS - 1) / SLOTP_CHUNKS;  // slices (units) per group
     const i64 G = (N + SLOTP_ROWS - 1) / SLOTP_ROWS;
     const i64 T = slots * G;
     const i64 B = gridDim.x, b = blockIdx.x;
     const i64 U = b < T ? ((T - 1 - b) / B + 1) * per : 0;  // this block's units
     const i64 sfb = (SLOTP_ROWS * nc + 15) & ~(i64)15;      // a group's scale bytes, padded
+    const i64 ringb = sfb + 256 * 8;                         // ... and its expert's pairs
+    const i64 bq = B / G, br = B - bq * G;                   // a step of B groups
+    // A stage: the slice's codes, then its x (64 chunks of 16 f32, lane-major).
+    constexpr int STAGE = SLOTP_ROWS * SLOTP_SLICE + SLOTP_CHUNKS * 64;
     u8* const codes_st = slotp_smem;
-    u8* const sf_st = slotp_smem + (i64)S * SLOTP_ROWS * SLOTP_SLICE;
+    u8* const sf_st = slotp_smem + (i64)S * STAGE;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    // Queue unit u's bytes (none past the last: an empty group keeps the counts uniform).
-    auto issue = [&](i64 u) {
-        if (u < U) {
-            const i64 gi = u / per, j = u - gi * per;
-            const i64 grp = b + gi * B, s = grp / G, n0 = (grp - s * G) * SLOTP_ROWS;
+    const i64 half_k = K >> 1;
+    // Queue the issue cursor's unit (none past the last: an empty group keeps the counts
+    // uniform).
+    auto issue = [&](const SlotpCursor& c) {
+        if (c.u < U) {
+            const i64 n0 = c.rg * SLOTP_ROWS;
             const i64 nrows = min((i64)SLOTP_ROWS, N - n0);
-            const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+            const u8* base = (const u8*)model_slot_weight(ws, ids, c.s);
             // Codes: row r's slice j (nch chunks, 8 bytes each) at r * SLOTP_SLICE.
-            const i64 nch = min((i64)SLOTP_CHUNKS, nc - j * SLOTP_CHUNKS);
-            const u8* src = base + n0 * (K >> 1) + j * SLOTP_SLICE;
-            u8* dst = codes_st + (u % S) * (SLOTP_ROWS * SLOTP_SLICE);
-            for (int p = tid; p < SLOTP_ROWS * (SLOTP_SLICE / 16); p += blockDim.x) {
-                const i64 r = p / (SLOTP_SLICE / 16), q = p % (SLOTP_SLICE / 16);
-                if (r < nrows && 2 * q < nch)
-                    model_cp_async16(dst + r * SLOTP_SLICE + 16 * q, src + r * (K >> 1) + 16 * q);
+            const int nch = (int)min((i64)SLOTP_CHUNKS, nc - c.j * SLOTP_CHUNKS);
+            const u8* src = base + n0 * half_k + c.j * SLOTP_SLICE;
+            u8* dst = codes_st + c.stage * STAGE;
+            const int nr = (int)nrows;
+#pragma unroll
+            for (int p = tid; p < SLOTP_ROWS * (SLOTP_SLICE / 16); p += 32 * GEMV_WARPS) {
+                const int r = p / (SLOTP_SLICE / 16), q = p % (SLOTP_SLICE / 16);
+                if (r < nr && 2 * q < nch)
+                    model_cp_async16(dst + r * SLOTP_SLICE + 16 * q, src + r * half_k + 16 * q);
             }
-            if (j == 0) {
+            // x of the slice: float4 q of chunk lc at model_xs_index(lc, q).
+            {
+                const float4* xsrc =
+                    (const float4*)(x + c.s * x_stride) + 4 * c.j * SLOTP_CHUNKS;
+                float4* xdst = (float4*)(dst + SLOTP_ROWS * SLOTP_SLICE);
+                const int p = tid;  // 4 * 64 pieces: one a thread
+                if (p < 4 * nch) model_cp_async16(xdst + model_xs_index(p >> 2, p & 3), xsrc + p);
+            }
+            if (c.j == 0) {
                 // The group's scale bytes (rows n0.., contiguous), padded to 16 bytes: still
-                // inside the buffer (nvfp4_store pads the scale bytes to 16).
+                // inside the buffer (nvfp4_store pads the scale bytes to 16), then the pairs.
                 const u8* ssrc = base + sf_off + n0 * nc;
-                u8* sdst = sf_st + (gi % S) * sfb;
+                u8* sdst = sf_st + c.sfslot * ringb;
                 const i64 pieces = (nrows * nc + 15) >> 4;
-                for (i64 p = tid; p < pieces; p += blockDim.x)
+                for (i64 p = tid; p < pieces; p += 32 * GEMV_WARPS)
                     model_cp_async16(sdst + 16 * p, ssrc + 16 * p);
+                if (tid < 128) model_cp_async16(sdst + sfb + 16 * tid, base + lut_off + 16 * tid);
             }
         }
         model_cp_async_commit();
     };
+    SlotpCursor ic = {0, 0, 0, b / G, b - (b / G) * G, 0, 0};
+    const SlotpCursor c0 = ic;
 #pragma unroll
-    for (int u = 0; u < S - 1; ++u) issue(u);
+    for (int u = 0; u < S - 1; ++u) {
+        issue(ic);
+        slotp_advance<S>(ic, per, G, bq, br);
+    }
     float acc[GEMV1_R_NV];
 #pragma unroll
     for (int r = 0; r < GEMV1_R_NV; ++r) acc[r] = 0.0f;
-    for (i64 u = 0; u < U; ++u) {
+    for (SlotpCursor c = c0; c.u < U; slotp_advance<S>(c, per, G, bq, br)) {
         model_cp_async_wait<S - 2>();  // unit u's bytes have landed (this thread's pieces)
         __syncthreads();               // everyone's; and unit u - 1's stage is free
-        issue(u + S - 1);
-        const i64 gi = u / per, j = u - gi * per;
-        const i64 grp = b + gi * B, s = grp / G, n0 = (grp - s * G) * SLOTP_ROWS;
-        const i64 nrows = min((i64)SLOTP_ROWS, N - n0);
-        const u8* base = (const u8*)model_slot_weight(ws, ids, s);
-        const float2* __restrict__ lut = (const float2*)(base + lut_off);
-        const u8* st = codes_st + (u % S) * (SLOTP_ROWS * SLOTP_SLICE);
-        const u8* sfs = sf_st + (gi % S) * sfb;
-        const float* xs = x + s * x_stride;
+        issue(ic);
+        slotp_advance<S>(ic, per, G, bq, br);
+        const i64 n0 = c.rg * SLOTP_ROWS;
+        const int nrows = (int)min((i64)SLOTP_ROWS, N - n0);
+        const u8* st = codes_st + c.stage * STAGE;
+        const float4* xs4 = (const float4*)(st + SLOTP_ROWS * SLOTP_SLICE);
+        const u8* sfs = sf_st + c.sfslot * ringb;
+        const float2* luts = (const float2*)(sfs + sfb);
         // Columns past N read the group's last column and store nothing.
-        i64 lr[GEMV1_R_NV];
+        int lr[GEMV1_R_NV];
 #pragma unroll
-        for (int r = 0; r < GEMV1_R_NV; ++r)
-            lr[r] = min((i64)(warp * GEMV1_R_NV + r), nrows - 1);
+        for (int r = 0; r < GEMV1_R_NV; ++r) lr[r] = min(warp * GEMV1_R_NV + r, nrows - 1);
 #pragma unroll
         for (int t = 0; t < 2; ++t) {
-            const i64 lc = lane + 32 * t, c = j * SLOTP_CHUNKS + lc;
-            if (c < nc) {
+            const int lc = lane + 32 * t;
+            const i64 ch0 = c.j * SLOTP_CHUNKS + lc;
+            if (ch0 < nc) {
                 float xv[16];
-                model_x16r<XRELU2>(xs, c, xv);
+                model_xs16(xs4, lc, xv);
+                if constexpr (XRELU2) {
+#pragma unroll
+                    for (int i = 0; i < 16; ++i) xv[i] = model_relu2_of(xv[i]);
+                }
                 ModelC16NV ch[GEMV1_R_NV];
 #pragma unroll
                 for (int r = 0; r < GEMV1_R_NV; ++r)
                     ch[r] = {*(const uint2*)(st + lr[r] * SLOTP_SLICE + 8 * lc),
-                             __ldg(lut + sfs[lr[r] * nc + c])};
+                             luts[sfs[(i64)lr[r] * nc + ch0]]};
                 model_fma16<GEMV1_R_NV>(xv, ch, acc);
             }
         }
-        if (j == per - 1) {
+        if (c.j == per - 1) {
 #pragma unroll
             for (int r = 0; r < GEMV1_R_NV; ++r) {
                 float v = acc[r];
                 for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
-                const i64 lrow = warp * GEMV1_R_NV + r;
-                if (lane == 0 && lrow < nrows) y[s * N + n0 + lrow] = v;
+                const int lrow = warp * GEMV1_R_NV + r;
+                if (lane == 0 && lrow < nrows) y[c.s * N + n0 + lrow] = v;
                 acc[r] = 0.0f;
             }
         }
     }
     model_cp_async_wait<0>();
 }
-#define MODEL_GEMV1_SLOTS_PIPE(NAME, S, XR)                                                     \
-    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS)                               \
+// MINB: blocks per SM the registers must allow (3: 85 registers, as the stages' shared memory
+// allows three blocks at K = 2688).
+#define MODEL_GEMV1_SLOTS_PIPE(NAME, S, XR, MINB)                                               \
+    extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, MINB)                         \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K, i64 slots) {                                                                    \
         DUET_PDL_ENTRY();                                                                       \
         model_slotp_body<S, XR>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K, slots);         \
     }
-MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe, 3, false)
-MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe_relu, 3, true)
-MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe2, 2, false)
-MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe4, 4, false)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe, 3, false, 3)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe_relu, 3, true, 3)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe2, 2, false, 3)
+MODEL_GEMV1_SLOTS_PIPE(model_gemv1_slots_nvfp4w_pipe4, 4, false, 2)
 
 // y[i] = sum over the k slots, in slot order from 0.0f, of w[s] * o[s * n + i] (each product
 // rounded before its add: --fmad=false), i < n: the engine's zero fill then one axpy per slot,

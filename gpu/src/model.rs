@@ -62,18 +62,27 @@ const GEMV_WARPS: u32 = 8;
 const GEMV1_R_F32: u32 = 2;
 const GEMV1_R_BF16: u32 = 2;
 const GEMV1_R_NV: u32 = 4;
-/// `model_gemv1_slots_nvfp4w_pipe*`: columns per group (SLOTP_ROWS), a stage's code bytes
-/// (32 rows x 64 chunks x 8 bytes), the stages of the default, and the most dynamic shared
-/// memory a block may take beside the 8 KB static table (227 KB on sm_90).
+/// `model_gemv1_slots_nvfp4w_pipe*`: columns per group (SLOTP_ROWS), a stage's bytes (32
+/// rows x 64 chunks x 8 bytes of codes, 64 chunks x 16 f32 of x), a group's table of pairs,
+/// the stages of the default, and the most dynamic shared memory a block may take beside the
+/// 8 KB static table (227 KB on sm_90).
 const SLOTP_ROWS: u32 = GEMV_WARPS * GEMV1_R_NV;
-const SLOTP_STAGE_CODES: usize = 32 * 64 * 8;
+const SLOTP_STAGE: usize = 32 * 64 * 8 + 64 * 64;
+const SLOTP_PAIRS: usize = 256 * 8;
 const SLOTP_STAGES: usize = 3;
 const SLOTP_MAX_SMEM: usize = 227 * 1024 - 8 * 1024;
 
 /// Dynamic shared memory of `model_gemv1_slots_nvfp4w_pipe` with `stages` stages at K: per
-/// stage a slice's codes and a group's scale bytes (32 rows x K / 16, padded to 16).
+/// stage a slice's codes and x, and a group's scale bytes (32 rows x K / 16, padded to 16)
+/// and pairs.
 pub(crate) fn slotp_smem(stages: usize, k: usize) -> usize {
-    stages * (SLOTP_STAGE_CODES + (32 * (k / 16)).div_ceil(16) * 16)
+    stages * (SLOTP_STAGE + (32 * (k / 16)).div_ceil(16) * 16 + SLOTP_PAIRS)
+}
+
+/// Dynamic shared memory of `model_gemv1_slots_nvfp4w_xs*` at K: x in 2 KB per 32 chunks,
+/// then the 256 pairs.
+pub(crate) fn slots_xs_smem(k: usize) -> usize {
+    (k / 16).div_ceil(32) * 2048 + SLOTP_PAIRS
 }
 
 /// Whether the default pipe kernel takes K: K % 32 == 0 and its stages fit.
@@ -364,12 +373,13 @@ pub struct GpuKernels {
     /// intermediate state; same numbers: the bridge test below checks the TensorMap on the CPU
     /// reference; not yet run through the model on the H200).
     pub ssu_verify_kernel: Option<&'static str>,
-    /// The routed slots' NVFP4 GEMVs on the weights-through-shared-memory pipeline
-    /// (`model_gemv1_slots_nvfp4w_pipe`, session 11: persistent blocks, cp.async stages; the
-    /// bits of `model_gemv1_slots_nvfp4w`) where it applies (K % 32 == 0, the stages fit).
-    /// Off by default until it has run on the H200; `DUET_SLOTS_PIPE=1` or `duet e2e
-    /// --slots-pipe` turns it on.
-    pub slots_pipe: bool,
+    /// The routed slots' NVFP4 GEMV (the decode engine, where it applies: K % 16 == 0 and
+    /// aligned rows): "chunk" (`model_gemv1_slots_nvfp4w`, the default), "xs" / "xs3" (the
+    /// same with x and the pairs from shared memory, `model_gemv1_slots_nvfp4w_xs*`), or
+    /// "pipe" (`model_gemv1_slots_nvfp4w_pipe`: persistent blocks, the weights through
+    /// cp.async stages; K % 32 == 0 and the stages fit). Session 11; every form gives the
+    /// default's bits. `DUET_SLOT_KERNEL` or `duet e2e --slot-kernel` picks.
+    pub slot_kernel: &'static str,
 }
 
 impl std::fmt::Debug for GpuKernels {
@@ -481,7 +491,10 @@ impl GpuKernels {
             ssu_version: "auto",
             router_version: "auto",
             ssu_verify_kernel: None,
-            slots_pipe: std::env::var("DUET_SLOTS_PIPE").is_ok_and(|v| v == "1"),
+            slot_kernel: std::env::var("DUET_SLOT_KERNEL")
+                .ok()
+                .and_then(|v| SLOT_KERNELS.iter().find(|k| **k == v).copied())
+                .unwrap_or("chunk"),
         }
     }
 
@@ -1462,7 +1475,7 @@ impl GpuKernels {
     /// and says whether every row start is aligned for the vector loads (`vec4`: x rows 16
     /// bytes, weights 16 bytes, NVFP4 buffers 16); with K % 16 == 0 as well the slots take
     /// `model_gemv1_slots_*` (the chunked one-row kernel, [`GpuKernels::launch_gemm`]'s at M = 1),
-    /// and with [`GpuKernels::slots_pipe`], NVFP4 weights and [`slotp_fits`] the pipe kernel
+    /// and with NVFP4 weights the form [`GpuKernels::slot_kernel`] names where it applies
     /// (the same bits).
     ///
     /// `relu2`: x is read through ReLU² (`model_gemv1_slots_*_relu`: `model_relu2`'s values,
@@ -1509,17 +1522,91 @@ impl GpuKernels {
             ));
         }
         let shape = (n, k, slots);
-        if wdt == DType::U8 && one && self.slots_pipe && slotp_fits(k) {
-            let op = if relu2 {
-                "model_gemv1_slots_nvfp4w_pipe_relu"
-            } else {
-                "model_gemv1_slots_nvfp4w_pipe"
-            };
-            self.launch_slots_pipe(op, SLOTP_STAGES, px, x_stride, (ws, ids), py, shape)?;
-            return Ok(true);
+        if wdt == DType::U8 && one {
+            let w = (ws, ids);
+            match self.slot_kernel {
+                "pipe" if slotp_fits(k) => {
+                    let op = if relu2 {
+                        "model_gemv1_slots_nvfp4w_pipe_relu"
+                    } else {
+                        "model_gemv1_slots_nvfp4w_pipe"
+                    };
+                    self.launch_slots_pipe(op, SLOTP_STAGES, px, x_stride, w, py, shape)?;
+                    return Ok(true);
+                }
+                "xs" | "xs3" if slots_xs_smem(k) <= SLOTP_MAX_SMEM => {
+                    let op = match (self.slot_kernel, relu2) {
+                        ("xs", false) => "model_gemv1_slots_nvfp4w_xs",
+                        ("xs", true) => "model_gemv1_slots_nvfp4w_xs_relu",
+                        (_, false) => "model_gemv1_slots_nvfp4w_xs3",
+                        (_, true) => "model_gemv1_slots_nvfp4w_xs3_relu",
+                    };
+                    self.launch_slots_xs(op, px, x_stride, w, py, shape)?;
+                    return Ok(true);
+                }
+                _ => {}
+            }
         }
         self.launch_slots_kernel(op, r, one, px, x_stride, (ws, ids), wdt, py, shape, vec4)?;
         Ok(true)
+    }
+
+    /// Queues a `model_gemv1_slots_nvfp4w_xs*` kernel ([`GpuKernels::launch_gemv_slots`]'s
+    /// arguments, NVFP4 weights in buffers of `Layout::of(n, k)`, K % 16 == 0, x rows 16-byte
+    /// aligned): grid (ceil(N / 32), slots), x and the pairs staged in shared memory.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_slots_xs(
+        &self,
+        op: &str,
+        px: u64,
+        x_stride: usize,
+        (ws, ids): (u64, u64),
+        py: u64,
+        (n, k, slots): (usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        if !k.is_multiple_of(16) || k == 0 {
+            return Err(bad(op, format!("needs K % 16 == 0 and K > 0 (K = {k})")));
+        }
+        let smem = slots_xs_smem(k);
+        if smem > SLOTP_MAX_SMEM {
+            return Err(bad(
+                op,
+                format!("K = {k} needs {smem} bytes of shared memory (at most {SLOTP_MAX_SMEM})"),
+            ));
+        }
+        if n == 0 || slots == 0 {
+            return Ok(());
+        }
+        let f = self.g.function(FILE, op)?;
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
+        let gx = grid_u32(op, (n as u64).div_ceil(SLOTP_ROWS as u64))?;
+        let gy = u32::try_from(slots)
+            .ok()
+            .filter(|&g| (g as u64) <= MAX_GRID_Y)
+            .ok_or_else(|| bad(op, format!("{slots} slots exceed the grid")))?;
+        let (xs, nn, kk) = (x_stride as i64, n as i64, k as i64);
+        let l = crate::nvfp4_store::Layout::of(n, k);
+        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
+        a.arg(&sf_off).arg(&lut_off);
+        a.arg(&py).arg(&nn).arg(&kk);
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (32 * GEMV_WARPS, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        // SAFETY: model_gemv1_slots_nvfp4w_xs*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K):
+        // ws holds the addresses of NVFP4 buffers of Layout::of(n, k) that slots (or ids,
+        // whose entries index ws) name, x rows of k f32 at x_stride (16-byte aligned: the
+        // caller's `vec4`), y slots * n f32 values (the caller's sizes); K % 16 == 0 and the
+        // `smem` bytes were checked above and set as the function's limit.
+        unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
+        Ok(())
     }
 
     /// Queues a `model_gemv1_slots_nvfp4w_pipe*` kernel of `stages` shared-memory stages
@@ -1894,7 +1981,20 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_pipe_relu", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_pipe2", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_pipe4", GEMV1_R_NV, true),
+    // session 11: x and the pairs from shared memory (`_xs3`: three blocks an SM)
+    ("model_gemv1_slots_nvfp4w_xs", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_xs_relu", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_xs3", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_xs3_relu", GEMV1_R_NV, true),
 ];
+
+/// The values of [`GpuKernels::slot_kernel`].
+pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "pipe"];
+
+/// Whether `op` is a `model_gemv1_slots_nvfp4w_xs*` kernel.
+fn slots_xs_op(op: &str) -> bool {
+    op.starts_with("model_gemv1_slots_nvfp4w_xs")
+}
 
 /// The shared-memory stages of a `model_gemv1_slots_nvfp4w_pipe*` kernel (None: not one).
 fn slotp_stages(op: &str) -> Option<usize> {
@@ -2057,6 +2157,9 @@ impl GpuKernels {
             if let Some(st) = slotp_stages(op) {
                 return self.launch_slots_pipe(op, st, px, 0, (pt, 0), ph, (inter, lw, k));
             }
+            if slots_xs_op(op) {
+                return self.launch_slots_xs(op, px, 0, (pt, 0), ph, (inter, lw, k));
+            }
             self.launch_slots_kernel(
                 op,
                 rr,
@@ -2078,6 +2181,11 @@ impl GpuKernels {
                 let x = if relu(op) { ph } else { pr };
                 let w = (pt + 8 * k as u64, 0);
                 return self.launch_slots_pipe(op, st, x, inter, w, po, (lw, inter, k));
+            }
+            if slots_xs_op(op) {
+                let x = if relu(op) { ph } else { pr };
+                let w = (pt + 8 * k as u64, 0);
+                return self.launch_slots_xs(op, x, inter, w, po, (lw, inter, k));
             }
             self.launch_slots_kernel(
                 op,
@@ -2172,30 +2280,31 @@ impl GpuKernels {
     }
 }
 
-/// One case of [`GpuKernels::slot_pipe_vs_chunk`]: the outputs' bits of the default slot
-/// GEMV and of a pipe kernel on the same inputs.
+/// One case of [`GpuKernels::slot_variant_vs_chunk`]: the outputs' bits of the default slot
+/// GEMV and of a variant on the same inputs.
 #[derive(Debug)]
 pub struct SlotPipeCase {
     pub chunk: Vec<u32>,
-    pub pipe: Vec<u32>,
+    pub variant: Vec<u32>,
     /// The column groups (32 columns of one slot) the pipe kernel walked.
     pub groups: u64,
 }
 
 impl GpuKernels {
-    /// `model_gemv1_slots_nvfp4w_pipe*` of `stages` stages next to the default
-    /// `model_gemv1_slots_nvfp4w` (or both `_relu` forms) on `slots` seeded NVFP4 experts of
-    /// (n, k) picked through a device `ids` array (`picks`: indices into the experts, repeats
-    /// allowed), x rows of k values at `x_stride` (poisoned outputs first). For the tests
-    /// (gpu/tests/gpu_model.rs): odd column counts, partial slices, strides.
-    pub fn slot_pipe_vs_chunk(
+    /// The slot GEMV `op` (a `model_gemv1_slots_nvfp4w_pipe*` or `_xs*` kernel) next to the
+    /// default `model_gemv1_slots_nvfp4w` (its `_relu` form for an `op` ending in `_relu`) on
+    /// `slots` seeded NVFP4 experts of (n, k) picked through a device `ids` array (`picks`:
+    /// indices into the experts, repeats allowed), x rows of k values at `x_stride`
+    /// (poisoned outputs first). For the tests (gpu/tests/gpu_model.rs): odd column counts,
+    /// partial slices, strides.
+    pub fn slot_variant_vs_chunk(
         &self,
         (n, k, experts): (usize, usize, usize),
         picks: &[i32],
         x_stride: usize,
-        stages: usize,
-        relu: bool,
+        op: &str,
     ) -> Result<SlotPipeCase, GpuError> {
+        let relu = op.ends_with("_relu");
         use reference::tensor::Data;
         let st = &self.g.stream;
         let slots = picks.len();
@@ -2216,11 +2325,11 @@ impl GpuKernels {
             };
             let Some(Mat::LazyAs { global_scale, .. }) = raw.lazy_as(ExpertFormat::Nvfp4) else {
                 return Err(GpuError::Driver(
-                    "slot_pipe_vs_chunk: lazy NVFP4 expert".into(),
+                    "slot_variant_vs_chunk: lazy NVFP4 expert".into(),
                 ));
             };
             let b = pack_nvfp4_rows(&raw, global_scale).ok_or_else(|| {
-                GpuError::Driver("slot_pipe_vs_chunk: an expert is not exact in storage".into())
+                GpuError::Driver("slot_variant_vs_chunk: an expert is not exact in storage".into())
             })?;
             bufs.push(self.g.upload(&Tensor::new(&[b.len()], Data::U8(b)))?);
         }
@@ -2262,23 +2371,16 @@ impl GpuKernels {
             shape,
             true,
         )?;
-        let pipe = match (stages, relu) {
-            (3, true) => "model_gemv1_slots_nvfp4w_pipe_relu",
-            (3, false) => "model_gemv1_slots_nvfp4w_pipe",
-            (2, false) => "model_gemv1_slots_nvfp4w_pipe2",
-            (4, false) => "model_gemv1_slots_nvfp4w_pipe4",
-            _ => {
-                return Err(bad(
-                    "slot_pipe_vs_chunk",
-                    format!("no pipe kernel of {stages} stages (relu {relu})"),
-                ))
-            }
-        };
-        self.launch_slots_pipe(pipe, stages, px, x_stride, w, yb.ptr(st), shape)?;
+        let vy = yb.ptr(st);
+        match slotp_stages(op) {
+            Some(stages) => self.launch_slots_pipe(op, stages, px, x_stride, w, vy, shape)?,
+            None if slots_xs_op(op) => self.launch_slots_xs(op, px, x_stride, w, vy, shape)?,
+            None => return Err(bad(op, "not a pipe or xs slot kernel".into())),
+        }
         self.g.sync()?;
         Ok(SlotPipeCase {
             chunk: self.download_bits(&ya, "chunk y")?,
-            pipe: self.download_bits(&yb, "pipe y")?,
+            variant: self.download_bits(&yb, "variant y")?,
             groups: (slots * n.div_ceil(SLOTP_ROWS as usize)) as u64,
         })
     }
@@ -3189,15 +3291,20 @@ mod tests {
     /// K the default takes.
     #[test]
     fn slot_pipe_shapes() {
-        // K = 1024: 64 scale bytes a row; 2688: 168 a row (5376 a group).
-        assert_eq!(slotp_smem(3, 1024), 3 * (16384 + 2048));
-        assert_eq!(slotp_smem(3, 2688), 3 * (16384 + 5376));
-        // 32 x 3 = 96 scale bytes a group: a multiple of 16 already; K = 32: 64.
-        assert_eq!(slotp_smem(2, 32), 2 * (16384 + 64));
+        // A stage: 16 KB of codes and 4 KB of x; a group: its scale bytes (K = 1024: 64 a
+        // row, 2048 a group; 2688: 168 a row, 5376 a group) and 2 KB of pairs.
+        assert_eq!(slotp_smem(3, 1024), 3 * (16384 + 4096 + 2048 + 2048));
+        assert_eq!(slotp_smem(3, 2688), 3 * (16384 + 4096 + 5376 + 2048));
+        // K = 32: 32 x 2 = 64 scale bytes a group (a multiple of 16 already).
+        assert_eq!(slotp_smem(2, 32), 2 * (16384 + 4096 + 64 + 2048));
         assert!(slotp_fits(1024) && slotp_fits(2688) && slotp_fits(32));
         assert!(!slotp_fits(0) && !slotp_fits(48) && !slotp_fits(2680));
-        // The scale ring outgrows the block's shared memory past K ~ 29k at 3 stages.
-        assert!(slotp_fits(28 * 1024) && !slotp_fits(32 * 1024));
+        // The scale ring outgrows the block's shared memory past K ~ 25k at 3 stages.
+        assert!(slotp_fits(24 * 1024) && !slotp_fits(28 * 1024));
+        // x of the _xs kernels: 2 KB per 32 chunks (K = 2688: 168 chunks, 6 x 2 KB).
+        assert_eq!(slots_xs_smem(1024), 2 * 2048 + 2048);
+        assert_eq!(slots_xs_smem(2688), 6 * 2048 + 2048);
+        assert_eq!(slots_xs_smem(32), 2048 + 2048);
         assert_eq!(
             slotp_stages("model_gemv1_slots_nvfp4w_pipe"),
             Some(SLOTP_STAGES)

@@ -1117,36 +1117,84 @@ fn slot_gemv_variants_give_the_default_bits() {
     }
 }
 
-/// The routed slots' NVFP4 GEMV through shared-memory stages (`model_gemv1_slots_nvfp4w_pipe*`,
-/// session 11) gives the default slot GEMV's bits: partial column groups (N % 32 != 0), K of
-/// one chunk a lane (32), of partial slices (2688 = 2 x 64 + 40 chunks; 4128 = 4 x 64 + 2),
-/// experts picked through the device ids with repeats, shared and strided x rows, ReLU²-read
-/// x, 2 / 3 / 4 stages, more groups than resident blocks and fewer; K % 32 != 0 is refused.
+/// The routed slots' NVFP4 GEMV variants of session 11 give the default slot GEMV's bits:
+/// through shared-memory stages (`model_gemv1_slots_nvfp4w_pipe*`: 2 / 3 / 4 stages, more
+/// groups than resident blocks and fewer) and with x and the pairs staged per block
+/// (`_xs`, `_xs3`), on partial column groups (N % 32 != 0), K of one chunk a lane (32), of
+/// partial slices (2688 = 2 x 64 + 40 chunks; 4128 = 4 x 64 + 2), experts picked through the
+/// device ids with repeats, shared and strided x rows, ReLU²-read x; K % 32 != 0 is refused
+/// by the pipe, and K = 48 (3 chunks) runs on the _xs forms.
 #[test]
 #[ignore = "gpu"]
-fn slot_gemv_pipe_gives_the_chunk_bits() {
+fn slot_gemv_variants_give_the_chunk_bits() {
     let k = gpu_k(0xFF);
-    let cases: &[((usize, usize, usize), &[i32], usize, usize, bool)] = &[
-        ((77, 32, 3), &[2, 0, 2, 1], 40, 3, false),
-        ((77, 32, 3), &[1, 1], 0, 3, true),
+    let p = "model_gemv1_slots_nvfp4w_pipe";
+    let cases: &[((usize, usize, usize), &[i32], usize, &str)] = &[
+        ((77, 32, 3), &[2, 0, 2, 1], 40, p),
         (
-            (2688, 1024, 4),
-            &[3, 0, 1, 3, 2, 0, 1, 2, 3, 0, 0],
+            (77, 32, 3),
+            &[1, 1],
             0,
-            3,
-            false,
+            "model_gemv1_slots_nvfp4w_pipe_relu",
         ),
-        ((1024, 2688, 5), &[4, 1, 3, 3, 0, 2], 2688, 3, false),
-        ((1024, 2688, 5), &[4, 1, 3, 3, 0, 2], 2692, 3, true),
-        ((100, 4128, 3), &[2, 1, 0], 4132, 3, false),
-        ((1024, 2688, 3), &[2, 0, 1, 2], 2688, 2, false),
-        ((1000, 2688, 3), &[2, 0, 1, 2], 2688, 4, false),
-        ((33, 96, 2), &[1], 0, 4, false),
+        ((2688, 1024, 4), &[3, 0, 1, 3, 2, 0, 1, 2, 3, 0, 0], 0, p),
+        ((1024, 2688, 5), &[4, 1, 3, 3, 0, 2], 2688, p),
+        (
+            (1024, 2688, 5),
+            &[4, 1, 3, 3, 0, 2],
+            2692,
+            "model_gemv1_slots_nvfp4w_pipe_relu",
+        ),
+        ((100, 4128, 3), &[2, 1, 0], 4132, p),
+        (
+            (1024, 2688, 3),
+            &[2, 0, 1, 2],
+            2688,
+            "model_gemv1_slots_nvfp4w_pipe2",
+        ),
+        (
+            (1000, 2688, 3),
+            &[2, 0, 1, 2],
+            2688,
+            "model_gemv1_slots_nvfp4w_pipe4",
+        ),
+        ((33, 96, 2), &[1], 0, "model_gemv1_slots_nvfp4w_pipe4"),
     ];
-    for &(shape, picks, stride, stages, relu) in cases {
-        let what = format!("{shape:?} picks {picks:?} stride {stride} stages {stages} relu {relu}");
+    let mut all: Vec<((usize, usize, usize), &[i32], usize, String)> = cases
+        .iter()
+        .map(|c| (c.0, c.1, c.2, c.3.to_string()))
+        .collect();
+    // The same cases on the _xs forms, plus K = 48 (not a multiple of 32).
+    for c in cases {
+        let relu = c.3.ends_with("_relu");
+        for xs in [
+            "model_gemv1_slots_nvfp4w_xs",
+            "model_gemv1_slots_nvfp4w_xs3",
+        ] {
+            let op = if relu {
+                format!("{xs}_relu")
+            } else {
+                xs.to_string()
+            };
+            all.push((c.0, c.1, c.2, op));
+        }
+    }
+    all.push((
+        (45, 48, 2),
+        &[1, 0, 1],
+        52,
+        "model_gemv1_slots_nvfp4w_xs".into(),
+    ));
+    all.push((
+        (45, 48, 2),
+        &[0],
+        0,
+        "model_gemv1_slots_nvfp4w_xs3_relu".into(),
+    ));
+    for (shape, picks, stride, op) in &all {
+        let what = format!("{op} {shape:?} picks {picks:?} stride {stride}");
         let c = k
-            .slot_pipe_vs_chunk(shape, picks, stride, stages, relu)
+            .slot_variant_vs_chunk(*shape, picks, *stride, op)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(c.chunk.len(), shape.0 * picks.len(), "{what}");
         let finite = c.chunk.iter().all(|b| f32::from_bits(*b).is_finite());
@@ -1160,14 +1208,19 @@ fn slot_gemv_pipe_gives_the_chunk_bits() {
             nonzero > c.chunk.len() / 2,
             "{what}: {nonzero} non-zero outputs"
         );
-        let diff = c.chunk.iter().zip(&c.pipe).filter(|(a, b)| a != b).count();
+        let diff = c
+            .chunk
+            .iter()
+            .zip(&c.variant)
+            .filter(|(a, b)| a != b)
+            .count();
         assert_eq!(
             diff, 0,
             "{what}: {diff} outputs differ ({} groups)",
             c.groups
         );
     }
-    let e = k.slot_pipe_vs_chunk((64, 48, 1), &[0], 0, 3, false);
+    let e = k.slot_variant_vs_chunk((64, 48, 1), &[0], 0, p);
     let msg = format!("{:?}", e.expect_err("K = 48 is not a multiple of 32"));
     assert!(msg.contains("K % 32"), "{msg}");
 }

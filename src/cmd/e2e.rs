@@ -158,11 +158,12 @@ pub struct Args {
     /// for that one's writes: the same bits). Session 10.
     #[arg(long)]
     engine_pdl: bool,
-    /// The routed experts' NVFP4 slot GEMVs (decode engine) on the kernel that stages the
-    /// weights through shared memory (`model_gemv1_slots_nvfp4w_pipe`: persistent blocks,
-    /// cp.async; the same bits as the default slot GEMV). Session 11.
-    #[arg(long)]
-    slots_pipe: bool,
+    /// The routed experts' NVFP4 slot GEMV of the GPU path (decode engine; all give the same
+    /// bits): chunk (`model_gemv1_slots_nvfp4w`), xs / xs3 (x and the table of pairs staged
+    /// in shared memory per block; xs3 capped at 80 registers for three blocks an SM), pipe
+    /// (persistent blocks, the weights through cp.async stages). Session 11.
+    #[arg(long, default_value = "chunk", value_parser = ["chunk", "xs", "xs3", "pipe"])]
+    slot_kernel: String,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -958,12 +959,16 @@ fn print_report(title: &str, rep: &Report, labels: &[String]) {
 }
 
 /// The GPU backend, or one clear error when this machine cannot run it.
-fn gpu_kernels(compact: bool, slots_pipe: bool) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
+fn gpu_kernels(compact: bool, slot_kernel: &str) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
     match gpu::model::GpuKernels::new() {
         Ok(mut k) => {
             k.bf16_weights |= compact;
             k.nvfp4_weights |= compact;
-            k.slots_pipe |= slots_pipe;
+            if let Some(s) = gpu::model::SLOT_KERNELS.iter().find(|s| **s == slot_kernel) {
+                if *s != "chunk" {
+                    k.slot_kernel = s;
+                }
+            }
             Ok(Arc::new(k))
         }
         Err(e) => bail!(
@@ -996,7 +1001,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // Fail fast (before loading anything) when the gpu path cannot run.
     let gpu_k = if paths.contains(&"gpu") {
-        Some(gpu_kernels(args.gpu_weights == "compact", args.slots_pipe)?)
+        Some(gpu_kernels(
+            args.gpu_weights == "compact",
+            &args.slot_kernel,
+        )?)
     } else {
         None
     };
@@ -1288,7 +1296,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "gpu_weights": args.gpu_weights,
                 "engine_fuse": args.engine_fuse,
                 "engine_pdl": args.engine_pdl,
-                "slots_pipe": args.slots_pipe,
+                "slot_kernel": args.slot_kernel,
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,
