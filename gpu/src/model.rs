@@ -374,11 +374,13 @@ pub struct GpuKernels {
     /// reference; not yet run through the model on the H200).
     pub ssu_verify_kernel: Option<&'static str>,
     /// The routed slots' NVFP4 GEMV (the decode engine, where it applies: K % 16 == 0 and
-    /// aligned rows): "chunk" (`model_gemv1_slots_nvfp4w`, the default), "xs" / "xs3" (the
-    /// same with x and the pairs from shared memory, `model_gemv1_slots_nvfp4w_xs*`), or
-    /// "pipe" (`model_gemv1_slots_nvfp4w_pipe`: persistent blocks, the weights through
-    /// cp.async stages; K % 32 == 0 and the stages fit). Session 11; every form gives the
-    /// default's bits. `DUET_SLOT_KERNEL` or `duet e2e --slot-kernel` picks.
+    /// aligned rows): "chunk" (`model_gemv1_slots_nvfp4w`, the default until session 11),
+    /// "xs" / "xs3" (the same with x and the pairs from shared memory,
+    /// `model_gemv1_slots_nvfp4w_xs*`; xs3, three blocks an SM, is the default since session
+    /// 11: chain 67.0 -> 61.6 us on the H200), or "pipe" (`model_gemv1_slots_nvfp4w_pipe`:
+    /// persistent blocks, the weights through cp.async stages; K % 32 == 0 and the stages
+    /// fit; 75.6 us). Every form gives the same bits. `DUET_SLOT_KERNEL` or `duet e2e
+    /// --slot-kernel` picks.
     pub slot_kernel: &'static str,
 }
 
@@ -494,7 +496,7 @@ impl GpuKernels {
             slot_kernel: std::env::var("DUET_SLOT_KERNEL")
                 .ok()
                 .and_then(|v| SLOT_KERNELS.iter().find(|k| **k == v).copied())
-                .unwrap_or("chunk"),
+                .unwrap_or("xs3"),
         }
     }
 

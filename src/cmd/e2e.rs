@@ -160,10 +160,10 @@ pub struct Args {
     engine_pdl: bool,
     /// The routed experts' NVFP4 slot GEMV of the GPU path (decode engine; all give the same
     /// bits): chunk (`model_gemv1_slots_nvfp4w`), xs / xs3 (x and the table of pairs staged
-    /// in shared memory per block; xs3 capped at 80 registers for three blocks an SM), pipe
-    /// (persistent blocks, the weights through cp.async stages). Session 11.
-    #[arg(long, default_value = "chunk", value_parser = ["chunk", "xs", "xs3", "pipe"])]
-    slot_kernel: String,
+    /// in shared memory per block; xs3 capped at 80 registers for three blocks an SM: the
+    /// default), pipe (persistent blocks, the weights through cp.async stages). Session 11.
+    #[arg(long, value_parser = ["chunk", "xs", "xs3", "pipe"])]
+    slot_kernel: Option<String>,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
     copy_gbps: f64,
@@ -959,15 +959,19 @@ fn print_report(title: &str, rep: &Report, labels: &[String]) {
 }
 
 /// The GPU backend, or one clear error when this machine cannot run it.
-fn gpu_kernels(compact: bool, slot_kernel: &str) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
+fn gpu_kernels(
+    compact: bool,
+    slot_kernel: Option<&str>,
+) -> anyhow::Result<Arc<gpu::model::GpuKernels>> {
     match gpu::model::GpuKernels::new() {
         Ok(mut k) => {
             k.bf16_weights |= compact;
             k.nvfp4_weights |= compact;
-            if let Some(s) = gpu::model::SLOT_KERNELS.iter().find(|s| **s == slot_kernel) {
-                if *s != "chunk" {
-                    k.slot_kernel = s;
-                }
+            if let Some(s) = gpu::model::SLOT_KERNELS
+                .iter()
+                .find(|s| Some(**s) == slot_kernel)
+            {
+                k.slot_kernel = s;
             }
             Ok(Arc::new(k))
         }
@@ -1003,7 +1007,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let gpu_k = if paths.contains(&"gpu") {
         Some(gpu_kernels(
             args.gpu_weights == "compact",
-            &args.slot_kernel,
+            args.slot_kernel.as_deref(),
         )?)
     } else {
         None
@@ -1296,7 +1300,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "gpu_weights": args.gpu_weights,
                 "engine_fuse": args.engine_fuse,
                 "engine_pdl": args.engine_pdl,
-                "slot_kernel": args.slot_kernel,
+                "slot_kernel": gpu_k.as_ref().map(|k| k.slot_kernel),
                 "target_ratio": FLOOR_TARGET,
                 "floor_us": fp,
                 "floor_as_loaded_us": fa,
