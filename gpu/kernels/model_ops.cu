@@ -1156,7 +1156,9 @@ __device__ __forceinline__ void model_xs16(const float4* xs4, i64 c, float* xv) 
 // lane a trip, the same bits) with x and the pairs staged per block. The first trip's code and
 // scale bytes are loaded before the staging so that they are in flight during it.
 // Dynamic shared memory: ceil(K / 512) * 2048 bytes of x plus 2048 of pairs (model_xs_smem).
-template <bool XRELU2>
+// C: the chunk type model_fma16 decodes ({codes, pair}): ModelC16NV (the 8-entry table, the
+// sign moved onto x) or ModelC16NV16 (the 16-entry signed table: _xs3_t16, the same bits).
+template <bool XRELU2, typename C = ModelC16NV>
 __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x, i64 x_stride,
                                                     const u64* __restrict__ ws,
                                                     const i32* __restrict__ ids, i64 sf_off,
@@ -1210,7 +1212,7 @@ __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x,
         if (c < nc) {
             float xv[16];
             model_xs16(xs4, c, xv);
-            ModelC16NV ch[GEMV1_R_NV];
+            C ch[GEMV1_R_NV];
 #pragma unroll
             for (int r = 0; r < GEMV1_R_NV; ++r) ch[r] = {ca[r], luts[sa[r]]};
             model_fma16<GEMV1_R_NV>(xv, ch, acc);
@@ -1218,7 +1220,7 @@ __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x,
         if (c + 32 < nc) {
             float xv[16];
             model_xs16(xs4, c + 32, xv);
-            ModelC16NV ch[GEMV1_R_NV];
+            C ch[GEMV1_R_NV];
 #pragma unroll
             for (int r = 0; r < GEMV1_R_NV; ++r) ch[r] = {cb[r], luts[sb[r]]};
             model_fma16<GEMV1_R_NV>(xv, ch, acc);
@@ -1248,6 +1250,15 @@ MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs, false, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs_relu, true, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3, false, (32 * GEMV_WARPS, 3))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3_relu, true, (32 * GEMV_WARPS, 3))
+// The 16-entry signed table on _xs3 (bench only: 16 table writes per chunk instead of 8, no
+// per-weight sign shift and XOR).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 3)
+model_gemv1_slots_nvfp4w_xs3_t16(const float* __restrict__ x, i64 x_stride,
+                                 const u64* __restrict__ ws, const i32* __restrict__ ids,
+                                 i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
+    DUET_PDL_ENTRY();
+    model_slots_xs_body<false, ModelC16NV16>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
+}
 
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit

@@ -1988,6 +1988,7 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_xs_relu", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_xs3", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_xs3_relu", GEMV1_R_NV, true),
+    ("model_gemv1_slots_nvfp4w_xs3_t16", GEMV1_R_NV, true),
 ];
 
 /// The values of [`GpuKernels::slot_kernel`].
