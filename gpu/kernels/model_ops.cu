@@ -1158,7 +1158,7 @@ __device__ __forceinline__ void model_xs16(const float4* xs4, i64 c, float* xv) 
 // Dynamic shared memory: ceil(K / 512) * 2048 bytes of x plus 2048 of pairs (model_xs_smem).
 // C: the chunk type model_fma16 decodes ({codes, pair}): ModelC16NV (the 8-entry table, the
 // sign moved onto x) or ModelC16NV16 (the 16-entry signed table: _xs3_t16, the same bits).
-template <bool XRELU2, typename C = ModelC16NV>
+template <bool XRELU2, typename C = ModelC16NV, int R = GEMV1_R_NV>
 __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x, i64 x_stride,
                                                     const u64* __restrict__ ws,
                                                     const i32* __restrict__ ids, i64 sf_off,
@@ -1171,23 +1171,23 @@ __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x,
     const int tid = threadIdx.x, lane = tid & 31;
     const i64 s = blockIdx.y;
     const u8* base = (const u8*)model_slot_weight(ws, ids, s);
-    const i64 n0 = ((i64)blockIdx.x * (blockDim.x >> 5) + (tid >> 5)) * GEMV1_R_NV;
+    const i64 n0 = ((i64)blockIdx.x * (blockDim.x >> 5) + (tid >> 5)) * R;
     const i64 nl = min(n0, N - 1);
-    const uint2* crow[GEMV1_R_NV];
-    const u8* srow[GEMV1_R_NV];
+    const uint2* crow[R];
+    const u8* srow[R];
 #pragma unroll
-    for (int r = 0; r < GEMV1_R_NV; ++r) {
+    for (int r = 0; r < R; ++r) {
         const i64 n = min(nl + r, N - 1);
         crow[r] = (const uint2*)(base + n * (K >> 1));
         srow[r] = base + sf_off + n * nc;
     }
     // A trip's raw bytes: chunks c0 + lane and c0 + lane + 32 (clamped to the last chunk).
-    uint2 ca[GEMV1_R_NV], cb[GEMV1_R_NV];
-    u32 sa[GEMV1_R_NV], sb[GEMV1_R_NV];
+    uint2 ca[R], cb[R];
+    u32 sa[R], sb[R];
     auto load = [&](i64 c0) {
         const i64 a = min(c0 + lane, nc - 1), bb = min(c0 + lane + 32, nc - 1);
 #pragma unroll
-        for (int r = 0; r < GEMV1_R_NV; ++r) {
+        for (int r = 0; r < R; ++r) {
             ca[r] = __ldg(crow[r] + a);
             cb[r] = __ldg(crow[r] + bb);
             sa[r] = __ldg(srow[r] + a);
@@ -1203,34 +1203,34 @@ __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x,
     for (int i = tid; i < 256; i += blockDim.x) luts[i] = __ldg(lut + i);
     __syncthreads();
     if (n0 >= N) return;
-    float acc[GEMV1_R_NV];
+    float acc[R];
 #pragma unroll
-    for (int r = 0; r < GEMV1_R_NV; ++r) acc[r] = 0.0f;
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     for (i64 c0 = 0;;) {
         __syncwarp();
         const i64 c = c0 + lane;
         if (c < nc) {
             float xv[16];
             model_xs16(xs4, c, xv);
-            C ch[GEMV1_R_NV];
+            C ch[R];
 #pragma unroll
-            for (int r = 0; r < GEMV1_R_NV; ++r) ch[r] = {ca[r], luts[sa[r]]};
-            model_fma16<GEMV1_R_NV>(xv, ch, acc);
+            for (int r = 0; r < R; ++r) ch[r] = {ca[r], luts[sa[r]]};
+            model_fma16<R>(xv, ch, acc);
         }
         if (c + 32 < nc) {
             float xv[16];
             model_xs16(xs4, c + 32, xv);
-            C ch[GEMV1_R_NV];
+            C ch[R];
 #pragma unroll
-            for (int r = 0; r < GEMV1_R_NV; ++r) ch[r] = {cb[r], luts[sb[r]]};
-            model_fma16<GEMV1_R_NV>(xv, ch, acc);
+            for (int r = 0; r < R; ++r) ch[r] = {cb[r], luts[sb[r]]};
+            model_fma16<R>(xv, ch, acc);
         }
         c0 += 64;
         if (c0 >= nc) break;
         load(c0);
     }
 #pragma unroll
-    for (int r = 0; r < GEMV1_R_NV; ++r) {
+    for (int r = 0; r < R; ++r) {
         float v = acc[r];
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(DUET_FULL_MASK, v, o);
         const i64 n = n0 + r;
@@ -1250,6 +1250,17 @@ MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs, false, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs_relu, true, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3, false, (32 * GEMV_WARPS, 3))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3_relu, true, (32 * GEMV_WARPS, 3))
+// R = 2 columns a warp on _xs (bench only, written in session 11 after its last device call:
+// not yet run): half the registers for the trip's bytes, so four blocks an SM (64
+// registers), twice the blocks; x comes from shared memory, so the halved reuse costs LDS
+// rather than the L1 gathers that made session 8's _r2 slower. Grid ceil(N / 16).
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 4)
+model_gemv1_slots_nvfp4w_xs4r2(const float* __restrict__ x, i64 x_stride,
+                               const u64* __restrict__ ws, const i32* __restrict__ ids,
+                               i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
+    DUET_PDL_ENTRY();
+    model_slots_xs_body<false, ModelC16NV, 2>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
+}
 // The 16-entry signed table on _xs3 (bench only: 16 table writes per chunk instead of 8, no
 // per-weight sign shift and XOR).
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 3)

@@ -1555,7 +1555,8 @@ impl GpuKernels {
 
     /// Queues a `model_gemv1_slots_nvfp4w_xs*` kernel ([`GpuKernels::launch_gemv_slots`]'s
     /// arguments, NVFP4 weights in buffers of `Layout::of(n, k)`, K % 16 == 0, x rows 16-byte
-    /// aligned): grid (ceil(N / 32), slots), x and the pairs staged in shared memory.
+    /// aligned): grid (ceil(N / (8 R)), slots) for R columns a warp
+    /// ([`slots_xs_columns`]), x and the pairs staged in shared memory.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_slots_xs(
         &self,
@@ -1585,7 +1586,8 @@ impl GpuKernels {
             smem as i32,
         )
         .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
-        let gx = grid_u32(op, (n as u64).div_ceil(SLOTP_ROWS as u64))?;
+        let rows = GEMV_WARPS as u64 * slots_xs_columns(op) as u64;
+        let gx = grid_u32(op, (n as u64).div_ceil(rows))?;
         let gy = u32::try_from(slots)
             .ok()
             .filter(|&g| (g as u64) <= MAX_GRID_Y)
@@ -1989,6 +1991,8 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_xs3", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_xs3_relu", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_xs3_t16", GEMV1_R_NV, true),
+    // two columns a warp, four blocks an SM (written after session 11's last device call)
+    ("model_gemv1_slots_nvfp4w_xs4r2", 2, true),
 ];
 
 /// The values of [`GpuKernels::slot_kernel`].
@@ -1997,6 +2001,15 @@ pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "pipe"];
 /// Whether `op` is a `model_gemv1_slots_nvfp4w_xs*` kernel.
 fn slots_xs_op(op: &str) -> bool {
     op.starts_with("model_gemv1_slots_nvfp4w_xs")
+}
+
+/// Output columns a warp of a `model_gemv1_slots_nvfp4w_xs*` kernel computes (`_xs4r2`: 2).
+fn slots_xs_columns(op: &str) -> u32 {
+    if op.ends_with("r2") {
+        2
+    } else {
+        GEMV1_R_NV
+    }
 }
 
 /// The shared-memory stages of a `model_gemv1_slots_nvfp4w_pipe*` kernel (None: not one).
@@ -3330,6 +3343,10 @@ mod tests {
             .iter()
             .filter(|v| v.0.contains("_pipe"))
             .all(|v| slotp_stages(v.0).is_some()));
+        // The _xs forms' columns a warp match the table's.
+        for v in SLOT_VARIANTS.iter().filter(|v| slots_xs_op(v.0)) {
+            assert_eq!(slots_xs_columns(v.0), v.1, "{}", v.0);
+        }
     }
 
     struct RefExec;
