@@ -38,6 +38,20 @@ typedef int i32;
     do {                    \
     } while (0)
 
+// ---- cp.async (sm_80+): 16-byte global -> shared copies through L2 only (.cg), no registers
+// held; committed in groups and waited for with at most NPENDING groups still in flight ----
+__device__ __forceinline__ void duet_cp_async16(void* smem, const void* gmem) {
+    const u32 sa = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void duet_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int NPENDING>
+__device__ __forceinline__ void duet_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(NPENDING) : "memory");
+}
+
 // ---- bf16 / f16 (reference/src/num/{bf16,f16}.rs: the `half` crate's semantics) ----
 
 __device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }

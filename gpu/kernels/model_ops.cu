@@ -1109,17 +1109,6 @@ MODEL_GEMV1_SLOTS_NV_VARIANT(model_gemv1_slots_nvfp4w_r2c1lb4, 2, 1, 4)
 #define SLOTP_ROWS (GEMV_WARPS * GEMV1_R_NV)
 #define SLOTP_CHUNKS 64
 #define SLOTP_SLICE (SLOTP_CHUNKS * 8)
-__device__ __forceinline__ void model_cp_async16(void* smem, const void* gmem) {
-    const u32 sa = (u32)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void model_cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void model_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 // ---- x and the table of pairs from shared memory (session 11, call 4's ncu) ----
 // ncu on model_gemv1_slots_nvfp4w: L1 is the bottleneck (memory more utilised than compute,
 // issue every 1.7 cycles with 1.3 eligible warps of 3.7), and 36% of the global sectors it
@@ -1335,7 +1324,7 @@ __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i6
             for (int p = tid; p < SLOTP_ROWS * (SLOTP_SLICE / 16); p += 32 * GEMV_WARPS) {
                 const int r = p / (SLOTP_SLICE / 16), q = p % (SLOTP_SLICE / 16);
                 if (r < nr && 2 * q < nch)
-                    model_cp_async16(dst + r * SLOTP_SLICE + 16 * q, src + r * half_k + 16 * q);
+                    duet_cp_async16(dst + r * SLOTP_SLICE + 16 * q, src + r * half_k + 16 * q);
             }
             // x of the slice: float4 q of chunk lc at model_xs_index(lc, q).
             {
@@ -1343,7 +1332,7 @@ __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i6
                     (const float4*)(x + c.s * x_stride) + 4 * c.j * SLOTP_CHUNKS;
                 float4* xdst = (float4*)(dst + SLOTP_ROWS * SLOTP_SLICE);
                 const int p = tid;  // 4 * 64 pieces: one a thread
-                if (p < 4 * nch) model_cp_async16(xdst + model_xs_index(p >> 2, p & 3), xsrc + p);
+                if (p < 4 * nch) duet_cp_async16(xdst + model_xs_index(p >> 2, p & 3), xsrc + p);
             }
             if (c.j == 0) {
                 // The group's scale bytes (rows n0.., contiguous), padded to 16 bytes: still
@@ -1352,11 +1341,11 @@ __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i6
                 u8* sdst = sf_st + c.sfslot * ringb;
                 const i64 pieces = (nrows * nc + 15) >> 4;
                 for (i64 p = tid; p < pieces; p += 32 * GEMV_WARPS)
-                    model_cp_async16(sdst + 16 * p, ssrc + 16 * p);
-                if (tid < 128) model_cp_async16(sdst + sfb + 16 * tid, base + lut_off + 16 * tid);
+                    duet_cp_async16(sdst + 16 * p, ssrc + 16 * p);
+                if (tid < 128) duet_cp_async16(sdst + sfb + 16 * tid, base + lut_off + 16 * tid);
             }
         }
-        model_cp_async_commit();
+        duet_cp_async_commit();
     };
     SlotpCursor ic = {0, 0, 0, b / G, b - (b / G) * G, 0, 0};
     const SlotpCursor c0 = ic;
@@ -1369,7 +1358,7 @@ __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i6
 #pragma unroll
     for (int r = 0; r < GEMV1_R_NV; ++r) acc[r] = 0.0f;
     for (SlotpCursor c = c0; c.u < U; slotp_advance<S>(c, per, G, bq, br)) {
-        model_cp_async_wait<S - 2>();  // unit u's bytes have landed (this thread's pieces)
+        duet_cp_async_wait<S - 2>();  // unit u's bytes have landed (this thread's pieces)
         __syncthreads();               // everyone's; and unit u - 1's stage is free
         issue(ic);
         slotp_advance<S>(ic, per, G, bq, br);
@@ -1413,7 +1402,7 @@ __device__ __forceinline__ void model_slotp_body(const float* __restrict__ x, i6
             }
         }
     }
-    model_cp_async_wait<0>();
+    duet_cp_async_wait<0>();
 }
 // MINB: blocks per SM the registers must allow (3: 85 registers, as the stages' shared memory
 // allows three blocks at K = 2688).

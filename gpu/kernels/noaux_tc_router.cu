@@ -1103,20 +1103,6 @@ __device__ __forceinline__ float router_v9_tau(float lmax, float lmax2, int k) {
     return router_ord_f32(m);
 }
 
-__device__ __forceinline__ void router_cp_async16(void* smem, const void* gmem) {
-    const u32 sa = (u32)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
-}
-
-__device__ __forceinline__ void router_cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int NPENDING>
-__device__ __forceinline__ void router_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(NPENDING) : "memory");
-}
-
 // Copies token t's row (32 N logits of 4 / 2 bytes, VEC = 4 / 8) into buf: lane copies the
 // 16-byte chunks c * 32 + lane, the ones it reads back in router_v9_token.
 template <int N, int VEC>
@@ -1126,8 +1112,8 @@ __device__ __forceinline__ void router_v9_prefetch(const void* __restrict__ logi
     const char* src = (const char*)logits + t * row_bytes;
 #pragma unroll
     for (int c = 0; c < N / VEC; ++c)
-        router_cp_async16((char*)buf + (i64)(c * 32 + lane) * 16, src + (i64)(c * 32 + lane) * 16);
-    router_cp_async_commit();
+        duet_cp_async16((char*)buf + (i64)(c * 32 + lane) * 16, src + (i64)(c * 32 + lane) * 16);
+    duet_cp_async_commit();
 }
 
 // Logit e of a staged row (f32, or bf16 / f16 bits).
@@ -1307,9 +1293,9 @@ __device__ __forceinline__ void router_v9_walk(const void* __restrict__ logits, 
         float* row = rows + cur * (32 * N);
         if (t + W < T) {
             router_v9_prefetch<N, VEC>(logits, t + W, rows + (cur ^ 1) * (32 * N));
-            router_cp_async_wait<1>();
+            duet_cp_async_wait<1>();
         } else {
-            router_cp_async_wait<0>();
+            duet_cp_async_wait<0>();
         }
         __syncwarp();  // every lane's chunks of row t have landed
         router_v9_token<N, VEC, KT, EXPF, PLAINMAX>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm, norm_mode,

@@ -1553,6 +1553,42 @@ impl GpuKernels {
         Ok(true)
     }
 
+    /// The checks and the function of a slot kernel taking `smem` bytes of dynamic shared
+    /// memory (K a multiple of `kmul`, the bytes under [`SLOTP_MAX_SMEM`]), with the
+    /// function's limit raised to them: the dynamic bytes beside the static table pass 48 KB
+    /// in all only so (session 11 call 3: pipe2's 43.5 KB at K = 2688 failed). None: nothing
+    /// to launch (no columns or no slots).
+    fn slot_smem_function(
+        &self,
+        op: &str,
+        (n, k, slots): (usize, usize, usize),
+        kmul: usize,
+        smem: usize,
+    ) -> Result<Option<cudarc::driver::CudaFunction>, GpuError> {
+        if !k.is_multiple_of(kmul) || k == 0 {
+            return Err(bad(
+                op,
+                format!("needs K % {kmul} == 0 and K > 0 (K = {k})"),
+            ));
+        }
+        if smem > SLOTP_MAX_SMEM {
+            return Err(bad(
+                op,
+                format!("K = {k} needs {smem} bytes of shared memory (at most {SLOTP_MAX_SMEM})"),
+            ));
+        }
+        if n == 0 || slots == 0 {
+            return Ok(None);
+        }
+        let f = self.g.function(FILE, op)?;
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
+        Ok(Some(f))
+    }
+
     /// Queues a `model_gemv1_slots_nvfp4w_xs*` kernel ([`GpuKernels::launch_gemv_slots`]'s
     /// arguments, NVFP4 weights in buffers of `Layout::of(n, k)`, K % 16 == 0, x rows 16-byte
     /// aligned): grid (ceil(N / (8 R)), slots) for R columns a warp
@@ -1567,25 +1603,10 @@ impl GpuKernels {
         py: u64,
         (n, k, slots): (usize, usize, usize),
     ) -> Result<(), GpuError> {
-        if !k.is_multiple_of(16) || k == 0 {
-            return Err(bad(op, format!("needs K % 16 == 0 and K > 0 (K = {k})")));
-        }
         let smem = slots_xs_smem(k);
-        if smem > SLOTP_MAX_SMEM {
-            return Err(bad(
-                op,
-                format!("K = {k} needs {smem} bytes of shared memory (at most {SLOTP_MAX_SMEM})"),
-            ));
-        }
-        if n == 0 || slots == 0 {
+        let Some(f) = self.slot_smem_function(op, (n, k, slots), 16, smem)? else {
             return Ok(());
-        }
-        let f = self.g.function(FILE, op)?;
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )
-        .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
+        };
         let rows = GEMV_WARPS as u64 * slots_xs_columns(op) as u64;
         let gx = grid_u32(op, (n as u64).div_ceil(rows))?;
         let gy = u32::try_from(slots)
@@ -1629,30 +1650,11 @@ impl GpuKernels {
         py: u64,
         (n, k, slots): (usize, usize, usize),
     ) -> Result<(), GpuError> {
-        if !k.is_multiple_of(32) || k == 0 {
-            return Err(bad(op, format!("needs K % 32 == 0 and K > 0 (K = {k})")));
-        }
         let smem = slotp_smem(stages, k);
-        if smem > SLOTP_MAX_SMEM {
-            return Err(bad(
-                op,
-                format!("K = {k} needs {smem} bytes of shared memory (at most {SLOTP_MAX_SMEM})"),
-            ));
-        }
-        if n == 0 || slots == 0 {
+        let Some(f) = self.slot_smem_function(op, (n, k, slots), 32, smem)? else {
             return Ok(());
-        }
-        let f = self.g.function(FILE, op)?;
+        };
         let smem32 = smem as u32;
-        // The dynamic bytes beside the 8 KB static table: past 48 KB in all only with the
-        // function's limit raised (session 11 call 3: pipe2's 43.5 KB at K = 2688 failed).
-        {
-            f.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem as i32,
-            )
-            .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
-        }
         let threads = 32 * GEMV_WARPS;
         let resident = f
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem, None)
