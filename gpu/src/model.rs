@@ -2309,6 +2309,58 @@ pub struct SlotPipeCase {
 }
 
 impl GpuKernels {
+    /// The routed slots' NVFP4 GEMV `op` (`model_gemv1_slots_nvfp4w` or one of its `_pipe*` /
+    /// `_xs*` forms) over one slot whose weight is the device buffer `w` (an NVFP4 buffer of
+    /// `Layout::of(n, k)`, 16-byte aligned): y = W . x, poisoned before the launch. For the
+    /// past-2^31 test (gpu/tests/gpu_index64.rs), whose buffer is too big to build twice.
+    pub fn slot_gemv_on(
+        &self,
+        w: &DevTensor,
+        (n, k): (usize, usize),
+        x: &[f32],
+        op: &str,
+    ) -> Result<Vec<f32>, GpuError> {
+        use reference::tensor::Data;
+        let st = &self.g.stream;
+        let need = crate::nvfp4_store::Layout::of(n, k).len;
+        if x.len() != k || w.dtype != DType::U8 || w.len < need {
+            return Err(bad(
+                op,
+                format!(
+                    "x of {} values (K = {k}), weight of {} bytes of {} ({need} u8 needed)",
+                    x.len(),
+                    w.len,
+                    w.dtype
+                ),
+            ));
+        }
+        let table = w.ptr(st).to_le_bytes().to_vec();
+        let td = self.g.upload(&Tensor::new(&[8], Data::U8(table)))?;
+        let xd = self.g.upload(&Tensor::from_f32(&[k], x.to_vec()))?;
+        let y = self.g.alloc_poisoned(&[n], DType::F32, self.poison)?;
+        let (px, wt, py) = (xd.ptr(st), (td.ptr(st), 0u64), y.ptr(st));
+        let shape = (n, k, 1);
+        match slotp_stages(op) {
+            Some(stages) => self.launch_slots_pipe(op, stages, px, 0, wt, py, shape)?,
+            None if slots_xs_op(op) => self.launch_slots_xs(op, px, 0, wt, py, shape)?,
+            None if op == "model_gemv1_slots_nvfp4w" => self.launch_slots_kernel(
+                op,
+                GEMV1_R_NV,
+                true,
+                px,
+                0,
+                wt,
+                DType::U8,
+                py,
+                shape,
+                true,
+            )?,
+            None => return Err(bad(op, "not an NVFP4 slot GEMV".into())),
+        }
+        self.g.sync()?;
+        Ok(self.g.download(&y, "y")?.to_f32_vec())
+    }
+
     /// The slot GEMV `op` (a `model_gemv1_slots_nvfp4w_pipe*` or `_xs*` kernel) next to the
     /// default `model_gemv1_slots_nvfp4w` (its `_relu` form for an `op` ending in `_relu`) on
     /// `slots` seeded NVFP4 experts of (n, k) picked through a device `ids` array (`picks`:

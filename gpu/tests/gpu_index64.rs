@@ -23,6 +23,7 @@
 //! | `philox_past_2_pow_31` | counter / out (2^29+64) x 4 u32 (8.6 GB each) | rows 2^29-8.., 0..8 | 45 / 22 GB |
 //! | `stochastic_round_f16_past_2_pow_31` | x 524,296 x 4096 f32 (8.6 GB), rand u32 (8.6 GB) | rows 2^19-4.., 0..4 | 52 / 22 GB |
 //! | `fused_add_rmsnorm_nvfp4_past_2_pow_31` | x, residual 524,352 x 4096 bf16 (4.3 GB each); f32 y on the device (8.6 GB) | rows 2^19-8.., 0..8 | 25 / 23 GB |
+//! | `slot_gemv_past_2_pow_31` | one NVFP4 expert 131,112 x 32,768 (2.15 GB of codes: the rows from 131,072 on start past byte 2^31), the decode engine's slot GEMVs (default, `_xs`, `_xs3`, `_xs4r2`, `_pipe2`) | every output bit for bit across the forms; rows 131,069.., the last 4, 0..3 against f64 dot products | 5 / 3 GB |
 //! | `model_gemm_past_2_pow_31` | the model's f32 weight 1,048,577 x 2,052 (8.6 GB), x 1 / 8 / 9 rows | output columns 1,046,522.., the last 4, 0..3 (f64 dot products, 1e-5 x sum \|x w\|) | 18 / 9 GB |
 //!
 //! Host figures include the op's own copies (uploads stage the bytes twice; `philox` /
@@ -646,4 +647,96 @@ fn model_gemm_past_2_pow_31() {
             t0.elapsed().as_secs_f64()
         );
     }
+}
+
+/// The decode engine's routed-slot NVFP4 GEMVs (`model_gemv1_slots_nvfp4w` and session 11's
+/// `_xs`, `_xs3`, `_xs4r2`, `_pipe2`) on one expert whose code bytes pass 2^31: 131,112 rows
+/// x 32,768 (rows 131,072.. start past byte 2^31; the scale bytes stay under it). The buffer
+/// is built directly (codes and scale bytes cycling through odd-length random tiles, scale
+/// bytes among normal E4M3 values, the table of pairs of gs = 2), so no quantizer runs. Every
+/// form's outputs must be the default's bit for bit, and the rows around the boundary, the
+/// last rows and the first rows within 1e-5 x sum |x w| of an f64 dot product over
+/// `nvfp4_store::value_at`. Host ~5 GB, GPU ~3 GB. (Written in session 11 after its last
+/// device call: not yet run.)
+#[test]
+#[ignore = "gpu"]
+fn slot_gemv_past_2_pow_31() {
+    use gpu::nvfp4_store::{lut, value_at, Layout};
+    let (n, k) = ((1usize << 17) + 40, 32768usize);
+    let l = Layout::of(n, k);
+    assert!(n * k / 2 > 1usize << 31 && l.sf_off < 1usize << 31);
+    let mut r = Rng::new(91);
+    let code_tile: Vec<u8> = (0..ODD_TILE)
+        .map(|_| (r.normal() * 1e6) as i64 as u8)
+        .collect();
+    // E4M3 0x20..0x4f: normal scales 2^-4 .. 2^2 (no NaN bytes).
+    let sf_tile: Vec<u8> = (0..4099)
+        .map(|_| 0x20 + ((r.normal() * 1e6) as i64).rem_euclid(0x30) as u8)
+        .collect();
+    let mut buf = vec![0u8; l.len];
+    for (i, b) in buf[..n * k / 2].iter_mut().enumerate() {
+        *b = code_tile[i % ODD_TILE];
+    }
+    for (i, b) in buf[l.sf_off..l.sf_off + n * (k / 16)]
+        .iter_mut()
+        .enumerate()
+    {
+        *b = sf_tile[i % sf_tile.len()];
+    }
+    buf[l.lut_off..].copy_from_slice(&lut(2.0));
+    let x: Vec<f32> = (0..k).map(|_| r.normal()).collect();
+    let g = match gpu::model::GpuKernels::new() {
+        Ok(g) => g,
+        Err(e) => panic!("no GPU: {e}"),
+    };
+    let t0 = Instant::now();
+    let w = g
+        .gpu()
+        .upload(&Tensor::new(&[buf.len()], Data::U8(buf.clone())))
+        .expect("upload the expert");
+    let first_past = (1usize << 31) / (k / 2);
+    let rows: Vec<usize> = (first_past - 3..first_past + 4)
+        .chain(n - 4..n)
+        .chain(0..3)
+        .collect();
+    let want = g
+        .slot_gemv_on(&w, (n, k), &x, "model_gemv1_slots_nvfp4w")
+        .expect("default slot gemv");
+    assert_eq!(want.len(), n);
+    for &o in &rows {
+        let (mut dot, mut mag) = (0f64, 0f64);
+        for j in 0..k {
+            let p = x[j] as f64 * value_at(&buf, n, k, o * k + j) as f64;
+            dot += p;
+            mag += p.abs();
+        }
+        let got = want[o] as f64;
+        assert!(
+            got.is_finite() && (got - dot).abs() <= 1e-5 * mag,
+            "y[{o}] = {got:e}, f64 {dot:e} (sum |x w| {mag:e})"
+        );
+    }
+    for op in [
+        "model_gemv1_slots_nvfp4w_xs",
+        "model_gemv1_slots_nvfp4w_xs3",
+        "model_gemv1_slots_nvfp4w_xs4r2",
+        "model_gemv1_slots_nvfp4w_pipe2",
+    ] {
+        let got = g.slot_gemv_on(&w, (n, k), &x, op).expect(op);
+        let diff = want
+            .iter()
+            .zip(&got)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            diff, 0,
+            "{op}: {diff} of {n} outputs differ from the default's"
+        );
+    }
+    eprintln!(
+        "slot gemv: {n} x {k} NVFP4 ({} bytes), {} rows checked, {:.1} s",
+        l.len,
+        rows.len(),
+        t0.elapsed().as_secs_f64()
+    );
 }

@@ -6,10 +6,12 @@
 #  - memcheck and racecheck over that test: none of session 11's slot kernels (pipe, xs,
 #    xs3, xs3_t16, xs4r2) has run under a sanitizer yet (call 3's sanitizer steps ended on the
 #    test's own failure before any kernel ran)
+#  - gpu_index64's slot_gemv_past_2_pow_31 (written after the last call: one expert with code
+#    bytes past 2^31 through the default, _xs, _xs3, _xs4r2, _pipe2)
 #  - moe_slots_t1 on the default, _xs3, _xs3_relu, _xs4r2 (session 11 call 7: 67.19 / 62.72 /
 #    61.52 us chains)
 cd "$(dirname "$0")/../.."
-scripts/device-session.sh t:gpu_model:120 \
+scripts/device-session.sh t:gpu_model:120 t:gpu_index64:120:slot_gemv_past_2_pow_31 \
     tsan:memcheck:gpu_model:slot_gemv_variants_give_the_chunk_bits \
     tsan:racecheck:gpu_model:slot_gemv_variants_give_the_chunk_bits
 # (DUET_SLOT_VARIANTS only here: slot_gemv_variants_give_the_default_bits expects every row.)
