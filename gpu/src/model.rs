@@ -493,10 +493,7 @@ impl GpuKernels {
             ssu_version: "auto",
             router_version: "auto",
             ssu_verify_kernel: None,
-            slot_kernel: std::env::var("DUET_SLOT_KERNEL")
-                .ok()
-                .and_then(|v| SLOT_KERNELS.iter().find(|k| **k == v).copied())
-                .unwrap_or("xs3"),
+            slot_kernel: slot_kernel_from_env(),
         }
     }
 
@@ -1999,6 +1996,25 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
 
 /// The values of [`GpuKernels::slot_kernel`].
 pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "pipe"];
+
+/// [`GpuKernels::slot_kernel`] from `DUET_SLOT_KERNEL` (unset: "xs3"; an unknown value says so
+/// on stderr and keeps "xs3": every form gives the same bits).
+fn slot_kernel_from_env() -> &'static str {
+    match std::env::var("DUET_SLOT_KERNEL") {
+        Ok(v) => SLOT_KERNELS
+            .iter()
+            .find(|k| **k == v)
+            .copied()
+            .unwrap_or_else(|| {
+                eprintln!(
+                    "duet: DUET_SLOT_KERNEL={v} is not one of {}; using xs3",
+                    SLOT_KERNELS.join(", ")
+                );
+                "xs3"
+            }),
+        Err(_) => "xs3",
+    }
+}
 
 /// Whether `op` is a `model_gemv1_slots_nvfp4w_xs*` kernel.
 fn slots_xs_op(op: &str) -> bool {
