@@ -256,8 +256,9 @@ __device__ __forceinline__ void load_chunk(Chunk<false>& c, const u8* __restrict
     }
 }
 
-// Writes the chunk as 16 bf16 at dst (16-byte aligned).
-__device__ __forceinline__ void store_chunk(const Chunk<true>& c, u16* dst, const u32* lut) {
+// Writes the chunk as 16 bf16: elements 0..7 at lo, 8..15 at hi (each 16-byte aligned; the
+// padded-row layout passes hi = lo + 8, wgmma's core-matrix layout the next core matrix).
+__device__ __forceinline__ void store_chunk(const Chunk<true>& c, u16* lo, u16* hi, const u32* lut) {
     const u32 sbits = __float_as_uint(e4m3_to_f32((u8)c.sf)) >> 16;  // exact in bf16
     const u32 s2 = sbits | (sbits << 16);
     u32 o[8];
@@ -266,14 +267,71 @@ __device__ __forceinline__ void store_chunk(const Chunk<true>& c, u16* dst, cons
         o[j] = bf16x2_mul(lut[(c.codes.x >> (8 * j)) & 0xffu], s2);
         o[4 + j] = bf16x2_mul(lut[(c.codes.y >> (8 * j)) & 0xffu], s2);
     }
-    ((uint4*)dst)[0] = make_uint4(o[0], o[1], o[2], o[3]);
-    ((uint4*)dst)[1] = make_uint4(o[4], o[5], o[6], o[7]);
+    *(uint4*)lo = make_uint4(o[0], o[1], o[2], o[3]);
+    *(uint4*)hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
-__device__ __forceinline__ void store_chunk(const Chunk<false>& c, u16* dst, const u32* lut) {
+__device__ __forceinline__ void store_chunk(const Chunk<false>& c, u16* lo, u16* hi, const u32* lut) {
     (void)lut;
-    ((uint4*)dst)[0] = c.lo;
-    ((uint4*)dst)[1] = c.hi;
+    *(uint4*)lo = c.lo;
+    *(uint4*)hi = c.hi;
+}
+
+// ---- wgmma (sm_90a): the warpgroup MMA of the `w64` grouped GEMM ----
+// Shared-memory operand descriptor of a K-major bf16 tile in the no-swizzle layout: core
+// matrices of 8 rows x 16 bytes (128 contiguous bytes, row r of one at 16 r), LBO = bytes
+// between core matrices adjacent along K, SBO = bytes between core matrices adjacent along
+// M / N; the address and both offsets in units of 16 bytes (bits 0-13, 16-29, 32-45), base
+// offset 0 and swizzle mode 0 (bits 49-51, 62-63).
+__device__ __forceinline__ u64 wg_desc(const void* smem, u32 lbo, u32 sbo) {
+    const u32 a = (u32)__cvta_generic_to_shared(smem);
+    return (u64)((a & 0x3FFFFu) >> 4) | ((u64)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((u64)((sbo >> 4) & 0x3FFFu) << 32);
+}
+// Makes this thread's generic-proxy shared-memory writes visible to the async proxy (wgmma
+// reads its operands through it); then a barrier for everyone's.
+__device__ __forceinline__ void wg_fence_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0() {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Pins the accumulators: the compiler may not move their uses across this point (after the
+// wait, before the next batch).
+__device__ __forceinline__ void wg_pin(float* d) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// D(64 x 128, f32) += A(64 x 16, bf16, K-major) . B(16 x 128, bf16, K-major: W rows), both
+// from shared memory. Warp w of the warpgroup holds rows 16 w .. 16 w + 15; for each 8 columns
+// j, d[4 j .. 4 j + 3] are (row g, col 8 j + 2 t), (g, 8 j + 2 t + 1), (g + 8, 8 j + 2 t),
+// (g + 8, 8 j + 2 t + 1) with g = lane / 4, t = lane % 4: mma.sync m16n8's C fragment.
+__device__ __forceinline__ void wg_m64n128k16(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+          "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+          "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]),
+          "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+          "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+          "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),
+          "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db)
+        : "memory");
 }
 
 struct GemmArgs {
@@ -355,10 +413,19 @@ __device__ __forceinline__ u8 quad_nvfp4(const float (&v)[4], float global, int 
     return sf;
 }
 
-template <int BM, int BN, int BK, int WM, int WN, bool AF4, bool BF4, int EPI>
+// WG (cfg w64): the products by wgmma instead of mma.sync (BM 64, BN 128, WM 4, WN 1: one
+// warpgroup, each warp's 16 rows x 128 columns in acc[0][0..15][4], the m16n8 C-fragment
+// layout the epilogues below read). The tiles then live in wgmma's no-swizzle K-major
+// core-matrix layout, element (r, k) at (r / 8) * (BK * 8) + (k / 8) * 64 + (r % 8) * 8 +
+// k % 8 bf16 (LBO 128 bytes, SBO BK * 16 bytes); one k-tile is BK / 16 wgmma's issued as one
+// group and waited for before the tile is overwritten, while the next tile's raw operands
+// load into registers. (Session 11, written after its last device call: not yet run.)
+template <int BM, int BN, int BK, int WM, int WN, bool AF4, bool BF4, int EPI, bool WG = false>
 __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     constexpr int THREADS = 32 * WM * WN;
-    constexpr int LDS = BK + 8;  // bf16 elements per smem row (conflict-free fragment loads)
+    static_assert(!WG || (BM == 64 && BN == 128 && WM == 4 && WN == 1 && BK % 16 == 0),
+                  "the wgmma form is one warpgroup of m64n128k16");
+    constexpr int LDS = WG ? BK : BK + 8;  // bf16 elements per smem row (padded: conflict-free fragment loads)
     constexpr int KC = BK / 16;  // chunks per tile row
     constexpr int A_CH = BM * KC / THREADS;
     constexpr int B_CH = BN * KC / THREADS;
@@ -410,16 +477,23 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
             load_chunk(rb[i], wq, wsf, n, n < N, kt + kc * 16, K, avec);
         }
     };
+    // Where chunk (row r, k chunk kc) of a tile goes: two 8-element halves.
+    auto at = [&](u16* base, int r, int kc, int h) -> u16* {
+        if constexpr (WG)
+            return base + (r >> 3) * (BK * 8) + (2 * kc + h) * 64 + (r & 7) * 8;
+        else
+            return base + r * LDS + kc * 16 + 8 * h;
+    };
     auto store_tile = [&]() {
 #pragma unroll
         for (int i = 0; i < A_CH; ++i) {
             const int c = tid + i * THREADS;
-            store_chunk(ra[i], sA + (c / KC) * LDS + (c % KC) * 16, lut);
+            store_chunk(ra[i], at(sA, c / KC, c % KC, 0), at(sA, c / KC, c % KC, 1), lut);
         }
 #pragma unroll
         for (int i = 0; i < B_CH; ++i) {
             const int c = tid + i * THREADS;
-            store_chunk(rb[i], sB + (c / KC) * LDS + (c % KC) * 16, lut);
+            store_chunk(rb[i], at(sB, c / KC, c % KC, 0), at(sB, c / KC, c % KC, 1), lut);
         }
     };
 
@@ -438,8 +512,26 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     __syncthreads();  // lut ready
     for (i64 kt = 0; kt < K; kt += BK) {
         store_tile();
+        if constexpr (WG) wg_fence_smem();
         __syncthreads();
         if (kt + BK < K) load_tile(kt + BK);
+        if constexpr (WG) {
+            float* d = &acc[0][0][0];
+            wg_fence();
+            wg_pin(d);
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16) {
+                // k16 step kk / 16: core matrices 2 (kk / 16) and the next along K.
+                const u64 da = wg_desc(sA + kk * 8, 128, BK * 16);
+                const u64 db = wg_desc(sB + kk * 8, 128, BK * 16);
+                wg_m64n128k16(d, da, db);
+            }
+            wg_commit();
+            wg_wait0();
+            wg_pin(d);
+            __syncthreads();
+            continue;
+        }
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
             u32 af[MI][4];
@@ -540,6 +632,8 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 }
 
 #define MOE_GEMM_KERNEL(NAME, BM, BN, BK, WM, WN, MINB, AF4, BF4, EPI)                                  \
+    MOE_GEMM_KERNEL_WG(NAME, BM, BN, BK, WM, WN, MINB, AF4, BF4, EPI, false)
+#define MOE_GEMM_KERNEL_WG(NAME, BM, BN, BK, WM, WN, MINB, AF4, BF4, EPI, WG)                           \
     extern "C" __global__ void __launch_bounds__(32 * WM * WN, MINB)                                    \
         NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
              const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
@@ -547,7 +641,7 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
              u32* amax_out, int out_dt) {                                                          \
         GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
                       mode, round_bf16, h_out, amax_out, out_dt};                                  \
-        moe_gemm_body<BM, BN, BK, WM, WN, AF4, BF4, EPI>(a);                                        \
+        moe_gemm_body<BM, BN, BK, WM, WN, AF4, BF4, EPI, WG>(a);                                    \
     }
 
 #define MOE_GEMM_FORMATS(CFG, BM, BN, BK, WM, WN, MINB)                                                 \
@@ -562,6 +656,17 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 
 MOE_GEMM_FORMATS(m16, 16, 64, 256, 1, 4, 3)
 MOE_GEMM_FORMATS(m64, 64, 128, 64, 2, 2, 3)
+// cfg w64: m64's tile on wgmma (one warpgroup, 4 x 1 warps), every format and epilogue.
+#define MOE_GEMM_FORMATS_WG(CFG, BM, BN, BK, MINB)                                                     \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_ff_q, BM, BN, BK, 4, 1, MINB, true, true, 0, true)               \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_bb_q, BM, BN, BK, 4, 1, MINB, false, false, 0, true)             \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_bf_q, BM, BN, BK, 4, 1, MINB, false, true, 0, true)              \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_fb_q, BM, BN, BK, 4, 1, MINB, true, false, 0, true)              \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_ff_o, BM, BN, BK, 4, 1, MINB, true, true, 1, true)               \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_bb_o, BM, BN, BK, 4, 1, MINB, false, false, 1, true)             \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_bf_o, BM, BN, BK, 4, 1, MINB, false, true, 1, true)              \
+    MOE_GEMM_KERNEL_WG(moe_gemm_##CFG##_fb_o, BM, BN, BK, 4, 1, MINB, true, false, 1, true)
+MOE_GEMM_FORMATS_WG(w64, 64, 128, 64, 2)
 
 // ---------------------------------------------------------------------------------------------
 // v8: grouped GEMM for few rows per expert (decode), NVFP4 x NVFP4 only. Tokens are the mma's

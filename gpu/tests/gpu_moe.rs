@@ -23,7 +23,7 @@ use reference::ops::moe_permute::permute;
 use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
 use reference::{DType, Tensor, TensorMap};
 
-const GEMM_VERSIONS: [&str; 4] = ["v1", "v1_m16", "v1_m64", "v2"];
+const GEMM_VERSIONS: [&str; 5] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2"];
 
 /// Every GEMM version that takes these operand formats (`v2_v8`: NVFP4 x NVFP4 only).
 fn versions_for(xf4: bool, wf4: bool) -> Vec<&'static str> {
