@@ -8,12 +8,15 @@
 #    test's own failure before any kernel ran)
 #  - gpu_index64's slot_gemv_past_2_pow_31 (written after the last call: one expert with code
 #    bytes past 2^31 through the default, _xs, _xs3, _xs4r2, _pipe2)
+#  - gpu_moe, everything: its differential tests now run v1_w64 (the grouped GEMM on wgmma,
+#    written after the last call) on every case; and moe_t64 / moe_t4096 with v1_w64 next to
+#    v1 / v2 (the bench reports each version's agreement with the first)
 #  - moe_slots_t1 on the default, _xs3, _xs3_relu, _xs4r2 (session 11 call 7: 67.19 / 62.72 /
 #    61.52 us chains)
 cd "$(dirname "$0")/../.."
-scripts/device-session.sh t:gpu_model:120 t:gpu_index64:120:slot_gemv_past_2_pow_31 \
+scripts/device-session.sh t:gpu_model:120 t:gpu_moe:120 t:gpu_index64:120:slot_gemv_past_2_pow_31 \
     tsan:memcheck:gpu_model:slot_gemv_variants_give_the_chunk_bits \
-    tsan:racecheck:gpu_model:slot_gemv_variants_give_the_chunk_bits
+    tsan:racecheck:gpu_model:slot_gemv_variants_give_the_chunk_bits presets:moe_t64,moe_t4096
 # (DUET_SLOT_VARIANTS only here: slot_gemv_variants_give_the_default_bits expects every row.)
 DUET_SLOT_VARIANTS=model_gemv1_slots_nvfp4w_xs3,model_gemv1_slots_nvfp4w_xs3_relu,model_gemv1_slots_nvfp4w_xs4r2 \
     PRESETS_LIMIT=90 scripts/device-session.sh presets:moe_slots_t1
