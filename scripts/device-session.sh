@@ -27,6 +27,8 @@
 #             (needs .baselines/ from tools/fetch_baselines.py: carry [".devbin.tar.xz", ".baselines"])
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
 #   e2eengine the same with --decode-engine (the decode steps through the decode engine)
+#   ncuslots:V,...  ncu --set full over a slot GEMV variant's first up / down launch (its CSV in
+#             $OUT/ncu-slots-V.log; python3 tools/ncu_details.py FILE --rules reads it)
 #   ncuengine `duet profile engine-step`: every kernel of one engine step (super, compact
 #             weights, graphs) under ncu, durations summed per kernel name
 #   profile:OP[:SHAPE[:KREGEX]]  duet profile OP [--shape SHAPE] [--kernel KREGEX]
@@ -145,6 +147,17 @@ one() { # one step (see the list above)
     triton) step triton 300 python3 tools/triton_side_by_side.py --out "$OUT/triton_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;
+    ncuslots:*)  # ncuslots:V[,V...]  ncu --set full over the first up and down launch of each
+        # model_gemv1_slots_nvfp4w_V (moe_slots_t1 bench); summary via tools/ncu_details.py
+        local vs=${s#ncuslots:} v ncu
+        ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+        IFS=, read -ra vl <<<"$vs"
+        for v in "${vl[@]}"; do
+            step "ncu-slots-$v" "${NCU_SLOTS_LIMIT:-120}" env DUET_SLOT_VARIANTS="model_gemv1_slots_nvfp4w_$v" \
+                "$ncu" --clock-control none -k "regex:^model_gemv1_slots_nvfp4w_$v\$" -c 2 --set full \
+                --csv --page details "$B/duet" bench --backend gpu --shape moe_slots_t1 \
+                --out /tmp/ncu_slots.json
+        done ;;
     ncuengine)  # one decode-engine step (super, compact weights, graphs) under ncu, per kernel
         step profile-engine-step "${NCU_ENGINE_LIMIT:-400}" "$B/duet" profile engine-step ;;
     profile:*)  # profile:OP[:SHAPE[:KERNEL_REGEX]]
