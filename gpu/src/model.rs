@@ -1550,10 +1550,71 @@ impl GpuKernels {
         Ok(true)
     }
 
+    /// Queues the NVFP4 slot kernel `op` by its form: a `_pipe*` kernel
+    /// ([`GpuKernels::launch_slots_pipe`]), an `_xs*` kernel ([`GpuKernels::launch_slots_xs`]),
+    /// or another `model_gemv1_slots_nvfp4w*` of `r` columns a warp (aligned rows, K % 16 ==
+    /// 0; the pipe and xs forms take their columns from their names). The benches' and
+    /// tests' one way to launch a variant by name.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_slot_op(
+        &self,
+        op: &str,
+        r: u32,
+        px: u64,
+        x_stride: usize,
+        w: (u64, u64),
+        py: u64,
+        shape: (usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        match slotp_stages(op) {
+            Some(st) => self.launch_slots_pipe(op, st, px, x_stride, w, py, shape),
+            None if slots_xs_op(op) => self.launch_slots_xs(op, px, x_stride, w, py, shape),
+            None => {
+                let u8w = DType::U8;
+                self.launch_slots_kernel(op, r, true, px, x_stride, w, u8w, py, shape, true)
+            }
+        }
+    }
+
+    /// Seeded NVFP4 experts on the device (`Mat::Lazy` of `Init::Linear` in NVFP4, packed for
+    /// exact use) for the slot benches and tests: one per (rows, cols, seed), and the device
+    /// table of their addresses (u64 each, in order), and their bytes in all.
+    fn upload_nvfp4_experts(
+        &self,
+        what: &str,
+        experts: &[(usize, usize, u64)],
+    ) -> Result<(Vec<DevTensor>, DevTensor, u64), GpuError> {
+        use reference::tensor::Data;
+        let st = &self.g.stream;
+        let mut bufs = Vec::with_capacity(experts.len());
+        let mut bytes = 0u64;
+        for &(rows, cols, seed) in experts {
+            let raw = Mat::Lazy {
+                rows,
+                cols,
+                seed,
+                init: Init::Linear,
+            };
+            let Some(Mat::LazyAs { global_scale, .. }) = raw.lazy_as(ExpertFormat::Nvfp4) else {
+                return Err(GpuError::Driver(format!("{what}: lazy NVFP4 expert")));
+            };
+            let b = pack_nvfp4_rows(&raw, global_scale).ok_or_else(|| {
+                GpuError::Driver(format!("{what}: an expert is not exact in storage"))
+            })?;
+            bytes += b.len() as u64;
+            bufs.push(self.g.upload(&Tensor::new(&[b.len()], Data::U8(b)))?);
+        }
+        let table: Vec<u8> = bufs.iter().flat_map(|t| t.ptr(st).to_le_bytes()).collect();
+        let td = self
+            .g
+            .upload(&Tensor::new(&[table.len()], Data::U8(table)))?;
+        Ok((bufs, td, bytes))
+    }
+
     /// The checks and the function of a slot kernel taking `smem` bytes of dynamic shared
     /// memory (K a multiple of `kmul`, the bytes under [`SLOTP_MAX_SMEM`]), with the
-    /// function's limit raised to them: the dynamic bytes beside the static table pass 48 KB
-    /// in all only so (session 11 call 3: pipe2's 43.5 KB at K = 2688 failed). None: nothing
+    /// function's limit raised to them where static + dynamic may pass 48 KB (session 11 call
+    /// 3: pipe2's 43.5 KB + 8 KB static at K = 2688 failed without it). None: nothing
     /// to launch (no columns or no slots).
     fn slot_smem_function(
         &self,
@@ -1578,11 +1639,15 @@ impl GpuKernels {
             return Ok(None);
         }
         let f = self.g.function(FILE, op)?;
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )
-        .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
+        // Only past the default 48 KB with the largest static table (16 KB, `_t16`): no driver
+        // call per launch on the engine's eager path otherwise.
+        if smem > 32 * 1024 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .map_err(|e| GpuError::Driver(format!("{op} shared memory attribute: {e}")))?;
+        }
         Ok(Some(f))
     }
 
@@ -2148,34 +2213,13 @@ impl GpuKernels {
 
     pub fn bench_moe_slots(&self) -> Result<serde_json::Value, GpuError> {
         use crate::bench::{copy_ceiling, time_launch, timing_json};
-        use reference::tensor::Data;
         let (k, inter, lw) = (22usize, 2688usize, 1024usize);
         let st = &self.g.stream;
-        let mut bufs = Vec::with_capacity(2 * k);
-        let mut wbytes = 0u64;
-        for (rows, cols, seed0) in [(inter, lw, 7000u64), (lw, inter, 8000)] {
-            for e in 0..k {
-                let raw = Mat::Lazy {
-                    rows,
-                    cols,
-                    seed: seed0 + e as u64,
-                    init: Init::Linear,
-                };
-                let Some(Mat::LazyAs { global_scale, .. }) = raw.lazy_as(ExpertFormat::Nvfp4)
-                else {
-                    return Err(GpuError::Driver("moe_slots_t1: lazy NVFP4 expert".into()));
-                };
-                let b = pack_nvfp4_rows(&raw, global_scale).ok_or_else(|| {
-                    GpuError::Driver("moe_slots_t1: an expert is not exact in storage".into())
-                })?;
-                wbytes += b.len() as u64;
-                bufs.push(self.g.upload(&Tensor::new(&[b.len()], Data::U8(b)))?);
-            }
-        }
-        let table: Vec<u8> = bufs.iter().flat_map(|t| t.ptr(st).to_le_bytes()).collect();
-        let td = self
-            .g
-            .upload(&Tensor::new(&[table.len()], Data::U8(table)))?;
+        let experts: Vec<(usize, usize, u64)> = [(inter, lw, 7000u64), (lw, inter, 8000)]
+            .iter()
+            .flat_map(|&(r, c, s0)| (0..k).map(move |e| (r, c, s0 + e as u64)))
+            .collect();
+        let (_bufs, td, wbytes) = self.upload_nvfp4_experts("moe_slots_t1", &experts)?;
         let x = bench_values(lw, 9001);
         let w: Vec<f32> = bench_values(k, 9002)
             .iter()
@@ -2187,52 +2231,15 @@ impl GpuKernels {
         let (h, rl, o, y) = (out(k * inter)?, out(k * inter)?, out(k * lw)?, out(lw)?);
         let (px, pt, pw) = (xd.ptr(st), td.ptr(st), wd.ptr(st));
         let (ph, pr, po, py) = (h.ptr(st), rl.ptr(st), o.ptr(st), y.ptr(st));
-        let up = |op: &str, rr: u32| {
-            if let Some(st) = slotp_stages(op) {
-                return self.launch_slots_pipe(op, st, px, 0, (pt, 0), ph, (inter, lw, k));
-            }
-            if slots_xs_op(op) {
-                return self.launch_slots_xs(op, px, 0, (pt, 0), ph, (inter, lw, k));
-            }
-            self.launch_slots_kernel(
-                op,
-                rr,
-                true,
-                px,
-                0,
-                (pt, 0),
-                DType::U8,
-                ph,
-                (inter, lw, k),
-                true,
-            )
-        };
+        let up =
+            |op: &str, rr: u32| self.launch_slot_op(op, rr, px, 0, (pt, 0), ph, (inter, lw, k));
         // `_relu`: the down GEMV reads h through ReLU² (no relu2 launch; the up GEMV is the
         // default's).
         let relu = |op: &str| op.ends_with("_relu");
         let down = |op: &str, rr: u32| {
-            if let Some(st) = slotp_stages(op) {
-                let x = if relu(op) { ph } else { pr };
-                let w = (pt + 8 * k as u64, 0);
-                return self.launch_slots_pipe(op, st, x, inter, w, po, (lw, inter, k));
-            }
-            if slots_xs_op(op) {
-                let x = if relu(op) { ph } else { pr };
-                let w = (pt + 8 * k as u64, 0);
-                return self.launch_slots_xs(op, x, inter, w, po, (lw, inter, k));
-            }
-            self.launch_slots_kernel(
-                op,
-                rr,
-                true,
-                if relu(op) { ph } else { pr },
-                inter,
-                (pt + 8 * k as u64, 0),
-                DType::U8,
-                po,
-                (lw, inter, k),
-                true,
-            )
+            let x = if relu(op) { ph } else { pr };
+            let w = (pt + 8 * k as u64, 0);
+            self.launch_slot_op(op, rr, x, inter, w, po, (lw, inter, k))
         };
         // The `_relu` forms' up GEMV: the same kernel without the suffix.
         let up_op = |op: &'static str| op.strip_suffix("_relu").unwrap_or(op);
@@ -2356,23 +2363,10 @@ impl GpuKernels {
         let y = self.g.alloc_poisoned(&[n], DType::F32, self.poison)?;
         let (px, wt, py) = (xd.ptr(st), (td.ptr(st), 0u64), y.ptr(st));
         let shape = (n, k, 1);
-        match slotp_stages(op) {
-            Some(stages) => self.launch_slots_pipe(op, stages, px, 0, wt, py, shape)?,
-            None if slots_xs_op(op) => self.launch_slots_xs(op, px, 0, wt, py, shape)?,
-            None if op == "model_gemv1_slots_nvfp4w" => self.launch_slots_kernel(
-                op,
-                GEMV1_R_NV,
-                true,
-                px,
-                0,
-                wt,
-                DType::U8,
-                py,
-                shape,
-                true,
-            )?,
-            None => return Err(bad(op, "not an NVFP4 slot GEMV".into())),
+        if !(op == "model_gemv1_slots_nvfp4w" || slotp_stages(op).is_some() || slots_xs_op(op)) {
+            return Err(bad(op, "not an NVFP4 slot GEMV".into()));
         }
+        self.launch_slot_op(op, GEMV1_R_NV, px, 0, wt, py, shape)?;
         self.g.sync()?;
         Ok(self.g.download(&y, "y")?.to_f32_vec())
     }
@@ -2401,28 +2395,13 @@ impl GpuKernels {
                 "x_stride < k or a pick out of range".into(),
             ));
         }
-        let mut bufs = Vec::with_capacity(experts);
-        for e in 0..experts {
-            let raw = Mat::Lazy {
-                rows: n,
-                cols: k,
-                seed: 31_000 + 17 * e as u64 + n as u64,
-                init: Init::Linear,
-            };
-            let Some(Mat::LazyAs { global_scale, .. }) = raw.lazy_as(ExpertFormat::Nvfp4) else {
-                return Err(GpuError::Driver(
-                    "slot_variant_vs_chunk: lazy NVFP4 expert".into(),
-                ));
-            };
-            let b = pack_nvfp4_rows(&raw, global_scale).ok_or_else(|| {
-                GpuError::Driver("slot_variant_vs_chunk: an expert is not exact in storage".into())
-            })?;
-            bufs.push(self.g.upload(&Tensor::new(&[b.len()], Data::U8(b)))?);
+        if slotp_stages(op).is_none() && !slots_xs_op(op) {
+            return Err(bad(op, "not a pipe or xs slot kernel".into()));
         }
-        let table: Vec<u8> = bufs.iter().flat_map(|t| t.ptr(st).to_le_bytes()).collect();
-        let td = self
-            .g
-            .upload(&Tensor::new(&[table.len()], Data::U8(table)))?;
+        let shapes: Vec<(usize, usize, u64)> = (0..experts)
+            .map(|e| (n, k, 31_000 + 17 * e as u64 + n as u64))
+            .collect();
+        let (_bufs, td, _) = self.upload_nvfp4_experts("slot_variant_vs_chunk", &shapes)?;
         let idd = self
             .g
             .upload(&Tensor::new(&[slots], Data::I32(picks.to_vec())))?;
@@ -2445,24 +2424,8 @@ impl GpuKernels {
             "model_gemv1_slots_nvfp4w"
         };
         let w = (pt, pi);
-        self.launch_slots_kernel(
-            chunk,
-            GEMV1_R_NV,
-            true,
-            px,
-            x_stride,
-            w,
-            DType::U8,
-            ya.ptr(st),
-            shape,
-            true,
-        )?;
-        let vy = yb.ptr(st);
-        match slotp_stages(op) {
-            Some(stages) => self.launch_slots_pipe(op, stages, px, x_stride, w, vy, shape)?,
-            None if slots_xs_op(op) => self.launch_slots_xs(op, px, x_stride, w, vy, shape)?,
-            None => return Err(bad(op, "not a pipe or xs slot kernel".into())),
-        }
+        self.launch_slot_op(chunk, GEMV1_R_NV, px, x_stride, w, ya.ptr(st), shape)?;
+        self.launch_slot_op(op, GEMV1_R_NV, px, x_stride, w, yb.ptr(st), shape)?;
         self.g.sync()?;
         Ok(SlotPipeCase {
             chunk: self.download_bits(&ya, "chunk y")?,
