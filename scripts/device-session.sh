@@ -105,7 +105,11 @@ one() { # one step (see the list above)
         local args=()
         IFS=, read -ra names <<<"${s#presets:}"
         for n in "${names[@]}"; do args+=(--shape "$n"); done
-        step "presets" "${PRESETS_LIMIT:-300}" "$B/duet" bench --backend gpu "${args[@]}" --out "$OUT/bench_presets.json" ;;
+        # One file per step (session 12 call 1's second presets step overwrote the first's).
+        local ptag
+        ptag=$(printf '%s' "${s#presets:}" | tr -c 'A-Za-z0-9_' '_' | cut -c1-60)
+        step "presets-$ptag" "${PRESETS_LIMIT:-300}" "$B/duet" bench --backend gpu "${args[@]}" \
+            --out "$OUT/bench_presets_$ptag.json" ;;
     e2e)
         step e2e 200 "$B/duet" e2e fixtures/models/nemotron-tiny-a --compare cpu,gpu,golden \
             --decode 4 --mtp 2

@@ -1239,8 +1239,8 @@ MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs, false, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs_relu, true, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3, false, (32 * GEMV_WARPS, 3))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3_relu, true, (32 * GEMV_WARPS, 3))
-// R = 2 columns a warp on _xs (bench only, written in session 11 after its last device call:
-// not yet run): half the registers for the trip's bytes, so four blocks an SM (64
+// R = 2 columns a warp on _xs (written in session 11 after its last device call; session 12
+// call 1: the default's bits, up 27.42 us / down 28.50 in moe_slots_t1): half the registers for the trip's bytes, so four blocks an SM (64
 // registers), twice the blocks; x comes from shared memory, so the halved reuse costs LDS
 // rather than the L1 gathers that made session 8's _r2 slower. Grid ceil(N / 16).
 extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 4)
@@ -1249,6 +1249,16 @@ model_gemv1_slots_nvfp4w_xs4r2(const float* __restrict__ x, i64 x_stride,
                                i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
     DUET_PDL_ENTRY();
     model_slots_xs_body<false, ModelC16NV, 2>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
+}
+// The fused down GEMV on _xs4r2 (x read through ReLU²): session 12 call 1 timed _xs4r2 at
+// 28.50 us on the down shape against _xs3's 29.39 (up: 27.42 against 25.99), so `xs3m` takes
+// _xs3 for the up GEMV and this for the down.
+extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 4)
+model_gemv1_slots_nvfp4w_xs4r2_relu(const float* __restrict__ x, i64 x_stride,
+                                    const u64* __restrict__ ws, const i32* __restrict__ ids,
+                                    i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
+    DUET_PDL_ENTRY();
+    model_slots_xs_body<true, ModelC16NV, 2>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
 }
 // The 16-entry signed table on _xs3 (bench only: 16 table writes per chunk instead of 8, no
 // per-weight sign shift and XOR).

@@ -419,7 +419,9 @@ __device__ __forceinline__ u8 quad_nvfp4(const float (&v)[4], float global, int 
 // core-matrix layout, element (r, k) at (r / 8) * (BK * 8) + (k / 8) * 64 + (r % 8) * 8 +
 // k % 8 bf16 (LBO 128 bytes, SBO BK * 16 bytes); one k-tile is BK / 16 wgmma's issued as one
 // group and waited for before the tile is overwritten, while the next tile's raw operands
-// load into registers. (Session 11, written after its last device call: not yet run.)
+// load into registers. Session 12 call 1: the same outputs as m16 / m64 in gpu_moe, but 3.0x /
+// 1.26x slower than v2 / v1 at T = 64 / 4096 (3054 / 10389 us a layer); since then two
+// buffers (the next tile is stored while the wgmma's run) and a conflict-free store mapping.
 template <int BM, int BN, int BK, int WM, int WN, bool AF4, bool BF4, int EPI, bool WG = false>
 __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     constexpr int THREADS = 32 * WM * WN;
@@ -461,18 +463,32 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 
     Chunk<AF4> ra[A_CH];
     Chunk<BF4> rb[B_CH];
+    // Chunk c of a tile: row r, k chunk kc. mma.sync forms: r = c / KC (a row's chunks on
+    // consecutive threads). WG: each 8 consecutive threads take 8 consecutive rows of one k
+    // chunk, so an 8-thread phase of 16-byte stores fills one 128-byte core matrix (the
+    // mma.sync mapping put 2 rows x 4 chunks there: 4-way bank conflicts, session 12); a warp
+    // still covers the same 8 rows x KC chunks, so the same sectors per global load.
+    auto chunk_rc = [&](int c, int& r, int& kc) {
+        if constexpr (WG) {
+            r = 8 * (c / (8 * KC)) + (c & 7);
+            kc = (c >> 3) % KC;
+        } else {
+            r = c / KC;
+            kc = c % KC;
+        }
+    };
     auto load_tile = [&](i64 kt) {
 #pragma unroll
         for (int i = 0; i < A_CH; ++i) {
-            const int c = tid + i * THREADS;
-            const int r = c / KC, kc = c % KC;
+            int r, kc;
+            chunk_rc(tid + i * THREADS, r, kc);
             const i64 row = row0 + r;
             load_chunk(ra[i], a.x, a.x_sf, row, row < row_end, kt + kc * 16, K, avec);
         }
 #pragma unroll
         for (int i = 0; i < B_CH; ++i) {
-            const int c = tid + i * THREADS;
-            const int r = c / KC, kc = c % KC;
+            int r, kc;
+            chunk_rc(tid + i * THREADS, r, kc);
             const i64 n = n0 + r;
             load_chunk(rb[i], wq, wsf, n, n < N, kt + kc * 16, K, avec);
         }
@@ -484,18 +500,21 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
         else
             return base + r * LDS + kc * 16 + 8 * h;
     };
-    auto store_tile = [&]() {
+    auto store_tile_to = [&](u16* dA, u16* dB) {
 #pragma unroll
         for (int i = 0; i < A_CH; ++i) {
-            const int c = tid + i * THREADS;
-            store_chunk(ra[i], at(sA, c / KC, c % KC, 0), at(sA, c / KC, c % KC, 1), lut);
+            int r, kc;
+            chunk_rc(tid + i * THREADS, r, kc);
+            store_chunk(ra[i], at(dA, r, kc, 0), at(dA, r, kc, 1), lut);
         }
 #pragma unroll
         for (int i = 0; i < B_CH; ++i) {
-            const int c = tid + i * THREADS;
-            store_chunk(rb[i], at(sB, c / KC, c % KC, 0), at(sB, c / KC, c % KC, 1), lut);
+            int r, kc;
+            chunk_rc(tid + i * THREADS, r, kc);
+            store_chunk(rb[i], at(dB, r, kc, 0), at(dB, r, kc, 1), lut);
         }
     };
+    auto store_tile = [&]() { store_tile_to(sA, sB); };
 
     const int warp = tid >> 5, lane = tid & 31;
     const int wm = warp / WN, wn = warp % WN;
@@ -510,28 +529,47 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 
     load_tile(0);
     __syncthreads();  // lut ready
-    for (i64 kt = 0; kt < K; kt += BK) {
+    if constexpr (WG) {
+        // Two shared-memory buffers of (BM + BN) x BK (the host asks for both): the wgmma's of
+        // tile kt read buffer kt & 1 while the threads load tile kt + 1's raw bytes and store
+        // it, dequantized, into the other; then the wait, and one barrier that both publishes
+        // the new tile and frees the old one. (Session 11's first form had one buffer: store,
+        // barrier, wgmma, wait, barrier, with nothing overlapping the tensor cores.)
+        float* d = &acc[0][0][0];
         store_tile();
-        if constexpr (WG) wg_fence_smem();
+        wg_fence_smem();
         __syncthreads();
-        if (kt + BK < K) load_tile(kt + BK);
-        if constexpr (WG) {
-            float* d = &acc[0][0][0];
+        int cur = 0;
+        for (i64 kt = 0; kt < K; kt += BK) {
+            const bool more = kt + BK < K;
+            if (more) load_tile(kt + BK);
+            u16* cA = sA + cur * ((BM + BN) * LDS);
+            u16* cB = cA + BM * LDS;
             wg_fence();
             wg_pin(d);
 #pragma unroll
             for (int kk = 0; kk < BK; kk += 16) {
                 // k16 step kk / 16: core matrices 2 (kk / 16) and the next along K.
-                const u64 da = wg_desc(sA + kk * 8, 128, BK * 16);
-                const u64 db = wg_desc(sB + kk * 8, 128, BK * 16);
+                const u64 da = wg_desc(cA + kk * 8, 128, BK * 16);
+                const u64 db = wg_desc(cB + kk * 8, 128, BK * 16);
                 wg_m64n128k16(d, da, db);
             }
             wg_commit();
+            if (more) {
+                u16* nA = sA + (cur ^ 1) * ((BM + BN) * LDS);
+                store_tile_to(nA, nA + BM * LDS);
+                wg_fence_smem();
+            }
             wg_wait0();
             wg_pin(d);
             __syncthreads();
-            continue;
+            cur ^= 1;
         }
+    } else
+    for (i64 kt = 0; kt < K; kt += BK) {
+        store_tile();
+        __syncthreads();
+        if (kt + BK < K) load_tile(kt + BK);
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
             u32 af[MI][4];

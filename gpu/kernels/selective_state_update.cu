@@ -436,7 +436,21 @@ __device__ __forceinline__ void ssu3_load(const SsuParams& p, const void* __rest
 // `out`, the full-A exp out of line. PERHEAD (v6): A is one value per head (the host refuses a
 // full A), so dA is a row constant read once per row instead of a per-element branch on
 // p.a_full around an LDS (SASS of v5: BSSY / two ISETP / BRA / LDS / BSYNC per element).
-template <int ST, bool SR, int RPT, bool EARLY, bool STREAM, bool FAST = false, bool PERHEAD = false>
+// Lane 0 of the row: ssu_finish_row with z and D already in registers (ZPRE: loaded at the
+// kernel's start, so their latency overlaps the state loads instead of following the
+// reduction). Same arithmetic, same bits.
+__device__ __forceinline__ void ssu_finish_row_pre(const SsuParams& p, float acc, i64 row, float xv, bool pad,
+                                                   i64 srow_idx, float decode, float dv, float zv,
+                                                   float* state_scale, float* out) {
+    if (p.state_dt == ST_I16 && !pad) state_scale[srow_idx] = decode;
+    float o = acc;
+    if (p.has_d) o += xv * dv;
+    if (p.has_z) o *= zv / (1.f + expf(-zv));
+    out[row] = o;
+}
+
+template <int ST, bool SR, int RPT, bool EARLY, bool STREAM, bool FAST = false, bool PERHEAD = false,
+          bool ZPRE = false>
 __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __restrict__ x,
                                             const float* __restrict__ dt, const float* __restrict__ A,
                                             const float* __restrict__ B, const float* __restrict__ C,
@@ -494,6 +508,15 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
         }
     }
     if (EARLY) ssu3_load<ST, RPT, STREAM>(p, state, state_scale, slot, h, d0, grp, groups, lane, tpr, nv, pad, q, dec_in);
+    // ZPRE (v10): the row's z and D go out with the state loads (lane 0 of the row uses them).
+    float zpre[RPT], dpre[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+        const i64 d = d0 + (i64)grp + (i64)groups * r;
+        const bool use = ZPRE && lane == 0 && d < p.dim;
+        zpre[r] = use && p.has_z ? z[row0 + d] : 0.f;
+        dpre[r] = use && p.has_d ? (p.d_per_dim ? D[h * p.dim + d] : D[h]) : 0.f;
+    }
     for (i64 r = threadIdx.x; r < rows_blk; r += blockDim.x) {
         const i64 d = d0 + r;
         if (d >= p.dim) break;
@@ -562,22 +585,29 @@ __device__ __forceinline__ void ssu_v3_body(const SsuParams& p, const float* __r
             }
         }
         for (int o = row_mask_width / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(DUET_FULL_MASK, acc, o, row_mask_width);
-        if (lane == 0 && valid) ssu_finish_row(p, acc, row0 + d, h, d, xv, pad, srow_idx, decode, D, z, state_scale, out);
+        if (lane == 0 && valid) {
+            if (ZPRE)
+                ssu_finish_row_pre(p, acc, row0 + d, xv, pad, srow_idx, decode, dpre[r], zpre[r], state_scale, out);
+            else
+                ssu_finish_row(p, acc, row0 + d, h, d, xv, pad, srow_idx, decode, D, z, state_scale, out);
+        }
     }
 }
 
 #define SSU3_ENTRY(NAME, ST, SR, RPT, EARLY, STREAM) SSU3_ENTRY_X(NAME, ST, SR, RPT, EARLY, STREAM, false, 4)
 #define SSU3_ENTRY_X(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB) \
     SSU3_ENTRY_Y(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB, false)
-#define SSU3_ENTRY_Y(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB, PERHEAD)                                  \
+#define SSU3_ENTRY_Y(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB, PERHEAD) \
+    SSU3_ENTRY_Z(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB, PERHEAD, false)
+#define SSU3_ENTRY_Z(NAME, ST, SR, RPT, EARLY, STREAM, FAST, MINB, PERHEAD, ZPRE)                            \
     extern "C" __global__ void __launch_bounds__(SSU3_THREADS, MINB) NAME(                                     \
         SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
         const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
         void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
         DUET_PDL_ENTRY();                                                                                   \
-        ssu_v3_body<ST, SR, RPT, EARLY, STREAM, FAST, PERHEAD>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state,     \
-                                                                 state_scale, out);                            \
+        ssu_v3_body<ST, SR, RPT, EARLY, STREAM, FAST, PERHEAD, ZPRE>(p, x, dt, A, B, C, D, z, dt_bias, sbi,     \
+                                                                       state, state_scale, out);               \
     }
 SSU3_ENTRY(ssu_v3_f32, ST_F32, false, 4, false, false)
 SSU3_ENTRY(ssu_v3_bf16, ST_BF16, false, 4, false, false)
@@ -624,6 +654,26 @@ SSU3_ENTRY_Y(ssu_v6_bf16, ST_BF16, false, 4, false, false, true, 6, true)
 SSU3_ENTRY_Y(ssu_v6_f16, ST_F16, false, 4, false, false, true, 6, true)
 SSU3_ENTRY_Y(ssu_v6_f16_sr, ST_F16, true, 4, false, false, true, 4, true)
 SSU3_ENTRY_Y(ssu_v6_i16, ST_I16, false, 4, false, false, true, 4, true)
+
+// Small-batch sweep (session 12; bf16, nearest, A per head): v6's body with fewer rows a block
+// (r1: 8 rows, 8 blocks a head; r2: 16), the state loads before the prologue (e1) and z / D
+// loaded with them (z). At batch 1 the Super shape has only 128 (batch row, head) tiles: the
+// time is one chain of dependent latencies (B / C and dt loads, the f64 prologue, the barrier,
+// the state load, the reduction, the z / D loads, the store), not bandwidth (4 MB moved).
+SSU3_ENTRY_Z(ssu_x_bf16_r1_h_e0_m8, ST_BF16, false, 1, false, false, true, 8, true, false)
+SSU3_ENTRY_Z(ssu_x_bf16_r1_h_e1_m7, ST_BF16, false, 1, true, false, true, 7, true, false)
+SSU3_ENTRY_Z(ssu_x_bf16_r1_h_e1_z_m7, ST_BF16, false, 1, true, false, true, 7, true, true)
+SSU3_ENTRY_Z(ssu_x_bf16_r2_h_e1_z_m6, ST_BF16, false, 2, true, false, true, 6, true, true)
+SSU3_ENTRY_Z(ssu_x_bf16_r4_h_e1_z_m5, ST_BF16, false, 4, true, false, true, 5, true, true)
+SSU3_ENTRY_Z(ssu_x_bf16_r4_h_e0_z_m6, ST_BF16, false, 4, false, false, true, 6, true, true)
+// v10 (session 12): the small-batch form for every state format: 8 (16-bit) or 4 (f32) rows a
+// block, state / z / D loads before the prologue, A per head (7 resident blocks asked for the
+// 16-bit nearest kernels: 8 spilled a few words).
+SSU3_ENTRY_Z(ssu_v10_f32, ST_F32, false, 1, true, false, true, 8, true, true)
+SSU3_ENTRY_Z(ssu_v10_bf16, ST_BF16, false, 1, true, false, true, 7, true, true)
+SSU3_ENTRY_Z(ssu_v10_f16, ST_F16, false, 1, true, false, true, 7, true, true)
+SSU3_ENTRY_Z(ssu_v10_f16_sr, ST_F16, true, 1, true, false, true, 6, true, true)
+SSU3_ENTRY_Z(ssu_v10_i16, ST_I16, false, 1, true, false, true, 6, true, true)
 
 // ---------------------------------------------------------------------------------------------
 // v7 ssu_v7_<state>[_sr] (session 4): persistent producer/consumer over the Hopper bulk-copy

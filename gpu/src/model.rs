@@ -1533,10 +1533,11 @@ impl GpuKernels {
                     self.launch_slots_pipe(op, SLOTP_STAGES, px, x_stride, w, py, shape)?;
                     return Ok(true);
                 }
-                "xs" | "xs3" if slots_xs_smem(k) <= SLOTP_MAX_SMEM => {
+                "xs" | "xs3" | "xs3m" if slots_xs_smem(k) <= SLOTP_MAX_SMEM => {
                     let op = match (self.slot_kernel, relu2) {
                         ("xs", false) => "model_gemv1_slots_nvfp4w_xs",
                         ("xs", true) => "model_gemv1_slots_nvfp4w_xs_relu",
+                        ("xs3m", true) => "model_gemv1_slots_nvfp4w_xs4r2_relu",
                         (_, false) => "model_gemv1_slots_nvfp4w_xs3",
                         (_, true) => "model_gemv1_slots_nvfp4w_xs3_relu",
                     };
@@ -2055,12 +2056,15 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_xs3", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_xs3_relu", GEMV1_R_NV, true),
     ("model_gemv1_slots_nvfp4w_xs3_t16", GEMV1_R_NV, true),
-    // two columns a warp, four blocks an SM (written after session 11's last device call)
+    // two columns a warp, four blocks an SM (session 12 call 1: down 28.50 us vs _xs3 29.39)
     ("model_gemv1_slots_nvfp4w_xs4r2", 2, true),
+    ("model_gemv1_slots_nvfp4w_xs4r2_relu", 2, true),
 ];
 
 /// The values of [`GpuKernels::slot_kernel`].
-pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "pipe"];
+/// `xs3m`: `_xs3` for the up GEMV (x as is), `_xs4r2_relu` for the fused down GEMV (x read
+/// through ReLU²); `_xs3` where the down GEMV is not fused.
+pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe"];
 
 /// [`GpuKernels::slot_kernel`] from `DUET_SLOT_KERNEL` (unset: "xs3"; an unknown value says so
 /// on stderr and keeps "xs3": every form gives the same bits).
@@ -2088,7 +2092,7 @@ fn slots_xs_op(op: &str) -> bool {
 
 /// Output columns a warp of a `model_gemv1_slots_nvfp4w_xs*` kernel computes (`_xs4r2`: 2).
 fn slots_xs_columns(op: &str) -> u32 {
-    if op.ends_with("r2") {
+    if op.strip_suffix("_relu").unwrap_or(op).ends_with("r2") {
         2
     } else {
         GEMV1_R_NV

@@ -1120,7 +1120,7 @@ fn slot_gemv_variants_give_the_default_bits() {
 /// The routed slots' NVFP4 GEMV variants of session 11 give the default slot GEMV's bits:
 /// through shared-memory stages (`model_gemv1_slots_nvfp4w_pipe*`: 2 / 3 / 4 stages, more
 /// groups than resident blocks and fewer) and with x and the pairs staged per block (`_xs`,
-/// `_xs3`, `_xs3_t16`, `_xs4r2`), on partial column groups (N % 32 != 0), K of one chunk a
+/// `_xs3`, `_xs3_t16`, `_xs4r2`, `_xs4r2_relu`), on partial column groups (N % 32 != 0), K of one chunk a
 /// lane (32), of partial slices (2688 = 2 x 64 + 40 chunks; 4128 = 4 x 64 + 2), experts
 /// picked through the device ids with repeats, shared and strided x rows, ReLU²-read x; K %
 /// 32 != 0 is refused by the pipe, and K = 48 (3 chunks) runs on the _xs forms.
@@ -1178,7 +1178,9 @@ fn slot_gemv_variants_give_the_chunk_bits() {
             };
             all.push((c.0, c.1, c.2, op));
         }
-        if !relu {
+        if relu {
+            all.push((c.0, c.1, c.2, "model_gemv1_slots_nvfp4w_xs4r2_relu".into()));
+        } else {
             all.push((c.0, c.1, c.2, "model_gemv1_slots_nvfp4w_xs4r2".into()));
             all.push((c.0, c.1, c.2, "model_gemv1_slots_nvfp4w_xs3_t16".into()));
         }

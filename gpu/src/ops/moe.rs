@@ -313,8 +313,8 @@ impl TileCfg {
     fn smem(self) -> u32 {
         match self {
             TileCfg::V8 => 0, // registers + a static 1 KB table
-            // wgmma's core-matrix layout: no row padding
-            TileCfg::W64 => ((self.bm() + self.bn()) * self.bk() * 2) as u32,
+            // wgmma's core-matrix layout (no row padding), two buffers
+            TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2) as u32,
             _ => ((self.bm() + self.bn()) * (self.bk() + 8) * 2) as u32,
         }
     }
@@ -486,6 +486,14 @@ pub fn launch_gemm(
     a.arg(&off64).arg(&te).arg(&tr).arg(&n64).arg(&k64);
     a.arg(&codes).arg(&sfp).arg(&og).arg(&mode).arg(&round);
     a.arg(&h).arg(&amax).arg(&out_dt);
+    // W64's two buffers (48 KB) and the static 1 KB table pass the default 48 KB.
+    if c.smem() > 46 * 1024 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            c.smem() as i32,
+        )
+        .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
+    }
     let lc = LaunchConfig {
         grid_dim: (sched.tiles as u32, grid_y as u32, 1),
         block_dim: (128, 1, 1),

@@ -25,7 +25,9 @@ pub const MAX_DSTATE: usize = 512;
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"],
+        versions: &[
+            "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+        ],
         run,
         applicable,
     }]
@@ -69,6 +71,8 @@ fn v3_rows_per_block(dstate: usize, state_dt: DType, version: &str) -> usize {
     let nvec = dstate / (16 / state_dt.size().max(1));
     let rpt = if version == "v4" && state_dt.size() == 2 {
         8
+    } else if version == "v10" {
+        1
     } else {
         4
     };
@@ -87,7 +91,8 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if ["v6", "v7", "v8", "v9"].contains(&version) && inputs.get("A").is_some_and(|a| a.rank() != 1)
+    if (["v6", "v7", "v8", "v9", "v10"].contains(&version) || is_perhead_sweep(version))
+        && inputs.get("A").is_some_and(|a| a.rank() != 1)
     {
         return Some(format!(
             "{version} takes A per head (nheads,); a full A runs on v1-v5"
@@ -105,7 +110,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         }
         return ssu7_plan(dim, dstate, st.dtype().size(), None).err();
     }
-    if ["v3", "v4", "v5", "v6"].contains(&version) {
+    if ["v3", "v4", "v5", "v6", "v10"].contains(&version) {
         return v3_ok(dstate, st.dtype());
     }
     None
@@ -324,14 +329,17 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"].contains(&version)
+    if ![
+        "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+    ]
+    .contains(&version)
         && sweep_rpt(version).is_none()
         && !V7_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8, v9".into(),
+            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10".into(),
         });
     }
     let (parsed, prm) = prepare(inputs, p)?;
@@ -368,7 +376,7 @@ pub fn run(
             }
             "v2"
         }
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => {
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {version}: {why}")));
             }
@@ -378,7 +386,7 @@ pub fn run(
                     dims.dstate
                 )));
             }
-            if ["v6", "v7", "v8", "v9"].contains(&version) && parsed.a.1 {
+            if ["v6", "v7", "v8", "v9", "v10"].contains(&version) && parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
                     "{OP} {version}: takes A per head (nheads,); a full A runs on v1-v5"
                 )));
@@ -426,6 +434,11 @@ pub fn run(
             }
             if let Some(why) = v3_ok(dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {v}: {why}")));
+            }
+            if is_perhead_sweep(v) && parsed.a.1 {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: takes A per head (nheads,); a full A runs on v1-v5"
+                )));
             }
             v
         }
@@ -632,7 +645,20 @@ pub const SWEEP: &[&str] = &[
     "x_bf16_r2_f1_m6",
     "x_bf16_r8_f1_m4",
     "x_bf16_r2_f1_m4",
+    // Session 12, the small-batch sweep (v6's body, A per head): rows a thread (r1: 8 rows a
+    // block), state loads before the prologue (e1), z / D loaded with them (z).
+    "x_bf16_r1_h_e0_m8",
+    "x_bf16_r1_h_e1_m7",
+    "x_bf16_r1_h_e1_z_m7",
+    "x_bf16_r2_h_e1_z_m6",
+    "x_bf16_r4_h_e1_z_m5",
+    "x_bf16_r4_h_e0_z_m6",
 ];
+
+/// A sweep variant compiled for A per head (v6's PERHEAD: dA one value a row).
+fn is_perhead_sweep(v: &str) -> bool {
+    SWEEP.contains(&v) && v.contains("_h_")
+}
 
 /// v7 with 2 or 8 consumer warps per producer warp (bf16 state, nearest): the consumer-warp
 /// sweep of `duet bench --shape ssu_sweep_b*_bf16`, runnable as versions for the bit-exact test.
@@ -662,6 +688,7 @@ pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value
         bench_super_version(g, batch, DType::BF16, "v8_s3", true)?,
         bench_super_version(g, batch, DType::BF16, "v8_s4", true)?,
         bench_super_version(g, batch, DType::BF16, "v9", true)?,
+        bench_super_version(g, batch, DType::BF16, "v10", true)?,
     ];
     // v7's ring depth and consumer warps (default: 2 stages, 4 consumer warps).
     // (v7 ring depths 1 / 3 and 2 / 8 consumer warps: measured in session 4, call 3; with all.)
@@ -701,7 +728,7 @@ pub(crate) fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -737,7 +764,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     let mut v = vec![];
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
-    for version in ["v1", "v3", "v4", "v5", "v6", "v7", "v8", "v9"] {
+    for version in ["v1", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
