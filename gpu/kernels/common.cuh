@@ -44,6 +44,18 @@ __device__ __forceinline__ void duet_cp_async16(void* smem, const void* gmem) {
     const u32 sa = (u32)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
 }
+// Zero-filling forms: `ok` false copies nothing from global memory and writes zeros (the
+// source size is 0; `gmem` must still be a valid address).
+__device__ __forceinline__ void duet_cp_async16_zfill(void* smem, const void* gmem, bool ok) {
+    const u32 sa = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void duet_cp_async4_zfill(void* smem, const void* gmem, bool ok) {
+    const u32 sa = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 4 : 0)
+                 : "memory");
+}
 __device__ __forceinline__ void duet_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

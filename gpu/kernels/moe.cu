@@ -413,6 +413,12 @@ __device__ __forceinline__ u8 quad_nvfp4(const float (&v)[4], float global, int 
     return sf;
 }
 
+// The w64 ring (NVFP4 x NVFP4, K % 64 == 0): WG_RING stages of one k-tile's raw bytes (A codes
+// 64 x 32 B, B codes 128 x 32 B, A scales twice 64 x 4 B, B scales 128 x 4 B) after the two
+// bf16 buffers; the host's TileCfg::smem counts 2 x (64 + 128) x 64 x 2 + WG_RING x
+// WG_RING_STAGE bytes.
+#define WG_RING 4
+#define WG_RING_STAGE 7168
 // WG (cfg w64): the products by wgmma instead of mma.sync (BM 64, BN 128, WM 4, WN 1: one
 // warpgroup, each warp's 16 rows x 128 columns in acc[0][0..15][4], the m16n8 C-fragment
 // layout the epilogues below read). The tiles then live in wgmma's no-swizzle K-major
@@ -527,6 +533,100 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
+    bool ringed = false;
+    if constexpr (WG && AF4 && BF4) {
+        // NVFP4 x NVFP4 with whole k-tiles (K % BK == 0) and 16-byte aligned code rows: the raw
+        // bytes stream through a WG_RING-deep cp.async ring (session 12; see WG_RING above).
+        const bool ring_ok = K % BK == 0 && ((reinterpret_cast<u64>(a.x) | reinterpret_cast<u64>(wq)) & 15) == 0 &&
+                             ((reinterpret_cast<u64>(a.x_sf) | reinterpret_cast<u64>(wsf)) & 3) == 0;
+        if (ring_ok) {
+            ringed = true;
+            static_assert(THREADS == 128 && BM == 64 && BN == 128 && BK == 64, "the ring's thread map");
+            constexpr int RA = BM * 32, RB = BN * 32, RAS = 2 * BM * 4, RBS = BN * 4;
+            constexpr int STAGE = RA + RB + RAS + RBS;
+            static_assert(STAGE == WG_RING_STAGE, "stage bytes (host: TileCfg::smem)");
+            u8* ring = (u8*)(sA + 2 * (BM + BN) * LDS);
+            // Thread tid: A row tid % 64, chunks 2 h, 2 h + 1 (h = tid / 64); B row tid, all four
+            // chunks. Every thread dequantizes exactly the bytes it copied, so the ring needs no
+            // barrier of its own (a thread's cp.async data is visible to it after its wait).
+            const int ar = tid & 63, ah = tid >> 6;
+            const i64 arow = row0 + ar, brow = n0 + tid;
+            const bool aok = arow < row_end, bok = brow < N;
+            const u8* ag = a.x + (aok ? arow : row0) * (K >> 1) + 16 * ah;
+            const u8* ags = a.x_sf + (aok ? arow : row0) * (K >> 4);
+            const u8* bg = wq + (bok ? brow : n0) * (K >> 1);
+            const u8* bgs = wsf + (bok ? brow : n0) * (K >> 4);
+            const i64 nt = K / BK;
+            auto issue = [&](i64 t) {
+                if (t < nt) {
+                    u8* st = ring + (t % WG_RING) * STAGE;
+                    const i64 kt = t * BK;
+                    duet_cp_async16_zfill(st + ar * 32 + 16 * ah, ag + (kt >> 1), aok);
+                    duet_cp_async4_zfill(st + RA + RB + (ah * BM + ar) * 4, ags + (kt >> 4), aok);
+                    duet_cp_async16_zfill(st + RA + tid * 32, bg + (kt >> 1), bok);
+                    duet_cp_async16_zfill(st + RA + tid * 32 + 16, bg + (kt >> 1) + 16, bok);
+                    duet_cp_async4_zfill(st + RA + RB + RAS + tid * 4, bgs + (kt >> 4), bok);
+                }
+                duet_cp_async_commit();  // every call: uniform group counting
+            };
+            auto dequant = [&](i64 t, u16* dA, u16* dB) {
+                const u8* st = ring + (t % WG_RING) * STAGE;
+                const uint4 ac = *(const uint4*)(st + ar * 32 + 16 * ah);
+                const u32 asf = *(const u32*)(st + RA + RB + (ah * BM + ar) * 4);
+                const Chunk<true> a0 = {make_uint2(ac.x, ac.y), (asf >> (16 * ah)) & 0xffu};
+                const Chunk<true> a1 = {make_uint2(ac.z, ac.w), (asf >> (16 * ah + 8)) & 0xffu};
+                store_chunk(a0, at(dA, ar, 2 * ah, 0), at(dA, ar, 2 * ah, 1), lut);
+                store_chunk(a1, at(dA, ar, 2 * ah + 1, 0), at(dA, ar, 2 * ah + 1, 1), lut);
+                const uint4 b0 = *(const uint4*)(st + RA + tid * 32);
+                const uint4 b1 = *(const uint4*)(st + RA + tid * 32 + 16);
+                const u32 bsf = *(const u32*)(st + RA + RB + RAS + tid * 4);
+                const Chunk<true> c0 = {make_uint2(b0.x, b0.y), bsf & 0xffu};
+                const Chunk<true> c1 = {make_uint2(b0.z, b0.w), (bsf >> 8) & 0xffu};
+                const Chunk<true> c2 = {make_uint2(b1.x, b1.y), (bsf >> 16) & 0xffu};
+                const Chunk<true> c3 = {make_uint2(b1.z, b1.w), bsf >> 24};
+                store_chunk(c0, at(dB, tid, 0, 0), at(dB, tid, 0, 1), lut);
+                store_chunk(c1, at(dB, tid, 1, 0), at(dB, tid, 1, 1), lut);
+                store_chunk(c2, at(dB, tid, 2, 0), at(dB, tid, 2, 1), lut);
+                store_chunk(c3, at(dB, tid, 3, 0), at(dB, tid, 3, 1), lut);
+            };
+            float* d = &acc[0][0][0];
+#pragma unroll 1
+            for (int t = 0; t < WG_RING - 1; ++t) issue(t);
+            __syncthreads();  // lut ready
+            duet_cp_async_wait<WG_RING - 2>();  // tile 0 (this thread's bytes)
+            dequant(0, sA, sA + BM * LDS);
+            wg_fence_smem();
+            __syncthreads();
+            issue(WG_RING - 1);
+            int cur = 0;
+            for (i64 t = 0; t < nt; ++t) {
+                u16* cA = sA + cur * ((BM + BN) * LDS);
+                u16* cB = cA + BM * LDS;
+                wg_fence();
+                wg_pin(d);
+#pragma unroll
+                for (int kk = 0; kk < BK; kk += 16) {
+                    const u64 da = wg_desc(cA + kk * 8, 128, BK * 16);
+                    const u64 db = wg_desc(cB + kk * 8, 128, BK * 16);
+                    wg_m64n128k16(d, da, db);
+                }
+                wg_commit();
+                if (t + 1 < nt) {
+                    duet_cp_async_wait<WG_RING - 2>();  // tile t + 1
+                    u16* nA = sA + (cur ^ 1) * ((BM + BN) * LDS);
+                    dequant(t + 1, nA, nA + BM * LDS);
+                    wg_fence_smem();
+                }
+                issue(t + WG_RING);  // into tile t's slot, dequantized by this thread already
+                wg_wait0();
+                wg_pin(d);
+                __syncthreads();
+                cur ^= 1;
+            }
+            duet_cp_async_wait<0>();
+        }
+    }
+    if (!ringed) {
     load_tile(0);
     __syncthreads();  // lut ready
     if constexpr (WG) {
@@ -591,6 +691,7 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
         }
         __syncthreads();
     }
+    }  // !ringed
 
     const float gx = AF4 ? a.x_g[0] : 1.0f;
     const float gw = BF4 ? a.w_g[e] : 1.0f;

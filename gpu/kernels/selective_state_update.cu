@@ -666,14 +666,19 @@ SSU3_ENTRY_Z(ssu_x_bf16_r1_h_e1_z_m7, ST_BF16, false, 1, true, false, true, 7, t
 SSU3_ENTRY_Z(ssu_x_bf16_r2_h_e1_z_m6, ST_BF16, false, 2, true, false, true, 6, true, true)
 SSU3_ENTRY_Z(ssu_x_bf16_r4_h_e1_z_m5, ST_BF16, false, 4, true, false, true, 5, true, true)
 SSU3_ENTRY_Z(ssu_x_bf16_r4_h_e0_z_m6, ST_BF16, false, 4, false, false, true, 6, true, true)
-// v10 (session 12): the small-batch form for every state format: 8 (16-bit) or 4 (f32) rows a
-// block, state / z / D loads before the prologue, A per head (7 resident blocks asked for the
-// 16-bit nearest kernels: 8 spilled a few words).
-SSU3_ENTRY_Z(ssu_v10_f32, ST_F32, false, 1, true, false, true, 8, true, true)
-SSU3_ENTRY_Z(ssu_v10_bf16, ST_BF16, false, 1, true, false, true, 7, true, true)
-SSU3_ENTRY_Z(ssu_v10_f16, ST_F16, false, 1, true, false, true, 7, true, true)
-SSU3_ENTRY_Z(ssu_v10_f16_sr, ST_F16, true, 1, true, false, true, 6, true, true)
-SSU3_ENTRY_Z(ssu_v10_i16, ST_I16, false, 1, true, false, true, 6, true, true)
+// Session 12 call 2 (ssu_sweep_all_b1_bf16, graph replay, Super shape, batch 1): r2_h_e1_z_m6
+// 5.48 us, r1_h_e0_m8 5.53, r4_h_e1_z_m5 6.37, v9 6.75, r4_h_e0_z_m6 6.80, v6 7.01,
+// r1_h_e1_z_m7 7.30, r1_h_e1_m7 7.62: the r1 forms at 7 blocks an SM need two waves for their
+// 1024 blocks (7 x 132 = 924), r2's 512 blocks fit in one at 6 an SM.
+// v10 (session 12): the small-batch form for every state format: r2_h_e1_z_m6's body (16 rows
+// a block for the 16-bit states, 8 for f32; state / z / D loads before the prologue; A per
+// head), with the resident blocks that keep batch 1's blocks in one wave (f32: 8 an SM for its
+// 1024 blocks).
+SSU3_ENTRY_Z(ssu_v10_f32, ST_F32, false, 2, true, false, true, 8, true, true)
+SSU3_ENTRY_Z(ssu_v10_bf16, ST_BF16, false, 2, true, false, true, 6, true, true)
+SSU3_ENTRY_Z(ssu_v10_f16, ST_F16, false, 2, true, false, true, 6, true, true)
+SSU3_ENTRY_Z(ssu_v10_f16_sr, ST_F16, true, 2, true, false, true, 6, true, true)
+SSU3_ENTRY_Z(ssu_v10_i16, ST_I16, false, 2, true, false, true, 6, true, true)
 
 // ---------------------------------------------------------------------------------------------
 // v7 ssu_v7_<state>[_sr] (session 4): persistent producer/consumer over the Hopper bulk-copy

@@ -6,7 +6,7 @@
 //!
 //! The kernels are the ones the model's GPU path runs (`model_gemv_f32` / `model_gemm_f32`,
 //! `model_rmsnorm`, `model_gated_rmsnorm`, `model_relu2`, `model_attention`,
-//! `causal_conv1d_update` v1 + `selective_state_update` v6, `noaux_tc_router`), plus
+//! `causal_conv1d_update` v1 + `selective_state_update` v10 (v6 until session 12), `noaux_tc_router`), plus
 //! `model_axpy` for the residual adds, the expert mix and copies. The orchestration is
 //! reference/src/model/engine.rs, tested bit for bit against `Model::forward` on the CPU
 //! device; gpu/tests/gpu_model.rs holds this device to the model's CPU decode.
@@ -468,7 +468,7 @@ fn download_f32(
 }
 
 impl GpuDevice<'_> {
-    /// A Mamba layer the direct step does not take (e.g. a dstate ssu v6 has no kernel for):
+    /// A Mamba layer the direct step does not take (e.g. a dstate the decode SSU has no kernel for):
     /// the states and the token's rows come to the host, the model's GPU path runs the step
     /// (the op runner's kernels), and the results go back into the same buffers.
     #[allow(clippy::too_many_arguments)]

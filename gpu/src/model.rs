@@ -376,12 +376,16 @@ pub struct GpuKernels {
     /// The routed slots' NVFP4 GEMV (the decode engine, where it applies: K % 16 == 0 and
     /// aligned rows): "chunk" (`model_gemv1_slots_nvfp4w`, the default until session 11),
     /// "xs" / "xs3" (the same with x and the pairs from shared memory,
-    /// `model_gemv1_slots_nvfp4w_xs*`; xs3, three blocks an SM, is the default since session
-    /// 11: chain 67.0 -> 61.6 us on the H200), or "pipe" (`model_gemv1_slots_nvfp4w_pipe`:
+    /// `model_gemv1_slots_nvfp4w_xs*`; xs3, three blocks an SM, was the default from session
+    /// 11: chain 67.0 -> 61.6 us on the H200), "xs3m" (xs3 up, the fused down GEMV two
+    /// columns a warp: the default since session 12), or "pipe" (`model_gemv1_slots_nvfp4w_pipe`:
     /// persistent blocks, the weights through cp.async stages; K % 32 == 0 and the stages
     /// fit; 75.6 us). Every form gives the same bits. `DUET_SLOT_KERNEL` or `duet e2e
     /// --slot-kernel` picks.
     pub slot_kernel: &'static str,
+    /// The decode step's SSU kernel version ([`DECODE_SSUS`]; `DUET_DECODE_SSU`, default
+    /// [`DECODE_SSU`]): both give the same bits.
+    pub decode_ssu: &'static str,
 }
 
 impl std::fmt::Debug for GpuKernels {
@@ -494,6 +498,7 @@ impl GpuKernels {
             router_version: "auto",
             ssu_verify_kernel: None,
             slot_kernel: slot_kernel_from_env(),
+            decode_ssu: decode_ssu_from_env(),
         }
     }
 
@@ -1967,7 +1972,7 @@ impl Reused for GpuKernels {
         }
     }
 
-    /// The decode step without the op runner, where `auto` would run v6 (batch 1, an f32 state,
+    /// The decode step without the op runner, where `auto` would run v10 (batch 1, an f32 state,
     /// A per head: every Nemotron-H decode step): the state goes up and comes back as raw f32
     /// (`clone_htod` from the slice, `memcpy_dtoh` into it) instead of the op runner's tensor
     /// map, guarded staging copy and byte conversions (5.7 ms of host work per call at the
@@ -2009,7 +2014,7 @@ impl Reused for GpuKernels {
         {
             use cudarc::driver::DevicePtrMut;
             let (stp, _sync) = st.device_ptr_mut(s);
-            self.launch_ssu_v6(
+            self.launch_ssu_decode(
                 dims,
                 p,
                 [xd.ptr(s), dtd.ptr(s), bd.ptr(s), cd.ptr(s)],
@@ -2061,13 +2066,46 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_xs4r2_relu", 2, true),
 ];
 
+/// The SSU version of the decode step (batch 1, f32 state, A per head: what `auto` picks
+/// there): v10 from session 12 (v6's arithmetic, so the same state and `out` bits; 16 rows a
+/// block and the loads before the prologue: bf16 batch 1 5.48 us against v6's 7.01, session
+/// 12 call 2).
+pub const DECODE_SSU: &str = "v10";
+
+/// The values of [`GpuKernels::decode_ssu`] (v6: the decode step's kernel until session 12).
+pub const DECODE_SSUS: &[&str] = &["v6", "v10"];
+
+/// [`GpuKernels::decode_ssu`] from `DUET_DECODE_SSU` (unset: [`DECODE_SSU`]; an unknown value
+/// says so on stderr and keeps the default).
+fn decode_ssu_from_env() -> &'static str {
+    match std::env::var("DUET_DECODE_SSU") {
+        Ok(v) => DECODE_SSUS
+            .iter()
+            .find(|k| **k == v)
+            .copied()
+            .unwrap_or_else(|| {
+                eprintln!(
+                    "duet: DUET_DECODE_SSU={v} is not one of {}; using {DECODE_SSU}",
+                    DECODE_SSUS.join(", ")
+                );
+                DECODE_SSU
+            }),
+        Err(_) => DECODE_SSU,
+    }
+}
+
 /// The values of [`GpuKernels::slot_kernel`].
 /// `xs3m`: `_xs3` for the up GEMV (x as is), `_xs4r2_relu` for the fused down GEMV (x read
 /// through ReLU²); `_xs3` where the down GEMV is not fused.
 pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe"];
 
-/// [`GpuKernels::slot_kernel`] from `DUET_SLOT_KERNEL` (unset: "xs3"; an unknown value says so
-/// on stderr and keeps "xs3": every form gives the same bits).
+/// The default slot form: `xs3m` from session 12 (call 2, fused super engine, graphs, 24
+/// steps, same run: xs3 1.1883 ms, xs3m 1.1796; moe_slots_t1 down 29.46 us on `_xs3_relu`,
+/// 28.62 on `_xs4r2_relu`).
+pub const DEFAULT_SLOT_KERNEL: &str = "xs3m";
+
+/// [`GpuKernels::slot_kernel`] from `DUET_SLOT_KERNEL` (unset: [`DEFAULT_SLOT_KERNEL`]; an
+/// unknown value says so on stderr and keeps the default: every form gives the same bits).
 fn slot_kernel_from_env() -> &'static str {
     match std::env::var("DUET_SLOT_KERNEL") {
         Ok(v) => SLOT_KERNELS
@@ -2076,12 +2114,12 @@ fn slot_kernel_from_env() -> &'static str {
             .copied()
             .unwrap_or_else(|| {
                 eprintln!(
-                    "duet: DUET_SLOT_KERNEL={v} is not one of {}; using xs3",
+                    "duet: DUET_SLOT_KERNEL={v} is not one of {}; using {DEFAULT_SLOT_KERNEL}",
                     SLOT_KERNELS.join(", ")
                 );
-                "xs3"
+                DEFAULT_SLOT_KERNEL
             }),
-        Err(_) => "xs3",
+        Err(_) => DEFAULT_SLOT_KERNEL,
     }
 }
 
@@ -2440,9 +2478,9 @@ impl GpuKernels {
 }
 
 impl GpuKernels {
-    /// Whether the decode step can run v6 directly, where `auto` would run v6 (batch 1, an
+    /// Whether the decode step can run v10 directly, where `auto` would run v10 (batch 1, an
     /// f32 state, A per head: every Nemotron-H decode step): the `auto` version configured, a
-    /// dstate v6 compiles for, fewer heads than 4 per SM, per-head operands of `nheads`.
+    /// dstate v10 compiles for, fewer heads than 4 per SM, per-head operands of `nheads`.
     pub(crate) fn ssu_direct_ok(&self, dims: SsmDims, p: &SsmParams<'_>) -> bool {
         use crate::ops::selective_state_update as ssu;
         let SsmDims {
@@ -2463,12 +2501,12 @@ impl GpuKernels {
             && (h as u64) < 4 * self.g.sm_count as u64
     }
 
-    /// Launches ssu v6 (decode, f32 state) on device pointers: `rows` = [x, dt, B, C] (x
+    /// Launches the decode step's SSU ([`DECODE_SSU`], f32 state) on device pointers: `rows` = [x, dt, B, C] (x
     /// nheads*headdim, dt nheads, B / C ngroups*dstate f32), `state` (nheads, headdim, dstate)
     /// f32 updated in place, `out` nheads*headdim. A, D, dt_bias come from the weight cache.
     /// The parameters are [`ops::selective_state_update::decode_params`] (a unit test holds
     /// them equal to the op's own); the caller checked [`Self::ssu_direct_ok`] and the sizes.
-    pub(crate) fn launch_ssu_v6(
+    pub(crate) fn launch_ssu_decode(
         &self,
         dims: SsmDims,
         p: &SsmParams<'_>,
@@ -2484,7 +2522,7 @@ impl GpuKernels {
             dstate: n,
         } = dims;
         let prm = ssu::decode_params(h, hd, n, ng)?;
-        let (fname, dtiles) = ssu::launch_shape("v6", hd, n, DType::F32, false);
+        let (fname, dtiles) = ssu::launch_shape(self.decode_ssu, hd, n, DType::F32, false);
         let f = self.g.function("selective_state_update", &fname)?;
         let blocks = grid_u32("selective_state_update", h as u64 * dtiles as u64)?;
         let s = &self.g.stream;
@@ -2516,17 +2554,17 @@ impl GpuKernels {
         for q in &ptrs {
             l.arg(q);
         }
-        // SAFETY: the ssu v6 signature (params, then the 12 buffers above); the caller holds
+        // SAFETY: the common ssu signature (params, then the 12 buffers above); the caller holds
         // the state at h * hd * n f32, x and out at h * hd, dt h, B / C ngroups * n; A / D /
         // dt_bias hold h (ssu_direct_ok); the dummies are never read (their has_* flags are 0).
         unsafe { l.launch(runtime::cfg(blocks, 128, 0)) }
-            .map_err(launch_err("selective_state_update v6 (decode)"))?;
+            .map_err(launch_err("selective_state_update decode step"))?;
         Ok(())
     }
 
     /// Whether [`GpuKernels::launch_mamba_step`] takes this layer: conv width 2..=4, xBC =
     /// [x | B | C] with d_inner and ngroups*dstate multiples of 4, per-head operands of
-    /// nheads, and the ssu v6 case
+    /// nheads, and the ssu decode case (v10)
     /// ([`GpuKernels::ssu_direct_ok`]).
     pub(crate) fn mamba_step_ok(&self, m: &MambaStep<'_>) -> bool {
         use crate::ops::causal_conv1d::MAX_WIDTH;
@@ -2547,7 +2585,7 @@ impl GpuKernels {
 
     /// Queues one Mamba decode step on device pointers: `causal_conv1d_update` v1 (SiLU) of
     /// xBC (conv_dim f32 at `xbc`) on the conv window `conv` (conv_dim, k-1) into `xa`
-    /// (conv_dim f32 of scratch), then ssu v6 on the SSM state `ssm` (nheads, headdim, dstate)
+    /// (conv_dim f32 of scratch), then the decode SSU (v10) on the SSM state `ssm` (nheads, headdim, dstate)
     /// with x, B and C read straight from `xa` and the raw dt (nheads f32 at `dt`); y
     /// (nheads*headdim f32) into `y`. The caller checked [`GpuKernels::mamba_step_ok`] and the
     /// buffer sizes.
@@ -2588,13 +2626,13 @@ impl GpuKernels {
         .run(&self.g)?;
         // x, B, C are consecutive f32 ranges of the conv output (one token).
         let rows = [xa, dt, xa + 4 * di as u64, xa + 4 * (di + gs) as u64];
-        self.launch_ssu_v6(d, &m.params, rows, ssm, y)
+        self.launch_ssu_decode(d, &m.params, rows, ssm, y)
     }
 
     /// [`ModelKernels::mamba_decode`] with the layer's states resident on the device: the
     /// first decode step after a prefill (or after states came back to the host) uploads them
     /// once into a [`GpuMambaState`]; every step then uploads the token's xBC and dt rows, runs
-    /// `causal_conv1d_update` v1 (SiLU) on the resident conv window, and ssu v6 on the resident
+    /// `causal_conv1d_update` v1 (SiLU) on the resident conv window, and the decode SSU (v10) on the resident
     /// SSM state reading x, B and C straight from the conv output, and downloads y. `None`:
     /// not this case (the op runner path runs on host states instead).
     fn mamba_decode_resident(
@@ -2728,7 +2766,7 @@ impl ResidentMamba for GpuMambaState {
 pub(crate) trait Reused: OpExec {
     fn versions(&self) -> Versions;
 
-    /// A decode step that bypasses the op runner (GpuKernels: v6 on the raw f32 state, see
+    /// A decode step that bypasses the op runner (GpuKernels: v10 on the raw f32 state, see
     /// its impl); `None` runs the op.
     #[allow(clippy::too_many_arguments)]
     fn ssu_decode_direct(

@@ -277,7 +277,8 @@ fn gemm_inputs(c: &GemmCase, prefix: &str) -> TensorMap {
 }
 
 /// Shapes: every T of the issue, empty experts, K below / across one K step of each tile
-/// shape (16, 48, 64, 272 = 256 + 16), N not a multiple of the tile width.
+/// shape (16, 48, 64, 272 = 256 + 16), N not a multiple of the tile width, and K = 384 (more
+/// k-tiles than w64's ring has stages).
 fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
     vec![
         // (T, k, E, K, N)
@@ -287,6 +288,9 @@ fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
         (300, 4, 16, 64, 48),
         (300, 2, 5, 16, 208),
         (7, 3, 1, 128, 64),
+        // w64's NVFP4 ring (K % 64 == 0): 6 k-tiles through its 4 stages, 3 m-tiles an
+        // expert (the last partial), a partial n-tile
+        (200, 6, 8, 384, 144),
     ]
 }
 

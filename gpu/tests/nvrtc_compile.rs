@@ -154,8 +154,8 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
                 (0, 0, 0),
                 "{name} spills or uses a stack frame: {k:?}"
             );
-            // dt, dA and x per row: 128 threads x RPT rows (v10: RPT 1, else >= 4).
-            let rpt = if name.starts_with("ssu_v10") { 1 } else { 4 };
+            // dt, dA and x per row: 128 threads x RPT rows (v10: RPT 2, else >= 4).
+            let rpt = if name.starts_with("ssu_v10") { 2 } else { 4 };
             assert!(
                 k.smem_bytes >= 3 * 128 * rpt * 4,
                 "{name}: shared prologue missing: {k:?}"

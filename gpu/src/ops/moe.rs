@@ -313,8 +313,9 @@ impl TileCfg {
     fn smem(self) -> u32 {
         match self {
             TileCfg::V8 => 0, // registers + a static 1 KB table
-            // wgmma's core-matrix layout (no row padding), two buffers
-            TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2) as u32,
+            // wgmma's core-matrix layout (no row padding), two buffers, then the NVFP4 ring
+            // (moe.cu WG_RING x WG_RING_STAGE: 4 stages of one k-tile's raw bytes)
+            TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2 + 4 * 7168) as u32,
             _ => ((self.bm() + self.bn()) * (self.bk() + 8) * 2) as u32,
         }
     }

@@ -72,7 +72,7 @@ fn v3_rows_per_block(dstate: usize, state_dt: DType, version: &str) -> usize {
     let rpt = if version == "v4" && state_dt.size() == 2 {
         8
     } else if version == "v10" {
-        1
+        2
     } else {
         4
     };
@@ -411,7 +411,10 @@ pub fn run(
         {
             "v8"
         }
-        "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v6",
+        // Fewer tiles: v10 (v6's body, 16 rows a block, the state / z / D loads before the
+        // prologue): batch 1 bf16 5.48 us against v6's 7.01 and v9's 6.75 (session 12 call 2,
+        // ssu_sweep_all_b1_bf16, as its sweep twin x_bf16_r2_h_e1_z_m6).
+        "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v10",
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
         v if V7_SWEEP.contains(&v) => {
             if state_dtype != DType::BF16 || sr == 1 || parsed.a.1 {
