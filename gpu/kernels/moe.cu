@@ -258,19 +258,25 @@ __device__ __forceinline__ void load_chunk(Chunk<false>& c, const u8* __restrict
 
 // Writes the chunk as 16 bf16: elements 0..7 at lo, 8..15 at hi (each 16-byte aligned; the
 // padded-row layout passes hi = lo + 8, wgmma's core-matrix layout the next core matrix).
+// LS: the table's stride in u32. 1: the 256-entry table; 32 (w64): 32 copies interleaved, entry
+// b of lane l at b * 32 + l, so a warp's lookups never share a bank (`lut` then points at the
+// lane's column). ncu on w64 at T = 4096 (session 12 call 4): the 1-copy table's random
+// lookups were 3-way bank conflicts, 52.6% of all shared-load wavefronts, L1 81.7% busy.
+template <int LS = 1>
 __device__ __forceinline__ void store_chunk(const Chunk<true>& c, u16* lo, u16* hi, const u32* lut) {
     const u32 sbits = __float_as_uint(e4m3_to_f32((u8)c.sf)) >> 16;  // exact in bf16
     const u32 s2 = sbits | (sbits << 16);
     u32 o[8];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        o[j] = bf16x2_mul(lut[(c.codes.x >> (8 * j)) & 0xffu], s2);
-        o[4 + j] = bf16x2_mul(lut[(c.codes.y >> (8 * j)) & 0xffu], s2);
+        o[j] = bf16x2_mul(lut[((c.codes.x >> (8 * j)) & 0xffu) * LS], s2);
+        o[4 + j] = bf16x2_mul(lut[((c.codes.y >> (8 * j)) & 0xffu) * LS], s2);
     }
     *(uint4*)lo = make_uint4(o[0], o[1], o[2], o[3]);
     *(uint4*)hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+template <int LS = 1>
 __device__ __forceinline__ void store_chunk(const Chunk<false>& c, u16* lo, u16* hi, const u32* lut) {
     (void)lut;
     *(uint4*)lo = c.lo;
@@ -415,8 +421,8 @@ __device__ __forceinline__ u8 quad_nvfp4(const float (&v)[4], float global, int 
 
 // The w64 ring (NVFP4 x NVFP4, K % 64 == 0): WG_RING stages of one k-tile's raw bytes (A codes
 // 64 x 32 B, B codes 128 x 32 B, A scales twice 64 x 4 B, B scales 128 x 4 B) after the two
-// bf16 buffers; the host's TileCfg::smem counts 2 x (64 + 128) x 64 x 2 + WG_RING x
-// WG_RING_STAGE bytes.
+// bf16 buffers, then the e2m1-pair table in 32 lane copies (32 KB); the host's TileCfg::smem
+// counts 2 x (64 + 128) x 64 x 2 + WG_RING x WG_RING_STAGE + 32768 bytes.
 #define WG_RING 4
 #define WG_RING_STAGE 7168
 // WG (cfg w64): the products by wgmma instead of mma.sync (BM 64, BN 128, WM 4, WN 1: one
@@ -456,11 +462,22 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     const i64 n0 = (i64)blockIdx.y * BN;
     const i64 N = a.N, K = a.K;
 
+    // WG: the table in 32 lane-interleaved copies (store_chunk's LS) after the ring, in the
+    // dynamic shared memory the host sized for it (TileCfg::smem); `tl` is this lane's column.
+    constexpr int LS = WG ? 32 : 1;
+    u32* lutw = WG ? (u32*)(smem_raw + 2 * (BM + BN) * LDS * 2 + WG_RING * WG_RING_STAGE) : lut;
+    const u32* tl = WG ? lutw + (tid & 31) : lut;
     if (AF4 || BF4) {
         for (int b = tid; b < 256; b += THREADS) {
             u32 lo = __float_as_uint(e2m1_to_f32((u32)b & 15u)) >> 16;
             u32 hi = __float_as_uint(e2m1_to_f32((u32)b >> 4)) >> 16;
-            lut[b] = lo | (hi << 16);
+            const u32 v = lo | (hi << 16);
+            if constexpr (WG) {
+#pragma unroll 8
+                for (int l = 0; l < 32; ++l) lutw[b * 32 + l] = v;
+            } else {
+                lut[b] = v;
+            }
         }
     }
     const bool avec = (K & 7) == 0;
@@ -511,13 +528,13 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
         for (int i = 0; i < A_CH; ++i) {
             int r, kc;
             chunk_rc(tid + i * THREADS, r, kc);
-            store_chunk(ra[i], at(dA, r, kc, 0), at(dA, r, kc, 1), lut);
+            store_chunk<LS>(ra[i], at(dA, r, kc, 0), at(dA, r, kc, 1), tl);
         }
 #pragma unroll
         for (int i = 0; i < B_CH; ++i) {
             int r, kc;
             chunk_rc(tid + i * THREADS, r, kc);
-            store_chunk(rb[i], at(dB, r, kc, 0), at(dB, r, kc, 1), lut);
+            store_chunk<LS>(rb[i], at(dB, r, kc, 0), at(dB, r, kc, 1), tl);
         }
     };
     auto store_tile = [&]() { store_tile_to(sA, sB); };
@@ -575,8 +592,8 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
                 const u32 asf = *(const u32*)(st + RA + RB + (ah * BM + ar) * 4);
                 const Chunk<true> a0 = {make_uint2(ac.x, ac.y), (asf >> (16 * ah)) & 0xffu};
                 const Chunk<true> a1 = {make_uint2(ac.z, ac.w), (asf >> (16 * ah + 8)) & 0xffu};
-                store_chunk(a0, at(dA, ar, 2 * ah, 0), at(dA, ar, 2 * ah, 1), lut);
-                store_chunk(a1, at(dA, ar, 2 * ah + 1, 0), at(dA, ar, 2 * ah + 1, 1), lut);
+                store_chunk<LS>(a0, at(dA, ar, 2 * ah, 0), at(dA, ar, 2 * ah, 1), tl);
+                store_chunk<LS>(a1, at(dA, ar, 2 * ah + 1, 0), at(dA, ar, 2 * ah + 1, 1), tl);
                 const uint4 b0 = *(const uint4*)(st + RA + tid * 32);
                 const uint4 b1 = *(const uint4*)(st + RA + tid * 32 + 16);
                 const u32 bsf = *(const u32*)(st + RA + RB + RAS + tid * 4);
@@ -584,10 +601,10 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
                 const Chunk<true> c1 = {make_uint2(b0.z, b0.w), (bsf >> 8) & 0xffu};
                 const Chunk<true> c2 = {make_uint2(b1.x, b1.y), (bsf >> 16) & 0xffu};
                 const Chunk<true> c3 = {make_uint2(b1.z, b1.w), bsf >> 24};
-                store_chunk(c0, at(dB, tid, 0, 0), at(dB, tid, 0, 1), lut);
-                store_chunk(c1, at(dB, tid, 1, 0), at(dB, tid, 1, 1), lut);
-                store_chunk(c2, at(dB, tid, 2, 0), at(dB, tid, 2, 1), lut);
-                store_chunk(c3, at(dB, tid, 3, 0), at(dB, tid, 3, 1), lut);
+                store_chunk<LS>(c0, at(dB, tid, 0, 0), at(dB, tid, 0, 1), tl);
+                store_chunk<LS>(c1, at(dB, tid, 1, 0), at(dB, tid, 1, 1), tl);
+                store_chunk<LS>(c2, at(dB, tid, 2, 0), at(dB, tid, 2, 1), tl);
+                store_chunk<LS>(c3, at(dB, tid, 3, 0), at(dB, tid, 3, 1), tl);
             };
             float* d = &acc[0][0][0];
 #pragma unroll 1
