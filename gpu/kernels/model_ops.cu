@@ -1226,49 +1226,34 @@ __device__ __forceinline__ void model_slots_xs_body(const float* __restrict__ x,
         if (lane == 0 && n < N) y[s * N + n] = v;
     }
 }
-// LB: the __launch_bounds__ arguments (_xs3: three blocks an SM, 85 registers).
-#define MODEL_GEMV1_SLOTS_XS(NAME, XR, LB)                                                      \
+// LB: the __launch_bounds__ arguments (_xs3: three blocks an SM, 85 registers); C and R:
+// model_slots_xs_body's chunk type and columns a warp.
+#define MODEL_GEMV1_SLOTS_XS_CR(NAME, XR, LB, C, R)                                             \
     extern "C" __global__ void __launch_bounds__ LB                                             \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K) {                                                                               \
         DUET_PDL_ENTRY();                                                                       \
-        model_slots_xs_body<XR>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);                \
+        model_slots_xs_body<XR, C, R>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);          \
     }
+#define MODEL_GEMV1_SLOTS_XS(NAME, XR, LB) MODEL_GEMV1_SLOTS_XS_CR(NAME, XR, LB, ModelC16NV, GEMV1_R_NV)
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs, false, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs_relu, true, (32 * GEMV_WARPS))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3, false, (32 * GEMV_WARPS, 3))
 MODEL_GEMV1_SLOTS_XS(model_gemv1_slots_nvfp4w_xs3_relu, true, (32 * GEMV_WARPS, 3))
 // R = 2 columns a warp on _xs (written in session 11 after its last device call; session 12
-// call 1: the default's bits, up 27.42 us / down 28.50 in moe_slots_t1): half the registers for the trip's bytes, so four blocks an SM (64
-// registers), twice the blocks; x comes from shared memory, so the halved reuse costs LDS
-// rather than the L1 gathers that made session 8's _r2 slower. Grid ceil(N / 16).
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 4)
-model_gemv1_slots_nvfp4w_xs4r2(const float* __restrict__ x, i64 x_stride,
-                               const u64* __restrict__ ws, const i32* __restrict__ ids,
-                               i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
-    DUET_PDL_ENTRY();
-    model_slots_xs_body<false, ModelC16NV, 2>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
-}
+// call 1: the default's bits, up 27.42 us / down 28.50 in moe_slots_t1): half the registers
+// for the trip's bytes, so four blocks an SM (64 registers), twice the blocks; x comes from
+// shared memory, so the halved reuse costs LDS rather than the L1 gathers that made session
+// 8's _r2 slower. Grid ceil(N / 16).
+MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs4r2, false, (32 * GEMV_WARPS, 4), ModelC16NV, 2)
 // The fused down GEMV on _xs4r2 (x read through ReLU²): session 12 call 1 timed _xs4r2 at
 // 28.50 us on the down shape against _xs3's 29.39 (up: 27.42 against 25.99), so `xs3m` takes
 // _xs3 for the up GEMV and this for the down.
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 4)
-model_gemv1_slots_nvfp4w_xs4r2_relu(const float* __restrict__ x, i64 x_stride,
-                                    const u64* __restrict__ ws, const i32* __restrict__ ids,
-                                    i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
-    DUET_PDL_ENTRY();
-    model_slots_xs_body<true, ModelC16NV, 2>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
-}
+MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs4r2_relu, true, (32 * GEMV_WARPS, 4), ModelC16NV, 2)
 // The 16-entry signed table on _xs3 (bench only: 16 table writes per chunk instead of 8, no
 // per-weight sign shift and XOR).
-extern "C" __global__ void __launch_bounds__(32 * GEMV_WARPS, 3)
-model_gemv1_slots_nvfp4w_xs3_t16(const float* __restrict__ x, i64 x_stride,
-                                 const u64* __restrict__ ws, const i32* __restrict__ ids,
-                                 i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N, i64 K) {
-    DUET_PDL_ENTRY();
-    model_slots_xs_body<false, ModelC16NV16>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);
-}
+MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs3_t16, false, (32 * GEMV_WARPS, 3), ModelC16NV16, GEMV1_R_NV)
 
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit

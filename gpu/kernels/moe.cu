@@ -258,10 +258,8 @@ __device__ __forceinline__ void load_chunk(Chunk<false>& c, const u8* __restrict
 
 // Writes the chunk as 16 bf16: elements 0..7 at lo, 8..15 at hi (each 16-byte aligned; the
 // padded-row layout passes hi = lo + 8, wgmma's core-matrix layout the next core matrix).
-// LS: the table's stride in u32. 1: the 256-entry table; 32 (w64): 32 copies interleaved, entry
-// b of lane l at b * 32 + l, so a warp's lookups never share a bank (`lut` then points at the
-// lane's column). ncu on w64 at T = 4096 (session 12 call 4): the 1-copy table's random
-// lookups were 3-way bank conflicts, 52.6% of all shared-load wavefronts, L1 81.7% busy.
+// LS: the table's stride in u32 (1: the 256-entry table; a lane-interleaved form with 32
+// copies, entry b of lane l at b * 32 + l, was slower on w64: see moe_gemm_body).
 template <int LS = 1>
 __device__ __forceinline__ void store_chunk(const Chunk<true>& c, u16* lo, u16* hi, const u32* lut) {
     const u32 sbits = __float_as_uint(e4m3_to_f32((u8)c.sf)) >> 16;  // exact in bf16
@@ -421,8 +419,8 @@ __device__ __forceinline__ u8 quad_nvfp4(const float (&v)[4], float global, int 
 
 // The w64 ring (NVFP4 x NVFP4, K % 64 == 0): WG_RING stages of one k-tile's raw bytes (A codes
 // 64 x 32 B, B codes 128 x 32 B, A scales twice 64 x 4 B, B scales 128 x 4 B) after the two
-// bf16 buffers, then the e2m1-pair table in 32 lane copies (32 KB); the host's TileCfg::smem
-// counts 2 x (64 + 128) x 64 x 2 + WG_RING x WG_RING_STAGE + 32768 bytes.
+// bf16 buffers; the host's TileCfg::smem counts 2 x (64 + 128) x 64 x 2 + WG_RING x
+// WG_RING_STAGE bytes.
 #define WG_RING 4
 #define WG_RING_STAGE 7168
 // WG (cfg w64): the products by wgmma instead of mma.sync (BM 64, BN 128, WM 4, WN 1: one
@@ -462,22 +460,17 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     const i64 n0 = (i64)blockIdx.y * BN;
     const i64 N = a.N, K = a.K;
 
-    // WG: the table in 32 lane-interleaved copies (store_chunk's LS) after the ring, in the
-    // dynamic shared memory the host sized for it (TileCfg::smem); `tl` is this lane's column.
-    constexpr int LS = WG ? 32 : 1;
-    u32* lutw = WG ? (u32*)(smem_raw + 2 * (BM + BN) * LDS * 2 + WG_RING * WG_RING_STAGE) : lut;
-    const u32* tl = WG ? lutw + (tid & 31) : lut;
+    // LS / tl: store_chunk's table stride and base. Session 12 tried w64 on 32 lane-
+    // interleaved copies (LS 32, 32 KB more shared memory: conflict-free lookups) after ncu
+    // showed the lookups' 3-way bank conflicts: GEMM2 at T = 4096 went from 3179 to 3511 us
+    // (call 5), so every config reads the one 256-entry table.
+    constexpr int LS = 1;
+    const u32* tl = lut;
     if (AF4 || BF4) {
         for (int b = tid; b < 256; b += THREADS) {
             u32 lo = __float_as_uint(e2m1_to_f32((u32)b & 15u)) >> 16;
             u32 hi = __float_as_uint(e2m1_to_f32((u32)b >> 4)) >> 16;
-            const u32 v = lo | (hi << 16);
-            if constexpr (WG) {
-#pragma unroll 8
-                for (int l = 0; l < 32; ++l) lutw[b * 32 + l] = v;
-            } else {
-                lut[b] = v;
-            }
+            lut[b] = lo | (hi << 16);
         }
     }
     const bool avec = (K & 7) == 0;
@@ -550,6 +543,21 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
+    // WG: one k-tile's wgmma's on the bf16 buffer `buf` (A then B), issued as one group.
+    auto wg_tile = [&](float* d, u16* buf) {
+        u16* cA = buf;
+        u16* cB = buf + BM * LDS;
+        wg_fence();
+        wg_pin(d);
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            // k16 step kk / 16: core matrices 2 (kk / 16) and the next along K.
+            const u64 da = wg_desc(cA + kk * 8, 128, BK * 16);
+            const u64 db = wg_desc(cB + kk * 8, 128, BK * 16);
+            wg_m64n128k16(d, da, db);
+        }
+        wg_commit();
+    };
     bool ringed = false;
     if constexpr (WG && AF4 && BF4) {
         // NVFP4 x NVFP4 with whole k-tiles (K % BK == 0) and 16-byte aligned code rows: the raw
@@ -617,17 +625,7 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
             issue(WG_RING - 1);
             int cur = 0;
             for (i64 t = 0; t < nt; ++t) {
-                u16* cA = sA + cur * ((BM + BN) * LDS);
-                u16* cB = cA + BM * LDS;
-                wg_fence();
-                wg_pin(d);
-#pragma unroll
-                for (int kk = 0; kk < BK; kk += 16) {
-                    const u64 da = wg_desc(cA + kk * 8, 128, BK * 16);
-                    const u64 db = wg_desc(cB + kk * 8, 128, BK * 16);
-                    wg_m64n128k16(d, da, db);
-                }
-                wg_commit();
+                wg_tile(d, sA + cur * ((BM + BN) * LDS));
                 if (t + 1 < nt) {
                     duet_cp_async_wait<WG_RING - 2>();  // tile t + 1
                     u16* nA = sA + (cur ^ 1) * ((BM + BN) * LDS);
@@ -660,18 +658,7 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
         for (i64 kt = 0; kt < K; kt += BK) {
             const bool more = kt + BK < K;
             if (more) load_tile(kt + BK);
-            u16* cA = sA + cur * ((BM + BN) * LDS);
-            u16* cB = cA + BM * LDS;
-            wg_fence();
-            wg_pin(d);
-#pragma unroll
-            for (int kk = 0; kk < BK; kk += 16) {
-                // k16 step kk / 16: core matrices 2 (kk / 16) and the next along K.
-                const u64 da = wg_desc(cA + kk * 8, 128, BK * 16);
-                const u64 db = wg_desc(cB + kk * 8, 128, BK * 16);
-                wg_m64n128k16(d, da, db);
-            }
-            wg_commit();
+            wg_tile(d, sA + cur * ((BM + BN) * LDS));
             if (more) {
                 u16* nA = sA + (cur ^ 1) * ((BM + BN) * LDS);
                 store_tile_to(nA, nA + BM * LDS);

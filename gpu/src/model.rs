@@ -2078,20 +2078,7 @@ pub const DECODE_SSUS: &[&str] = &["v6", "v10"];
 /// [`GpuKernels::decode_ssu`] from `DUET_DECODE_SSU` (unset: [`DECODE_SSU`]; an unknown value
 /// says so on stderr and keeps the default).
 fn decode_ssu_from_env() -> &'static str {
-    match std::env::var("DUET_DECODE_SSU") {
-        Ok(v) => DECODE_SSUS
-            .iter()
-            .find(|k| **k == v)
-            .copied()
-            .unwrap_or_else(|| {
-                eprintln!(
-                    "duet: DUET_DECODE_SSU={v} is not one of {}; using {DECODE_SSU}",
-                    DECODE_SSUS.join(", ")
-                );
-                DECODE_SSU
-            }),
-        Err(_) => DECODE_SSU,
-    }
+    choice_from_env("DUET_DECODE_SSU", DECODE_SSUS, DECODE_SSU)
 }
 
 /// The values of [`GpuKernels::slot_kernel`].
@@ -2107,19 +2094,21 @@ pub const DEFAULT_SLOT_KERNEL: &str = "xs3m";
 /// [`GpuKernels::slot_kernel`] from `DUET_SLOT_KERNEL` (unset: [`DEFAULT_SLOT_KERNEL`]; an
 /// unknown value says so on stderr and keeps the default: every form gives the same bits).
 fn slot_kernel_from_env() -> &'static str {
-    match std::env::var("DUET_SLOT_KERNEL") {
-        Ok(v) => SLOT_KERNELS
-            .iter()
-            .find(|k| **k == v)
-            .copied()
-            .unwrap_or_else(|| {
-                eprintln!(
-                    "duet: DUET_SLOT_KERNEL={v} is not one of {}; using {DEFAULT_SLOT_KERNEL}",
-                    SLOT_KERNELS.join(", ")
-                );
-                DEFAULT_SLOT_KERNEL
-            }),
-        Err(_) => DEFAULT_SLOT_KERNEL,
+    choice_from_env("DUET_SLOT_KERNEL", SLOT_KERNELS, DEFAULT_SLOT_KERNEL)
+}
+
+/// One of `known` named by the environment variable `var` (unset: `default`; an unknown value
+/// says so on stderr and keeps `default`).
+fn choice_from_env(var: &str, known: &[&'static str], default: &'static str) -> &'static str {
+    match std::env::var(var) {
+        Ok(v) => known.iter().find(|k| **k == v).copied().unwrap_or_else(|| {
+            eprintln!(
+                "duet: {var}={v} is not one of {}; using {default}",
+                known.join(", ")
+            );
+            default
+        }),
+        Err(_) => default,
     }
 }
 
@@ -3376,6 +3365,27 @@ mod tests {
     use super::*;
     use reference::model::kernels::{router_config, CpuKernels};
     use reference::ops::ssd_chunk_scan::{DtConfig, SsdDims};
+
+    /// The environment knobs: a known value is taken, an unknown one and an unset variable
+    /// give the default; the defaults are among the known values; xs4r2 kernels compute two
+    /// columns a warp, the relu form included.
+    #[test]
+    fn env_choices_and_defaults() {
+        const KNOWN: &[&str] = &["a", "b"];
+        let var = "DUET_TEST_CHOICE_FROM_ENV_7f3a";
+        std::env::remove_var(var);
+        assert_eq!(choice_from_env(var, KNOWN, "a"), "a");
+        std::env::set_var(var, "b");
+        assert_eq!(choice_from_env(var, KNOWN, "a"), "b");
+        std::env::set_var(var, "c");
+        assert_eq!(choice_from_env(var, KNOWN, "a"), "a");
+        std::env::remove_var(var);
+        assert!(SLOT_KERNELS.contains(&DEFAULT_SLOT_KERNEL));
+        assert!(DECODE_SSUS.contains(&DECODE_SSU));
+        assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2"), 2);
+        assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2_relu"), 2);
+        assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs3_relu"), GEMV1_R_NV);
+    }
 
     /// The pipe slot GEMV's shared memory (model_ops.cu: S stages of a 32 x 64-chunk slice
     /// of codes plus a group's scale bytes padded to 16), its kernel names' stages, and which

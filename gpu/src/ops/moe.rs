@@ -314,10 +314,8 @@ impl TileCfg {
         match self {
             TileCfg::V8 => 0, // registers + a static 1 KB table
             // wgmma's core-matrix layout (no row padding), two buffers, then the NVFP4 ring
-            // (moe.cu WG_RING x WG_RING_STAGE: 4 stages of one k-tile's raw bytes), then the
-            // e2m1-pair table in 32 lane-interleaved copies (256 x 32 x 4 bytes): 108 KB, two
-            // CTAs an SM
-            TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2 + 4 * 7168 + 32768) as u32,
+            // (moe.cu WG_RING x WG_RING_STAGE: 4 stages of one k-tile's raw bytes)
+            TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2 + 4 * 7168) as u32,
             _ => ((self.bm() + self.bn()) * (self.bk() + 8) * 2) as u32,
         }
     }
