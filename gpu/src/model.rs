@@ -3384,7 +3384,10 @@ mod tests {
         assert!(DECODE_SSUS.contains(&DECODE_SSU));
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2"), 2);
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2_relu"), 2);
-        assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs3_relu"), GEMV1_R_NV);
+        assert_eq!(
+            slots_xs_columns("model_gemv1_slots_nvfp4w_xs3_relu"),
+            GEMV1_R_NV
+        );
     }
 
     /// The pipe slot GEMV's shared memory (model_ops.cu: S stages of a 32 x 64-chunk slice

@@ -22,12 +22,15 @@ const WARPS: u32 = 4;
 /// dstate limit of v1: 32 lanes x 16 register slots.
 pub const MAX_DSTATE: usize = 512;
 
+/// The versions `run` takes by name (besides the sweep variants).
+pub const VERSIONS: &[&str] = &[
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+];
+
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &[
-            "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
-        ],
+        versions: VERSIONS,
         run,
         applicable,
     }]
@@ -329,17 +332,12 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if ![
-        "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
-    ]
-    .contains(&version)
-        && sweep_rpt(version).is_none()
-        && !V7_SWEEP.contains(&version)
+    if !VERSIONS.contains(&version) && sweep_rpt(version).is_none() && !V7_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
             version: version.into(),
-            known: "auto, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10".into(),
+            known: VERSIONS.join(", "),
         });
     }
     let (parsed, prm) = prepare(inputs, p)?;
