@@ -258,23 +258,19 @@ __device__ __forceinline__ void load_chunk(Chunk<false>& c, const u8* __restrict
 
 // Writes the chunk as 16 bf16: elements 0..7 at lo, 8..15 at hi (each 16-byte aligned; the
 // padded-row layout passes hi = lo + 8, wgmma's core-matrix layout the next core matrix).
-// LS: the table's stride in u32 (1: the 256-entry table; a lane-interleaved form with 32
-// copies, entry b of lane l at b * 32 + l, was slower on w64: see moe_gemm_body).
-template <int LS = 1>
 __device__ __forceinline__ void store_chunk(const Chunk<true>& c, u16* lo, u16* hi, const u32* lut) {
     const u32 sbits = __float_as_uint(e4m3_to_f32((u8)c.sf)) >> 16;  // exact in bf16
     const u32 s2 = sbits | (sbits << 16);
     u32 o[8];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-        o[j] = bf16x2_mul(lut[((c.codes.x >> (8 * j)) & 0xffu) * LS], s2);
-        o[4 + j] = bf16x2_mul(lut[((c.codes.y >> (8 * j)) & 0xffu) * LS], s2);
+        o[j] = bf16x2_mul(lut[(c.codes.x >> (8 * j)) & 0xffu], s2);
+        o[4 + j] = bf16x2_mul(lut[(c.codes.y >> (8 * j)) & 0xffu], s2);
     }
     *(uint4*)lo = make_uint4(o[0], o[1], o[2], o[3]);
     *(uint4*)hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
-template <int LS = 1>
 __device__ __forceinline__ void store_chunk(const Chunk<false>& c, u16* lo, u16* hi, const u32* lut) {
     (void)lut;
     *(uint4*)lo = c.lo;
@@ -460,12 +456,9 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     const i64 n0 = (i64)blockIdx.y * BN;
     const i64 N = a.N, K = a.K;
 
-    // LS / tl: store_chunk's table stride and base. Session 12 tried w64 on 32 lane-
-    // interleaved copies (LS 32, 32 KB more shared memory: conflict-free lookups) after ncu
-    // showed the lookups' 3-way bank conflicts: GEMM2 at T = 4096 went from 3179 to 3511 us
-    // (call 5), so every config reads the one 256-entry table.
-    constexpr int LS = 1;
-    const u32* tl = lut;
+    // The one 256-entry table. Session 12 tried w64 on 32 lane-interleaved copies (entry b of
+    // lane l at 32 b + l, 32 KB more shared memory: conflict-free lookups) after ncu showed the
+    // lookups' 3-way bank conflicts: GEMM2 at T = 4096 went from 3179 to 3511 us (call 5).
     if (AF4 || BF4) {
         for (int b = tid; b < 256; b += THREADS) {
             u32 lo = __float_as_uint(e2m1_to_f32((u32)b & 15u)) >> 16;
@@ -521,13 +514,13 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
         for (int i = 0; i < A_CH; ++i) {
             int r, kc;
             chunk_rc(tid + i * THREADS, r, kc);
-            store_chunk<LS>(ra[i], at(dA, r, kc, 0), at(dA, r, kc, 1), tl);
+            store_chunk(ra[i], at(dA, r, kc, 0), at(dA, r, kc, 1), lut);
         }
 #pragma unroll
         for (int i = 0; i < B_CH; ++i) {
             int r, kc;
             chunk_rc(tid + i * THREADS, r, kc);
-            store_chunk<LS>(rb[i], at(dB, r, kc, 0), at(dB, r, kc, 1), tl);
+            store_chunk(rb[i], at(dB, r, kc, 0), at(dB, r, kc, 1), lut);
         }
     };
     auto store_tile = [&]() { store_tile_to(sA, sB); };
@@ -600,8 +593,8 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
                 const u32 asf = *(const u32*)(st + RA + RB + (ah * BM + ar) * 4);
                 const Chunk<true> a0 = {make_uint2(ac.x, ac.y), (asf >> (16 * ah)) & 0xffu};
                 const Chunk<true> a1 = {make_uint2(ac.z, ac.w), (asf >> (16 * ah + 8)) & 0xffu};
-                store_chunk<LS>(a0, at(dA, ar, 2 * ah, 0), at(dA, ar, 2 * ah, 1), tl);
-                store_chunk<LS>(a1, at(dA, ar, 2 * ah + 1, 0), at(dA, ar, 2 * ah + 1, 1), tl);
+                store_chunk(a0, at(dA, ar, 2 * ah, 0), at(dA, ar, 2 * ah, 1), lut);
+                store_chunk(a1, at(dA, ar, 2 * ah + 1, 0), at(dA, ar, 2 * ah + 1, 1), lut);
                 const uint4 b0 = *(const uint4*)(st + RA + tid * 32);
                 const uint4 b1 = *(const uint4*)(st + RA + tid * 32 + 16);
                 const u32 bsf = *(const u32*)(st + RA + RB + RAS + tid * 4);
@@ -609,10 +602,10 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
                 const Chunk<true> c1 = {make_uint2(b0.z, b0.w), (bsf >> 8) & 0xffu};
                 const Chunk<true> c2 = {make_uint2(b1.x, b1.y), (bsf >> 16) & 0xffu};
                 const Chunk<true> c3 = {make_uint2(b1.z, b1.w), bsf >> 24};
-                store_chunk<LS>(c0, at(dB, tid, 0, 0), at(dB, tid, 0, 1), tl);
-                store_chunk<LS>(c1, at(dB, tid, 1, 0), at(dB, tid, 1, 1), tl);
-                store_chunk<LS>(c2, at(dB, tid, 2, 0), at(dB, tid, 2, 1), tl);
-                store_chunk<LS>(c3, at(dB, tid, 3, 0), at(dB, tid, 3, 1), tl);
+                store_chunk(c0, at(dB, tid, 0, 0), at(dB, tid, 0, 1), lut);
+                store_chunk(c1, at(dB, tid, 1, 0), at(dB, tid, 1, 1), lut);
+                store_chunk(c2, at(dB, tid, 2, 0), at(dB, tid, 2, 1), lut);
+                store_chunk(c3, at(dB, tid, 3, 0), at(dB, tid, 3, 1), lut);
             };
             float* d = &acc[0][0][0];
 #pragma unroll 1
