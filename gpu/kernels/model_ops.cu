@@ -1255,6 +1255,268 @@ MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs4r2_relu, true, (32 * GEMV_WA
 // per-weight sign shift and XOR).
 MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs3_t16, false, (32 * GEMV_WARPS, 3), ModelC16NV16, GEMV1_R_NV)
 
+// ---- The routed slots' NVFP4 GEMV on the tensor cores (session 13) ----
+// ncu (session 11) put the exact slot GEMVs at ~9.5 instructions a weight (table writes and
+// reads, sign moves, one FMA each): issue-bound at ~60% issue, ~61 us a MoE layer for ~18 us of
+// bytes. model_gemv1_slots_nvfp4w_mma<SK, XRELU2> runs the products as
+// mma.sync.m16n8k16.f16 (f32 accumulate), about 2.5 instructions a weight:
+// - A (16 output columns x 16 k) is the weights: a lane decodes two E2M1 codes into an f16x2
+//   with a shift and two logic ops (the code's sign to bit 15, its exponent and mantissa bits to
+//   bits 9..11: the f16 of value * 2^-14, subnormal for the codes 0 and 1), then one f16x2
+//   multiply by its block's E4M3 scale (cvt.rn.f16x2.e4m3x2). Both steps are exact: value *
+//   scale has at most 6 significant bits and lies in [2^-24, 6 * 448 * 2^-14].
+// - B (16 k x 8) is x split into three f16 terms (hi + mid + lo: 33 significant bits) in
+//   columns 0, 1, 2 after scaling x by a power of two 2^ex so that max |x| < 2^14 (columns 3..7
+//   are zero); so x is carried to about f32's precision and every product is exact.
+// - y = ((hi + mid) + lo) * 2^(14 - ex) * (1 / gs), 1 / gs being the pair table's entry of the
+//   scale byte 0x38 (1.0).
+// Not the exact kernels' bits (the tensor core's f32 accumulation and one global-scale multiply
+// per output instead of per weight): within f32 rounding of them (gpu_model's test bounds it
+// against f64 sums).
+// The k order inside an mma is free as long as A and B agree: lane (g, t) (g = lane / 4, t =
+// lane % 4) reads bytes 16 t .. 16 t + 15 of a 64-byte step (128 k) of the rows g and g + 8 of
+// its 16 (one uint4 each: codes 32 t .. 32 t + 31, scale blocks 2 t and 2 t + 1), word j of it
+// (codes 32 t + 8 j + i, nibble i) feeds two mmas: the first takes the nibble pairs (0, 4) and
+// (1, 5), the second (2, 6) and (3, 7); x is staged per block in exactly that order (uint4
+// (step, j, term g, t): the f16x2 pairs (x[b], x[b + 4]), (x[b + 1], x[b + 5]), (x[b + 2],
+// x[b + 6]), (x[b + 3], x[b + 7]) of b = 128 step + 32 t + 8 j), read by the lanes g < 3.
+// Block: 4 warps, 4 / SK groups of 16 columns, each group's steps split over SK warps (step
+// s to warp s % SK) and summed in shared memory in warp order. Grid (ceil(N / (16 * 4 / SK)),
+// slots). Needs K % 128 == 0, 16-byte aligned weight buffers (Layout::of) and x rows.
+// Dynamic shared memory: (K / 128 + 1) * 768 bytes of x and a zero step, then 4 * 16 * 4 bytes
+// of partial sums (slotm_smem on the host).
+#define SLOTM_WARPS 4
+__device__ __forceinline__ u32 slotm_hmul2(u32 a, u32 b) {
+    u32 d;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+// Byte 0 of v as an f16x2 (b, b) of its E4M3 value.
+__device__ __forceinline__ u32 slotm_scale2(u32 v) {
+    u32 d;
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\t}"
+        : "=r"(d)
+        : "r"(__byte_perm(v, 0, 0x0000)));
+    return d;
+}
+// (a & 0x0E0E0E0E) | (b & ~0x0E0E0E0E) as one LOP3.
+__device__ __forceinline__ u32 slotm_sel(u32 a, u32 b) {
+    u32 d;
+    asm("lop3.b32 %0, %1, %2, 0x0E0E0E0E, 0xE4;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+// The eight E2M1 codes of word q (nibble i: code i) as four f16x2 of value * 2^-14:
+// d[0] = (code 0, code 4), d[1] = (1, 5), d[2] = (2, 6), d[3] = (3, 7). An f16's high byte
+// s000_eem0 (sign, the code's exponent bits as the exponent field's two low bits, its mantissa
+// bit as the mantissa's top bit; low byte 0) is that code's value * 2^-14 (subnormal for the
+// codes 0 and 1). ev / od hold those bytes of the even / odd codes (byte j: code 2 j / 2 j + 1),
+// from the sign bits sg and shifts of q; one byte permute (zero bytes from RZ) makes each pair.
+__device__ __forceinline__ void slotm_decode8(u32 q, u32* d) {
+    const u32 sg = q & 0x88888888u;
+    // sg << 4 and sg have sign bits at byte bits 7 and 3 only, so (a & C) | (b & ~C) with C =
+    // 0x0E0E0E0E (one LOP3, LUT 0xE4) keeps just bit 7 of them.
+    const u32 ev = slotm_sel((q << 1), sg << 4);
+    const u32 od = slotm_sel((q >> 3), sg);
+    d[0] = __byte_perm(ev, 0, 0x2404);
+    d[1] = __byte_perm(od, 0, 0x2404);
+    d[2] = __byte_perm(ev, 0, 0x3414);
+    d[3] = __byte_perm(od, 0, 0x3414);
+}
+__device__ __forceinline__ void slotm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
+                                          u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ u32 slotm_f16(float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+__device__ __forceinline__ float slotm_f32(u32 h) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"((unsigned short)h));
+    return v;
+}
+// One word j of a step for the rows g (wa, scale sa) and g + 8 (wb, sb) against the staged x
+// fragment b: two mmas.
+__device__ __forceinline__ void slotm_word(float* c, u32 wa, u32 wb, u32 sa, u32 sb, uint4 b) {
+    u32 da[4], db[4];
+    slotm_decode8(wa, da);
+    slotm_decode8(wb, db);
+    slotm_mma(c, slotm_hmul2(da[0], sa), slotm_hmul2(db[0], sb), slotm_hmul2(da[1], sa),
+              slotm_hmul2(db[1], sb), b.x, b.y);
+    slotm_mma(c, slotm_hmul2(da[2], sa), slotm_hmul2(db[2], sb), slotm_hmul2(da[3], sa),
+              slotm_hmul2(db[3], sb), b.z, b.w);
+}
+template <int SK, bool XRELU2>
+__device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x, i64 x_stride,
+                                                     const u64* __restrict__ ws,
+                                                     const i32* __restrict__ ids, i64 sf_off,
+                                                     i64 lut_off, float* __restrict__ y, i64 N,
+                                                     i64 K) {
+    extern __shared__ __align__(16) u8 xs_smem[];
+    constexpr int RG = SLOTM_WARPS / SK;
+    const i64 ns = K >> 7;
+    uint4* xb = (uint4*)xs_smem;
+    // One step of zeros after x: the lanes g >= 3 read their B fragments (columns 3..7) there.
+    uint4* zb = xb + ns * 48;
+    float* part = (float*)(xs_smem + (ns + 1) * 768);
+    __shared__ float red[SLOTM_WARPS];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int rg = warp % RG, ks = warp / RG;
+    const i64 s = blockIdx.y;
+    const u8* base = (const u8*)model_slot_weight(ws, ids, s);
+    const i64 n0 = ((i64)blockIdx.x * RG + rg) * 16;
+    const i64 na = min(n0 + g, N - 1), nb = min(n0 + g + 8, N - 1);
+    const uint4* ca = (const uint4*)(base + na * (K >> 1)) + t;
+    const uint4* cb = (const uint4*)(base + nb * (K >> 1)) + t;
+    // Scale halfword t of each 8-byte step (blocks 2 t, 2 t + 1).
+    const unsigned short* sa = (const unsigned short*)(base + sf_off + na * (K >> 4)) + t;
+    const unsigned short* sb = (const unsigned short*)(base + sf_off + nb * (K >> 4)) + t;
+    // Two steps' raw bytes in flight (step i: the uint4 i * 4 + t of each row, the scale
+    // halfword i * 4 + t).
+    uint4 qa0 = make_uint4(0, 0, 0, 0), qb0 = qa0, qa1 = qa0, qb1 = qa0;
+    u32 ra0 = 0, rb0 = 0, ra1 = 0, rb1 = 0;
+    // The loads go in step order ks, ks + SK, ...: running pointers, SK steps a load.
+    ca += 4 * ks;
+    cb += 4 * ks;
+    sa += 4 * ks;
+    sb += 4 * ks;
+    auto load = [&](uint4& qa, uint4& qb, u32& ra, u32& rb) {
+        qa = __ldg(ca);
+        qb = __ldg(cb);
+        ra = __ldg(sa);
+        rb = __ldg(sb);
+        ca += 4 * SK;
+        cb += 4 * SK;
+        sa += 4 * SK;
+        sb += 4 * SK;
+    };
+    if (ks < ns) load(qa0, qb0, ra0, rb0);
+    if (ks + SK < ns) load(qa1, qb1, ra1, rb1);
+    // Stage x: max |x| over the block, then the three f16 terms of x * 2^ex.
+    const float* xr = x + s * x_stride;
+    float m = 0.0f;
+    for (i64 i = tid; i < K; i += blockDim.x) {
+        float v = __ldg(xr + i);
+        if constexpr (XRELU2) v = model_relu2_of(v);
+        m = fmaxf(m, fabsf(v));
+    }
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(DUET_FULL_MASK, m, o));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    // m < 2^e (e from m's exponent field); ex = 14 - e in [-100, 100] (0 for m = 0 or not
+    // finite).
+    int ex = 0;
+    if (m > 0.0f && m <= 3.0e38f) {
+        const int e = (int)((__float_as_uint(m) >> 23) & 0xFFu) - 126;
+        ex = max(-100, min(100, 14 - e));
+    }
+    const float up = __uint_as_float((u32)(127 + ex) << 23);
+    for (int i = tid; i < 48; i += blockDim.x) zb[i] = make_uint4(0, 0, 0, 0);
+    for (i64 o = tid; o < (K >> 3); o += blockDim.x) {
+        const float4 v0 = __ldg((const float4*)(xr + 8 * o));
+        const float4 v1 = __ldg((const float4*)(xr + 8 * o) + 1);
+        float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+        u32 h[3][8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            float a = v[i];
+            if constexpr (XRELU2) a = model_relu2_of(a);
+            a *= up;
+            const u32 hi = slotm_f16(a);
+            const float r1 = a - slotm_f32(hi);
+            const u32 mid = slotm_f16(r1);
+            const float r2 = r1 - slotm_f32(mid);
+            h[0][i] = hi;
+            h[1][i] = mid;
+            h[2][i] = slotm_f16(r2);
+        }
+        // Octet o = 16 step + 4 t + j.
+        const i64 st = o >> 4;
+        const int tt = (int)((o >> 2) & 3), jj = (int)(o & 3);
+#pragma unroll
+        for (int q = 0; q < 3; ++q)
+            xb[((st * 4 + jj) * 3 + q) * 4 + tt] =
+                make_uint4(h[q][0] | (h[q][4] << 16), h[q][1] | (h[q][5] << 16),
+                           h[q][2] | (h[q][6] << 16), h[q][3] | (h[q][7] << 16));
+    }
+    __syncthreads();
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Lane (g < 3, t)'s fragments of step i at xl + i * 48 (+ 12 j for word j); the others
+    // read the zero step.
+    const uint4* xl = g < 3 ? xb + g * 4 + t : zb;
+    const i64 xstride = g < 3 ? 48 : 0;
+    auto step = [&](i64 i, const uint4& qa, const uint4& qb, u32 ra, u32 rb) {
+        const uint4* xp = xl + i * xstride;
+        const u32 sa0 = slotm_scale2(ra), sa1 = slotm_scale2(ra >> 8);
+        const u32 sb0 = slotm_scale2(rb), sb1 = slotm_scale2(rb >> 8);
+        slotm_word(c, qa.x, qb.x, sa0, sb0, xp[0]);
+        slotm_word(c, qa.y, qb.y, sa0, sb0, xp[12]);
+        slotm_word(c, qa.z, qb.z, sa1, sb1, xp[24]);
+        slotm_word(c, qa.w, qb.w, sa1, sb1, xp[36]);
+    };
+    for (i64 i = ks; i < ns; i += 2 * SK) {
+        step(i, qa0, qb0, ra0, rb0);
+        if (i + 2 * SK < ns) load(qa0, qb0, ra0, rb0);
+        if (i + SK >= ns) break;
+        step(i + SK, qa1, qb1, ra1, rb1);
+        if (i + 3 * SK < ns) load(qa1, qb1, ra1, rb1);
+    }
+    // Lane (g, 0) holds the hi and mid columns of the rows g (c0, c1) and g + 8 (c2, c3), lane
+    // (g, 1) their lo columns (c0, c2).
+    const float loa = __shfl_down_sync(DUET_FULL_MASK, c[0], 1);
+    const float lob = __shfl_down_sync(DUET_FULL_MASK, c[2], 1);
+    const float va = (c[0] + c[1]) + loa, vb = (c[2] + c[3]) + lob;
+    const float2 q = __ldg((const float2*)(base + lut_off) + 0x38);
+    const float down = __uint_as_float((u32)(127 + 14 - ex) << 23);
+    auto put = [&](float sum_a, float sum_b) {
+        if (t == 0) {
+            if (n0 + g < N) y[s * N + n0 + g] = (sum_a * down) * q.x;
+            if (n0 + g + 8 < N) y[s * N + n0 + g + 8] = (sum_b * down) * q.x;
+        }
+    };
+    if constexpr (SK == 1) {
+        put(va, vb);
+    } else {
+        // Partial sums of warp (rg, ks) at part[(ks * RG + rg) * 16 + row]; warp ks 0 adds them
+        // in warp order.
+        if (t == 0) {
+            part[(ks * RG + rg) * 16 + g] = va;
+            part[(ks * RG + rg) * 16 + g + 8] = vb;
+        }
+        __syncthreads();
+        if (ks == 0) {
+            float ta = part[rg * 16 + g], tb = part[rg * 16 + g + 8];
+#pragma unroll
+            for (int k2 = 1; k2 < SK; ++k2) {
+                ta += part[(k2 * RG + rg) * 16 + g];
+                tb += part[(k2 * RG + rg) * 16 + g + 8];
+            }
+            put(ta, tb);
+        }
+    }
+}
+#define MODEL_GEMV1_SLOTS_MMA(NAME, SK, XR)                                                     \
+    extern "C" __global__ void __launch_bounds__(32 * SLOTM_WARPS)                              \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K) {                                                                               \
+        DUET_PDL_ENTRY();                                                                       \
+        model_slots_mma_body<SK, XR>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);           \
+    }
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1, 1, false)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2, 2, false)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4, 4, false)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1_relu, 1, true)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2_relu, 2, true)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4_relu, 4, true)
+
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit
 // divisions cost ~100 instructions: session 11's first version divided per unit).

@@ -85,6 +85,26 @@ pub(crate) fn slots_xs_smem(k: usize) -> usize {
     (k / 16).div_ceil(32) * 2048 + SLOTP_PAIRS
 }
 
+/// Dynamic shared memory of `model_gemv1_slots_nvfp4w_mma*` at K (K % 128 == 0): x's three
+/// f16 terms in 768 bytes a 128-k step plus one zero step, then 4 x 16 partial sums.
+pub(crate) fn slotm_smem(k: usize) -> usize {
+    (k / 128 + 1) * 768 + 256
+}
+
+/// Whether `op` is a `model_gemv1_slots_nvfp4w_mma*` kernel (the tensor-core slot GEMV).
+fn slots_mma_op(op: &str) -> bool {
+    op.starts_with("model_gemv1_slots_nvfp4w_mma")
+}
+
+/// The K split of a `model_gemv1_slots_nvfp4w_mma<SK>*` kernel (warps a group of 16 columns).
+fn slots_mma_split(op: &str) -> u32 {
+    op.trim_start_matches("model_gemv1_slots_nvfp4w_mma")
+        .chars()
+        .next()
+        .and_then(|c| c.to_digit(10))
+        .unwrap_or(1)
+}
+
 /// Whether the default pipe kernel takes K: K % 32 == 0 and its stages fit.
 pub(crate) fn slotp_fits(k: usize) -> bool {
     k > 0 && k.is_multiple_of(32) && slotp_smem(SLOTP_STAGES, k) <= SLOTP_MAX_SMEM
@@ -1538,6 +1558,16 @@ impl GpuKernels {
                     self.launch_slots_pipe(op, SLOTP_STAGES, px, x_stride, w, py, shape)?;
                     return Ok(true);
                 }
+                "mma"
+                    if k.is_multiple_of(128)
+                        && slotm_smem(k) <= SLOTP_MAX_SMEM
+                        && px.is_multiple_of(16)
+                        && x_stride.is_multiple_of(4) =>
+                {
+                    let op = if relu2 { SLOT_MMA_DOWN } else { SLOT_MMA_UP };
+                    self.launch_slots_mma(op, px, x_stride, w, py, shape)?;
+                    return Ok(true);
+                }
                 "xs" | "xs3" | "xs3m" if slots_xs_smem(k) <= SLOTP_MAX_SMEM => {
                     let op = match (self.slot_kernel, relu2) {
                         ("xs", false) => "model_gemv1_slots_nvfp4w_xs",
@@ -1575,6 +1605,7 @@ impl GpuKernels {
         match slotp_stages(op) {
             Some(st) => self.launch_slots_pipe(op, st, px, x_stride, w, py, shape),
             None if slots_xs_op(op) => self.launch_slots_xs(op, px, x_stride, w, py, shape),
+            None if slots_mma_op(op) => self.launch_slots_mma(op, px, x_stride, w, py, shape),
             None => {
                 let u8w = DType::U8;
                 self.launch_slots_kernel(op, r, true, px, x_stride, w, u8w, py, shape, true)
@@ -1698,6 +1729,58 @@ impl GpuKernels {
         // whose entries index ws) name, x rows of k f32 at x_stride (16-byte aligned: the
         // caller's `vec4`), y slots * n f32 values (the caller's sizes); K % 16 == 0 and the
         // `smem` bytes were checked above and set as the function's limit.
+        unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
+        Ok(())
+    }
+
+    /// Queues a `model_gemv1_slots_nvfp4w_mma<SK>*` kernel ([`GpuKernels::launch_gemv_slots`]'s
+    /// arguments, NVFP4 weights in 16-byte aligned buffers of `Layout::of(n, k)`, K % 128 == 0,
+    /// x rows 16-byte aligned): blocks of four warps, 4 / SK groups of 16 columns a block,
+    /// grid (ceil(N / (64 / SK)), slots), x's f16 terms staged in shared memory
+    /// ([`slotm_smem`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_slots_mma(
+        &self,
+        op: &str,
+        px: u64,
+        x_stride: usize,
+        (ws, ids): (u64, u64),
+        py: u64,
+        (n, k, slots): (usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        if !px.is_multiple_of(16) || !x_stride.is_multiple_of(4) {
+            return Err(bad(
+                op,
+                format!("x rows must be 16-byte aligned (x at {px:#x}, stride {x_stride})"),
+            ));
+        }
+        let smem = slotm_smem(k);
+        let Some(f) = self.slot_smem_function(op, (n, k, slots), 128, smem)? else {
+            return Ok(());
+        };
+        let rows = 16 * (4 / slots_mma_split(op)) as u64;
+        let gx = grid_u32(op, (n as u64).div_ceil(rows))?;
+        let gy = u32::try_from(slots)
+            .ok()
+            .filter(|&g| (g as u64) <= MAX_GRID_Y)
+            .ok_or_else(|| bad(op, format!("{slots} slots exceed the grid")))?;
+        let (xs, nn, kk) = (x_stride as i64, n as i64, k as i64);
+        let l = crate::nvfp4_store::Layout::of(n, k);
+        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
+        a.arg(&sf_off).arg(&lut_off);
+        a.arg(&py).arg(&nn).arg(&kk);
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        // SAFETY: model_gemv1_slots_nvfp4w_mma*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K):
+        // ws holds the addresses of 16-byte aligned NVFP4 buffers of Layout::of(n, k) that
+        // slots (or ids, whose entries index ws) name, x rows of k f32 at x_stride (16-byte
+        // aligned: checked above), y slots * n f32 values (the caller's sizes); K % 128 == 0
+        // and the `smem` bytes were checked above and set as the function's limit.
         unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
         Ok(())
     }
@@ -2064,7 +2147,20 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     // two columns a warp, four blocks an SM (session 12 call 1: down 28.50 us vs _xs3 29.39)
     ("model_gemv1_slots_nvfp4w_xs4r2", 2, true),
     ("model_gemv1_slots_nvfp4w_xs4r2_relu", 2, true),
+    // session 13: the tensor-core forms (mma.sync f16, x in three f16 terms; within f32
+    // rounding of the default, not its bits); the digit is the K split (warps a column group)
+    ("model_gemv1_slots_nvfp4w_mma1", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma2", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma4", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma1_relu", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma2_relu", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma4_relu", 1, false),
 ];
+
+/// The `mma` slot form's up GEMV (K 1024 on Super: 8 steps of 128, one warp a column group).
+pub const SLOT_MMA_UP: &str = "model_gemv1_slots_nvfp4w_mma1";
+/// The `mma` slot form's fused down GEMV (K 2688: 21 steps split over four warps).
+pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma4_relu";
 
 /// The SSU version of the decode step (batch 1, f32 state, A per head: what `auto` picks
 /// there): v10 from session 12 (v6's arithmetic, so the same state and `out` bits; 16 rows a
@@ -2084,7 +2180,10 @@ fn decode_ssu_from_env() -> &'static str {
 /// The values of [`GpuKernels::slot_kernel`].
 /// `xs3m`: `_xs3` for the up GEMV (x as is), `_xs4r2_relu` for the fused down GEMV (x read
 /// through ReLU²); `_xs3` where the down GEMV is not fused.
-pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe"];
+/// `mma`: the tensor-core GEMVs ([`SLOT_MMA_UP`], [`SLOT_MMA_DOWN`]) where K % 128 == 0 and x
+/// rows are 16-byte aligned, within f32 rounding of the others rather than their bits (the
+/// model path and the decode engine share the form, so they still agree bit for bit).
+pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe", "mma"];
 
 /// The default slot form: `xs3m` from session 12 (call 2, fused super engine, graphs, 24
 /// steps, same run: xs3 1.1883 ms, xs3m 1.1796; moe_slots_t1 down 29.46 us on `_xs3_relu`,
@@ -2394,7 +2493,11 @@ impl GpuKernels {
         let y = self.g.alloc_poisoned(&[n], DType::F32, self.poison)?;
         let (px, wt, py) = (xd.ptr(st), (td.ptr(st), 0u64), y.ptr(st));
         let shape = (n, k, 1);
-        if !(op == "model_gemv1_slots_nvfp4w" || slotp_stages(op).is_some() || slots_xs_op(op)) {
+        if !(op == "model_gemv1_slots_nvfp4w"
+            || slotp_stages(op).is_some()
+            || slots_xs_op(op)
+            || slots_mma_op(op))
+        {
             return Err(bad(op, "not an NVFP4 slot GEMV".into()));
         }
         self.launch_slot_op(op, GEMV1_R_NV, px, 0, wt, py, shape)?;
@@ -2426,8 +2529,8 @@ impl GpuKernels {
                 "x_stride < k or a pick out of range".into(),
             ));
         }
-        if slotp_stages(op).is_none() && !slots_xs_op(op) {
-            return Err(bad(op, "not a pipe or xs slot kernel".into()));
+        if slotp_stages(op).is_none() && !slots_xs_op(op) && !slots_mma_op(op) {
+            return Err(bad(op, "not a pipe, xs or mma slot kernel".into()));
         }
         let shapes: Vec<(usize, usize, u64)> = (0..experts)
             .map(|e| (n, k, 31_000 + 17 * e as u64 + n as u64))
@@ -3388,6 +3491,112 @@ mod tests {
             slots_xs_columns("model_gemv1_slots_nvfp4w_xs3_relu"),
             GEMV1_R_NV
         );
+    }
+
+    /// `__byte_perm(x, y, s)` (selector bit 3 of each nibble unused here).
+    fn byte_perm(x: u32, y: u32, s: u32) -> u32 {
+        let b = (x as u64) | ((y as u64) << 32);
+        (0..4).fold(0u32, |r, n| {
+            let sel = (s >> (4 * n)) & 7;
+            r | ((((b >> (8 * sel)) & 0xFF) as u32) << (8 * n))
+        })
+    }
+
+    /// model_ops.cu's slotm_decode8: the eight E2M1 codes of q as four f16x2 of value *
+    /// 2^-14, pairs (0, 4), (1, 5), (2, 6), (3, 7).
+    fn slotm_decode8(q: u32) -> [u32; 4] {
+        let sel = |a: u32, b: u32| (a & 0x0E0E_0E0E) | (b & !0x0E0E_0E0E);
+        let sg = q & 0x8888_8888;
+        let (ev, od) = (sel(q << 1, sg << 4), sel(q >> 3, sg));
+        [
+            byte_perm(ev, 0, 0x2404),
+            byte_perm(od, 0, 0x2404),
+            byte_perm(ev, 0, 0x3414),
+            byte_perm(od, 0, 0x3414),
+        ]
+    }
+
+    fn e2m1(code: u32) -> f64 {
+        let v = reference::num::e2m1::E2M1_VALUES[(code & 7) as usize] as f64;
+        if code & 8 != 0 {
+            -v
+        } else {
+            v
+        }
+    }
+
+    fn f16v(bits: u32) -> f64 {
+        reference::num::f16::f16_bits_to_f32(bits as u16) as f64
+    }
+
+    /// The tensor-core slot GEMV's arithmetic (model_gemv1_slots_nvfp4w_mma*), emulated: every
+    /// pair of E2M1 codes decodes to the f16 of value * 2^-14 in the lanes the mma fragments
+    /// expect; value * 2^-14 times every finite E4M3 scale is an f16 exactly (the kernel's
+    /// f16x2 multiply rounds nothing); and x * 2^ex split into three f16 terms (max |x * 2^ex|
+    /// < 2^14) carries x to within 2^-30 of max |x|, so the products and sums are those of x.
+    #[test]
+    fn slot_mma_decode_scale_and_split_are_exact() {
+        let mut st = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            st ^= st << 13;
+            st ^= st >> 7;
+            st ^= st << 17;
+            st
+        };
+        let mut words: Vec<u32> = (0..4096).map(|_| next() as u32).collect();
+        // Every code in every nibble.
+        words.extend((0..16u32).map(|c| c * 0x1111_1111));
+        for &q in &words {
+            let d = slotm_decode8(q);
+            for (k, &h) in d.iter().enumerate() {
+                for (half, nib) in [(h & 0xFFFF, k), (h >> 16, k + 4)] {
+                    let code = (q >> (4 * nib)) & 0xF;
+                    let want = e2m1(code) * 2f64.powi(-14);
+                    assert_eq!(f16v(half), want, "q {q:#010x} pair {k} nibble {nib}");
+                    // -0 for code 8: the sign survives (the product is -0 or 0 alike).
+                    if code == 8 {
+                        assert_eq!(half, 0x8000);
+                    }
+                }
+            }
+        }
+        for b in 0u8..=255 {
+            if b & 0x7F == 0x7F {
+                continue; // NaN
+            }
+            let sf = reference::num::e4m3::e4m3_bits_to_f32(b) as f64;
+            let sf16 = reference::num::f16::f32_to_f16_bits(sf as f32);
+            assert_eq!(f16v(sf16 as u32), sf, "scale byte {b:#04x} as an f16");
+            for code in 0..16u32 {
+                let p = e2m1(code) * 2f64.powi(-14) * sf;
+                let r = f16v(reference::num::f16::f32_to_f16_bits(p as f32) as u32);
+                assert_eq!(r, p, "code {code} scale {b:#04x}: {p:e} is not an f16");
+            }
+        }
+        // The x split (staging): three f16 terms of x * 2^ex.
+        let xs: Vec<f32> = (0..2000)
+            .map(|i| {
+                let u = (next() >> 11) as f64 / (1u64 << 53) as f64;
+                let mag = 10f64.powf(-8.0 + 12.0 * u);
+                (if i % 2 == 0 { mag } else { -mag } * (1.0 + u)) as f32
+            })
+            .collect();
+        let m = xs.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let e = ((m.to_bits() >> 23) & 0xFF) as i32 - 126;
+        let ex = (14 - e).clamp(-100, 100);
+        let up = f32::from_bits(((127 + ex) as u32) << 23);
+        for &x in &xs {
+            let a = x * up;
+            let hi = reference::num::f16::f32_to_f16_bits(a);
+            let r1 = a - f16v(hi as u32) as f32;
+            let mid = reference::num::f16::f32_to_f16_bits(r1);
+            let r2 = r1 - f16v(mid as u32) as f32;
+            let lo = reference::num::f16::f32_to_f16_bits(r2);
+            assert!(f16v(hi as u32).abs() < 65504.0);
+            let sum = f16v(hi as u32) + f16v(mid as u32) + f16v(lo as u32);
+            let err = (sum - a as f64).abs() / (m as f64 * up as f64);
+            assert!(err < 2f64.powi(-30), "x {x:e}: split off by {err:e} of max");
+        }
     }
 
     /// The pipe slot GEMV's shared memory (model_ops.cu: S stages of a 32 x 64-chunk slice

@@ -23,7 +23,7 @@
 //! | `philox_past_2_pow_31` | counter / out (2^29+64) x 4 u32 (8.6 GB each) | rows 2^29-8.., 0..8 | 45 / 22 GB |
 //! | `stochastic_round_f16_past_2_pow_31` | x 524,296 x 4096 f32 (8.6 GB), rand u32 (8.6 GB) | rows 2^19-4.., 0..4 | 52 / 22 GB |
 //! | `fused_add_rmsnorm_nvfp4_past_2_pow_31` | x, residual 524,352 x 4096 bf16 (4.3 GB each); f32 y on the device (8.6 GB) | rows 2^19-8.., 0..8 | 25 / 23 GB |
-//! | `slot_gemv_past_2_pow_31` | one NVFP4 expert 131,112 x 32,768 (2.15 GB of codes: the rows from 131,072 on start past byte 2^31), the decode engine's slot GEMVs (default, `_xs`, `_xs3`, `_xs4r2`, `_pipe2`) | every output bit for bit across the forms; rows 131,069.., the last 4, 0..3 against f64 dot products | 5 / 3 GB |
+//! | `slot_gemv_past_2_pow_31` | one NVFP4 expert 131,112 x 32,768 (2.15 GB of codes: the rows from 131,072 on start past byte 2^31), the decode engine's slot GEMVs (default, `_xs`, `_xs3`, `_xs4r2`, `_pipe2`; `_mma4`) | every output bit for bit across the exact forms; rows 131,069.., the last 4, 0..3 against f64 dot products (the default and `_mma4`) | 5 / 3 GB |
 //! | `model_gemm_past_2_pow_31` | the model's f32 weight 1,048,577 x 2,052 (8.6 GB), x 1 / 8 / 9 rows | output columns 1,046,522.., the last 4, 0..3 (f64 dot products, 1e-5 x sum \|x w\|) | 18 / 9 GB |
 //!
 //! Host figures include the op's own copies (uploads stage the bytes twice; `philox` /
@@ -733,6 +733,24 @@ fn slot_gemv_past_2_pow_31() {
             diff, 0,
             "{op}: {diff} of {n} outputs differ from the default's"
         );
+    }
+    // The tensor-core form (session 13: not the default's bits): the sampled rows against
+    // the f64 dot products, as the default above.
+    for op in ["model_gemv1_slots_nvfp4w_mma4"] {
+        let got = g.slot_gemv_on(&w, (n, k), &x, op).expect(op);
+        for &o in &rows {
+            let (mut dot, mut mag) = (0f64, 0f64);
+            for j in 0..k {
+                let p = x[j] as f64 * value_at(&buf, n, k, o * k + j) as f64;
+                dot += p;
+                mag += p.abs();
+            }
+            let v = got[o] as f64;
+            assert!(
+                v.is_finite() && (v - dot).abs() <= 1e-5 * mag,
+                "{op}: y[{o}] = {v:e}, f64 {dot:e} (sum |x w| {mag:e})"
+            );
+        }
     }
     eprintln!(
         "slot gemv: {n} x {k} NVFP4 ({} bytes), {} rows checked, {:.1} s",

@@ -1231,6 +1231,192 @@ fn slot_gemv_variants_give_the_chunk_bits() {
     assert!(msg.contains("K % 32"), "{msg}");
 }
 
+/// The tensor-core slot GEMVs (`model_gemv1_slots_nvfp4w_mma*`, session 13: E2M1 codes
+/// decoded to f16 in registers, x carried as three f16 terms, mma.sync with f32 accumulation)
+/// against f64 dot products of the stored NVFP4 values: host-built buffers with random codes,
+/// scale bytes from subnormal E4M3 (0x01..0x07: subnormal f16 products) to 0x7e (448), x over
+/// nine decades with both signs (and through ReLU² for the `_relu` forms), K of one step (128)
+/// to 33 steps, partial column groups; every output within 1e-5 x sum |x w| (the bound the
+/// exact kernels meet in gpu_index64), K % 128 != 0 refused with the reason.
+#[test]
+#[ignore = "gpu"]
+fn slot_gemv_mma_matches_f64_dot_products() {
+    use gpu::nvfp4_store::{lut, value_at, Layout};
+    use reference::Data;
+    let g = gpu_k(0xFF);
+    let mut r = Rng(0x5107_3a11);
+    let mut worst = 0f64;
+    let mut worst_chunk = 0f64;
+    for &(n, k, gs) in &[
+        (77usize, 128usize, 2.0f32),
+        (33, 384, 0.37),
+        (2688, 1024, 1.0),
+        (1024, 2688, 5.5),
+        (100, 4224, 1.0),
+    ] {
+        let l = Layout::of(n, k);
+        let mut buf = vec![0u8; l.len];
+        for b in buf[..n * k / 2].iter_mut() {
+            *b = (r.next().to_bits() >> 7) as u8;
+        }
+        for (i, b) in buf[l.sf_off..l.sf_off + n * (k / 16)]
+            .iter_mut()
+            .enumerate()
+        {
+            let u = (r.next().abs() * 1e6) as u32;
+            *b = match i % 5 {
+                0 => 1 + (u % 7) as u8,       // subnormal E4M3
+                1 => 0x70 + (u % 15) as u8,   // up to 0x7e = 448
+                _ => 0x20 + (u % 0x30) as u8, // 2^-4 .. 2^2
+            };
+        }
+        buf[l.lut_off..].copy_from_slice(&lut(gs));
+        // x over nine decades, both signs.
+        let x: Vec<f32> = (0..k)
+            .map(|i| r.next() * 10f32.powi((i % 9) as i32 - 5))
+            .collect();
+        let w = g
+            .gpu()
+            .upload(&Tensor::new(&[buf.len()], Data::U8(buf.clone())))
+            .expect("upload the expert");
+        for op in [
+            "model_gemv1_slots_nvfp4w",
+            "model_gemv1_slots_nvfp4w_mma1",
+            "model_gemv1_slots_nvfp4w_mma2",
+            "model_gemv1_slots_nvfp4w_mma4",
+            "model_gemv1_slots_nvfp4w_mma1_relu",
+            "model_gemv1_slots_nvfp4w_mma4_relu",
+        ] {
+            let relu = op.ends_with("_relu");
+            let y = g.slot_gemv_on(&w, (n, k), &x, op).expect(op);
+            assert_eq!(y.len(), n);
+            let xe: Vec<f64> = x
+                .iter()
+                .map(|&v| {
+                    if relu {
+                        let q = (v as f64).max(0.0);
+                        q * q
+                    } else {
+                        v as f64
+                    }
+                })
+                .collect();
+            let mut nonzero = 0;
+            for (o, &got) in y.iter().enumerate() {
+                let (mut dot, mut mag) = (0f64, 0f64);
+                for j in 0..k {
+                    let p = xe[j] * value_at(&buf, n, k, o * k + j) as f64;
+                    dot += p;
+                    mag += p.abs();
+                }
+                let got = got as f64;
+                assert!(
+                    got.is_finite() && (got - dot).abs() <= 1e-5 * mag,
+                    "{op} n {n} k {k}: y[{o}] = {got:e}, f64 {dot:e} (sum |x w| {mag:e})"
+                );
+                if mag > 0.0 {
+                    let e = (got - dot).abs() / mag;
+                    if op == "model_gemv1_slots_nvfp4w" {
+                        worst_chunk = worst_chunk.max(e);
+                    } else {
+                        worst = worst.max(e);
+                    }
+                }
+                nonzero += (got != 0.0) as usize;
+            }
+            assert!(
+                nonzero > n / 2,
+                "{op} n {n} k {k}: {nonzero} non-zero outputs"
+            );
+        }
+    }
+    eprintln!("max |y - f64| / sum |x w|: mma {worst:.3e}, exact chunk {worst_chunk:.3e}");
+    // K % 128 != 0: refused with the reason.
+    let w = g
+        .gpu()
+        .upload(&Tensor::new(
+            &[Layout::of(16, 64).len],
+            Data::U8(vec![0x11; Layout::of(16, 64).len]),
+        ))
+        .expect("upload");
+    let e = g.slot_gemv_on(&w, (16, 64), &[0.5; 64], "model_gemv1_slots_nvfp4w_mma1");
+    let msg = format!("{:?}", e.expect_err("K = 64 is not a multiple of 128"));
+    assert!(msg.contains("K % 128"), "{msg}");
+}
+
+/// The tensor-core slot GEMVs next to the default slot GEMV over the decode engine's launch
+/// shapes: several slots picked through the device ids with repeats, shared and strided x
+/// rows (ReLU²-read for `_relu`), partial column groups: within 1e-5 of the default's
+/// outputs (max |a - b| / max |a|), every output finite.
+#[test]
+#[ignore = "gpu"]
+fn slot_gemv_mma_matches_the_default_on_engine_shapes() {
+    let k = gpu_k(0xFF);
+    let cases: &[((usize, usize, usize), &[i32], usize, &str)] = &[
+        (
+            (77, 128, 3),
+            &[2, 0, 2, 1],
+            132,
+            "model_gemv1_slots_nvfp4w_mma1",
+        ),
+        (
+            (77, 128, 3),
+            &[1, 1],
+            0,
+            "model_gemv1_slots_nvfp4w_mma4_relu",
+        ),
+        (
+            (2688, 1024, 4),
+            &[3, 0, 1, 3, 2, 0, 1, 2, 3, 0, 0],
+            0,
+            "model_gemv1_slots_nvfp4w_mma1",
+        ),
+        (
+            (2688, 1024, 4),
+            &[3, 0, 1],
+            1024,
+            "model_gemv1_slots_nvfp4w_mma2",
+        ),
+        (
+            (1024, 2688, 5),
+            &[4, 1, 3, 3, 0, 2],
+            2688,
+            "model_gemv1_slots_nvfp4w_mma4",
+        ),
+        (
+            (1024, 2688, 5),
+            &[4, 1, 3, 3, 0, 2],
+            2692,
+            "model_gemv1_slots_nvfp4w_mma4_relu",
+        ),
+        (
+            (1000, 2688, 3),
+            &[2, 0, 1, 2],
+            2688,
+            "model_gemv1_slots_nvfp4w_mma2_relu",
+        ),
+        ((33, 384, 2), &[1], 0, "model_gemv1_slots_nvfp4w_mma1_relu"),
+    ];
+    for &(shape, picks, stride, op) in cases {
+        let what = format!("{op} {shape:?} picks {picks:?} stride {stride}");
+        let c = k
+            .slot_variant_vs_chunk(shape, picks, stride, op)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(c.variant.len(), shape.0 * picks.len(), "{what}");
+        let a: Vec<f32> = c.chunk.iter().map(|b| f32::from_bits(*b)).collect();
+        let b: Vec<f32> = c.variant.iter().map(|b| f32::from_bits(*b)).collect();
+        assert!(
+            b.iter().all(|v| v.is_finite()),
+            "{what}: poison or non-finite left"
+        );
+        let nonzero = a.iter().filter(|v| **v != 0.0).count();
+        assert!(nonzero > a.len() / 2, "{what}: {nonzero} non-zero outputs");
+        let e = max_rel(&a, &b);
+        eprintln!("{what}: max rel vs default {e:.3e}");
+        assert!(e < 1e-5, "{what}: max rel {e:e}");
+    }
+}
+
 /// The unrolled variants of the engine's rmsnorm, gated rmsnorm and slot mix (`norms_super`
 /// bench preset) give the default kernels' bits.
 #[test]

@@ -158,13 +158,16 @@ pub struct Args {
     /// for that one's writes: the same bits). Session 10.
     #[arg(long)]
     engine_pdl: bool,
-    /// The routed experts' NVFP4 slot GEMV of the GPU path (decode engine; all give the same
-    /// bits): chunk (`model_gemv1_slots_nvfp4w`), xs / xs3 (x and the table of pairs staged
+    /// The routed experts' NVFP4 slot GEMV of the GPU path (decode engine; all but mma give the
+    /// same bits): chunk (`model_gemv1_slots_nvfp4w`), xs / xs3 (x and the table of pairs staged
     /// in shared memory per block; xs3 capped at 80 registers for three blocks an SM: the
     /// default), xs3m (xs3 for the up GEMV, two columns a warp and four blocks an SM for the
     /// fused down GEMV: session 12), pipe (persistent blocks, the weights through cp.async
-    /// stages). Session 11.
-    #[arg(long, value_parser = ["chunk", "xs", "xs3", "xs3m", "pipe"])]
+    /// stages). Session 11. mma (session 13): the products on the tensor cores (mma.sync f16,
+    /// x carried as three f16 terms; K % 128 == 0): within f32 rounding of the others, not
+    /// their bits (the model path uses the same form, so the engine still matches it bit for
+    /// bit).
+    #[arg(long, value_parser = ["chunk", "xs", "xs3", "xs3m", "pipe", "mma"])]
     slot_kernel: Option<String>,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
     #[arg(long, default_value_t = 3900.0)]
