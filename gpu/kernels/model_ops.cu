@@ -1286,6 +1286,7 @@ MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs3_t16, false, (32 * GEMV_WARP
 // Dynamic shared memory: (K / 128 + 1) * 768 bytes of x and a zero step, then 4 * 16 * 4 bytes
 // of partial sums (slotm_smem on the host).
 #define SLOTM_WARPS 4
+#define SLOTM_XO 3
 __device__ __forceinline__ u32 slotm_hmul2(u32 a, u32 b) {
     u32 d;
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -1351,7 +1352,7 @@ __device__ __forceinline__ void slotm_word(float* c, u32 wa, u32 wb, u32 sa, u32
     slotm_mma(c, slotm_hmul2(da[2], sa), slotm_hmul2(db[2], sb), slotm_hmul2(da[3], sa),
               slotm_hmul2(db[3], sb), b.z, b.w);
 }
-template <int SK, bool XRELU2>
+template <int SK, bool XRELU2, int D>
 __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x, i64 x_stride,
                                                      const u64* __restrict__ ws,
                                                      const i32* __restrict__ ids, i64 sf_off,
@@ -1377,34 +1378,59 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
     // Scale halfword t of each 8-byte step (blocks 2 t, 2 t + 1).
     const unsigned short* sa = (const unsigned short*)(base + sf_off + na * (K >> 4)) + t;
     const unsigned short* sb = (const unsigned short*)(base + sf_off + nb * (K >> 4)) + t;
-    // Two steps' raw bytes in flight (step i: the uint4 i * 4 + t of each row, the scale
-    // halfword i * 4 + t).
-    uint4 qa0 = make_uint4(0, 0, 0, 0), qb0 = qa0, qa1 = qa0, qb1 = qa0;
-    u32 ra0 = 0, rb0 = 0, ra1 = 0, rb1 = 0;
+    // D steps' raw bytes in flight (step i: the uint4 i * 4 + t of each row, the scale
+    // halfword i * 4 + t), a ring of D register sets indexed by constants only.
+    uint4 qa[D], qb[D];
+    u32 ra[D], rb[D];
     // The loads go in step order ks, ks + SK, ...: running pointers, SK steps a load.
     ca += 4 * ks;
     cb += 4 * ks;
     sa += 4 * ks;
     sb += 4 * ks;
-    auto load = [&](uint4& qa, uint4& qb, u32& ra, u32& rb) {
-        qa = __ldg(ca);
-        qb = __ldg(cb);
-        ra = __ldg(sa);
-        rb = __ldg(sb);
+    auto load = [&](uint4& a, uint4& b, u32& x0, u32& x1) {
+        a = __ldg(ca);
+        b = __ldg(cb);
+        x0 = __ldg(sa);
+        x1 = __ldg(sb);
         ca += 4 * SK;
         cb += 4 * SK;
         sa += 4 * SK;
         sb += 4 * SK;
     };
-    if (ks < ns) load(qa0, qb0, ra0, rb0);
-    if (ks + SK < ns) load(qa1, qb1, ra1, rb1);
-    // Stage x: max |x| over the block, then the three f16 terms of x * 2^ex.
+#pragma unroll
+    for (int d = 0; d < D; ++d) {
+        qa[d] = qb[d] = make_uint4(0, 0, 0, 0);
+        ra[d] = rb[d] = 0;
+        if (ks + d * SK < ns) load(qa[d], qb[d], ra[d], rb[d]);
+    }
+    // Stage x: max |x| over the block, then the three f16 terms of x * 2^ex. A thread's first
+    // SLOTM_XO octets of x (octet o = x[8 o .. 8 o + 7], o = tid + u * blockDim.x) stay in
+    // registers between the two passes (K <= 3072 at 128 threads: one round of loads); the
+    // rest, if any, is read again.
     const float* xr = x + s * x_stride;
+    const i64 no = K >> 3;
+    float4 xo[2 * SLOTM_XO];
     float m = 0.0f;
-    for (i64 i = tid; i < K; i += blockDim.x) {
-        float v = __ldg(xr + i);
-        if constexpr (XRELU2) v = model_relu2_of(v);
-        m = fmaxf(m, fabsf(v));
+    auto ld8 = [&](i64 o, float4& a, float4& b) {
+        a = model_relu2_4<XRELU2>(__ldg((const float4*)(xr + 8 * o)));
+        b = model_relu2_4<XRELU2>(__ldg((const float4*)(xr + 8 * o) + 1));
+    };
+    auto max8 = [&](const float4& a, const float4& b) {
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(a.z), fabsf(a.w))));
+        m = fmaxf(m, fmaxf(fmaxf(fabsf(b.x), fabsf(b.y)), fmaxf(fabsf(b.z), fabsf(b.w))));
+    };
+#pragma unroll
+    for (int u = 0; u < SLOTM_XO; ++u) {
+        const i64 o = tid + (i64)u * blockDim.x;
+        xo[2 * u] = xo[2 * u + 1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (o < no) ld8(o, xo[2 * u], xo[2 * u + 1]);
+    }
+#pragma unroll
+    for (int u = 0; u < SLOTM_XO; ++u) max8(xo[2 * u], xo[2 * u + 1]);
+    for (i64 o = tid + (i64)SLOTM_XO * blockDim.x; o < no; o += blockDim.x) {
+        float4 a, b;
+        ld8(o, a, b);
+        max8(a, b);
     }
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(DUET_FULL_MASK, m, o));
     if (lane == 0) red[warp] = m;
@@ -1419,16 +1445,12 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
     }
     const float up = __uint_as_float((u32)(127 + ex) << 23);
     for (int i = tid; i < 48; i += blockDim.x) zb[i] = make_uint4(0, 0, 0, 0);
-    for (i64 o = tid; o < (K >> 3); o += blockDim.x) {
-        const float4 v0 = __ldg((const float4*)(xr + 8 * o));
-        const float4 v1 = __ldg((const float4*)(xr + 8 * o) + 1);
-        float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    auto stage = [&](i64 o, const float4& a4, const float4& b4) {
+        const float v[8] = {a4.x, a4.y, a4.z, a4.w, b4.x, b4.y, b4.z, b4.w};
         u32 h[3][8];
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-            float a = v[i];
-            if constexpr (XRELU2) a = model_relu2_of(a);
-            a *= up;
+            const float a = v[i] * up;
             const u32 hi = slotm_f16(a);
             const float r1 = a - slotm_f32(hi);
             const u32 mid = slotm_f16(r1);
@@ -1445,6 +1467,16 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
             xb[((st * 4 + jj) * 3 + q) * 4 + tt] =
                 make_uint4(h[q][0] | (h[q][4] << 16), h[q][1] | (h[q][5] << 16),
                            h[q][2] | (h[q][6] << 16), h[q][3] | (h[q][7] << 16));
+    };
+#pragma unroll
+    for (int u = 0; u < SLOTM_XO; ++u) {
+        const i64 o = tid + (i64)u * blockDim.x;
+        if (o < no) stage(o, xo[2 * u], xo[2 * u + 1]);
+    }
+    for (i64 o = tid + (i64)SLOTM_XO * blockDim.x; o < no; o += blockDim.x) {
+        float4 a, b;
+        ld8(o, a, b);
+        stage(o, a, b);
     }
     __syncthreads();
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1452,21 +1484,25 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
     // read the zero step.
     const uint4* xl = g < 3 ? xb + g * 4 + t : zb;
     const i64 xstride = g < 3 ? 48 : 0;
-    auto step = [&](i64 i, const uint4& qa, const uint4& qb, u32 ra, u32 rb) {
+    auto step = [&](i64 i, const uint4& a, const uint4& b, u32 x0, u32 x1) {
         const uint4* xp = xl + i * xstride;
-        const u32 sa0 = slotm_scale2(ra), sa1 = slotm_scale2(ra >> 8);
-        const u32 sb0 = slotm_scale2(rb), sb1 = slotm_scale2(rb >> 8);
-        slotm_word(c, qa.x, qb.x, sa0, sb0, xp[0]);
-        slotm_word(c, qa.y, qb.y, sa0, sb0, xp[12]);
-        slotm_word(c, qa.z, qb.z, sa1, sb1, xp[24]);
-        slotm_word(c, qa.w, qb.w, sa1, sb1, xp[36]);
+        const u32 sa0 = slotm_scale2(x0), sa1 = slotm_scale2(x0 >> 8);
+        const u32 sb0 = slotm_scale2(x1), sb1 = slotm_scale2(x1 >> 8);
+        slotm_word(c, a.x, b.x, sa0, sb0, xp[0]);
+        slotm_word(c, a.y, b.y, sa0, sb0, xp[12]);
+        slotm_word(c, a.z, b.z, sa1, sb1, xp[24]);
+        slotm_word(c, a.w, b.w, sa1, sb1, xp[36]);
     };
-    for (i64 i = ks; i < ns; i += 2 * SK) {
-        step(i, qa0, qb0, ra0, rb0);
-        if (i + 2 * SK < ns) load(qa0, qb0, ra0, rb0);
-        if (i + SK >= ns) break;
-        step(i + SK, qa1, qb1, ra1, rb1);
-        if (i + 3 * SK < ns) load(qa1, qb1, ra1, rb1);
+    // Step i from ring slot d, then that slot's load of step i + D SK.
+    for (i64 i0 = ks; i0 < ns; i0 += D * SK) {
+#pragma unroll
+        for (int d = 0; d < D; ++d) {
+            const i64 i = i0 + d * SK;
+            if (i < ns) {
+                step(i, qa[d], qb[d], ra[d], rb[d]);
+                if (i + D * SK < ns) load(qa[d], qb[d], ra[d], rb[d]);
+            }
+        }
     }
     // Lane (g, 0) holds the hi and mid columns of the rows g (c0, c1) and g + 8 (c2, c3), lane
     // (g, 1) their lo columns (c0, c2).
@@ -1502,20 +1538,28 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
         }
     }
 }
-#define MODEL_GEMV1_SLOTS_MMA(NAME, SK, XR)                                                     \
+// D: steps in flight per warp (session 13 call 1 ran D = 2: moe_slots_t1 up / down mma1 12.84 /
+// 16.24 us, mma2 15.65 / 17.07, mma4 19.46 / 22.15: more blocks restage x more often).
+#define MODEL_GEMV1_SLOTS_MMA(NAME, SK, XR, D)                                                  \
     extern "C" __global__ void __launch_bounds__(32 * SLOTM_WARPS)                              \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K) {                                                                               \
         DUET_PDL_ENTRY();                                                                       \
-        model_slots_mma_body<SK, XR>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);           \
+        model_slots_mma_body<SK, XR, D>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);        \
     }
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1, 1, false)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2, 2, false)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4, 4, false)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1_relu, 1, true)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2_relu, 2, true)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4_relu, 4, true)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1, 1, false, 2)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2, 2, false, 2)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4, 4, false, 2)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1_relu, 1, true, 2)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2_relu, 2, true, 2)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4_relu, 4, true, 2)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d3, 1, false, 3)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d3_relu, 1, true, 3)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4, 1, false, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4_relu, 1, true, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6, 1, false, 6)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6_relu, 1, true, 6)
 
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit

@@ -1564,7 +1564,8 @@ impl GpuKernels {
                         && px.is_multiple_of(16)
                         && x_stride.is_multiple_of(4) =>
                 {
-                    let op = if relu2 { SLOT_MMA_DOWN } else { SLOT_MMA_UP };
+                    let (up, down) = slot_mma_ops();
+                    let op = if relu2 { down } else { up };
                     self.launch_slots_mma(op, px, x_stride, w, py, shape)?;
                     return Ok(true);
                 }
@@ -2155,12 +2156,23 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_mma1_relu", 1, false),
     ("model_gemv1_slots_nvfp4w_mma2_relu", 1, false),
     ("model_gemv1_slots_nvfp4w_mma4_relu", 1, false),
+    // D steps in flight a warp (the others: 2)
+    ("model_gemv1_slots_nvfp4w_mma1d3", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma1d3_relu", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma1d4", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma1d4_relu", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma1d6", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma1d6_relu", 1, false),
 ];
 
-/// The `mma` slot form's up GEMV (K 1024 on Super: 8 steps of 128, one warp a column group).
+/// The `mma` slot form's up GEMV (also the unfused down GEMV). Session 13 call 1
+/// (moe_slots_t1): one warp a column group (mma1) 12.84 us up / 16.24 down, against K split
+/// over two / four warps 15.65 / 17.07 and 19.46 / 22.15 (every block stages x).
 pub const SLOT_MMA_UP: &str = "model_gemv1_slots_nvfp4w_mma1";
-/// The `mma` slot form's fused down GEMV (K 2688: 21 steps split over four warps).
-pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma4_relu";
+/// The `mma` slot form's fused down GEMV: the up GEMV's kernel reading x through ReLU², so
+/// the fused and unfused paths give the same bits (the same K split; the steps in flight do
+/// not change the arithmetic).
+pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma1_relu";
 
 /// The SSU version of the decode step (batch 1, f32 state, A per head: what `auto` picks
 /// there): v10 from session 12 (v6's arithmetic, so the same state and `out` bits; 16 rows a
@@ -2189,6 +2201,36 @@ pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe", "mma"]
 /// steps, same run: xs3 1.1883 ms, xs3m 1.1796; moe_slots_t1 down 29.46 us on `_xs3_relu`,
 /// 28.62 on `_xs4r2_relu`).
 pub const DEFAULT_SLOT_KERNEL: &str = "xs3m";
+
+/// The `mma` slot form's up-GEMV kernels (one warp a column group: the same bits whatever
+/// the steps in flight).
+pub const SLOT_MMA_UPS: &[&str] = &[
+    "model_gemv1_slots_nvfp4w_mma1",
+    "model_gemv1_slots_nvfp4w_mma1d3",
+    "model_gemv1_slots_nvfp4w_mma1d4",
+    "model_gemv1_slots_nvfp4w_mma1d6",
+];
+/// The `mma` slot form's fused down-GEMV kernels (the same bits as the up kernels on ReLU²'d
+/// x).
+pub const SLOT_MMA_DOWNS: &[&str] = &[
+    "model_gemv1_slots_nvfp4w_mma1_relu",
+    "model_gemv1_slots_nvfp4w_mma1d3_relu",
+    "model_gemv1_slots_nvfp4w_mma1d4_relu",
+    "model_gemv1_slots_nvfp4w_mma1d6_relu",
+];
+
+/// The `mma` form's (up, fused down) kernels: [`SLOT_MMA_UP`] / [`SLOT_MMA_DOWN`] unless
+/// `DUET_SLOT_MMA_UP` / `DUET_SLOT_MMA_DOWN` name others of [`SLOT_MMA_UPS`] /
+/// [`SLOT_MMA_DOWNS`] (read once).
+fn slot_mma_ops() -> (&'static str, &'static str) {
+    static OPS: std::sync::OnceLock<(&'static str, &'static str)> = std::sync::OnceLock::new();
+    *OPS.get_or_init(|| {
+        (
+            choice_from_env("DUET_SLOT_MMA_UP", SLOT_MMA_UPS, SLOT_MMA_UP),
+            choice_from_env("DUET_SLOT_MMA_DOWN", SLOT_MMA_DOWNS, SLOT_MMA_DOWN),
+        )
+    })
+}
 
 /// [`GpuKernels::slot_kernel`] from `DUET_SLOT_KERNEL` (unset: [`DEFAULT_SLOT_KERNEL`]; an
 /// unknown value says so on stderr and keeps the default: every form gives the same bits).
@@ -3484,6 +3526,14 @@ mod tests {
         assert_eq!(choice_from_env(var, KNOWN, "a"), "a");
         std::env::remove_var(var);
         assert!(SLOT_KERNELS.contains(&DEFAULT_SLOT_KERNEL));
+        assert!(SLOT_MMA_UPS.contains(&SLOT_MMA_UP) && SLOT_MMA_DOWNS.contains(&SLOT_MMA_DOWN));
+        // Every mma kernel the engine may pick is a bench variant, one warp a column group.
+        for op in SLOT_MMA_UPS.iter().chain(SLOT_MMA_DOWNS) {
+            assert!(SLOT_VARIANTS.iter().any(|v| v.0 == *op), "{op}");
+            assert_eq!(slots_mma_split(op), 1, "{op}");
+        }
+        assert_eq!(slots_mma_split("model_gemv1_slots_nvfp4w_mma4_relu"), 4);
+        assert_eq!(slotm_smem(2688), 22 * 768 + 256);
         assert!(DECODE_SSUS.contains(&DECODE_SSU));
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2"), 2);
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2_relu"), 2);

@@ -1286,6 +1286,9 @@ fn slot_gemv_mma_matches_f64_dot_products() {
             "model_gemv1_slots_nvfp4w_mma4",
             "model_gemv1_slots_nvfp4w_mma1_relu",
             "model_gemv1_slots_nvfp4w_mma4_relu",
+            "model_gemv1_slots_nvfp4w_mma1d3",
+            "model_gemv1_slots_nvfp4w_mma1d4_relu",
+            "model_gemv1_slots_nvfp4w_mma1d6",
         ] {
             let relu = op.ends_with("_relu");
             let y = g.slot_gemv_on(&w, (n, k), &x, op).expect(op);
@@ -1396,6 +1399,27 @@ fn slot_gemv_mma_matches_the_default_on_engine_shapes() {
             "model_gemv1_slots_nvfp4w_mma2_relu",
         ),
         ((33, 384, 2), &[1], 0, "model_gemv1_slots_nvfp4w_mma1_relu"),
+        // D = 3 / 4 / 6 steps in flight: fewer steps than the ring (K 384: 3), a partial
+        // last round (2688: 21 steps), and more.
+        ((33, 384, 2), &[1, 0], 0, "model_gemv1_slots_nvfp4w_mma1d4"),
+        (
+            (1024, 2688, 5),
+            &[4, 1, 3],
+            2692,
+            "model_gemv1_slots_nvfp4w_mma1d6_relu",
+        ),
+        (
+            (2688, 1024, 4),
+            &[3, 0, 1, 3],
+            0,
+            "model_gemv1_slots_nvfp4w_mma1d3",
+        ),
+        (
+            (1000, 2688, 3),
+            &[2, 0, 1],
+            2688,
+            "model_gemv1_slots_nvfp4w_mma1d4_relu",
+        ),
     ];
     for &(shape, picks, stride, op) in cases {
         let what = format!("{op} {shape:?} picks {picks:?} stride {stride}");
