@@ -1352,12 +1352,22 @@ __device__ __forceinline__ void slotm_word(float* c, u32 wa, u32 wb, u32 sa, u32
     slotm_mma(c, slotm_hmul2(da[2], sa), slotm_hmul2(db[2], sb), slotm_hmul2(da[3], sa),
               slotm_hmul2(db[3], sb), b.z, b.w);
 }
-template <int SK, bool XRELU2, int D>
+// The fused slot mix of the `_mix` forms (session 13): out[n] = sum over the slots, in slot
+// order from 0.0f, of w[s] * y[s * N + n] (each product rounded before its add: --fmad=false),
+// model_mix_slots's arithmetic. The last block of a column group to finish (cnt: one u32 a
+// column group, zero between launches: that block sets it back) adds the slots' outputs,
+// read through L2 after every block's fence.
+struct SlotMix {
+    const float* w;
+    float* out;
+    u32* cnt;
+};
+template <int SK, bool XRELU2, int D, bool MIX = false>
 __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x, i64 x_stride,
                                                      const u64* __restrict__ ws,
                                                      const i32* __restrict__ ids, i64 sf_off,
                                                      i64 lut_off, float* __restrict__ y, i64 N,
-                                                     i64 K) {
+                                                     i64 K, SlotMix mix = SlotMix{0, 0, 0}) {
     extern __shared__ __align__(16) u8 xs_smem[];
     constexpr int RG = SLOTM_WARPS / SK;
     const i64 ns = K >> 7;
@@ -1537,6 +1547,37 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
             put(ta, tb);
         }
     }
+    if constexpr (MIX) {
+        __shared__ u32 ticket;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) ticket = atomicAdd(mix.cnt + blockIdx.x, 1u);
+        __syncthreads();
+        if (ticket == gridDim.y - 1) {
+            __threadfence();
+            const i64 slots = gridDim.y;
+            for (int r = tid; r < 16 * RG; r += blockDim.x) {
+                const i64 n = (i64)blockIdx.x * (16 * RG) + r;
+                if (n < N) {
+                    // Eight slots' products at a time (independent loads through L2), added
+                    // in slot order.
+                    float acc = 0.0f;
+                    for (i64 s0 = 0; s0 < slots; s0 += 8) {
+                        float p[8];
+#pragma unroll
+                        for (int j = 0; j < 8; ++j)
+                            p[j] = s0 + j < slots ? mix.w[s0 + j] * __ldcg(y + (s0 + j) * N + n)
+                                                  : 0.0f;
+#pragma unroll
+                        for (int j = 0; j < 8; ++j)
+                            if (s0 + j < slots) acc = acc + p[j];
+                    }
+                    mix.out[n] = acc;
+                }
+            }
+            if (tid == 0) mix.cnt[blockIdx.x] = 0u;
+        }
+    }
 }
 // D: steps in flight per warp (session 13 call 1 ran D = 2: moe_slots_t1 up / down mma1 12.84 /
 // 16.24 us, mma2 15.65 / 17.07, mma4 19.46 / 22.15: more blocks restage x more often).
@@ -1560,6 +1601,21 @@ MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4, 1, false, 4)
 MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4_relu, 1, true, 4)
 MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6, 1, false, 6)
 MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6_relu, 1, true, 6)
+// The fused down GEMVs with the slot mix (SlotMix above; the decode engine with
+// `--slot-kernel mma`): model_mix_slots's bits, one launch fewer a MoE layer.
+#define MODEL_GEMV1_SLOTS_MMA_MIX(NAME, D)                                                      \
+    extern "C" __global__ void __launch_bounds__(32 * SLOTM_WARPS)                              \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K, const float* __restrict__ mw, float* __restrict__ mout, u32* __restrict__ cnt) { \
+        DUET_PDL_ENTRY();                                                                       \
+        model_slots_mma_body<1, true, D, true>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K,  \
+                                               SlotMix{mw, mout, cnt});                         \
+    }
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1_relu_mix, 2)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d3_relu_mix, 3)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d4_relu_mix, 4)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d6_relu_mix, 6)
 
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit

@@ -37,6 +37,8 @@ pub struct GpuDevice<'k> {
     slots_h: RefCell<Option<DevTensor>>,
     slots_r: RefCell<Option<DevTensor>>,
     slots_o: RefCell<Option<DevTensor>>,
+    /// The fused slot mix's column-group counters (u32 zeros; each launch leaves them zero).
+    slots_cnt: RefCell<Option<DevTensor>>,
     /// per-op GPU time (CUDA events around every op), when asked for
     timing: Option<RefCell<OpTiming>>,
     /// CUDA graphs of the step, when asked for ([`GpuDevice::with_graphs`])
@@ -112,6 +114,7 @@ impl<'k> GpuDevice<'k> {
             slots_h: RefCell::new(None),
             slots_r: RefCell::new(None),
             slots_o: RefCell::new(None),
+            slots_cnt: RefCell::new(None),
             timing: None,
             graphs: None,
             fuse: false,
@@ -179,6 +182,39 @@ impl<'k> GpuDevice<'k> {
             Phase::Eager => gr.eager_steps += 1,
         }
         Ok(())
+    }
+
+    /// [`GpuDevice::relu2_down`] then the weighted slot mix of `o` (k rows of `lw`, weights at
+    /// `pw`) into `pacc`: with fusion and the `mma` slot form one launch (the down GEMV's last
+    /// block of each column group adds the slots: model_mix_slots's bits), else the down GEMV
+    /// and `model_mix_slots`.
+    #[allow(clippy::too_many_arguments)]
+    fn relu2_down_mix(
+        &self,
+        [ph, pr, po]: [u64; 3],
+        down: (u64, u64),
+        ddt: DType,
+        (lw, inter, k): (usize, usize, usize),
+        v: [bool; 2],
+        pw: u64,
+        pacc: u64,
+    ) -> Result<(), GpuError> {
+        let k_ = &self.k;
+        if self.fuse && v[0] && k_.slot_mix_fits(ddt, (lw, inter, k), ph) {
+            let n = lw.div_ceil(64);
+            let mut b = self.slots_cnt.borrow_mut();
+            if b.as_ref().is_none_or(|t| t.numel() < n) {
+                let t = k_.out(n)?;
+                let p = self.ptr(&t);
+                // Zero bits (the counters are u32).
+                k_.launch_axpy(p, p, 0.0, n, 2)?;
+                *b = Some(t);
+            }
+            let pc = b.as_ref().map_or(0, |t| self.ptr(t));
+            return k_.launch_down_mix(ph, inter, down, po, (lw, inter, k), (pw, pacc, pc));
+        }
+        self.relu2_down([ph, pr, po], down, ddt, (lw, inter, k), v)?;
+        k_.launch_mix_slots(po, pw, k, lw, pacc)
     }
 
     /// ReLU² of the slots' up outputs `h` (k rows of `inter`) then the down GEMVs into `o`:
@@ -1056,9 +1092,9 @@ impl DecodeDevice for GpuDevice<'_> {
                 .and_then(|_| {
                     // ph and pr are scratch (256-byte aligned): v_down holds for both.
                     let down = (pt + 8 * e as u64, pidx);
-                    self.relu2_down([ph, pr, po], down, ddt, (lw, inter, k), [v_down; 2])
+                    let shape = (lw, inter, k);
+                    self.relu2_down_mix([ph, pr, po], down, ddt, shape, [v_down; 2], pw, pacc)
                 })
-                .and_then(|_| k_.launch_mix_slots(po, pw, k, lw, pacc))
                 .map_err(gerr("moe_routed"))
             },
         )
@@ -1152,9 +1188,9 @@ impl DecodeDevice for GpuDevice<'_> {
                     .map(|_| ())
                     .and_then(|_| {
                         let v = [v_down_h, v_down];
-                        self.relu2_down([ph, pr, po], down, ddt, (lw, inter, k), v)
+                        let (shape, pw) = ((lw, inter, k), pt + 16 * k as u64);
+                        self.relu2_down_mix([ph, pr, po], down, ddt, shape, v, pw, pacc)
                     })
-                    .and_then(|_| k_.launch_mix_slots(po, pt + 16 * k as u64, k, lw, pacc))
                     .map_err(gerr("routed experts"))
             },
         );

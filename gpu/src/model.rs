@@ -1786,6 +1786,71 @@ impl GpuKernels {
         Ok(())
     }
 
+    /// Whether [`GpuKernels::launch_down_mix`] takes the fused down GEMV of (lw, inter, k):
+    /// the `mma` slot form, NVFP4 down weights, inter % 128 == 0, h rows 16-byte aligned.
+    pub(crate) fn slot_mix_fits(
+        &self,
+        ddt: DType,
+        (lw, inter, k): (usize, usize, usize),
+        ph: u64,
+    ) -> bool {
+        self.slot_kernel == "mma"
+            && ddt == DType::U8
+            && lw > 0
+            && k > 0
+            && inter.is_multiple_of(128)
+            && slotm_smem(inter) <= SLOTP_MAX_SMEM
+            && ph.is_multiple_of(16)
+    }
+
+    /// Queues the `mma` form's fused down GEMV with the slot mix (`<down>_mix`, model_ops.cu:
+    /// ReLU² of h (k rows of `inter` at `h_stride`), the down GEMVs into `po` (k rows of lw), and
+    /// the weighted mix of those rows (weights `pmw`) into `pout`; `pcnt` holds ceil(lw / 64)
+    /// zero u32 counters, left zero). The caller checked [`GpuKernels::slot_mix_fits`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_down_mix(
+        &self,
+        ph: u64,
+        h_stride: usize,
+        (ws, ids): (u64, u64),
+        po: u64,
+        (lw, inter, k): (usize, usize, usize),
+        (pmw, pout, pcnt): (u64, u64, u64),
+    ) -> Result<(), GpuError> {
+        let down = slot_mma_ops().1;
+        let i = SLOT_MMA_DOWNS.iter().position(|d| *d == down).unwrap_or(0);
+        let op = SLOT_MMA_MIXES[i];
+        let smem = slotm_smem(inter);
+        let Some(f) = self.slot_smem_function(op, (lw, inter, k), 128, smem)? else {
+            return Ok(());
+        };
+        let gx = grid_u32(op, (lw as u64).div_ceil(64))?;
+        let gy = u32::try_from(k)
+            .ok()
+            .filter(|&g| (g as u64) <= MAX_GRID_Y)
+            .ok_or_else(|| bad(op, format!("{k} slots exceed the grid")))?;
+        let (xs, nn, kk) = (h_stride as i64, lw as i64, inter as i64);
+        let l = crate::nvfp4_store::Layout::of(lw, inter);
+        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
+        let mut a = self.g.stream.launch_builder(&f);
+        a.arg(&ph).arg(&xs).arg(&ws).arg(&ids);
+        a.arg(&sf_off).arg(&lut_off);
+        a.arg(&po).arg(&nn).arg(&kk);
+        a.arg(&pmw).arg(&pout).arg(&pcnt);
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        // SAFETY: model_gemv1_slots_nvfp4w_mma*_relu_mix(x, x_stride, ws, ids, sf_off, lut_off,
+        // y, N, K, w, out, cnt): ws holds the addresses of 16-byte aligned NVFP4 buffers of
+        // Layout::of(lw, inter) that the slots (or ids) name, x k rows of inter f32 at
+        // h_stride (16-byte aligned), y k * lw f32, w k f32, out lw f32, cnt ceil(lw / 64) u32
+        // zeros (the caller's buffers); K % 128 == 0 and `smem` were checked.
+        unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
+        Ok(())
+    }
+
     /// Queues a `model_gemv1_slots_nvfp4w_pipe*` kernel of `stages` shared-memory stages
     /// (model_ops.cu; [`GpuKernels::launch_gemv_slots`]'s arguments, NVFP4 weights in
     /// 16-byte aligned buffers of `Layout::of(n, k)`, K % 32 == 0, [`slotp_fits`]): persistent
@@ -2194,7 +2259,8 @@ fn decode_ssu_from_env() -> &'static str {
 /// through ReLU²); `_xs3` where the down GEMV is not fused.
 /// `mma`: the tensor-core GEMVs ([`SLOT_MMA_UP`], [`SLOT_MMA_DOWN`]) where K % 128 == 0 and x
 /// rows are 16-byte aligned, within f32 rounding of the others rather than their bits (the
-/// model path and the decode engine share the form, so they still agree bit for bit).
+/// model path runs its experts through the exact one-row GEMV: the engine's logits differ from
+/// it by ~4e-6, session 13 call 2, instead of matching bit for bit).
 pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe", "mma"];
 
 /// The default slot form: `xs3m` from session 12 (call 2, fused super engine, graphs, 24
@@ -2217,6 +2283,15 @@ pub const SLOT_MMA_DOWNS: &[&str] = &[
     "model_gemv1_slots_nvfp4w_mma1d3_relu",
     "model_gemv1_slots_nvfp4w_mma1d4_relu",
     "model_gemv1_slots_nvfp4w_mma1d6_relu",
+];
+
+/// The fused down GEMVs with the slot mix, one for each of [`SLOT_MMA_DOWNS`] (that name +
+/// `_mix`).
+pub const SLOT_MMA_MIXES: &[&str] = &[
+    "model_gemv1_slots_nvfp4w_mma1_relu_mix",
+    "model_gemv1_slots_nvfp4w_mma1d3_relu_mix",
+    "model_gemv1_slots_nvfp4w_mma1d4_relu_mix",
+    "model_gemv1_slots_nvfp4w_mma1d6_relu_mix",
 ];
 
 /// The `mma` form's (up, fused down) kernels: [`SLOT_MMA_UP`] / [`SLOT_MMA_DOWN`] unless
@@ -2612,6 +2687,84 @@ impl GpuKernels {
 }
 
 impl GpuKernels {
+    /// The `mma` form's fused down GEMV + slot mix ([`GpuKernels::launch_down_mix`], run
+    /// `launches` times on the same inputs: each launch must leave its counters zero for the
+    /// next) next to the unfused pair (the same down kernel without the mix, then
+    /// `model_mix_slots`) on `picks.len()` slots of seeded NVFP4 experts of (lw, inter) picked
+    /// through device ids, h rows at `h_stride`, seeded slot weights; outputs poisoned first.
+    /// Returns ((unfused o, unfused mix), (fused o, fused mix)) as bits. For gpu_model's test.
+    #[allow(clippy::type_complexity)]
+    pub fn slot_down_mix_vs_unfused(
+        &self,
+        (lw, inter, experts): (usize, usize, usize),
+        picks: &[i32],
+        h_stride: usize,
+        launches: usize,
+    ) -> Result<((Vec<u32>, Vec<u32>), (Vec<u32>, Vec<u32>)), GpuError> {
+        use reference::tensor::Data;
+        let st = &self.g.stream;
+        let k = picks.len();
+        if h_stride < inter || picks.iter().any(|&p| p < 0 || p as usize >= experts) {
+            return Err(bad(
+                "slot_down_mix",
+                "h_stride < inter or a pick out of range".into(),
+            ));
+        }
+        let shapes: Vec<(usize, usize, u64)> = (0..experts)
+            .map(|e| (lw, inter, 47_000 + 13 * e as u64 + lw as u64))
+            .collect();
+        let (_bufs, td, _) = self.upload_nvfp4_experts("slot_down_mix", &shapes)?;
+        let idd = self
+            .g
+            .upload(&Tensor::new(&[k], Data::I32(picks.to_vec())))?;
+        let len = k * h_stride;
+        let sc = (inter as f32).sqrt();
+        let hv: Vec<f32> = bench_values(len, 9401 + inter as u64)
+            .iter()
+            .map(|v| sc * v)
+            .collect();
+        let wv: Vec<f32> = bench_values(k, 9402)
+            .iter()
+            .map(|v| v.abs() + 0.01)
+            .collect();
+        let hd = self.g.upload(&Tensor::from_f32(&[len], hv))?;
+        let wd = self.g.upload(&Tensor::from_f32(&[k], wv))?;
+        let out = |n: usize| self.g.alloc_poisoned(&[n], DType::F32, self.poison);
+        let (oa, ma, ob, mb) = (out(k * lw)?, out(lw)?, out(k * lw)?, out(lw)?);
+        let cnt = out(lw.div_ceil(64))?;
+        let (ph, pt, pi, pw, pc) = (hd.ptr(st), td.ptr(st), idd.ptr(st), wd.ptr(st), cnt.ptr(st));
+        self.launch_axpy(pc, pc, 0.0, lw.div_ceil(64), 2)?;
+        let down = slot_mma_ops().1;
+        let shape = (lw, inter, k);
+        self.launch_slots_mma(down, ph, h_stride, (pt, pi), oa.ptr(st), shape)?;
+        self.launch_mix_slots(oa.ptr(st), pw, k, lw, ma.ptr(st))?;
+        for _ in 0..launches {
+            for (p, n) in [(ob.ptr(st), k * lw), (mb.ptr(st), lw)] {
+                self.launch_axpy(p, p, f32::NAN, n, 2)?;
+            }
+            let m = (pw, mb.ptr(st), pc);
+            self.launch_down_mix(ph, h_stride, (pt, pi), ob.ptr(st), shape, m)?;
+        }
+        self.g.sync()?;
+        let counters = self.download_bits(&cnt, "counters")?;
+        if counters.iter().any(|&c| c != 0) {
+            return Err(bad(
+                "slot_down_mix",
+                format!("counters left non-zero: {counters:?}"),
+            ));
+        }
+        Ok((
+            (
+                self.download_bits(&oa, "o")?,
+                self.download_bits(&ma, "mix")?,
+            ),
+            (
+                self.download_bits(&ob, "fused o")?,
+                self.download_bits(&mb, "fused mix")?,
+            ),
+        ))
+    }
+
     /// Whether the decode step can run v10 directly, where `auto` would run v10 (batch 1, an
     /// f32 state, A per head: every Nemotron-H decode step): the `auto` version configured, a
     /// dstate v10 compiles for, fewer heads than 4 per SM, per-head operands of `nheads`.
@@ -3533,6 +3686,10 @@ mod tests {
             assert_eq!(slots_mma_split(op), 1, "{op}");
         }
         assert_eq!(slots_mma_split("model_gemv1_slots_nvfp4w_mma4_relu"), 4);
+        assert_eq!(SLOT_MMA_MIXES.len(), SLOT_MMA_DOWNS.len());
+        for (d, m) in SLOT_MMA_DOWNS.iter().zip(SLOT_MMA_MIXES) {
+            assert_eq!(format!("{d}_mix"), *m);
+        }
         assert_eq!(slotm_smem(2688), 22 * 768 + 256);
         assert!(DECODE_SSUS.contains(&DECODE_SSU));
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2"), 2);

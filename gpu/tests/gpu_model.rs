@@ -1441,6 +1441,43 @@ fn slot_gemv_mma_matches_the_default_on_engine_shapes() {
     }
 }
 
+/// The decode engine's fused down GEMV + slot mix (`--slot-kernel mma` with fusion: the last
+/// block of each 64-column group adds the slots' outputs) gives the unfused pair's bits (the
+/// same down kernel, then `model_mix_slots`), launch after launch (its counters reset
+/// themselves), on Super's down shape, on column counts that leave a partial group, with
+/// repeated experts, strided h rows and one slot.
+#[test]
+#[ignore = "gpu"]
+fn slot_down_mix_gives_the_unfused_bits() {
+    let k = gpu_k(0xFF);
+    for (shape, picks, stride) in [
+        (
+            (1024usize, 2688usize, 5usize),
+            &[
+                4, 1, 3, 3, 0, 2, 1, 0, 4, 2, 2, 3, 1, 0, 4, 4, 3, 2, 1, 0, 0, 1,
+            ][..],
+            2688usize,
+        ),
+        ((100, 384, 3), &[2, 0, 2][..], 388),
+        ((33, 128, 2), &[1][..], 128),
+    ] {
+        let what = format!("{shape:?} picks {} stride {stride}", picks.len());
+        let ((oa, ma), (ob, mb)) = k
+            .slot_down_mix_vs_unfused(shape, picks, stride, 3)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let fin = |v: &[u32]| v.iter().all(|b| f32::from_bits(*b).is_finite());
+        assert!(fin(&oa) && fin(&ma), "{what}: the unfused pair left poison");
+        let nonzero = ma.iter().filter(|b| f32::from_bits(**b) != 0.0).count();
+        assert!(
+            nonzero > ma.len() / 2,
+            "{what}: {nonzero} non-zero mix outputs"
+        );
+        assert_eq!(oa, ob, "{what}: the fused kernel's slot outputs differ");
+        let diff = ma.iter().zip(&mb).filter(|(a, b)| a != b).count();
+        assert_eq!(diff, 0, "{what}: {diff} of {} mix outputs differ", ma.len());
+    }
+}
+
 /// The unrolled variants of the engine's rmsnorm, gated rmsnorm and slot mix (`norms_super`
 /// bench preset) give the default kernels' bits.
 #[test]

@@ -165,8 +165,8 @@ pub struct Args {
     /// fused down GEMV: session 12), pipe (persistent blocks, the weights through cp.async
     /// stages). Session 11. mma (session 13): the products on the tensor cores (mma.sync f16,
     /// x carried as three f16 terms; K % 128 == 0): within f32 rounding of the others, not
-    /// their bits (the model path uses the same form, so the engine still matches it bit for
-    /// bit).
+    /// their bits (the model path keeps the exact GEMV: the engine's logits then differ from
+    /// its by ~4e-6 instead of matching bit for bit).
     #[arg(long, value_parser = ["chunk", "xs", "xs3", "xs3m", "pipe", "mma"])]
     slot_kernel: Option<String>,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
