@@ -1745,9 +1745,25 @@ impl GpuKernels {
         op: &str,
         px: u64,
         x_stride: usize,
+        w: (u64, u64),
+        py: u64,
+        shape: (usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        self.launch_slots_mma_mix(op, px, x_stride, w, py, shape, None)
+    }
+
+    /// [`GpuKernels::launch_slots_mma`], for a `_mix` kernel with its (weights, out,
+    /// counters) arguments.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_slots_mma_mix(
+        &self,
+        op: &str,
+        px: u64,
+        x_stride: usize,
         (ws, ids): (u64, u64),
         py: u64,
         (n, k, slots): (usize, usize, usize),
+        mix: Option<(u64, u64, u64)>,
     ) -> Result<(), GpuError> {
         if !px.is_multiple_of(16) || !x_stride.is_multiple_of(4) {
             return Err(bad(
@@ -1772,16 +1788,23 @@ impl GpuKernels {
         a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
         a.arg(&sf_off).arg(&lut_off);
         a.arg(&py).arg(&nn).arg(&kk);
+        let (pmw, pout, pcnt);
+        if let Some(m) = mix {
+            (pmw, pout, pcnt) = m;
+            a.arg(&pmw).arg(&pout).arg(&pcnt);
+        }
         let cfg = LaunchConfig {
             grid_dim: (gx, gy, 1),
             block_dim: (128, 1, 1),
             shared_mem_bytes: smem as u32,
         };
-        // SAFETY: model_gemv1_slots_nvfp4w_mma*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K):
-        // ws holds the addresses of 16-byte aligned NVFP4 buffers of Layout::of(n, k) that
-        // slots (or ids, whose entries index ws) name, x rows of k f32 at x_stride (16-byte
-        // aligned: checked above), y slots * n f32 values (the caller's sizes); K % 128 == 0
-        // and the `smem` bytes were checked above and set as the function's limit.
+        // SAFETY: model_gemv1_slots_nvfp4w_mma*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K
+        // [, w, out, cnt for the _mix forms]): ws holds the addresses of 16-byte aligned NVFP4
+        // buffers of Layout::of(n, k) that slots (or ids, whose entries index ws) name, x rows
+        // of k f32 at x_stride (16-byte aligned: checked above), y slots * n f32 values (the
+        // caller's sizes), with a mix w slots f32, out n f32 and cnt ceil(n / 64) zero u32 (the
+        // caller's, launch_down_mix); K % 128 == 0 and the `smem` bytes were checked above and
+        // set as the function's limit.
         unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
         Ok(())
     }
@@ -1812,43 +1835,14 @@ impl GpuKernels {
         &self,
         ph: u64,
         h_stride: usize,
-        (ws, ids): (u64, u64),
+        w: (u64, u64),
         po: u64,
-        (lw, inter, k): (usize, usize, usize),
-        (pmw, pout, pcnt): (u64, u64, u64),
+        shape: (usize, usize, usize),
+        mix: (u64, u64, u64),
     ) -> Result<(), GpuError> {
         let down = slot_mma_ops().1;
         let i = SLOT_MMA_DOWNS.iter().position(|d| *d == down).unwrap_or(0);
-        let op = SLOT_MMA_MIXES[i];
-        let smem = slotm_smem(inter);
-        let Some(f) = self.slot_smem_function(op, (lw, inter, k), 128, smem)? else {
-            return Ok(());
-        };
-        let gx = grid_u32(op, (lw as u64).div_ceil(64))?;
-        let gy = u32::try_from(k)
-            .ok()
-            .filter(|&g| (g as u64) <= MAX_GRID_Y)
-            .ok_or_else(|| bad(op, format!("{k} slots exceed the grid")))?;
-        let (xs, nn, kk) = (h_stride as i64, lw as i64, inter as i64);
-        let l = crate::nvfp4_store::Layout::of(lw, inter);
-        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
-        let mut a = self.g.stream.launch_builder(&f);
-        a.arg(&ph).arg(&xs).arg(&ws).arg(&ids);
-        a.arg(&sf_off).arg(&lut_off);
-        a.arg(&po).arg(&nn).arg(&kk);
-        a.arg(&pmw).arg(&pout).arg(&pcnt);
-        let cfg = LaunchConfig {
-            grid_dim: (gx, gy, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        // SAFETY: model_gemv1_slots_nvfp4w_mma*_relu_mix(x, x_stride, ws, ids, sf_off, lut_off,
-        // y, N, K, w, out, cnt): ws holds the addresses of 16-byte aligned NVFP4 buffers of
-        // Layout::of(lw, inter) that the slots (or ids) name, x k rows of inter f32 at
-        // h_stride (16-byte aligned), y k * lw f32, w k f32, out lw f32, cnt ceil(lw / 64) u32
-        // zeros (the caller's buffers); K % 128 == 0 and `smem` were checked.
-        unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
-        Ok(())
+        self.launch_slots_mma_mix(SLOT_MMA_MIXES[i], ph, h_stride, w, po, shape, Some(mix))
     }
 
     /// Queues a `model_gemv1_slots_nvfp4w_pipe*` kernel of `stages` shared-memory stages

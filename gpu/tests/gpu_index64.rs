@@ -700,23 +700,27 @@ fn slot_gemv_past_2_pow_31() {
         .chain(n - 4..n)
         .chain(0..3)
         .collect();
+    // The sampled rows of y against the f64 dot products (1e-5 x sum |x w|).
+    let check_rows = |op: &str, y: &[f32]| {
+        assert_eq!(y.len(), n, "{op}");
+        for &o in &rows {
+            let (mut dot, mut mag) = (0f64, 0f64);
+            for j in 0..k {
+                let p = x[j] as f64 * value_at(&buf, n, k, o * k + j) as f64;
+                dot += p;
+                mag += p.abs();
+            }
+            let got = y[o] as f64;
+            assert!(
+                got.is_finite() && (got - dot).abs() <= 1e-5 * mag,
+                "{op}: y[{o}] = {got:e}, f64 {dot:e} (sum |x w| {mag:e})"
+            );
+        }
+    };
     let want = g
         .slot_gemv_on(&w, (n, k), &x, "model_gemv1_slots_nvfp4w")
         .expect("default slot gemv");
-    assert_eq!(want.len(), n);
-    for &o in &rows {
-        let (mut dot, mut mag) = (0f64, 0f64);
-        for j in 0..k {
-            let p = x[j] as f64 * value_at(&buf, n, k, o * k + j) as f64;
-            dot += p;
-            mag += p.abs();
-        }
-        let got = want[o] as f64;
-        assert!(
-            got.is_finite() && (got - dot).abs() <= 1e-5 * mag,
-            "y[{o}] = {got:e}, f64 {dot:e} (sum |x w| {mag:e})"
-        );
-    }
+    check_rows("model_gemv1_slots_nvfp4w", &want);
     for op in [
         "model_gemv1_slots_nvfp4w_xs",
         "model_gemv1_slots_nvfp4w_xs3",
@@ -738,19 +742,7 @@ fn slot_gemv_past_2_pow_31() {
     // the f64 dot products, as the default above.
     for op in ["model_gemv1_slots_nvfp4w_mma4"] {
         let got = g.slot_gemv_on(&w, (n, k), &x, op).expect(op);
-        for &o in &rows {
-            let (mut dot, mut mag) = (0f64, 0f64);
-            for j in 0..k {
-                let p = x[j] as f64 * value_at(&buf, n, k, o * k + j) as f64;
-                dot += p;
-                mag += p.abs();
-            }
-            let v = got[o] as f64;
-            assert!(
-                v.is_finite() && (v - dot).abs() <= 1e-5 * mag,
-                "{op}: y[{o}] = {v:e}, f64 {dot:e} (sum |x w| {mag:e})"
-            );
-        }
+        check_rows(op, &got);
     }
     eprintln!(
         "slot gemv: {n} x {k} NVFP4 ({} bytes), {} rows checked, {:.1} s",
