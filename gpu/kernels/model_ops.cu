@@ -1280,11 +1280,11 @@ MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs3_t16, false, (32 * GEMV_WARP
 // (1, 5), the second (2, 6) and (3, 7); x is staged per block in exactly that order (uint4
 // (step, j, term g, t): the f16x2 pairs (x[b], x[b + 4]), (x[b + 1], x[b + 5]), (x[b + 2],
 // x[b + 6]), (x[b + 3], x[b + 7]) of b = 128 step + 32 t + 8 j), read by the lanes g < 3.
-// Block: 4 warps, 4 / SK groups of 16 columns, each group's steps split over SK warps (step
-// s to warp s % SK) and summed in shared memory in warp order. Grid (ceil(N / (16 * 4 / SK)),
-// slots). Needs K % 128 == 0, 16-byte aligned weight buffers (Layout::of) and x rows.
-// Dynamic shared memory: (K / 128 + 1) * 768 bytes of x and a zero step, then 4 * 16 * 4 bytes
-// of partial sums (slotm_smem on the host).
+// Block: W warps (4; 8 for the _w8 forms), W / SK groups of 16 columns, each group's steps
+// split over SK warps (step s to warp s % SK) and summed in shared memory in warp order. Grid
+// (ceil(N / (16 * W / SK)), slots). Needs K % 128 == 0, 16-byte aligned weight buffers (Layout::of) and x rows.
+// Dynamic shared memory: (K / 128 + 1) * 768 bytes of x and a zero step, then W * 16 * 4 bytes
+// of partial sums (W <= 8 warps: slotm_smem on the host).
 #define SLOTM_WARPS 4
 #define SLOTM_XO 3
 __device__ __forceinline__ u32 slotm_hmul2(u32 a, u32 b) {
@@ -1362,20 +1362,20 @@ struct SlotMix {
     float* out;
     u32* cnt;
 };
-template <int SK, bool XRELU2, int D, bool MIX = false>
+template <int SK, bool XRELU2, int D, bool MIX = false, int W = SLOTM_WARPS>
 __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x, i64 x_stride,
                                                      const u64* __restrict__ ws,
                                                      const i32* __restrict__ ids, i64 sf_off,
                                                      i64 lut_off, float* __restrict__ y, i64 N,
                                                      i64 K, SlotMix mix = SlotMix{0, 0, 0}) {
     extern __shared__ __align__(16) u8 xs_smem[];
-    constexpr int RG = SLOTM_WARPS / SK;
+    constexpr int RG = W / SK;
     const i64 ns = K >> 7;
     uint4* xb = (uint4*)xs_smem;
     // One step of zeros after x: the lanes g >= 3 read their B fragments (columns 3..7) there.
     uint4* zb = xb + ns * 48;
     float* part = (float*)(xs_smem + (ns + 1) * 768);
-    __shared__ float red[SLOTM_WARPS];
+    __shared__ float red[W];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int rg = warp % RG, ks = warp / RG;
@@ -1445,7 +1445,9 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(DUET_FULL_MASK, m, o));
     if (lane == 0) red[warp] = m;
     __syncthreads();
-    m = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    m = red[0];
+#pragma unroll
+    for (int w2 = 1; w2 < W; ++w2) m = fmaxf(m, red[w2]);
     // m < 2^e (e from m's exponent field); ex = 14 - e in [-100, 100] (0 for m = 0 or not
     // finite).
     int ex = 0;
@@ -1616,6 +1618,34 @@ MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1_relu_mix, 2)
 MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d3_relu_mix, 3)
 MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d4_relu_mix, 4)
 MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d6_relu_mix, 6)
+// Eight warps a block (session 13 call 3: under ncu the fused down GEMV took 27.1 us against
+// the up GEMV's 16.1 for the same bytes: its 1024 columns make 1408 warps of 16, 10.7 an SM,
+// each walking 21 steps). _mma2w8: K split over two warps (RG 4: 64 columns a block, the
+// blocks and x stagings of _mma1, twice the warps); _mma4w8: over four (32 columns a block).
+#define MODEL_GEMV1_SLOTS_MMA_W8(NAME, SK, XR)                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K) {                                                                               \
+        DUET_PDL_ENTRY();                                                                       \
+        model_slots_mma_body<SK, XR, 2, false, 8>(x, x_stride, ws, ids, sf_off, lut_off, y, N,  \
+                                                  K);                                           \
+    }
+#define MODEL_GEMV1_SLOTS_MMA_W8_MIX(NAME, SK)                                                  \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
+         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
+         i64 K, const float* __restrict__ mw, float* __restrict__ mout, u32* __restrict__ cnt) { \
+        DUET_PDL_ENTRY();                                                                       \
+        model_slots_mma_body<SK, true, 2, true, 8>(x, x_stride, ws, ids, sf_off, lut_off, y, N, \
+                                                   K, SlotMix{mw, mout, cnt});                  \
+    }
+MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma2w8, 2, false)
+MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma2w8_relu, 2, true)
+MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma4w8, 4, false)
+MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma4w8_relu, 4, true)
+MODEL_GEMV1_SLOTS_MMA_W8_MIX(model_gemv1_slots_nvfp4w_mma2w8_relu_mix, 2)
+MODEL_GEMV1_SLOTS_MMA_W8_MIX(model_gemv1_slots_nvfp4w_mma4w8_relu_mix, 4)
 
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit

@@ -201,7 +201,7 @@ impl<'k> GpuDevice<'k> {
     ) -> Result<(), GpuError> {
         let k_ = &self.k;
         if self.fuse && v[0] && k_.slot_mix_fits(ddt, (lw, inter, k), ph) {
-            let n = lw.div_ceil(64);
+            let n = lw.div_ceil(16);
             let mut b = self.slots_cnt.borrow_mut();
             if b.as_ref().is_none_or(|t| t.numel() < n) {
                 let t = k_.out(n)?;

@@ -86,14 +86,23 @@ pub(crate) fn slots_xs_smem(k: usize) -> usize {
 }
 
 /// Dynamic shared memory of `model_gemv1_slots_nvfp4w_mma*` at K (K % 128 == 0): x's three
-/// f16 terms in 768 bytes a 128-k step plus one zero step, then 4 x 16 partial sums.
+/// f16 terms in 768 bytes a 128-k step plus one zero step, then up to 8 x 16 partial sums.
 pub(crate) fn slotm_smem(k: usize) -> usize {
-    (k / 128 + 1) * 768 + 256
+    (k / 128 + 1) * 768 + 512
 }
 
 /// Whether `op` is a `model_gemv1_slots_nvfp4w_mma*` kernel (the tensor-core slot GEMV).
 fn slots_mma_op(op: &str) -> bool {
     op.starts_with("model_gemv1_slots_nvfp4w_mma")
+}
+
+/// Warps a block of a `model_gemv1_slots_nvfp4w_mma*` kernel (8 for the `w8` forms, else 4).
+fn slots_mma_warps(op: &str) -> u32 {
+    if op.contains("w8") {
+        8
+    } else {
+        4
+    }
 }
 
 /// The K split of a `model_gemv1_slots_nvfp4w_mma<SK>*` kernel (warps a group of 16 columns).
@@ -1564,8 +1573,14 @@ impl GpuKernels {
                         && px.is_multiple_of(16)
                         && x_stride.is_multiple_of(4) =>
                 {
+                    // The unfused down GEMV (K > N: ReLU² already applied) on the fused
+                    // kernel's arithmetic, so --engine-fuse keeps the bits.
                     let (up, down) = slot_mma_ops();
-                    let op = if relu2 { down } else { up };
+                    let op = match (relu2, k > n) {
+                        (true, _) => down,
+                        (false, true) => slot_mma_plain(down),
+                        (false, false) => up,
+                    };
                     self.launch_slots_mma(op, px, x_stride, w, py, shape)?;
                     return Ok(true);
                 }
@@ -1736,8 +1751,9 @@ impl GpuKernels {
 
     /// Queues a `model_gemv1_slots_nvfp4w_mma<SK>*` kernel ([`GpuKernels::launch_gemv_slots`]'s
     /// arguments, NVFP4 weights in 16-byte aligned buffers of `Layout::of(n, k)`, K % 128 == 0,
-    /// x rows 16-byte aligned): blocks of four warps, 4 / SK groups of 16 columns a block,
-    /// grid (ceil(N / (64 / SK)), slots), x's f16 terms staged in shared memory
+    /// x rows 16-byte aligned): blocks of W warps (8 for the `w8` forms, else 4), W / SK
+    /// groups of 16 columns a block, grid (ceil(N / (16 W / SK)), slots), x's f16 terms staged
+    /// in shared memory
     /// ([`slotm_smem`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_slots_mma(
@@ -1775,7 +1791,8 @@ impl GpuKernels {
         let Some(f) = self.slot_smem_function(op, (n, k, slots), 128, smem)? else {
             return Ok(());
         };
-        let rows = 16 * (4 / slots_mma_split(op)) as u64;
+        let warps = slots_mma_warps(op);
+        let rows = 16 * (warps / slots_mma_split(op)) as u64;
         let gx = grid_u32(op, (n as u64).div_ceil(rows))?;
         let gy = u32::try_from(slots)
             .ok()
@@ -1795,14 +1812,14 @@ impl GpuKernels {
         }
         let cfg = LaunchConfig {
             grid_dim: (gx, gy, 1),
-            block_dim: (128, 1, 1),
+            block_dim: (32 * warps, 1, 1),
             shared_mem_bytes: smem as u32,
         };
         // SAFETY: model_gemv1_slots_nvfp4w_mma*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K
         // [, w, out, cnt for the _mix forms]): ws holds the addresses of 16-byte aligned NVFP4
         // buffers of Layout::of(n, k) that slots (or ids, whose entries index ws) name, x rows
         // of k f32 at x_stride (16-byte aligned: checked above), y slots * n f32 values (the
-        // caller's sizes), with a mix w slots f32, out n f32 and cnt ceil(n / 64) zero u32 (the
+        // caller's sizes), with a mix w slots f32, out n f32 and cnt ceil(n / 16) zero u32 (the
         // caller's, launch_down_mix); K % 128 == 0 and the `smem` bytes were checked above and
         // set as the function's limit.
         unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
@@ -1828,7 +1845,7 @@ impl GpuKernels {
 
     /// Queues the `mma` form's fused down GEMV with the slot mix (`<down>_mix`, model_ops.cu:
     /// ReLU² of h (k rows of `inter` at `h_stride`), the down GEMVs into `po` (k rows of lw), and
-    /// the weighted mix of those rows (weights `pmw`) into `pout`; `pcnt` holds ceil(lw / 64)
+    /// the weighted mix of those rows (weights `pmw`) into `pout`; `pcnt` holds ceil(lw / 16)
     /// zero u32 counters, left zero). The caller checked [`GpuKernels::slot_mix_fits`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_down_mix(
@@ -1840,8 +1857,25 @@ impl GpuKernels {
         shape: (usize, usize, usize),
         mix: (u64, u64, u64),
     ) -> Result<(), GpuError> {
-        let down = slot_mma_ops().1;
-        let i = SLOT_MMA_DOWNS.iter().position(|d| *d == down).unwrap_or(0);
+        self.launch_down_mix_op(slot_mma_ops().1, ph, h_stride, w, po, shape, mix)
+    }
+
+    /// [`GpuKernels::launch_down_mix`] with the `_mix` form of `down` (one of
+    /// [`SLOT_MMA_DOWNS`]).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_down_mix_op(
+        &self,
+        down: &str,
+        ph: u64,
+        h_stride: usize,
+        w: (u64, u64),
+        po: u64,
+        shape: (usize, usize, usize),
+        mix: (u64, u64, u64),
+    ) -> Result<(), GpuError> {
+        let Some(i) = SLOT_MMA_DOWNS.iter().position(|d| *d == down) else {
+            return Err(bad(down, "not one of the mma down GEMVs".into()));
+        };
         self.launch_slots_mma_mix(SLOT_MMA_MIXES[i], ph, h_stride, w, po, shape, Some(mix))
     }
 
@@ -2222,16 +2256,23 @@ pub const SLOT_VARIANTS: &[(&str, u32, bool)] = &[
     ("model_gemv1_slots_nvfp4w_mma1d4_relu", 1, false),
     ("model_gemv1_slots_nvfp4w_mma1d6", 1, false),
     ("model_gemv1_slots_nvfp4w_mma1d6_relu", 1, false),
+    // eight warps a block, K over two / four of them (session 13, after call 3)
+    ("model_gemv1_slots_nvfp4w_mma2w8", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma2w8_relu", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma4w8", 1, false),
+    ("model_gemv1_slots_nvfp4w_mma4w8_relu", 1, false),
 ];
 
 /// The `mma` slot form's up GEMV (also the unfused down GEMV). Session 13 call 1
 /// (moe_slots_t1): one warp a column group (mma1) 12.84 us up / 16.24 down, against K split
 /// over two / four warps 15.65 / 17.07 and 19.46 / 22.15 (every block stages x).
 pub const SLOT_MMA_UP: &str = "model_gemv1_slots_nvfp4w_mma1";
-/// The `mma` slot form's fused down GEMV: the up GEMV's kernel reading x through ReLU², so
-/// the fused and unfused paths give the same bits (the same K split; the steps in flight do
-/// not change the arithmetic).
-pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma1_relu";
+/// The `mma` slot form's fused down GEMV (x read through ReLU²; the unfused down GEMV runs
+/// its form without `_relu`, [`slot_mma_plain`], so `--engine-fuse` keeps the bits): eight
+/// warps a block with K over two of them (session 13 call 3's ncu had the one-warp form at
+/// 27.1 us under a cold L2 for the down shape's 1408 warps of 21 steps, against 16.1 for the
+/// up GEMV's 3696 warps of 8).
+pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma2w8_relu";
 
 /// The SSU version of the decode step (batch 1, f32 state, A per head: what `auto` picks
 /// there): v10 from session 12 (v6's arithmetic, so the same state and `out` bits; 16 rows a
@@ -2257,10 +2298,10 @@ fn decode_ssu_from_env() -> &'static str {
 /// it by ~4e-6, session 13 call 2, instead of matching bit for bit).
 pub const SLOT_KERNELS: &[&str] = &["chunk", "xs", "xs3", "xs3m", "pipe", "mma"];
 
-/// The default slot form: `xs3m` from session 12 (call 2, fused super engine, graphs, 24
-/// steps, same run: xs3 1.1883 ms, xs3m 1.1796; moe_slots_t1 down 29.46 us on `_xs3_relu`,
-/// 28.62 on `_xs4r2_relu`).
-pub const DEFAULT_SLOT_KERNEL: &str = "xs3m";
+/// The default slot form: `mma` from session 13 (fused super engine, graphs, 24 steps, same
+/// run: xs3m 1.1582 ms, mma 1.0801, call 2); `xs3m` (the exact kernels' fastest) from session
+/// 12. `mma` is within f32 rounding of the exact forms, not their bits.
+pub const DEFAULT_SLOT_KERNEL: &str = "mma";
 
 /// The `mma` slot form's up-GEMV kernels (one warp a column group: the same bits whatever
 /// the steps in flight).
@@ -2277,6 +2318,8 @@ pub const SLOT_MMA_DOWNS: &[&str] = &[
     "model_gemv1_slots_nvfp4w_mma1d3_relu",
     "model_gemv1_slots_nvfp4w_mma1d4_relu",
     "model_gemv1_slots_nvfp4w_mma1d6_relu",
+    "model_gemv1_slots_nvfp4w_mma2w8_relu",
+    "model_gemv1_slots_nvfp4w_mma4w8_relu",
 ];
 
 /// The fused down GEMVs with the slot mix, one for each of [`SLOT_MMA_DOWNS`] (that name +
@@ -2286,7 +2329,19 @@ pub const SLOT_MMA_MIXES: &[&str] = &[
     "model_gemv1_slots_nvfp4w_mma1d3_relu_mix",
     "model_gemv1_slots_nvfp4w_mma1d4_relu_mix",
     "model_gemv1_slots_nvfp4w_mma1d6_relu_mix",
+    "model_gemv1_slots_nvfp4w_mma2w8_relu_mix",
+    "model_gemv1_slots_nvfp4w_mma4w8_relu_mix",
 ];
+
+/// The unfused form of a fused down GEMV (`down` without `_relu`: a bench variant; `down`
+/// itself when there is none).
+fn slot_mma_plain(down: &'static str) -> &'static str {
+    let plain = down.strip_suffix("_relu").unwrap_or(down);
+    SLOT_VARIANTS
+        .iter()
+        .find(|v| v.0 == plain)
+        .map_or(down, |v| v.0)
+}
 
 /// The `mma` form's (up, fused down) kernels: [`SLOT_MMA_UP`] / [`SLOT_MMA_DOWN`] unless
 /// `DUET_SLOT_MMA_UP` / `DUET_SLOT_MMA_DOWN` name others of [`SLOT_MMA_UPS`] /
@@ -2684,7 +2739,8 @@ impl GpuKernels {
     /// The `mma` form's fused down GEMV + slot mix ([`GpuKernels::launch_down_mix`], run
     /// `launches` times on the same inputs: each launch must leave its counters zero for the
     /// next) next to the unfused pair (the same down kernel without the mix, then
-    /// `model_mix_slots`) on `picks.len()` slots of seeded NVFP4 experts of (lw, inter) picked
+    /// `model_mix_slots`) for the fused down GEMV `down` (one of [`SLOT_MMA_DOWNS`]) on
+    /// `picks.len()` slots of seeded NVFP4 experts of (lw, inter) picked
     /// through device ids, h rows at `h_stride`, seeded slot weights; outputs poisoned first.
     /// Returns ((unfused o, unfused mix), (fused o, fused mix)) as bits. For gpu_model's test.
     #[allow(clippy::type_complexity)]
@@ -2694,6 +2750,7 @@ impl GpuKernels {
         picks: &[i32],
         h_stride: usize,
         launches: usize,
+        down: &str,
     ) -> Result<((Vec<u32>, Vec<u32>), (Vec<u32>, Vec<u32>)), GpuError> {
         use reference::tensor::Data;
         let st = &self.g.stream;
@@ -2725,10 +2782,9 @@ impl GpuKernels {
         let wd = self.g.upload(&Tensor::from_f32(&[k], wv))?;
         let out = |n: usize| self.g.alloc_poisoned(&[n], DType::F32, self.poison);
         let (oa, ma, ob, mb) = (out(k * lw)?, out(lw)?, out(k * lw)?, out(lw)?);
-        let cnt = out(lw.div_ceil(64))?;
+        let cnt = out(lw.div_ceil(16))?;
         let (ph, pt, pi, pw, pc) = (hd.ptr(st), td.ptr(st), idd.ptr(st), wd.ptr(st), cnt.ptr(st));
-        self.launch_axpy(pc, pc, 0.0, lw.div_ceil(64), 2)?;
-        let down = slot_mma_ops().1;
+        self.launch_axpy(pc, pc, 0.0, lw.div_ceil(16), 2)?;
         let shape = (lw, inter, k);
         self.launch_slots_mma(down, ph, h_stride, (pt, pi), oa.ptr(st), shape)?;
         self.launch_mix_slots(oa.ptr(st), pw, k, lw, ma.ptr(st))?;
@@ -2737,7 +2793,7 @@ impl GpuKernels {
                 self.launch_axpy(p, p, f32::NAN, n, 2)?;
             }
             let m = (pw, mb.ptr(st), pc);
-            self.launch_down_mix(ph, h_stride, (pt, pi), ob.ptr(st), shape, m)?;
+            self.launch_down_mix_op(down, ph, h_stride, (pt, pi), ob.ptr(st), shape, m)?;
         }
         self.g.sync()?;
         let counters = self.download_bits(&cnt, "counters")?;
@@ -3674,17 +3730,33 @@ mod tests {
         std::env::remove_var(var);
         assert!(SLOT_KERNELS.contains(&DEFAULT_SLOT_KERNEL));
         assert!(SLOT_MMA_UPS.contains(&SLOT_MMA_UP) && SLOT_MMA_DOWNS.contains(&SLOT_MMA_DOWN));
-        // Every mma kernel the engine may pick is a bench variant, one warp a column group.
+        // Every mma kernel the engine may pick is a bench variant (its unfused down form too);
+        // the up GEMVs take one warp a column group.
         for op in SLOT_MMA_UPS.iter().chain(SLOT_MMA_DOWNS) {
             assert!(SLOT_VARIANTS.iter().any(|v| v.0 == *op), "{op}");
+        }
+        for op in SLOT_MMA_UPS {
             assert_eq!(slots_mma_split(op), 1, "{op}");
         }
+        for op in SLOT_MMA_DOWNS {
+            let plain = slot_mma_plain(op);
+            assert_eq!(format!("{plain}_relu"), *op);
+        }
+        assert_eq!(
+            slots_mma_warps("model_gemv1_slots_nvfp4w_mma2w8_relu_mix"),
+            8
+        );
+        assert_eq!(
+            slots_mma_split("model_gemv1_slots_nvfp4w_mma2w8_relu_mix"),
+            2
+        );
+        assert_eq!(slots_mma_warps("model_gemv1_slots_nvfp4w_mma1d4_relu"), 4);
         assert_eq!(slots_mma_split("model_gemv1_slots_nvfp4w_mma4_relu"), 4);
         assert_eq!(SLOT_MMA_MIXES.len(), SLOT_MMA_DOWNS.len());
         for (d, m) in SLOT_MMA_DOWNS.iter().zip(SLOT_MMA_MIXES) {
             assert_eq!(format!("{d}_mix"), *m);
         }
-        assert_eq!(slotm_smem(2688), 22 * 768 + 256);
+        assert_eq!(slotm_smem(2688), 22 * 768 + 512);
         assert!(DECODE_SSUS.contains(&DECODE_SSU));
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2"), 2);
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2_relu"), 2);

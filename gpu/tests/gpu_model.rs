@@ -1289,6 +1289,8 @@ fn slot_gemv_mma_matches_f64_dot_products() {
             "model_gemv1_slots_nvfp4w_mma1d3",
             "model_gemv1_slots_nvfp4w_mma1d4_relu",
             "model_gemv1_slots_nvfp4w_mma1d6",
+            "model_gemv1_slots_nvfp4w_mma2w8_relu",
+            "model_gemv1_slots_nvfp4w_mma4w8",
         ] {
             let relu = op.ends_with("_relu");
             let y = g.slot_gemv_on(&w, (n, k), &x, op).expect(op);
@@ -1420,6 +1422,32 @@ fn slot_gemv_mma_matches_the_default_on_engine_shapes() {
             2688,
             "model_gemv1_slots_nvfp4w_mma1d4_relu",
         ),
+        // eight warps a block: K over two / four warps, a partial last block (1000 = 15 x 64
+        // + 40), one step (K 128: the second warp of a column group has none).
+        (
+            (1000, 2688, 3),
+            &[2, 0, 1],
+            2692,
+            "model_gemv1_slots_nvfp4w_mma2w8_relu",
+        ),
+        (
+            (1024, 2688, 5),
+            &[4, 1, 3, 3, 0, 2],
+            2688,
+            "model_gemv1_slots_nvfp4w_mma2w8",
+        ),
+        (
+            (77, 128, 3),
+            &[2, 0, 2, 1],
+            132,
+            "model_gemv1_slots_nvfp4w_mma4w8",
+        ),
+        (
+            (100, 384, 3),
+            &[1, 2],
+            0,
+            "model_gemv1_slots_nvfp4w_mma4w8_relu",
+        ),
     ];
     for &(shape, picks, stride, op) in cases {
         let what = format!("{op} {shape:?} picks {picks:?} stride {stride}");
@@ -1442,7 +1470,7 @@ fn slot_gemv_mma_matches_the_default_on_engine_shapes() {
 }
 
 /// The decode engine's fused down GEMV + slot mix (`--slot-kernel mma` with fusion: the last
-/// block of each 64-column group adds the slots' outputs) gives the unfused pair's bits (the
+/// block of each column group adds the slots' outputs) gives the unfused pair's bits (the
 /// same down kernel, then `model_mix_slots`), launch after launch (its counters reset
 /// themselves), on Super's down shape, on column counts that leave a partial group, with
 /// repeated experts, strided h rows and one slot.
@@ -1461,20 +1489,22 @@ fn slot_down_mix_gives_the_unfused_bits() {
         ((100, 384, 3), &[2, 0, 2][..], 388),
         ((33, 128, 2), &[1][..], 128),
     ] {
-        let what = format!("{shape:?} picks {} stride {stride}", picks.len());
-        let ((oa, ma), (ob, mb)) = k
-            .slot_down_mix_vs_unfused(shape, picks, stride, 3)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let fin = |v: &[u32]| v.iter().all(|b| f32::from_bits(*b).is_finite());
-        assert!(fin(&oa) && fin(&ma), "{what}: the unfused pair left poison");
-        let nonzero = ma.iter().filter(|b| f32::from_bits(**b) != 0.0).count();
-        assert!(
-            nonzero > ma.len() / 2,
-            "{what}: {nonzero} non-zero mix outputs"
-        );
-        assert_eq!(oa, ob, "{what}: the fused kernel's slot outputs differ");
-        let diff = ma.iter().zip(&mb).filter(|(a, b)| a != b).count();
-        assert_eq!(diff, 0, "{what}: {diff} of {} mix outputs differ", ma.len());
+        for down in gpu::model::SLOT_MMA_DOWNS {
+            let what = format!("{down} {shape:?} picks {} stride {stride}", picks.len());
+            let ((oa, ma), (ob, mb)) = k
+                .slot_down_mix_vs_unfused(shape, picks, stride, 3, down)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let fin = |v: &[u32]| v.iter().all(|b| f32::from_bits(*b).is_finite());
+            assert!(fin(&oa) && fin(&ma), "{what}: the unfused pair left poison");
+            let nonzero = ma.iter().filter(|b| f32::from_bits(**b) != 0.0).count();
+            assert!(
+                nonzero > ma.len() / 2,
+                "{what}: {nonzero} non-zero mix outputs"
+            );
+            assert_eq!(oa, ob, "{what}: the fused kernel's slot outputs differ");
+            let diff = ma.iter().zip(&mb).filter(|(a, b)| a != b).count();
+            assert_eq!(diff, 0, "{what}: {diff} of {} mix outputs differ", ma.len());
+        }
     }
 }
 

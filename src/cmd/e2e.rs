@@ -160,13 +160,13 @@ pub struct Args {
     engine_pdl: bool,
     /// The routed experts' NVFP4 slot GEMV of the GPU path (decode engine; all but mma give the
     /// same bits): chunk (`model_gemv1_slots_nvfp4w`), xs / xs3 (x and the table of pairs staged
-    /// in shared memory per block; xs3 capped at 80 registers for three blocks an SM: the
-    /// default), xs3m (xs3 for the up GEMV, two columns a warp and four blocks an SM for the
-    /// fused down GEMV: session 12), pipe (persistent blocks, the weights through cp.async
-    /// stages). Session 11. mma (session 13): the products on the tensor cores (mma.sync f16,
-    /// x carried as three f16 terms; K % 128 == 0): within f32 rounding of the others, not
-    /// their bits (the model path keeps the exact GEMV: the engine's logits then differ from
-    /// its by ~4e-6 instead of matching bit for bit).
+    /// in shared memory per block; xs3 capped at 80 registers for three blocks an SM), xs3m
+    /// (xs3 for the up GEMV, two columns a warp and four blocks an SM for the fused down GEMV:
+    /// session 12), pipe (persistent blocks, the weights through cp.async stages). Session 11.
+    /// mma (session 13, the default): the products on the tensor cores (mma.sync f16, x
+    /// carried as three f16 terms; K % 128 == 0), with the fused down GEMV adding the slot mix:
+    /// within f32 rounding of the others, not their bits (the model path keeps the exact GEMV:
+    /// the engine's logits then differ from its by ~4e-6 instead of matching bit for bit).
     #[arg(long, value_parser = ["chunk", "xs", "xs3", "xs3m", "pipe", "mma"])]
     slot_kernel: Option<String>,
     /// Copy ceiling of the device in GB/s (1e9 B/s) for the HBM floor (H200: 3900 measured).
