@@ -1723,6 +1723,30 @@ impl GpuKernels {
             return Ok(());
         };
         let rows = GEMV_WARPS as u64 * slots_xs_columns(op) as u64;
+        let io = (px, x_stride, ws, ids, py);
+        self.launch_slots_staged(
+            op,
+            &f,
+            io,
+            (n, k, slots),
+            (rows, 32 * GEMV_WARPS, smem),
+            None,
+        )
+    }
+
+    /// The launch of a slot GEMV that stages x per block (`_xs*`, `_mma*`): grid (ceil(N /
+    /// rows), slots) of `threads`-thread blocks with `smem` dynamic bytes, arguments (x,
+    /// x_stride, ws, ids, sf_off, lut_off, y, N, K) plus a `_mix` kernel's (w, out, cnt).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_slots_staged(
+        &self,
+        op: &str,
+        f: &cudarc::driver::CudaFunction,
+        (px, x_stride, ws, ids, py): (u64, usize, u64, u64, u64),
+        (n, k, slots): (usize, usize, usize),
+        (rows, threads, smem): (u64, u32, usize),
+        mix: Option<(u64, u64, u64)>,
+    ) -> Result<(), GpuError> {
         let gx = grid_u32(op, (n as u64).div_ceil(rows))?;
         let gy = u32::try_from(slots)
             .ok()
@@ -1731,20 +1755,27 @@ impl GpuKernels {
         let (xs, nn, kk) = (x_stride as i64, n as i64, k as i64);
         let l = crate::nvfp4_store::Layout::of(n, k);
         let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
-        let mut a = self.g.stream.launch_builder(&f);
+        let mut a = self.g.stream.launch_builder(f);
         a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
         a.arg(&sf_off).arg(&lut_off);
         a.arg(&py).arg(&nn).arg(&kk);
+        let (pmw, pout, pcnt);
+        if let Some(m) = mix {
+            (pmw, pout, pcnt) = m;
+            a.arg(&pmw).arg(&pout).arg(&pcnt);
+        }
         let cfg = LaunchConfig {
             grid_dim: (gx, gy, 1),
-            block_dim: (32 * GEMV_WARPS, 1, 1),
+            block_dim: (threads, 1, 1),
             shared_mem_bytes: smem as u32,
         };
-        // SAFETY: model_gemv1_slots_nvfp4w_xs*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K):
-        // ws holds the addresses of NVFP4 buffers of Layout::of(n, k) that slots (or ids,
-        // whose entries index ws) name, x rows of k f32 at x_stride (16-byte aligned: the
-        // caller's `vec4`), y slots * n f32 values (the caller's sizes); K % 16 == 0 and the
-        // `smem` bytes were checked above and set as the function's limit.
+        // SAFETY: model_gemv1_slots_nvfp4w_{xs,mma}*(x, x_stride, ws, ids, sf_off, lut_off, y,
+        // N, K [, w, out, cnt for the _mix forms]): ws holds the addresses of NVFP4 buffers of
+        // Layout::of(n, k) (16-byte aligned for mma) that slots (or ids, whose entries index
+        // ws) name, x rows of k f32 at x_stride (16-byte aligned: the callers check), y slots *
+        // n f32 values (the caller's sizes), with a mix w slots f32, out n f32 and cnt ceil(n /
+        // 16) zero u32 (launch_down_mix's caller); K % 16 == 0 (xs) / K % 128 == 0 (mma) and
+        // the `smem` bytes were checked by slot_smem_function and set as the limit.
         unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
         Ok(())
     }
@@ -1793,37 +1824,8 @@ impl GpuKernels {
         };
         let warps = slots_mma_warps(op);
         let rows = 16 * (warps / slots_mma_split(op)) as u64;
-        let gx = grid_u32(op, (n as u64).div_ceil(rows))?;
-        let gy = u32::try_from(slots)
-            .ok()
-            .filter(|&g| (g as u64) <= MAX_GRID_Y)
-            .ok_or_else(|| bad(op, format!("{slots} slots exceed the grid")))?;
-        let (xs, nn, kk) = (x_stride as i64, n as i64, k as i64);
-        let l = crate::nvfp4_store::Layout::of(n, k);
-        let (sf_off, lut_off) = (l.sf_off as i64, l.lut_off as i64);
-        let mut a = self.g.stream.launch_builder(&f);
-        a.arg(&px).arg(&xs).arg(&ws).arg(&ids);
-        a.arg(&sf_off).arg(&lut_off);
-        a.arg(&py).arg(&nn).arg(&kk);
-        let (pmw, pout, pcnt);
-        if let Some(m) = mix {
-            (pmw, pout, pcnt) = m;
-            a.arg(&pmw).arg(&pout).arg(&pcnt);
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (gx, gy, 1),
-            block_dim: (32 * warps, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        // SAFETY: model_gemv1_slots_nvfp4w_mma*(x, x_stride, ws, ids, sf_off, lut_off, y, N, K
-        // [, w, out, cnt for the _mix forms]): ws holds the addresses of 16-byte aligned NVFP4
-        // buffers of Layout::of(n, k) that slots (or ids, whose entries index ws) name, x rows
-        // of k f32 at x_stride (16-byte aligned: checked above), y slots * n f32 values (the
-        // caller's sizes), with a mix w slots f32, out n f32 and cnt ceil(n / 16) zero u32 (the
-        // caller's, launch_down_mix); K % 128 == 0 and the `smem` bytes were checked above and
-        // set as the function's limit.
-        unsafe { a.launch(cfg) }.map_err(|e| GpuError::Driver(format!("launch {op}: {e}")))?;
-        Ok(())
+        let io = (px, x_stride, ws, ids, py);
+        self.launch_slots_staged(op, &f, io, (n, k, slots), (rows, 32 * warps, smem), mix)
     }
 
     /// Whether [`GpuKernels::launch_down_mix`] takes the fused down GEMV of (lw, inter, k):
