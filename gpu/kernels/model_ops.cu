@@ -1582,7 +1582,9 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
     }
 }
 // D: steps in flight per warp (session 13 call 1 ran D = 2: moe_slots_t1 up / down mma1 12.84 /
-// 16.24 us, mma2 15.65 / 17.07, mma4 19.46 / 22.15: more blocks restage x more often).
+// 16.24 us, mma2 15.65 / 17.07, mma4 19.46 / 22.15: more blocks restage x more often; call 2,
+// one-pass staging: mma1 11.92 / 13.09, D = 3 / 4 / 6 13.83 / 13.86 / 13.42 up: the registers
+// cost more occupancy than the deeper ring gains).
 #define MODEL_GEMV1_SLOTS_MMA(NAME, SK, XR, D)                                                  \
     extern "C" __global__ void __launch_bounds__(32 * SLOTM_WARPS)                              \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
