@@ -1585,69 +1585,53 @@ __device__ __forceinline__ void model_slots_mma_body(const float* __restrict__ x
 // 16.24 us, mma2 15.65 / 17.07, mma4 19.46 / 22.15: more blocks restage x more often; call 2,
 // one-pass staging: mma1 11.92 / 13.09, D = 3 / 4 / 6 13.83 / 13.86 / 13.42 up: the registers
 // cost more occupancy than the deeper ring gains).
-#define MODEL_GEMV1_SLOTS_MMA(NAME, SK, XR, D)                                                  \
-    extern "C" __global__ void __launch_bounds__(32 * SLOTM_WARPS)                              \
+// W: warps a block (4; 8 for the _w8 forms).
+#define MODEL_GEMV1_SLOTS_MMA(NAME, SK, XR, D, W)                                               \
+    extern "C" __global__ void __launch_bounds__(32 * W)                                        \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K) {                                                                               \
         DUET_PDL_ENTRY();                                                                       \
-        model_slots_mma_body<SK, XR, D>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K);        \
+        model_slots_mma_body<SK, XR, D, false, W>(x, x_stride, ws, ids, sf_off, lut_off, y, N,  \
+                                                  K);                                           \
     }
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1, 1, false, 2)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2, 2, false, 2)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4, 4, false, 2)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1_relu, 1, true, 2)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2_relu, 2, true, 2)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4_relu, 4, true, 2)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d3, 1, false, 3)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d3_relu, 1, true, 3)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4, 1, false, 4)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4_relu, 1, true, 4)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6, 1, false, 6)
-MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6_relu, 1, true, 6)
 // The fused down GEMVs with the slot mix (SlotMix above; the decode engine with
 // `--slot-kernel mma`): model_mix_slots's bits, one launch fewer a MoE layer.
-#define MODEL_GEMV1_SLOTS_MMA_MIX(NAME, D)                                                      \
-    extern "C" __global__ void __launch_bounds__(32 * SLOTM_WARPS)                              \
+#define MODEL_GEMV1_SLOTS_MMA_MIX(NAME, SK, D, W)                                               \
+    extern "C" __global__ void __launch_bounds__(32 * W)                                        \
     NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
          const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
          i64 K, const float* __restrict__ mw, float* __restrict__ mout, u32* __restrict__ cnt) { \
         DUET_PDL_ENTRY();                                                                       \
-        model_slots_mma_body<1, true, D, true>(x, x_stride, ws, ids, sf_off, lut_off, y, N, K,  \
-                                               SlotMix{mw, mout, cnt});                         \
+        model_slots_mma_body<SK, true, D, true, W>(x, x_stride, ws, ids, sf_off, lut_off, y, N, \
+                                                   K, SlotMix{mw, mout, cnt});                  \
     }
-MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1_relu_mix, 2)
-MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d3_relu_mix, 3)
-MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d4_relu_mix, 4)
-MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d6_relu_mix, 6)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1, 1, false, 2, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2, 2, false, 2, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4, 4, false, 2, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1_relu, 1, true, 2, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2_relu, 2, true, 2, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4_relu, 4, true, 2, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d3, 1, false, 3, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d3_relu, 1, true, 3, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4, 1, false, 4, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d4_relu, 1, true, 4, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6, 1, false, 6, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma1d6_relu, 1, true, 6, 4)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1_relu_mix, 1, 2, 4)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d3_relu_mix, 1, 3, 4)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d4_relu_mix, 1, 4, 4)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma1d6_relu_mix, 1, 6, 4)
 // Eight warps a block (session 13 call 3: under ncu the fused down GEMV took 27.1 us against
 // the up GEMV's 16.1 for the same bytes: its 1024 columns make 1408 warps of 16, 10.7 an SM,
 // each walking 21 steps). _mma2w8: K split over two warps (RG 4: 64 columns a block, the
 // blocks and x stagings of _mma1, twice the warps); _mma4w8: over four (32 columns a block).
-#define MODEL_GEMV1_SLOTS_MMA_W8(NAME, SK, XR)                                                  \
-    extern "C" __global__ void __launch_bounds__(256)                                           \
-    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
-         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
-         i64 K) {                                                                               \
-        DUET_PDL_ENTRY();                                                                       \
-        model_slots_mma_body<SK, XR, 2, false, 8>(x, x_stride, ws, ids, sf_off, lut_off, y, N,  \
-                                                  K);                                           \
-    }
-#define MODEL_GEMV1_SLOTS_MMA_W8_MIX(NAME, SK)                                                  \
-    extern "C" __global__ void __launch_bounds__(256)                                           \
-    NAME(const float* __restrict__ x, i64 x_stride, const u64* __restrict__ ws,                 \
-         const i32* __restrict__ ids, i64 sf_off, i64 lut_off, float* __restrict__ y, i64 N,    \
-         i64 K, const float* __restrict__ mw, float* __restrict__ mout, u32* __restrict__ cnt) { \
-        DUET_PDL_ENTRY();                                                                       \
-        model_slots_mma_body<SK, true, 2, true, 8>(x, x_stride, ws, ids, sf_off, lut_off, y, N, \
-                                                   K, SlotMix{mw, mout, cnt});                  \
-    }
-MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma2w8, 2, false)
-MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma2w8_relu, 2, true)
-MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma4w8, 4, false)
-MODEL_GEMV1_SLOTS_MMA_W8(model_gemv1_slots_nvfp4w_mma4w8_relu, 4, true)
-MODEL_GEMV1_SLOTS_MMA_W8_MIX(model_gemv1_slots_nvfp4w_mma2w8_relu_mix, 2)
-MODEL_GEMV1_SLOTS_MMA_W8_MIX(model_gemv1_slots_nvfp4w_mma4w8_relu_mix, 4)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2w8, 2, false, 2, 8)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma2w8_relu, 2, true, 2, 8)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4w8, 4, false, 2, 8)
+MODEL_GEMV1_SLOTS_MMA(model_gemv1_slots_nvfp4w_mma4w8_relu, 4, true, 2, 8)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma2w8_relu_mix, 2, 2, 8)
+MODEL_GEMV1_SLOTS_MMA_MIX(model_gemv1_slots_nvfp4w_mma4w8_relu_mix, 4, 2, 8)
 
 // A walk over a block's units in order (group gi, slice j): the slot s and first column n0 of
 // the group advance by gridDim.x groups with one division at the start, none per unit (64-bit
