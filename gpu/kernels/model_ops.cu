@@ -1287,71 +1287,8 @@ MODEL_GEMV1_SLOTS_XS_CR(model_gemv1_slots_nvfp4w_xs3_t16, false, (32 * GEMV_WARP
 // of partial sums (W <= 8 warps: slotm_smem on the host).
 #define SLOTM_WARPS 4
 #define SLOTM_XO 3
-__device__ __forceinline__ u32 slotm_hmul2(u32 a, u32 b) {
-    u32 d;
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-// Byte 0 of v as an f16x2 (b, b) of its E4M3 value.
-__device__ __forceinline__ u32 slotm_scale2(u32 v) {
-    u32 d;
-    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\t}"
-        : "=r"(d)
-        : "r"(__byte_perm(v, 0, 0x0000)));
-    return d;
-}
-// (a & 0x0E0E0E0E) | (b & ~0x0E0E0E0E) as one LOP3.
-__device__ __forceinline__ u32 slotm_sel(u32 a, u32 b) {
-    u32 d;
-    asm("lop3.b32 %0, %1, %2, 0x0E0E0E0E, 0xE4;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-// The eight E2M1 codes of word q (nibble i: code i) as four f16x2 of value * 2^-14:
-// d[0] = (code 0, code 4), d[1] = (1, 5), d[2] = (2, 6), d[3] = (3, 7). An f16's high byte
-// s000_eem0 (sign, the code's exponent bits as the exponent field's two low bits, its mantissa
-// bit as the mantissa's top bit; low byte 0) is that code's value * 2^-14 (subnormal for the
-// codes 0 and 1). ev / od hold those bytes of the even / odd codes (byte j: code 2 j / 2 j + 1),
-// from the sign bits sg and shifts of q; one byte permute (zero bytes from RZ) makes each pair.
-__device__ __forceinline__ void slotm_decode8(u32 q, u32* d) {
-    const u32 sg = q & 0x88888888u;
-    // sg << 4 and sg have sign bits at byte bits 7 and 3 only, so (a & C) | (b & ~C) with C =
-    // 0x0E0E0E0E (one LOP3, LUT 0xE4) keeps just bit 7 of them.
-    const u32 ev = slotm_sel((q << 1), sg << 4);
-    const u32 od = slotm_sel((q >> 3), sg);
-    d[0] = __byte_perm(ev, 0, 0x2404);
-    d[1] = __byte_perm(od, 0, 0x2404);
-    d[2] = __byte_perm(ev, 0, 0x3414);
-    d[3] = __byte_perm(od, 0, 0x3414);
-}
-__device__ __forceinline__ void slotm_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
-                                          u32 b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ u32 slotm_f16(float v) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-}
-__device__ __forceinline__ float slotm_f32(u32 h) {
-    float v;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"((unsigned short)h));
-    return v;
-}
-// One word j of a step for the rows g (wa, scale sa) and g + 8 (wb, sb) against the staged x
-// fragment b: two mmas.
-__device__ __forceinline__ void slotm_word(float* c, u32 wa, u32 wb, u32 sa, u32 sb, uint4 b) {
-    u32 da[4], db[4];
-    slotm_decode8(wa, da);
-    slotm_decode8(wb, db);
-    slotm_mma(c, slotm_hmul2(da[0], sa), slotm_hmul2(db[0], sb), slotm_hmul2(da[1], sa),
-              slotm_hmul2(db[1], sb), b.x, b.y);
-    slotm_mma(c, slotm_hmul2(da[2], sa), slotm_hmul2(db[2], sb), slotm_hmul2(da[3], sa),
-              slotm_hmul2(db[3], sb), b.z, b.w);
-}
+// slotm_hmul2 / slotm_scale2 / slotm_decode8 / slotm_mma / slotm_word: common.cuh (shared with
+// moe.cu's r8 grouped GEMM).
 // The fused slot mix of the `_mix` forms (session 13): out[n] = sum over the slots, in slot
 // order from 0.0f, of w[s] * y[s * N + n] (each product rounded before its add: --fmad=false),
 // model_mix_slots's arithmetic. The last block of a column group to finish (cnt: one u32 a

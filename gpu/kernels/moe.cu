@@ -859,54 +859,16 @@ __device__ __forceinline__ void gemv_load(const u8* __restrict__ q, const u8* __
     }
 }
 
+// The epilogue of the <= 8-row grouped GEMMs (v8, r8): acc is mma m16n8's C fragment of the
+// warp's 16 columns n0 .. n0 + 15 (rows of the mma) x the m-tile's tokens (its columns):
+// acc[0] = (col nA, token 2t), acc[1] = (nA, 2t + 1), acc[2] = (nB, 2t), acc[3] = (nB, 2t + 1).
 template <int EPI>
-__device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
-    __shared__ u32 lut[256];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+__device__ __forceinline__ void moe_gemv_epilogue(const GemmArgs& a, const float acc[4], float alpha,
+                                                  i64 n0, i64 row0, i64 nrows, bool okA, bool okB,
+                                                  int lane) {
     const int g = lane >> 2, t = lane & 3;
-    const i64 mt = blockIdx.x;
-    const int e = a.t_exp[mt];
-    if (e < 0) return;  // the whole block: uniform
-    for (int b = tid; b < 256; b += blockDim.x) {
-        const u32 lo = __float_as_uint(e2m1_to_f32((u32)b & 15u)) >> 16;
-        const u32 hi = __float_as_uint(e2m1_to_f32((u32)b >> 4)) >> 16;
-        lut[b] = lo | (hi << 16);
-    }
-    __syncthreads();
-    const i64 N = a.N, K = a.K;
-    const i64 n0 = (i64)blockIdx.y * 64 + (i64)warp * 16;
-    if (n0 >= N) return;  // (epilogue q: N % 16 == 0, a warp's 16 columns are all in or all out)
-    const i64 row0 = a.t_row[mt];
-    const i64 row_end = a.off[e + 1];
-    const i64 nrows = row_end - row0 < 8 ? row_end - row0 : 8;
-    const u8* wq = a.w + (i64)e * N * (K >> 1);
-    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    const i64 N = a.N;
     const i64 nA = n0 + g, nB = n0 + g + 8;
-    const bool okA = nA < N, okB = nB < N;  // only epilogue o can have N % 16 != 0
-    const i64 xr = row0 + g;
-    const bool xok = g < nrows;
-    const bool vec16 = (K & 31) == 0;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 2
-    for (i64 kb = 0; kb < K; kb += 128) {
-        const i64 k0 = kb + 32 * t;
-        uint4 qa, qb, qx;
-        u32 sa, sb, sx;
-        gemv_load(wq, wsf, nA, okA, k0, K, vec16, &qa, &sa);
-        gemv_load(wq, wsf, nB, okB, k0, K, vec16, &qb, &sb);
-        gemv_load(a.x, a.x_sf, xr, xok, k0, K, vec16, &qx, &sx);
-        u32 fa[16], fb[16], fx[16];
-        gemv_dequant(qa, sa, lut, fa);
-        gemv_dequant(qb, sb, lut, fb);
-        gemv_dequant(qx, sx, lut, fx);
-#pragma unroll
-        for (int s = 0; s < 8; ++s) {
-            const u32 af[4] = {fa[2 * s], fb[2 * s], fa[2 * s + 1], fb[2 * s + 1]};
-            mma_bf16(acc, af, fx[2 * s], fx[2 * s + 1]);
-        }
-    }
-    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
-    // acc[0] = (col nA, token 2t), acc[1] = (nA, 2t + 1), acc[2] = (nB, 2t), acc[3] = (nB, 2t + 1).
     if (EPI == 0) {
         const float og = a.amax_out ? 0.0f : a.out_g[0];
         const i64 nb = N >> 4;
@@ -961,6 +923,56 @@ __device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
     }
 }
 
+template <int EPI>
+__device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
+    __shared__ u32 lut[256];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const i64 mt = blockIdx.x;
+    const int e = a.t_exp[mt];
+    if (e < 0) return;  // the whole block: uniform
+    for (int b = tid; b < 256; b += blockDim.x) {
+        const u32 lo = __float_as_uint(e2m1_to_f32((u32)b & 15u)) >> 16;
+        const u32 hi = __float_as_uint(e2m1_to_f32((u32)b >> 4)) >> 16;
+        lut[b] = lo | (hi << 16);
+    }
+    __syncthreads();
+    const i64 N = a.N, K = a.K;
+    const i64 n0 = (i64)blockIdx.y * 64 + (i64)warp * 16;
+    if (n0 >= N) return;  // (epilogue q: N % 16 == 0, a warp's 16 columns are all in or all out)
+    const i64 row0 = a.t_row[mt];
+    const i64 row_end = a.off[e + 1];
+    const i64 nrows = row_end - row0 < 8 ? row_end - row0 : 8;
+    const u8* wq = a.w + (i64)e * N * (K >> 1);
+    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    const i64 nA = n0 + g, nB = n0 + g + 8;
+    const bool okA = nA < N, okB = nB < N;  // only epilogue o can have N % 16 != 0
+    const i64 xr = row0 + g;
+    const bool xok = g < nrows;
+    const bool vec16 = (K & 31) == 0;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+    for (i64 kb = 0; kb < K; kb += 128) {
+        const i64 k0 = kb + 32 * t;
+        uint4 qa, qb, qx;
+        u32 sa, sb, sx;
+        gemv_load(wq, wsf, nA, okA, k0, K, vec16, &qa, &sa);
+        gemv_load(wq, wsf, nB, okB, k0, K, vec16, &qb, &sb);
+        gemv_load(a.x, a.x_sf, xr, xok, k0, K, vec16, &qx, &sx);
+        u32 fa[16], fb[16], fx[16];
+        gemv_dequant(qa, sa, lut, fa);
+        gemv_dequant(qb, sb, lut, fb);
+        gemv_dequant(qx, sx, lut, fx);
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            const u32 af[4] = {fa[2 * s], fb[2 * s], fa[2 * s + 1], fb[2 * s + 1]};
+            mma_bf16(acc, af, fx[2 * s], fx[2 * s + 1]);
+        }
+    }
+    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
+    moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0, nrows, okA, okB, lane);
+}
+
 #define MOE_GEMV_KERNEL(NAME, EPI)                                                                       \
     extern "C" __global__ void __launch_bounds__(128)                                                   \
         NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
@@ -973,6 +985,193 @@ __device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
     }
 MOE_GEMV_KERNEL(moe_gemm_v8_ff_q, 0)
 MOE_GEMV_KERNEL(moe_gemm_v8_ff_o, 1)
+
+// ---------------------------------------------------------------------------------------------
+// r8 (session 14): v8's decode tiles (<= 8 token rows x 16 columns a warp, tokens as the mma's
+// N) on the register-decoded f16 tensor-core path of the decode engine's slot GEMV
+// (model_ops.cu, "The routed slots' NVFP4 GEMV on the tensor cores"; helpers slotm_* in
+// common.cuh). NVFP4 x NVFP4 only.
+// - A (16 weight rows x 16 k): lane (g, t) loads 16 bytes (32 codes, two scale blocks) of the
+//   rows n0 + g and n0 + g + 8 per 128-k step straight into registers (D steps in flight),
+//   decodes the E2M1 codes to f16 value * 2^-14 and multiplies them by the E4M3 scale
+//   (mul.rn.f16x2): exact.
+// - B (16 k x 8 tokens): the m-tile's x rows, decoded the same way (x * 2^-14, exact in f16),
+//   once a block into shared memory in the fragment order (uint4 ((step * 4 + word) * 8 + row)
+//   * 4 + t: the f16x2 pairs of nibbles (0, 4), (1, 5), (2, 6), (3, 7) of that word), rows
+//   past the tile's count as zeros. One LDS.128 feeds two mmas.
+// - Products of two f16 with <= 6 significant bits each are exact in the f32 accumulators, as
+//   in v8's bf16 path; sum = acc * 2^28 (exact), then v8's epilogue (acc * alpha, relu^2 +
+//   NVFP4 or the f32 / bf16 store: moe_gemv_epilogue). Only the fp32 summation order differs
+//   from v8 / m16 / m64.
+// - SK warps split a column group's K steps (step s to warp s % SK) and add their C fragments
+//   in shared memory in warp order (deterministic). Block: W warps = W / SK column groups of 16;
+//   grid (m-tiles of <= 8 rows, ceil(N / (16 W / SK))).
+// - AL (K % 128 == 0, 16-byte aligned operands): one 16-byte load and one scale halfword a
+//   lane and step; otherwise (`r8g`) 8-byte halves and scale bytes with bounds (K % 16 == 0).
+// Dynamic shared memory: ceil(K / 128) * 2048 bytes of x, then (SK > 1) W * 512 bytes of
+// partial fragments.
+#define R8_D 2
+template <bool AL>
+__device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __restrict__ rsf,
+                                        i64 i, int t, i64 K, uint4& q, u32& s) {
+    const i64 kb = 64 * i + 16 * t;  // byte of the codes; k = 2 kb
+    if (AL) {
+        q = __ldg((const uint4*)(rq + kb));
+        s = (u32)__ldg((const unsigned short*)(rsf + 8 * i) + t);
+    } else {
+        q = make_uint4(0u, 0u, 0u, 0u);
+        s = 0u;
+        const i64 k0 = 2 * kb;
+        if (k0 < K) {
+            const uint2 lo = __ldg((const uint2*)(rq + kb));
+            q.x = lo.x;
+            q.y = lo.y;
+            s = (u32)__ldg(rsf + (k0 >> 4));
+            if (k0 + 16 < K) {
+                const uint2 hi = __ldg((const uint2*)(rq + kb + 8));
+                q.z = hi.x;
+                q.w = hi.y;
+                s |= (u32)__ldg(rsf + (k0 >> 4) + 1) << 8;
+            }
+        }
+    }
+}
+template <int EPI, int SK, int W, bool AL>
+__device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
+    extern __shared__ __align__(16) u8 r8_smem[];
+    constexpr int RG = W / SK;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int rg = warp % RG, ks = warp / RG;
+    const i64 mt = blockIdx.x;
+    const int e = a.t_exp[mt];
+    if (e < 0) return;  // the whole block: uniform
+    const i64 N = a.N, K = a.K;
+    const i64 ns = (K + 127) >> 7;
+    const i64 row0 = a.t_row[mt];
+    const i64 row_end = a.off[e + 1];
+    const i64 nrows = row_end - row0 < 8 ? row_end - row0 : 8;
+    uint4* xb = (uint4*)r8_smem;
+    const i64 n0 = ((i64)blockIdx.y * RG + rg) * 16;
+    const i64 nA = n0 + g, nB = n0 + g + 8;
+    const bool okA = nA < N, okB = nB < N;
+    const i64 na = okA ? nA : N - 1, nbr = okB ? nB : N - 1;  // clamped: loads stay in bounds
+    const u8* wq = a.w + (i64)e * N * (K >> 1);
+    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    const u8* rqa = wq + na * (K >> 1);
+    const u8* rqb = wq + nbr * (K >> 1);
+    const u8* rsa = wsf + na * (K >> 4);
+    const u8* rsb = wsf + nbr * (K >> 4);
+    // The first D steps' weights go out before the x staging.
+    uint4 qa[R8_D], qb[R8_D];
+    u32 ra[R8_D], rb[R8_D];
+#pragma unroll
+    for (int d = 0; d < R8_D; ++d) {
+        qa[d] = qb[d] = make_uint4(0u, 0u, 0u, 0u);
+        ra[d] = rb[d] = 0u;
+        const i64 i = ks + (i64)d * SK;
+        if (i < ns) {
+            r8_load<AL>(rqa, rsa, i, t, K, qa[d], ra[d]);
+            r8_load<AL>(rqb, rsb, i, t, K, qb[d], rb[d]);
+        }
+    }
+    // Stage x: unit u = (step i, row r, t) -> the four fragment uint4 of its 16 bytes.
+    const i64 units = ns * 32;
+    for (i64 u = tid; u < units; u += blockDim.x) {
+        const i64 i = u >> 5;
+        const int r = (int)((u >> 2) & 7), tt = (int)(u & 3);
+        uint4 o[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) o[j] = make_uint4(0u, 0u, 0u, 0u);
+        if (r < nrows) {
+            const i64 row = row0 + r;
+            uint4 q;
+            u32 sc;
+            r8_load<AL>(a.x + row * (K >> 1), a.x_sf + row * (K >> 4), i, tt, K, q, sc);
+            const u32 w4[4] = {q.x, q.y, q.z, q.w};
+            const u32 s0 = slotm_scale2(sc), s1 = slotm_scale2(sc >> 8);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                u32 d[4];
+                slotm_decode8(w4[j], d);
+                const u32 sj = j < 2 ? s0 : s1;
+                o[j] = make_uint4(slotm_hmul2(d[0], sj), slotm_hmul2(d[1], sj),
+                                  slotm_hmul2(d[2], sj), slotm_hmul2(d[3], sj));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) xb[((i * 4 + j) * 8 + r) * 4 + tt] = o[j];
+    }
+    __syncthreads();
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint4* xl = xb + g * 4 + t;
+    auto step = [&](i64 i, const uint4& wa, const uint4& wb, u32 sa, u32 sb) {
+        const uint4* xp = xl + i * 128;
+        const u32 sa0 = slotm_scale2(sa), sa1 = slotm_scale2(sa >> 8);
+        const u32 sb0 = slotm_scale2(sb), sb1 = slotm_scale2(sb >> 8);
+        slotm_word(c, wa.x, wb.x, sa0, sb0, xp[0]);
+        slotm_word(c, wa.y, wb.y, sa0, sb0, xp[32]);
+        slotm_word(c, wa.z, wb.z, sa1, sb1, xp[64]);
+        slotm_word(c, wa.w, wb.w, sa1, sb1, xp[96]);
+    };
+    for (i64 i0 = ks; i0 < ns; i0 += (i64)R8_D * SK) {
+#pragma unroll
+        for (int d = 0; d < R8_D; ++d) {
+            const i64 i = i0 + (i64)d * SK;
+            if (i < ns) {
+                step(i, qa[d], qb[d], ra[d], rb[d]);
+                const i64 nx = i + (i64)R8_D * SK;
+                if (nx < ns) {
+                    r8_load<AL>(rqa, rsa, nx, t, K, qa[d], ra[d]);
+                    r8_load<AL>(rqb, rsb, nx, t, K, qb[d], rb[d]);
+                }
+            }
+        }
+    }
+    if constexpr (SK > 1) {
+        float* part = (float*)(r8_smem + ns * 2048);
+        if (ks > 0) *(float4*)(part + ((ks * RG + rg) * 32 + lane) * 4) = make_float4(c[0], c[1], c[2], c[3]);
+        __syncthreads();
+        if (ks > 0) return;
+#pragma unroll
+        for (int k2 = 1; k2 < SK; ++k2) {
+            const float4 p = *(const float4*)(part + ((k2 * RG + rg) * 32 + lane) * 4);
+            c[0] += p.x;
+            c[1] += p.y;
+            c[2] += p.z;
+            c[3] += p.w;
+        }
+    }
+    if (n0 >= N) return;  // whole warps (epilogue q: N % 16 == 0)
+    const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
+    const float acc[4] = {c[0] * up, c[1] * up, c[2] * up, c[3] * up};
+    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
+    // The tile's rows again (not kept in registers over the main loop).
+    const i64 row0e = a.t_row[mt];
+    const i64 left = a.off[e + 1] - row0e;
+    moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < 8 ? left : 8, okA, okB, lane);
+}
+
+#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL)                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * W, 24 / W)                                    \
+        NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
+             const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
+             void* out, u8* out_sf, const float* out_g, int mode, int round_bf16, u16* h_out,      \
+             u32* amax_out, int out_dt) {                                                          \
+        GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
+                      mode, round_bf16, h_out, amax_out, out_dt};                                  \
+        moe_r8_body<EPI, SK, W, AL>(a);                                                            \
+    }
+// r8: one warp a column group (4 warps, 64 columns a block); r8s2 / r8s4: K over 2 / 4 warps of
+// 8 (64 / 32 columns a block); r8g: r8 for any K % 16 == 0 and any alignment.
+MOE_R8_KERNEL(moe_gemm_r8_ff_q, 0, 1, 4, true)
+MOE_R8_KERNEL(moe_gemm_r8_ff_o, 1, 1, 4, true)
+MOE_R8_KERNEL(moe_gemm_r8s2_ff_q, 0, 2, 8, true)
+MOE_R8_KERNEL(moe_gemm_r8s2_ff_o, 1, 2, 8, true)
+MOE_R8_KERNEL(moe_gemm_r8s4_ff_q, 0, 4, 8, true)
+MOE_R8_KERNEL(moe_gemm_r8s4_ff_o, 1, 4, 8, true)
+MOE_R8_KERNEL(moe_gemm_r8g_ff_q, 0, 1, 4, false)
+MOE_R8_KERNEL(moe_gemm_r8g_ff_o, 1, 1, 4, false)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

@@ -23,13 +23,13 @@ use reference::ops::moe_permute::permute;
 use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
 use reference::{DType, Tensor, TensorMap};
 
-const GEMM_VERSIONS: [&str; 5] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2"];
+const GEMM_VERSIONS: [&str; 6] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v3"];
 
-/// Every GEMM version that takes these operand formats (`v2_v8`: NVFP4 x NVFP4 only).
+/// Every GEMM version that takes these operand formats (`v2_v8`, `v3_r8*`: NVFP4 x NVFP4 only).
 fn versions_for(xf4: bool, wf4: bool) -> Vec<&'static str> {
     let mut v = GEMM_VERSIONS.to_vec();
     if xf4 && wf4 {
-        v.push("v2_v8");
+        v.extend(["v2_v8", "v3_r8", "v3_r8s2", "v3_r8s4"]);
     }
     v
 }
@@ -291,6 +291,9 @@ fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
         // w64's NVFP4 ring (K % 64 == 0): 6 k-tiles through its 4 stages, 3 m-tiles an
         // expert (the last partial), a partial n-tile
         (200, 6, 8, 384, 144),
+        // r8's aligned path past its register ring (10 K steps over 1, 2 and 4 warps), partial
+        // and full 8-row m-tiles
+        (9, 4, 6, 1280, 96),
     ]
 }
 

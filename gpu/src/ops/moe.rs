@@ -12,6 +12,10 @@
 //! `v2_v8` forces them. `v1_w64` forces the `w64` kernels: m64's tile with the products on
 //! `wgmma` (one warpgroup, m64n128k16, operands from shared memory in wgmma's core-matrix
 //! layout; HGMMA in the SASS). Session 11, written after its last device call: not yet run.
+//! `v3` (session 14) is `v2` with `R8` in place of `V8`: the same 8-row tiles, both NVFP4
+//! operands decoded in registers to f16 (exact) for `mma.sync` f16 -> f32 (the decode engine's
+//! slot GEMV design), x staged once a block in shared memory, K split over two warps when
+//! K > 1536; `v3_r8` / `v3_r8s2` / `v3_r8s4` force R8 with K over 1 / 2 / 4 warps.
 
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, Gpu};
@@ -22,7 +26,9 @@ use reference::ops::moe_permute::MAX_EXPERTS;
 use reference::ops::nvfp4_quantize::Nvfp4Mode;
 use reference::{DType, Tensor, TensorMap};
 
-const GEMM_VERSIONS: &[&str] = &["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8"];
+const GEMM_VERSIONS: &[&str] = &[
+    "v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3", "v3_r8", "v3_r8s2", "v3_r8s4",
+];
 
 pub fn ops() -> Vec<GpuOp> {
     vec![
@@ -278,6 +284,10 @@ pub enum TileCfg {
     V8,
     /// M64's tiles on wgmma (one warpgroup, m64n128k16; prefill).
     W64,
+    /// V8's tiles (<= 8 token rows, 16 columns a warp) with both operands decoded in
+    /// registers to f16 (exact) for `mma.sync` f16 -> f32, x staged once a block in shared
+    /// memory; K split over this many warps (1, 2 or 4). NVFP4 x NVFP4 only (session 14).
+    R8(u8),
 }
 
 impl TileCfg {
@@ -285,7 +295,7 @@ impl TileCfg {
         match self {
             TileCfg::M16 => 16,
             TileCfg::M64 | TileCfg::W64 => 64,
-            TileCfg::V8 => 8,
+            TileCfg::V8 | TileCfg::R8(_) => 8,
         }
     }
     pub fn bn(self) -> usize {
@@ -293,13 +303,14 @@ impl TileCfg {
             TileCfg::M16 => 64,
             TileCfg::M64 | TileCfg::W64 => 128,
             TileCfg::V8 => 64,
+            TileCfg::R8(sk) => 16 * r8_warps(sk) / sk.max(1) as usize,
         }
     }
     fn bk(self) -> usize {
         match self {
             TileCfg::M16 => 256,
             TileCfg::M64 | TileCfg::W64 => 64,
-            TileCfg::V8 => 128,
+            TileCfg::V8 | TileCfg::R8(_) => 128,
         }
     }
     fn tag(self) -> &'static str {
@@ -308,11 +319,19 @@ impl TileCfg {
             TileCfg::M64 => "m64",
             TileCfg::V8 => "v8",
             TileCfg::W64 => "w64",
+            TileCfg::R8(2) => "r8s2",
+            TileCfg::R8(4) => "r8s4",
+            TileCfg::R8(_) => "r8",
         }
     }
-    fn smem(self) -> u32 {
+    /// Dynamic shared memory of a launch with K = `k`.
+    fn smem(self, k: usize) -> u32 {
         match self {
             TileCfg::V8 => 0, // registers + a static 1 KB table
+            // x of the m-tile (8 rows, 2 KB a 128-k step), then the split-K partial fragments
+            TileCfg::R8(sk) => {
+                (k.div_ceil(128) * 2048 + if sk > 1 { r8_warps(sk) * 512 } else { 0 }) as u32
+            }
             // wgmma's core-matrix layout (no row padding), two buffers, then the NVFP4 ring
             // (moe.cu WG_RING x WG_RING_STAGE: 4 stages of one k-tile's raw bytes)
             TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2 + 4 * 7168) as u32,
@@ -322,15 +341,38 @@ impl TileCfg {
     /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one. `v2`: as `v1`, but
     /// NVFP4 x NVFP4 with at most 8 rows per expert on average takes `V8`; `v2_v8` forces `V8`
     /// (`ff`: both operands NVFP4, which `V8` requires).
-    pub fn pick(version: &str, m: usize, e: usize, ff: bool) -> Result<TileCfg, GpuError> {
+    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes `R8` (K split over
+    /// two warps when K > 1536), else as `v1`; `v3_r8` / `v3_r8s2` / `v3_r8s4` force `R8` with
+    /// K over 1 / 2 / 4 warps.
+    pub fn pick(
+        version: &str,
+        m: usize,
+        e: usize,
+        k: usize,
+        ff: bool,
+    ) -> Result<TileCfg, GpuError> {
+        let r8 = |sk: u8| {
+            if ff {
+                Ok(TileCfg::R8(sk))
+            } else {
+                Err(GpuError::Unsupported(format!(
+                    "moe grouped GEMM {version}: needs NVFP4 activations and weights"
+                )))
+            }
+        };
         match version {
+            "v3" if ff && m <= 8 * e.max(1) => r8(if k > 1536 { 2 } else { 1 }),
+            "v3" => TileCfg::pick("v1", m, e, k, ff),
+            "v3_r8" => r8(1),
+            "v3_r8s2" => r8(2),
+            "v3_r8s4" => r8(4),
             "v1" => Ok(if m <= 32 * e.max(1) {
                 TileCfg::M16
             } else {
                 TileCfg::M64
             }),
             "v2" if ff && m <= 8 * e.max(1) => Ok(TileCfg::V8),
-            "v2" => TileCfg::pick("v1", m, e, ff),
+            "v2" => TileCfg::pick("v1", m, e, k, ff),
             "v2_v8" if ff => Ok(TileCfg::V8),
             "v2_v8" => Err(GpuError::Unsupported(format!(
                 "moe grouped GEMM {version}: needs NVFP4 activations and weights"
@@ -350,6 +392,18 @@ impl TileCfg {
         m.div_ceil(self.bm()) + e.min(m)
     }
 }
+
+/// Warps a block of the `R8` kernels with K over `sk` warps (moe.cu MOE_R8_KERNEL).
+fn r8_warps(sk: u8) -> usize {
+    if sk > 1 {
+        8
+    } else {
+        4
+    }
+}
+
+/// Largest dynamic shared memory a block may opt into on sm_90 (227 KB).
+const MAX_DYN_SMEM: u32 = 227 * 1024;
 
 /// The m-tile schedule on the device.
 pub struct Schedule {
@@ -427,10 +481,34 @@ pub fn launch_gemm(
     k: usize,
     epi: &Epilogue,
 ) -> Result<(), GpuError> {
+    launch_gemm_as(g, sched, sched.cfg, x, w, off64, n, k, epi)
+}
+
+/// [`launch_gemm`] with tile config `c` over `sched`'s m-tiles (`c.bm()` must be the
+/// schedule's: e.g. `R8` with another K split on the same 8-row schedule).
+#[allow(clippy::too_many_arguments)]
+pub fn launch_gemm_as(
+    g: &Gpu,
+    sched: &Schedule,
+    c: TileCfg,
+    x: &DevOperand,
+    w: &DevOperand,
+    off64: u64,
+    n: usize,
+    k: usize,
+    epi: &Epilogue,
+) -> Result<(), GpuError> {
+    if c.bm() != sched.cfg.bm() {
+        return Err(GpuError::Unsupported(format!(
+            "moe grouped GEMM: tile {} ({} rows) on a schedule of {}-row m-tiles",
+            c.tag(),
+            c.bm(),
+            sched.cfg.bm()
+        )));
+    }
     if sched.tiles == 0 || n == 0 {
         return Ok(());
     }
-    let c = sched.cfg;
     let fmt = match (x.nvfp4, w.nvfp4) {
         (true, true) => "ff",
         (false, false) => "bb",
@@ -470,9 +548,26 @@ pub fn launch_gemm(
             ("o", out, 0u64, 0u64, 0, 0, 0u64, 0u64, dt)
         }
     };
-    let name = format!("moe_gemm_{}_{fmt}_{epi_tag}", c.tag());
+    // R8 on K % 128 != 0 or operands not 16-byte aligned runs its general form `r8g` (K over
+    // one warp); K too long for its x staging, v8 (same 8-row schedule).
+    let (tag, bn, threads, smem) = match c {
+        TileCfg::R8(sk) => {
+            let al = k % 128 == 0 && [x.data, x.sf, w.data, w.sf].iter().all(|p| p % 16 == 0);
+            let c1 = TileCfg::R8(if al { sk } else { 1 });
+            if c1.smem(k) > MAX_DYN_SMEM {
+                let v = TileCfg::V8;
+                (v.tag(), v.bn(), 128u32, v.smem(k))
+            } else {
+                let tag = if al { c1.tag() } else { "r8g" };
+                let sk1 = if al { sk } else { 1 };
+                (tag, c1.bn(), 32 * r8_warps(sk1) as u32, c1.smem(k))
+            }
+        }
+        _ => (c.tag(), c.bn(), 128u32, c.smem(k)),
+    };
+    let name = format!("moe_gemm_{tag}_{fmt}_{epi_tag}");
     let f = g.function("moe", &name)?;
-    let grid_y = n.div_ceil(c.bn());
+    let grid_y = n.div_ceil(bn);
     if grid_y > 65535 || sched.tiles > i32::MAX as usize {
         return Err(GpuError::Unsupported(format!(
             "{name}: {} m-tiles x {grid_y} n-tiles exceed the launch grid (N = {n})",
@@ -487,18 +582,19 @@ pub fn launch_gemm(
     a.arg(&off64).arg(&te).arg(&tr).arg(&n64).arg(&k64);
     a.arg(&codes).arg(&sfp).arg(&og).arg(&mode).arg(&round);
     a.arg(&h).arg(&amax).arg(&out_dt);
-    // W64's two buffers (48 KB) and the static 1 KB table pass the default 48 KB.
-    if c.smem() > 46 * 1024 {
+    // W64's two buffers (48 KB) and the static 1 KB table, R8's x at K > 2816 pass the
+    // default 48 KB.
+    if smem > 46 * 1024 {
         f.set_attribute(
             cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            c.smem() as i32,
+            smem as i32,
         )
         .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
     }
     let lc = LaunchConfig {
         grid_dim: (sched.tiles as u32, grid_y as u32, 1),
-        block_dim: (128, 1, 1),
-        shared_mem_bytes: c.smem(),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: smem,
     };
     // SAFETY: matches the MOE_GEMM_KERNEL signature; x holds M rows of K (codes + scales or
     // bf16), w E x N x K, off64 E+1 rows with off64[E] = M, outputs M x N (codes M x N/2 and
@@ -550,11 +646,11 @@ fn float_not_bf16(inputs: &TensorMap, names: &[&str]) -> Option<String> {
 
 /// `v2_v8` multiplies NVFP4 by NVFP4 only.
 fn v8_needs_fp4(version: &str, inputs: &TensorMap, w: &str) -> Option<String> {
-    if version.starts_with("v2_v8")
+    if (version.starts_with("v2_v8") || version.starts_with("v3_r8"))
         && !(inputs.contains_key("x_fp4") && inputs.contains_key(&format!("{w}_fp4")))
     {
         return Some(format!(
-            "{version} takes NVFP4 activations and weights ('x_fp4', '{w}_fp4'); bf16 operands run on v1 / v2"
+            "{version} takes NVFP4 activations and weights ('x_fp4', '{w}_fp4'); bf16 operands run on v1 / v2 / v3"
         ));
     }
     None
@@ -771,7 +867,13 @@ struct Prepared {
 }
 
 fn prepare(g: &Gpu, version: &str, gi: &GemmInputs) -> Result<Prepared, GpuError> {
-    let c = TileCfg::pick(version, gi.m, gi.e, gi.x.is_nvfp4() && gi.w.is_nvfp4())?;
+    let c = TileCfg::pick(
+        version,
+        gi.m,
+        gi.e,
+        gi.k,
+        gi.x.is_nvfp4() && gi.w.is_nvfp4(),
+    )?;
     let x = upload_operand(g, &gi.x)?;
     let w = upload_operand(g, &gi.w)?;
     let off = g.upload(&Tensor::from_i64(&[gi.e + 1], gi.offsets.clone()))?;
@@ -1196,17 +1298,19 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     let mut versions = vec![];
     let mut tiles_seen = vec![];
     let mut first_out: Option<Vec<f32>> = None;
-    for ver in ["v1", "v2", "v1_w64"] {
-        let cfgc = TileCfg::pick(ver, m, e, true)?;
-        if tiles_seen.contains(&cfgc.tag()) {
+    for ver in ["v1", "v2", "v1_w64", "v3_r8", "v3_r8s2", "v3_r8s4", "v3"] {
+        // GEMM1 has K = latent, GEMM2 K = width: `v3` may split them differently.
+        let cfgc = TileCfg::pick(ver, m, e, l, true)?;
+        let cfg2 = TileCfg::pick(ver, m, e, i, true)?;
+        if tiles_seen.contains(&(cfgc.tag(), cfg2.tag())) {
             continue;
         }
-        tiles_seen.push(cfgc.tag());
+        tiles_seen.push((cfgc.tag(), cfg2.tag()));
         let sched = Schedule::new(g, cfgc, m, e)?;
         sched.launch(g, offp, e)?;
         g.sync()?;
         let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
-        let gemm2 = || launch_gemm(g, &sched, &yo, &w2o, offp, l, i, &epi2);
+        let gemm2 = || launch_gemm_as(g, &sched, cfg2, &yo, &w2o, offp, l, i, &epi2);
         gemm1()?;
         gemm2()?;
         g.sync()?;
@@ -1249,7 +1353,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         })?;
         let layer_us = best(&tl, &tlg);
         versions.push(serde_json::json!({
-            "version": ver, "tile": cfgc.tag(), "us": layer_us,
+            "version": ver, "tile": cfgc.tag(), "tile_gemm2": cfg2.tag(), "us": layer_us,
             "max_rel_vs_first": max_rel, "agrees": max_rel <= BENCH_AGREE,
             "layer": {"event": timing_json(&tl), "graph_per_launch": tlg.as_ref().map(timing_json),
                       "us": layer_us, "pct_of_floor": 100.0 * floor_us / layer_us,
