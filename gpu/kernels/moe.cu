@@ -94,10 +94,18 @@ extern "C" __global__ void moe_perm_colscan(u32* __restrict__ counts, i64 W, i64
     totals[e] = run;
 }
 
+__device__ __forceinline__ void tile_schedule_block(const i64* off64, i64 E, i64 bm,
+                                                    i64 max_tiles, i32* __restrict__ tile_expert,
+                                                    i64* __restrict__ tile_row, i64* ws);
+
 // Single block (1024 threads): exclusive scan of totals -> offsets (E + 1 entries), counts out.
+// With tile_expert set (and off64), also the grouped GEMMs' m-tile schedule of bm rows
+// (moe_tile_schedule's, from the offsets just written: one launch fewer before the GEMMs).
 extern "C" __global__ void moe_perm_offsets(const u32* __restrict__ totals, i64 E,
                                             i32* __restrict__ counts_out, i32* __restrict__ off32,
-                                            i64* __restrict__ off64) {
+                                            i64* __restrict__ off64, i64 bm, i64 max_tiles,
+                                            i32* __restrict__ tile_expert,
+                                            i64* __restrict__ tile_row) {
     __shared__ i64 ws[33];
     const i64 per = (E + blockDim.x - 1) / blockDim.x;
     const i64 lo = (i64)threadIdx.x * per;
@@ -115,6 +123,10 @@ extern "C" __global__ void moe_perm_offsets(const u32* __restrict__ totals, i64 
         if (off64) off64[e] = run;
         if (counts_out) counts_out[e] = (i32)totals[e];
         run += totals[e];
+    }
+    if (tile_expert && off64) {
+        __syncthreads();  // off64 (global, this block's writes) and ws are read again below
+        tile_schedule_block(off64, E, bm, max_tiles, tile_expert, tile_row, ws);
     }
 }
 
@@ -156,20 +168,21 @@ extern "C" __global__ void moe_perm_scatter(const void* __restrict__ idx, int is
 // ---------------------------------------------------------------------------------------------
 // m-tile schedule of the grouped GEMMs
 
-// Single block (1024 threads). tile_expert/tile_row hold max_tiles entries.
-extern "C" __global__ void moe_tile_schedule(const i64* __restrict__ off64, i64 E, i64 bm,
-                                             i64 max_tiles, i32* __restrict__ tile_expert,
-                                             i64* __restrict__ tile_row) {
-    __shared__ i64 ws[33];
+// One block (blockDim a multiple of 32, <= 1024): the m-tiles of bm rows from off64, in
+// expert order; entries past the count get expert -1. ws: 33 i64 of shared memory.
+__device__ __forceinline__ void tile_schedule_block(const i64* off64, i64 E, i64 bm,
+                                                    i64 max_tiles, i32* __restrict__ tile_expert,
+                                                    i64* __restrict__ tile_row, i64* ws) {
     const i64 per = (E + blockDim.x - 1) / blockDim.x;
     const i64 lo = (i64)threadIdx.x * per;
     const i64 hi = lo + per < E ? lo + per : E;
     i64 s = 0;
-    for (i64 e = lo; e < hi; ++e) s += (off64[e + 1] - off64[e] + bm - 1) / bm;
+    // Through L2 (__ldcg): moe_perm_offsets reads the offsets it has just written.
+    for (i64 e = lo; e < hi; ++e) s += (__ldcg(off64 + e + 1) - __ldcg(off64 + e) + bm - 1) / bm;
     i64 total;
     i64 pos = block_exclusive_scan(s, ws, &total);
     for (i64 e = lo; e < hi; ++e) {
-        const i64 r0 = off64[e], r1 = off64[e + 1];
+        const i64 r0 = __ldcg(off64 + e), r1 = __ldcg(off64 + e + 1);
         for (i64 r = r0; r < r1; r += bm) {
             if (pos < max_tiles) {
                 tile_expert[pos] = (i32)e;
@@ -182,6 +195,14 @@ extern "C" __global__ void moe_tile_schedule(const i64* __restrict__ off64, i64 
         tile_expert[t] = -1;
         tile_row[t] = 0;
     }
+}
+
+// Single block (1024 threads). tile_expert/tile_row hold max_tiles entries.
+extern "C" __global__ void moe_tile_schedule(const i64* __restrict__ off64, i64 E, i64 bm,
+                                             i64 max_tiles, i32* __restrict__ tile_expert,
+                                             i64* __restrict__ tile_row) {
+    __shared__ i64 ws[33];
+    tile_schedule_block(off64, E, bm, max_tiles, tile_expert, tile_row, ws);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1008,9 +1029,10 @@ MOE_GEMV_KERNEL(moe_gemm_v8_ff_o, 1)
 //   grid (m-tiles of <= 8 rows, ceil(N / (16 W / SK))).
 // - AL (K % 128 == 0, 16-byte aligned operands): one 16-byte load and one scale halfword a
 //   lane and step; otherwise (`r8g`) 8-byte halves and scale bytes with bounds (K % 16 == 0).
-// Dynamic shared memory: ceil(K / 128) * 2048 bytes of x, then (SK > 1) W * 512 bytes of
-// partial fragments.
-#define R8_D 2
+// - R (8, 4, 2, 1) rows an m-tile (session 14 call 1 ran R = 8 only): x staging shrinks with R
+//   (shared memory held R8's occupancy down at K = 2688); the lanes g >= R read zeros.
+// Dynamic shared memory: ceil(K / 128) * 256 * R bytes of x, 64 of zeros, then (SK > 1)
+// W * 512 bytes of partial fragments.
 template <bool AL>
 __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __restrict__ rsf,
                                         i64 i, int t, i64 K, uint4& q, u32& s) {
@@ -1036,7 +1058,7 @@ __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __r
         }
     }
 }
-template <int EPI, int SK, int W, bool AL>
+template <int EPI, int SK, int W, bool AL, int R, int D>
 __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     extern __shared__ __align__(16) u8 r8_smem[];
     constexpr int RG = W / SK;
@@ -1050,8 +1072,10 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     const i64 ns = (K + 127) >> 7;
     const i64 row0 = a.t_row[mt];
     const i64 row_end = a.off[e + 1];
-    const i64 nrows = row_end - row0 < 8 ? row_end - row0 : 8;
+    const i64 nrows = row_end - row0 < R ? row_end - row0 : R;
     uint4* xb = (uint4*)r8_smem;
+    // R < 8: the lanes g >= R (B columns past the tile's rows) read one zero uint4 a t here.
+    uint4* zb = xb + ns * 16 * R;
     const i64 n0 = ((i64)blockIdx.y * RG + rg) * 16;
     const i64 nA = n0 + g, nB = n0 + g + 8;
     const bool okA = nA < N, okB = nB < N;
@@ -1063,10 +1087,10 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     const u8* rsa = wsf + na * (K >> 4);
     const u8* rsb = wsf + nbr * (K >> 4);
     // The first D steps' weights go out before the x staging.
-    uint4 qa[R8_D], qb[R8_D];
-    u32 ra[R8_D], rb[R8_D];
+    uint4 qa[D], qb[D];
+    u32 ra[D], rb[D];
 #pragma unroll
-    for (int d = 0; d < R8_D; ++d) {
+    for (int d = 0; d < D; ++d) {
         qa[d] = qb[d] = make_uint4(0u, 0u, 0u, 0u);
         ra[d] = rb[d] = 0u;
         const i64 i = ks + (i64)d * SK;
@@ -1076,10 +1100,11 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
         }
     }
     // Stage x: unit u = (step i, row r, t) -> the four fragment uint4 of its 16 bytes.
-    const i64 units = ns * 32;
+    if (R < 8 && tid < 4) zb[tid] = make_uint4(0u, 0u, 0u, 0u);
+    const i64 units = ns * 4 * R;
     for (i64 u = tid; u < units; u += blockDim.x) {
-        const i64 i = u >> 5;
-        const int r = (int)((u >> 2) & 7), tt = (int)(u & 3);
+        const i64 i = u / (4 * R);
+        const int r = (int)((u >> 2) % R), tt = (int)(u & 3);
         uint4 o[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) o[j] = make_uint4(0u, 0u, 0u, 0u);
@@ -1100,27 +1125,30 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
             }
         }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) xb[((i * 4 + j) * 8 + r) * 4 + tt] = o[j];
+        for (int j = 0; j < 4; ++j) xb[((i * 4 + j) * R + r) * 4 + tt] = o[j];
     }
     __syncthreads();
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const uint4* xl = xb + g * 4 + t;
+    const bool live = g < R;
+    const uint4* xl = live ? xb + g * 4 + t : zb + t;
+    const i64 xstep = live ? 16 * R : 0;
+    const int xword = live ? 4 * R : 0;
     auto step = [&](i64 i, const uint4& wa, const uint4& wb, u32 sa, u32 sb) {
-        const uint4* xp = xl + i * 128;
+        const uint4* xp = xl + i * xstep;
         const u32 sa0 = slotm_scale2(sa), sa1 = slotm_scale2(sa >> 8);
         const u32 sb0 = slotm_scale2(sb), sb1 = slotm_scale2(sb >> 8);
         slotm_word(c, wa.x, wb.x, sa0, sb0, xp[0]);
-        slotm_word(c, wa.y, wb.y, sa0, sb0, xp[32]);
-        slotm_word(c, wa.z, wb.z, sa1, sb1, xp[64]);
-        slotm_word(c, wa.w, wb.w, sa1, sb1, xp[96]);
+        slotm_word(c, wa.y, wb.y, sa0, sb0, xp[xword]);
+        slotm_word(c, wa.z, wb.z, sa1, sb1, xp[2 * xword]);
+        slotm_word(c, wa.w, wb.w, sa1, sb1, xp[3 * xword]);
     };
-    for (i64 i0 = ks; i0 < ns; i0 += (i64)R8_D * SK) {
+    for (i64 i0 = ks; i0 < ns; i0 += (i64)D * SK) {
 #pragma unroll
-        for (int d = 0; d < R8_D; ++d) {
+        for (int d = 0; d < D; ++d) {
             const i64 i = i0 + (i64)d * SK;
             if (i < ns) {
                 step(i, qa[d], qb[d], ra[d], rb[d]);
-                const i64 nx = i + (i64)R8_D * SK;
+                const i64 nx = i + (i64)D * SK;
                 if (nx < ns) {
                     r8_load<AL>(rqa, rsa, nx, t, K, qa[d], ra[d]);
                     r8_load<AL>(rqb, rsb, nx, t, K, qb[d], rb[d]);
@@ -1129,7 +1157,7 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
         }
     }
     if constexpr (SK > 1) {
-        float* part = (float*)(r8_smem + ns * 2048);
+        float* part = (float*)(r8_smem + ns * 256 * R + 64);
         if (ks > 0) *(float4*)(part + ((ks * RG + rg) * 32 + lane) * 4) = make_float4(c[0], c[1], c[2], c[3]);
         __syncthreads();
         if (ks > 0) return;
@@ -1149,29 +1177,43 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     // The tile's rows again (not kept in registers over the main loop).
     const i64 row0e = a.t_row[mt];
     const i64 left = a.off[e + 1] - row0e;
-    moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < 8 ? left : 8, okA, okB, lane);
+    moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < R ? left : R, okA, okB, lane);
 }
 
-#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL)                                                        \
-    extern "C" __global__ void __launch_bounds__(32 * W, 24 / W)                                    \
+#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, MINB)                                          \
+    extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
         NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
              const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
              void* out, u8* out_sf, const float* out_g, int mode, int round_bf16, u16* h_out,      \
              u32* amax_out, int out_dt) {                                                          \
         GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
                       mode, round_bf16, h_out, amax_out, out_dt};                                  \
-        moe_r8_body<EPI, SK, W, AL>(a);                                                            \
+        moe_r8_body<EPI, SK, W, AL, R, D>(a);                                                      \
     }
-// r8: one warp a column group (4 warps, 64 columns a block); r8s2 / r8s4: K over 2 / 4 warps of
-// 8 (64 / 32 columns a block); r8g: r8 for any K % 16 == 0 and any alignment.
-MOE_R8_KERNEL(moe_gemm_r8_ff_q, 0, 1, 4, true)
-MOE_R8_KERNEL(moe_gemm_r8_ff_o, 1, 1, 4, true)
-MOE_R8_KERNEL(moe_gemm_r8s2_ff_q, 0, 2, 8, true)
-MOE_R8_KERNEL(moe_gemm_r8s2_ff_o, 1, 2, 8, true)
-MOE_R8_KERNEL(moe_gemm_r8s4_ff_q, 0, 4, 8, true)
-MOE_R8_KERNEL(moe_gemm_r8s4_ff_o, 1, 4, 8, true)
-MOE_R8_KERNEL(moe_gemm_r8g_ff_q, 0, 1, 4, false)
-MOE_R8_KERNEL(moe_gemm_r8g_ff_o, 1, 1, 4, false)
+// Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
+// 64 columns a block; 2: 8 warps, 64 columns; 4: 8 warps, 32 columns), D steps in flight a
+// warp (2 unless named). MINB: the blocks-per-SM hint that keeps ptxas from spilling (without
+// it ptxas picked 64 registers and spilled on r8g / r8s2). r8g: r8 for any K % 16 == 0 and
+// any alignment. The host's table: gpu/src/ops/moe.rs R_FORMS (same order).
+#define MOE_R8_FORM(TAG, SK, W, AL, R, D, MINB)                                                    \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, MINB)                                 \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, MINB)
+MOE_R8_FORM(r8, 1, 4, true, 8, 2, 6)
+MOE_R8_FORM(r8s2, 2, 8, true, 8, 2, 3)
+MOE_R8_FORM(r8s4, 4, 8, true, 8, 2, 3)
+MOE_R8_FORM(r8g, 1, 4, false, 8, 2, 6)
+MOE_R8_FORM(r8d4, 1, 4, true, 8, 4, 5)
+MOE_R8_FORM(r8s2d4, 2, 8, true, 8, 4, 2)
+MOE_R8_FORM(r4d4, 1, 4, true, 4, 4, 5)
+MOE_R8_FORM(r4s2d4, 2, 8, true, 4, 4, 2)
+MOE_R8_FORM(r2d4, 1, 4, true, 2, 4, 5)
+MOE_R8_FORM(r2s2d4, 2, 8, true, 2, 4, 2)
+MOE_R8_FORM(r1d4, 1, 4, true, 1, 4, 4)
+MOE_R8_FORM(r1s2d4, 2, 8, true, 1, 4, 2)
+MOE_R8_FORM(r1s2, 2, 8, true, 1, 2, 3)
+MOE_R8_FORM(r4g, 1, 4, false, 4, 2, 6)
+MOE_R8_FORM(r2g, 1, 4, false, 2, 2, 6)
+MOE_R8_FORM(r1g, 1, 4, false, 1, 2, 6)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

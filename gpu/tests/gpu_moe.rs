@@ -26,10 +26,16 @@ use reference::{DType, Tensor, TensorMap};
 const GEMM_VERSIONS: [&str; 6] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v3"];
 
 /// Every GEMM version that takes these operand formats (`v2_v8`, `v3_r8*`: NVFP4 x NVFP4 only).
-fn versions_for(xf4: bool, wf4: bool) -> Vec<&'static str> {
-    let mut v = GEMM_VERSIONS.to_vec();
+fn versions_for(xf4: bool, wf4: bool) -> Vec<String> {
+    let mut v: Vec<String> = GEMM_VERSIONS.iter().map(|s| s.to_string()).collect();
     if xf4 && wf4 {
-        v.extend(["v2_v8", "v3_r8", "v3_r8s2", "v3_r8s4"]);
+        v.push("v2_v8".into());
+        // every R form, the general ones included (they run on any K, aligned or not)
+        v.extend(
+            gpu::ops::moe::R_FORMS
+                .iter()
+                .map(|f| format!("v3_{}", f.tag)),
+        );
     }
     v
 }
@@ -131,6 +137,68 @@ fn permute_bit_exact() {
                     panic!("{msg}");
                 }
             }
+        }
+    }
+}
+
+/// moe_perm_offsets fills the grouped GEMMs' m-tile schedule (the layer's launch fewer) with
+/// exactly moe_tile_schedule's tables, for every tile height the GEMMs use, over poisoned
+/// tables, with empty experts, duplicates and more experts than threads.
+#[test]
+#[ignore = "gpu"]
+fn permute_fills_the_tile_schedule() {
+    use cudarc::driver::DevicePtr;
+    use gpu::ops::moe::{launch_permute, PermuteOut, PermuteScratch, Schedule, TileCfg, R_FORMS};
+    let g = gpu();
+    let st = &g.stream;
+    let mut cfgs = vec![TileCfg::M16, TileCfg::M64];
+    for rows in [1, 2, 4, 8] {
+        let f = R_FORMS.iter().find(|f| f.rows == rows).copied();
+        cfgs.push(TileCfg::R(f.expect("an R form of these rows")));
+    }
+    let shapes = [
+        (1usize, 22usize, 512usize, false),
+        (8, 22, 512, false),
+        (64, 22, 512, false),
+        (300, 6, 72, true),
+        (33, 4, 3, true),
+        (5, 2, 3000, false),
+    ];
+    for (i, &(t, k, e, dups)) in shapes.iter().enumerate() {
+        let mut r = Rng::new(900 + i as u64);
+        let idx = routing(&mut r, t, k, e, dups);
+        let n = t * k;
+        let d_idx = g.upload(&Tensor::from_i64(&[t, k], idx)).expect("upload");
+        let raw_i32 = |len: usize| g.alloc_raw::<i32>(len).expect("alloc");
+        let (ptoken, pslot, inverse) = (raw_i32(n), raw_i32(n), raw_i32(n));
+        let off64 = g.alloc_raw::<i64>(e + 1).expect("alloc");
+        let off64_p = off64.device_ptr(st).0;
+        for c in &cfgs {
+            let fused = Schedule::new(&g, *c, n, e).expect("schedule");
+            fused.poison(&g, 5 + i as u64).expect("poison");
+            let mut scratch = PermuteScratch::new(&g, n, e).expect("scratch");
+            let o = PermuteOut {
+                ptoken: ptoken.device_ptr(st).0,
+                pslot: pslot.device_ptr(st).0,
+                counts32: 0,
+                off32: 0,
+                off64: off64_p,
+                inverse: inverse.device_ptr(st).0,
+                tiles: Some(fused.out(&g)),
+            };
+            launch_permute(&g, d_idx.ptr(st), true, t, k, e, &mut scratch, &o).expect("permute");
+            let alone = Schedule::new(&g, *c, n, e).expect("schedule");
+            alone.poison(&g, 50 + i as u64).expect("poison");
+            alone.launch(&g, off64_p, e).expect("schedule launch");
+            g.sync().expect("sync");
+            let (fe, fr) = fused.download(&g).expect("download");
+            let (ae, ar) = alone.download(&g).expect("download");
+            assert!(
+                ae.iter().any(|&x| x >= 0),
+                "T={t} k={k} E={e} {c:?}: no tiles at all"
+            );
+            assert_eq!(fe, ae, "T={t} k={k} E={e} {c:?}: tile experts differ");
+            assert_eq!(fr, ar, "T={t} k={k} E={e} {c:?}: tile rows differ");
         }
     }
 }
@@ -319,7 +387,7 @@ fn gemm1_bit_exact_on_exact_sums() {
                 seed: 7 + i as u64,
             };
             let mut m = gemm_inputs(&c, "w1");
-            for v in versions_for(xf4, wf4) {
+            for v in versions_for(xf4, wf4).iter().map(|s| s.as_str()) {
                 for (mode, round, given) in [
                     ("kernel", "none", false),
                     ("exact", "bf16", true),
@@ -368,7 +436,7 @@ fn gemm2_bit_exact_on_exact_sums() {
                 seed: 70 + i as u64,
             };
             let m = gemm_inputs(&c, "w2");
-            for v in versions_for(xf4, wf4) {
+            for v in versions_for(xf4, wf4).iter().map(|s| s.as_str()) {
                 for dt in ["f32", "bf16"] {
                     let name = format!("{} out={dt}", c.name());
                     let s = sets(&[("out_dtype", dt.into())]);
@@ -561,7 +629,7 @@ fn gemm1_random_bounded_flips() {
             };
             let mut m = gemm_inputs(&c, "w1");
             let mm = t * k;
-            for v in versions_for(xf4, wf4) {
+            for v in versions_for(xf4, wf4).iter().map(|s| s.as_str()) {
                 for (mode, round, given) in [
                     ("kernel", "none", false),
                     ("exact", "none", true),
@@ -609,7 +677,7 @@ fn gemm2_random_nmse() {
                 seed: 2000 + i as u64,
             };
             let m = gemm_inputs(&c, "w2");
-            for v in versions_for(xf4, wf4) {
+            for v in versions_for(xf4, wf4).iter().map(|s| s.as_str()) {
                 for (dt, max) in [("f32", 1e-10), ("bf16", 1e-5)] {
                     let name = format!("{} {v} out={dt}", c.name());
                     let (want, got) = run_both(

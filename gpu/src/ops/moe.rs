@@ -12,10 +12,10 @@
 //! `v2_v8` forces them. `v1_w64` forces the `w64` kernels: m64's tile with the products on
 //! `wgmma` (one warpgroup, m64n128k16, operands from shared memory in wgmma's core-matrix
 //! layout; HGMMA in the SASS). Session 11, written after its last device call: not yet run.
-//! `v3` (session 14) is `v2` with `R8` in place of `V8`: the same 8-row tiles, both NVFP4
-//! operands decoded in registers to f16 (exact) for `mma.sync` f16 -> f32 (the decode engine's
-//! slot GEMV design), x staged once a block in shared memory, K split over two warps when
-//! K > 1536; `v3_r8` / `v3_r8s2` / `v3_r8s4` force R8 with K over 1 / 2 / 4 warps.
+//! `v3` (session 14) is `v2` with the `R` forms in place of `V8`: tiles of R <= 8 rows, both
+//! NVFP4 operands decoded in registers to f16 (exact) for `mma.sync` f16 -> f32 (the decode
+//! engine's slot GEMV design), x staged once a block in shared memory; `v3_<form>` forces one
+//! form of [`R_FORMS`] (`v3_r8`, `v3_r4d4`, `v3_r1s2d4`, ...).
 
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, Gpu};
@@ -27,8 +27,95 @@ use reference::ops::nvfp4_quantize::Nvfp4Mode;
 use reference::{DType, Tensor, TensorMap};
 
 const GEMM_VERSIONS: &[&str] = &[
-    "v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3", "v3_r8", "v3_r8s2", "v3_r8s4",
+    "v1",
+    "v1_m16",
+    "v1_m64",
+    "v1_w64",
+    "v2",
+    "v2_v8",
+    "v3",
+    "v3_r8",
+    "v3_r8s2",
+    "v3_r8s4",
+    "v3_r8d4",
+    "v3_r8s2d4",
+    "v3_r4d4",
+    "v3_r4s2d4",
+    "v3_r2d4",
+    "v3_r2s2d4",
+    "v3_r1d4",
+    "v3_r1s2d4",
+    "v3_r1s2",
 ];
+
+/// One form of moe.cu's register-decoded grouped GEMM (MOE_R8_FORM, same names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RForm {
+    /// Kernel tag: `moe_gemm_<tag>_ff_{q,o}`.
+    pub tag: &'static str,
+    /// Rows an m-tile (the schedule's BM).
+    pub rows: usize,
+    /// Warps sharing a column group's K steps.
+    pub sk: usize,
+    /// Warps a block.
+    pub warps: usize,
+    /// Any K % 16 == 0 and alignment (else K % 128 == 0 and 16-byte aligned operands).
+    pub general: bool,
+}
+
+const fn rf(tag: &'static str, rows: usize, sk: usize, warps: usize, general: bool) -> RForm {
+    RForm {
+        tag,
+        rows,
+        sk,
+        warps,
+        general,
+    }
+}
+
+/// moe.cu's MOE_R8_FORM list (the general forms last).
+pub const R_FORMS: &[RForm] = &[
+    rf("r8", 8, 1, 4, false),
+    rf("r8s2", 8, 2, 8, false),
+    rf("r8s4", 8, 4, 8, false),
+    rf("r8d4", 8, 1, 4, false),
+    rf("r8s2d4", 8, 2, 8, false),
+    rf("r4d4", 4, 1, 4, false),
+    rf("r4s2d4", 4, 2, 8, false),
+    rf("r2d4", 2, 1, 4, false),
+    rf("r2s2d4", 2, 2, 8, false),
+    rf("r1d4", 1, 1, 4, false),
+    rf("r1s2d4", 1, 2, 8, false),
+    rf("r1s2", 1, 2, 8, false),
+    rf("r8g", 8, 1, 4, true),
+    rf("r4g", 4, 1, 4, true),
+    rf("r2g", 2, 1, 4, true),
+    rf("r1g", 1, 1, 4, true),
+];
+
+impl RForm {
+    /// Columns a block.
+    pub fn bn(self) -> usize {
+        16 * self.warps / self.sk
+    }
+    /// Dynamic shared memory at K = `k`: x (256 bytes a row and 128-k step), 64 bytes of
+    /// zeros, the split-K partial fragments.
+    pub fn smem(self, k: usize) -> u32 {
+        let part = if self.sk > 1 { self.warps * 512 } else { 0 };
+        (k.div_ceil(128) * 256 * self.rows + 64 + part) as u32
+    }
+    /// The general form with this form's rows.
+    fn general_form(self) -> RForm {
+        R_FORMS
+            .iter()
+            .copied()
+            .find(|f| f.general && f.rows == self.rows)
+            .unwrap_or(R_FORMS[R_FORMS.len() - 4])
+    }
+    fn by_tag(tag: &str) -> Option<RForm> {
+        R_FORMS.iter().copied().find(|f| f.tag == tag)
+    }
+}
 
 pub fn ops() -> Vec<GpuOp> {
     vec![
@@ -85,6 +172,17 @@ pub struct PermuteOut {
     /// `[E+1]` i64 offsets (what the grouped GEMMs read).
     pub off64: u64,
     pub inverse: u64,
+    /// With `off64`: also fill this m-tile schedule (one launch fewer before the GEMMs).
+    pub tiles: Option<TilesOut>,
+}
+
+/// Where [`launch_permute`] writes an m-tile schedule ([`Schedule::out`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TilesOut {
+    pub bm: i64,
+    pub max_tiles: i64,
+    pub t_exp: u64,
+    pub t_row: u64,
 }
 
 /// Scratch of the permutation: per-(range, expert) counts and per-expert totals.
@@ -155,12 +253,20 @@ pub fn launch_permute(
     {
         let f = g.function("moe", "moe_perm_offsets")?;
         let mut a = g.stream.launch_builder(&f);
+        let t = o.tiles.filter(|_| o.off64 != 0).unwrap_or(TilesOut {
+            bm: 1,
+            max_tiles: 0,
+            t_exp: 0,
+            t_row: 0,
+        });
         a.arg(&tot)
             .arg(&e64)
             .arg(&o.counts32)
             .arg(&o.off32)
             .arg(&o.off64);
-        // SAFETY: tot holds e u32; counts32 e i32 (or 0), off32 e+1 i32 (or 0), off64 e+1 i64.
+        a.arg(&t.bm).arg(&t.max_tiles).arg(&t.t_exp).arg(&t.t_row);
+        // SAFETY: tot holds e u32; counts32 e i32 (or 0), off32 e+1 i32 (or 0), off64 e+1 i64;
+        // the tile tables (or 0) max_tiles entries each.
         unsafe { a.launch(cfg(1, 1024, 0)) }.map_err(drv("launch moe_perm_offsets"))?;
     }
     if n > 0 {
@@ -246,6 +352,7 @@ fn run_permute(
         off32: off32.ptr(st),
         off64: off64.ptr(st),
         inverse: inverse.ptr(st),
+        tiles: None,
     };
     launch_permute(g, d_idx.ptr(st), is64, t, k, e, &mut s, &o)?;
     g.sync()?;
@@ -284,10 +391,10 @@ pub enum TileCfg {
     V8,
     /// M64's tiles on wgmma (one warpgroup, m64n128k16; prefill).
     W64,
-    /// V8's tiles (<= 8 token rows, 16 columns a warp) with both operands decoded in
+    /// V8's design (<= 8 token rows, 16 columns a warp) with both operands decoded in
     /// registers to f16 (exact) for `mma.sync` f16 -> f32, x staged once a block in shared
-    /// memory; K split over this many warps (1, 2 or 4). NVFP4 x NVFP4 only (session 14).
-    R8(u8),
+    /// memory: one of [`R_FORMS`]. NVFP4 x NVFP4 only (session 14).
+    R(RForm),
 }
 
 impl TileCfg {
@@ -295,7 +402,8 @@ impl TileCfg {
         match self {
             TileCfg::M16 => 16,
             TileCfg::M64 | TileCfg::W64 => 64,
-            TileCfg::V8 | TileCfg::R8(_) => 8,
+            TileCfg::V8 => 8,
+            TileCfg::R(f) => f.rows,
         }
     }
     pub fn bn(self) -> usize {
@@ -303,14 +411,14 @@ impl TileCfg {
             TileCfg::M16 => 64,
             TileCfg::M64 | TileCfg::W64 => 128,
             TileCfg::V8 => 64,
-            TileCfg::R8(sk) => 16 * r8_warps(sk) / sk.max(1) as usize,
+            TileCfg::R(f) => f.bn(),
         }
     }
     fn bk(self) -> usize {
         match self {
             TileCfg::M16 => 256,
             TileCfg::M64 | TileCfg::W64 => 64,
-            TileCfg::V8 | TileCfg::R8(_) => 128,
+            TileCfg::V8 | TileCfg::R(_) => 128,
         }
     }
     fn tag(self) -> &'static str {
@@ -319,19 +427,14 @@ impl TileCfg {
             TileCfg::M64 => "m64",
             TileCfg::V8 => "v8",
             TileCfg::W64 => "w64",
-            TileCfg::R8(2) => "r8s2",
-            TileCfg::R8(4) => "r8s4",
-            TileCfg::R8(_) => "r8",
+            TileCfg::R(f) => f.tag,
         }
     }
     /// Dynamic shared memory of a launch with K = `k`.
     fn smem(self, k: usize) -> u32 {
         match self {
             TileCfg::V8 => 0, // registers + a static 1 KB table
-            // x of the m-tile (8 rows, 2 KB a 128-k step), then the split-K partial fragments
-            TileCfg::R8(sk) => {
-                (k.div_ceil(128) * 2048 + if sk > 1 { r8_warps(sk) * 512 } else { 0 }) as u32
-            }
+            TileCfg::R(f) => f.smem(k),
             // wgmma's core-matrix layout (no row padding), two buffers, then the NVFP4 ring
             // (moe.cu WG_RING x WG_RING_STAGE: 4 stages of one k-tile's raw bytes)
             TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2 + 4 * 7168) as u32,
@@ -341,9 +444,9 @@ impl TileCfg {
     /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one. `v2`: as `v1`, but
     /// NVFP4 x NVFP4 with at most 8 rows per expert on average takes `V8`; `v2_v8` forces `V8`
     /// (`ff`: both operands NVFP4, which `V8` requires).
-    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes `R8` (K split over
-    /// two warps when K > 1536), else as `v1`; `v3_r8` / `v3_r8s2` / `v3_r8s4` force `R8` with
-    /// K over 1 / 2 / 4 warps.
+    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes an `R` form (rows
+    /// an m-tile by the average rows per expert, K over two warps when K > 1536), else as
+    /// `v1`; `v3_<form>` forces one of [`R_FORMS`].
     pub fn pick(
         version: &str,
         m: usize,
@@ -351,21 +454,35 @@ impl TileCfg {
         k: usize,
         ff: bool,
     ) -> Result<TileCfg, GpuError> {
-        let r8 = |sk: u8| {
-            if ff {
-                Ok(TileCfg::R8(sk))
-            } else {
-                Err(GpuError::Unsupported(format!(
-                    "moe grouped GEMM {version}: needs NVFP4 activations and weights"
-                )))
-            }
+        let r = |tag: &str| match RForm::by_tag(tag) {
+            Some(f) if ff => Ok(TileCfg::R(f)),
+            Some(_) => Err(GpuError::Unsupported(format!(
+                "moe grouped GEMM {version}: needs NVFP4 activations and weights"
+            ))),
+            None => Err(GpuError::NoVersion {
+                op: "moe grouped GEMM".into(),
+                version: version.into(),
+                known: GEMM_VERSIONS.join(", "),
+            }),
         };
         match version {
-            "v3" if ff && m <= 8 * e.max(1) => r8(if k > 1536 { 2 } else { 1 }),
+            "v3" if ff && m <= 8 * e.max(1) => {
+                // Rows an m-tile by the average rows per expert; K over two warps past 1536.
+                let avg = m as f64 / e.max(1) as f64;
+                let long = k > 1536;
+                r(match (avg <= 0.1, avg <= 1.0, avg <= 4.0, long) {
+                    (true, _, _, false) => "r1d4",
+                    (true, _, _, true) => "r1s2d4",
+                    (_, true, _, false) => "r2d4",
+                    (_, true, _, true) => "r2s2d4",
+                    (_, _, true, false) => "r4d4",
+                    (_, _, true, true) => "r4s2d4",
+                    (_, _, _, false) => "r8",
+                    (_, _, _, true) => "r8s2",
+                })
+            }
             "v3" => TileCfg::pick("v1", m, e, k, ff),
-            "v3_r8" => r8(1),
-            "v3_r8s2" => r8(2),
-            "v3_r8s4" => r8(4),
+            v if v.starts_with("v3_") => r(&v[3..]),
             "v1" => Ok(if m <= 32 * e.max(1) {
                 TileCfg::M16
             } else {
@@ -393,15 +510,6 @@ impl TileCfg {
     }
 }
 
-/// Warps a block of the `R8` kernels with K over `sk` warps (moe.cu MOE_R8_KERNEL).
-fn r8_warps(sk: u8) -> usize {
-    if sk > 1 {
-        8
-    } else {
-        4
-    }
-}
-
 /// Largest dynamic shared memory a block may opt into on sm_90 (227 KB).
 const MAX_DYN_SMEM: u32 = 227 * 1024;
 
@@ -422,6 +530,35 @@ impl Schedule {
             t_exp: g.alloc_raw::<i32>(tiles)?,
             t_row: g.alloc_raw::<i64>(tiles)?,
         })
+    }
+
+    /// Where [`launch_permute`] fills this schedule along with the offsets.
+    pub fn out(&self, g: &Gpu) -> TilesOut {
+        TilesOut {
+            bm: self.cfg.bm() as i64,
+            max_tiles: self.tiles as i64,
+            t_exp: ptr(g, &self.t_exp),
+            t_row: ptr(g, &self.t_row),
+        }
+    }
+
+    /// The schedule's tables on the host (tests): (expert or -1, first row) per m-tile.
+    pub fn download(&self, g: &Gpu) -> Result<(Vec<i32>, Vec<i64>), GpuError> {
+        let e = g
+            .stream
+            .clone_dtoh(&self.t_exp)
+            .map_err(drv("schedule download"))?;
+        let r = g
+            .stream
+            .clone_dtoh(&self.t_row)
+            .map_err(drv("schedule download"))?;
+        Ok((e, r))
+    }
+
+    /// Random bytes over both tables (tests: nothing may survive a fill).
+    pub fn poison(&self, g: &Gpu, seed: u64) -> Result<(), GpuError> {
+        fill(g, ptr(g, &self.t_exp), self.tiles * 4, seed, 0)?;
+        fill(g, ptr(g, &self.t_row), self.tiles * 8, seed + 1, 0)
     }
 
     /// Fills the schedule from `off64` (`[e+1]` i64 on the device).
@@ -485,7 +622,7 @@ pub fn launch_gemm(
 }
 
 /// [`launch_gemm`] with tile config `c` over `sched`'s m-tiles (`c.bm()` must be the
-/// schedule's: e.g. `R8` with another K split on the same 8-row schedule).
+/// schedule's: e.g. another `R` form with the same rows and another K split).
 #[allow(clippy::too_many_arguments)]
 pub fn launch_gemm_as(
     g: &Gpu,
@@ -548,19 +685,24 @@ pub fn launch_gemm_as(
             ("o", out, 0u64, 0u64, 0, 0, 0u64, 0u64, dt)
         }
     };
-    // R8 on K % 128 != 0 or operands not 16-byte aligned runs its general form `r8g` (K over
-    // one warp); K too long for its x staging, v8 (same 8-row schedule).
+    // An R form on K % 128 != 0 or operands not 16-byte aligned runs the general form of its
+    // rows (K over one warp); K too long for its x staging, v8 (8-row schedules) or an error.
     let (tag, bn, threads, smem) = match c {
-        TileCfg::R8(sk) => {
+        TileCfg::R(f) => {
             let al = k % 128 == 0 && [x.data, x.sf, w.data, w.sf].iter().all(|p| p % 16 == 0);
-            let c1 = TileCfg::R8(if al { sk } else { 1 });
-            if c1.smem(k) > MAX_DYN_SMEM {
+            let f1 = if al || f.general { f } else { f.general_form() };
+            if f1.smem(k) <= MAX_DYN_SMEM {
+                (f1.tag, f1.bn(), 32 * f1.warps as u32, f1.smem(k))
+            } else if f1.rows == 8 {
                 let v = TileCfg::V8;
                 (v.tag(), v.bn(), 128u32, v.smem(k))
             } else {
-                let tag = if al { c1.tag() } else { "r8g" };
-                let sk1 = if al { sk } else { 1 };
-                (tag, c1.bn(), 32 * r8_warps(sk1) as u32, c1.smem(k))
+                return Err(GpuError::Unsupported(format!(
+                    "moe grouped GEMM tile {}: K = {k} needs {} bytes of shared memory for x \
+                     (the limit is {MAX_DYN_SMEM}); use v3_r8 or v2",
+                    f1.tag,
+                    f1.smem(k)
+                )));
             }
         }
         _ => (c.tag(), c.bn(), 128u32, c.smem(k)),
@@ -646,7 +788,7 @@ fn float_not_bf16(inputs: &TensorMap, names: &[&str]) -> Option<String> {
 
 /// `v2_v8` multiplies NVFP4 by NVFP4 only.
 fn v8_needs_fp4(version: &str, inputs: &TensorMap, w: &str) -> Option<String> {
-    if (version.starts_with("v2_v8") || version.starts_with("v3_r8"))
+    if (version.starts_with("v2_v8") || version.starts_with("v3_"))
         && !(inputs.contains_key("x_fp4") && inputs.contains_key(&format!("{w}_fp4")))
     {
         return Some(format!(
@@ -1244,6 +1386,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         off32: 0,
         off64: ptr(g, &off64),
         inverse: ptr(g, &inverse),
+        tiles: None,
     };
     let idx_p = d_idx.ptr(st);
     launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po)?;
@@ -1298,7 +1441,29 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     let mut versions = vec![];
     let mut tiles_seen = vec![];
     let mut first_out: Option<Vec<f32>> = None;
-    for ver in ["v1", "v2", "v1_w64", "v3_r8", "v3_r8s2", "v3_r8s4", "v3"] {
+    // Decode-sized T (<= 8 rows per expert on average): v8, m16, every R form, v3's pick; else
+    // m64 (v1), w64 and v3's pick (= v1).
+    let forced: Vec<String> = R_FORMS
+        .iter()
+        .filter(|f| !f.general)
+        .map(|f| format!("v3_{}", f.tag))
+        .collect();
+    let mut list: Vec<&str> = if m <= 8 * e {
+        let mut l = vec!["v2", "v1"];
+        l.extend(forced.iter().map(|s| s.as_str()));
+        l
+    } else {
+        vec!["v1", "v1_w64"]
+    };
+    list.push("v3");
+    // DUET_MOE_VERSIONS=a,b,...: only these (the first of the list, the reference of
+    // `max_rel_vs_first`, and v3 always run).
+    if let Ok(keep) = std::env::var("DUET_MOE_VERSIONS") {
+        let keep: Vec<&str> = keep.split(',').map(str::trim).collect();
+        let first = list.first().copied();
+        list.retain(|v| Some(*v) == first || *v == "v3" || keep.contains(v));
+    }
+    for ver in list {
         // GEMM1 has K = latent, GEMM2 K = width: `v3` may split them differently.
         let cfgc = TileCfg::pick(ver, m, e, l, true)?;
         let cfg2 = TileCfg::pick(ver, m, e, i, true)?;
@@ -1352,6 +1517,27 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
             gemm2()
         })?;
         let layer_us = best(&tl, &tlg);
+        // The same GEMMs on a schedule the permutation fills (moe_perm_offsets): the layer
+        // without the schedule launch, and the permutation's time with it. The tables are
+        // checked against moe_tile_schedule's first.
+        let sched_p = Schedule::new(g, cfgc, m, e)?;
+        sched_p.poison(g, 77)?;
+        let po_t = PermuteOut {
+            tiles: Some(sched_p.out(g)),
+            ..po
+        };
+        launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po_t)?;
+        g.sync()?;
+        let tiles_match = sched_p.download(g)? == sched.download(g)?;
+        let gemm1p = || launch_gemm(g, &sched_p, &xo, &w1o, offp, i, l, &epi1);
+        let gemm2p = || launch_gemm_as(g, &sched_p, cfg2, &yo, &w2o, offp, l, i, &epi2);
+        let (tf, tfg) = crate::bench::time_launch(g, small, || {
+            gemm1p()?;
+            gemm2p()
+        })?;
+        let (tpt, tptg) = crate::bench::time_launch(g, small, || {
+            launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po_t)
+        })?;
         versions.push(serde_json::json!({
             "version": ver, "tile": cfgc.tag(), "tile_gemm2": cfg2.tag(), "us": layer_us,
             "max_rel_vs_first": max_rel, "agrees": max_rel <= BENCH_AGREE,
@@ -1362,6 +1548,13 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
                       "note": "tile schedule + GEMM1 (relu^2 + NVFP4 epilogue) + GEMM2"},
             "gemm1": {"event": timing_json(&t1), "graph_per_launch": t1g.as_ref().map(timing_json)},
             "gemm2": {"event": timing_json(&t2), "graph_per_launch": t2g.as_ref().map(timing_json)},
+            "layer_tiles_from_permute": {
+                "us": best(&tf, &tfg), "pct_of_floor": 100.0 * floor_us / best(&tf, &tfg),
+                "event": timing_json(&tf), "graph_per_launch": tfg.as_ref().map(timing_json),
+                "tiles_match": tiles_match,
+                "permute_with_tiles": {"event": timing_json(&tpt),
+                                        "graph_per_launch": tptg.as_ref().map(timing_json)},
+                "note": "GEMM1 + GEMM2 on the m-tile schedule moe_perm_offsets fills"},
         }));
     }
     let (tp, _) = crate::bench::time_launch(g, false, || {
@@ -1389,4 +1582,59 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         "versions": versions,
         "permute": {"event": timing_json(&tp), "note": "not part of the layer time"},
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// R_FORMS is moe.cu's MOE_R8_FORM list: same tags, rows, K split, warps and alignment.
+    #[test]
+    fn r_forms_match_the_kernel_file() {
+        let src = include_str!("../../kernels/moe.cu");
+        let lines: Vec<&str> = src
+            .lines()
+            .filter(|l| l.starts_with("MOE_R8_FORM("))
+            .collect();
+        assert_eq!(lines.len(), R_FORMS.len(), "{lines:?}");
+        for f in R_FORMS {
+            let want = format!(
+                "MOE_R8_FORM({}, {}, {}, {}, {},",
+                f.tag, f.sk, f.warps, !f.general, f.rows
+            );
+            assert!(
+                lines.iter().any(|l| l.starts_with(&want)),
+                "{want} not in moe.cu: {lines:?}"
+            );
+        }
+    }
+
+    /// Every forced R version parses to its form; v3 follows the average rows per expert and
+    /// splits K past 1536; bf16 operands get a reason, not a kernel.
+    #[test]
+    fn v3_picks() {
+        for f in R_FORMS {
+            let v = format!("v3_{}", f.tag);
+            assert_eq!(
+                TileCfg::pick(&v, 10, 4, 256, true).ok(),
+                Some(TileCfg::R(*f))
+            );
+            assert!(matches!(
+                TileCfg::pick(&v, 10, 4, 256, false),
+                Err(GpuError::Unsupported(_))
+            ));
+        }
+        let tag = |m, k| TileCfg::pick("v3", m, 512, k, true).map(|c| c.tag()).ok();
+        assert_eq!(tag(22, 1024), Some("r1d4"));
+        assert_eq!(tag(22, 2688), Some("r1s2d4"));
+        assert_eq!(tag(176, 1024), Some("r2d4"));
+        assert_eq!(tag(1408, 2688), Some("r4s2d4"));
+        assert_eq!(tag(4000, 1024), Some("r8"));
+        assert_eq!(tag(90112, 1024), Some("m64"));
+        assert!(TileCfg::pick("v3_r9", 10, 4, 256, true).is_err());
+        for f in R_FORMS {
+            assert_eq!(f.bn() % 16, 0);
+            assert!(f.general_form().general && f.general_form().rows == f.rows);
+        }
+    }
 }
