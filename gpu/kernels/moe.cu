@@ -1058,7 +1058,7 @@ __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __r
         }
     }
 }
-template <int EPI, int SK, int W, bool AL, int R, int D>
+template <int EPI, int SK, int W, bool AL, int R, int D, int P>
 __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     extern __shared__ __align__(16) u8 r8_smem[];
     constexpr int RG = W / SK;
@@ -1086,17 +1086,41 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     const u8* rqb = wq + nbr * (K >> 1);
     const u8* rsa = wsf + na * (K >> 4);
     const u8* rsb = wsf + nbr * (K >> 4);
-    // The first D steps' weights go out before the x staging.
-    uint4 qa[D], qb[D];
-    u32 ra[D], rb[D];
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-        qa[d] = qb[d] = make_uint4(0u, 0u, 0u, 0u);
-        ra[d] = rb[d] = 0u;
-        const i64 i = ks + (i64)d * SK;
+    // The first D steps' weights go out before the x staging (P > 0: the first P - 1 stages of
+    // the warp's cp.async ring instead).
+    constexpr int DR = P > 0 ? 1 : D;
+    uint4 qa[DR], qb[DR];
+    u32 ra[DR], rb[DR];
+    // P > 0: the warp's ring of P stages of 1152 bytes (stage: uint4 [2][32] of codes, lane
+    // (g, t) at [0][lane] for row g and [1][lane] for row g + 8; then 16 rows x 8 scale bytes,
+    // lane L copying 4 of row L / 2), after x, the zeros and the split-K partials.
+    u8* ring = r8_smem + ns * 256 * R + 64 + (SK > 1 ? W * 512 : 0) + warp * P * 1152;
+    const i64 srow = min(n0 + (lane >> 1), N - 1);
+    const u8* rsl = wsf + srow * (K >> 4) + 4 * (lane & 1);
+    // Stage j of this warp (its step ks + j SK) into ring slot j % P; one commit group a call.
+    auto issue = [&](i64 j) {
+        const i64 i = ks + j * SK;
         if (i < ns) {
-            r8_load<AL>(rqa, rsa, i, t, K, qa[d], ra[d]);
-            r8_load<AL>(rqb, rsb, i, t, K, qb[d], rb[d]);
+            u8* st = ring + (int)(j % (P > 0 ? P : 1)) * 1152;
+            duet_cp_async16(st + 16 * lane, rqa + 64 * i + 16 * t);
+            duet_cp_async16(st + 512 + 16 * lane, rqb + 64 * i + 16 * t);
+            duet_cp_async4_zfill(st + 1024 + 4 * lane, rsl + 8 * i, true);
+        }
+        duet_cp_async_commit();
+    };
+    if constexpr (P > 0) {
+#pragma unroll
+        for (int j = 0; j < P - 1; ++j) issue(j);
+    } else {
+#pragma unroll
+        for (int d = 0; d < DR; ++d) {
+            qa[d] = qb[d] = make_uint4(0u, 0u, 0u, 0u);
+            ra[d] = rb[d] = 0u;
+            const i64 i = ks + (i64)d * SK;
+            if (i < ns) {
+                r8_load<AL>(rqa, rsa, i, t, K, qa[d], ra[d]);
+                r8_load<AL>(rqb, rsb, i, t, K, qb[d], rb[d]);
+            }
         }
     }
     // Stage x: unit u = (step i, row r, t) -> the four fragment uint4 of its 16 bytes.
@@ -1142,13 +1166,32 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
         slotm_word(c, wa.z, wb.z, sa1, sb1, xp[2 * xword]);
         slotm_word(c, wa.w, wb.w, sa1, sb1, xp[3 * xword]);
     };
-    for (i64 i0 = ks; i0 < ns; i0 += (i64)D * SK) {
+    if constexpr (P > 0) {
+        // Stage j has landed for this thread after the wait (P - 1 + j groups committed, at
+        // most P - 2 pending), for the warp after __syncwarp (the scales come from other
+        // lanes). Then stage j + P - 1 goes into the slot of stage j - 1, which every lane has
+        // finished reading (they are past this __syncwarp).
+        const i64 nj = ks < ns ? (ns - ks + SK - 1) / SK : 0;
+        for (i64 j = 0; j < nj; ++j) {
+            duet_cp_async_wait<P - 2>();
+            __syncwarp();
+            issue(j + P - 1);
+            const u8* st = ring + (int)(j % (P > 0 ? P : 1)) * 1152;
+            const uint4 wa = *(const uint4*)(st + 16 * lane);
+            const uint4 wb = *(const uint4*)(st + 512 + 16 * lane);
+            const u32 sa = *(const unsigned short*)(st + 1024 + 8 * g + 2 * t);
+            const u32 sb = *(const unsigned short*)(st + 1024 + 8 * (g + 8) + 2 * t);
+            step(ks + j * SK, wa, wb, sa, sb);
+        }
+        duet_cp_async_wait<0>();
+    }
+    for (i64 i0 = ks; P == 0 && i0 < ns; i0 += (i64)D * SK) {
 #pragma unroll
-        for (int d = 0; d < D; ++d) {
+        for (int d = 0; d < DR; ++d) {
             const i64 i = i0 + (i64)d * SK;
             if (i < ns) {
                 step(i, qa[d], qb[d], ra[d], rb[d]);
-                const i64 nx = i + (i64)D * SK;
+                const i64 nx = i + (i64)DR * SK;
                 if (nx < ns) {
                     r8_load<AL>(rqa, rsa, nx, t, K, qa[d], ra[d]);
                     r8_load<AL>(rqb, rsb, nx, t, K, qb[d], rb[d]);
@@ -1180,7 +1223,7 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < R ? left : R, okA, okB, lane);
 }
 
-#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, MINB)                                          \
+#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB)                                       \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
         NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
              const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
@@ -1188,16 +1231,17 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
              u32* amax_out, int out_dt) {                                                          \
         GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
                       mode, round_bf16, h_out, amax_out, out_dt};                                  \
-        moe_r8_body<EPI, SK, W, AL, R, D>(a);                                                      \
+        moe_r8_body<EPI, SK, W, AL, R, D, P>(a);                                                   \
     }
 // Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
 // 64 columns a block; 2: 8 warps, 64 columns; 4: 8 warps, 32 columns), D steps in flight a
 // warp (2 unless named). MINB: the blocks-per-SM hint that keeps ptxas from spilling (without
 // it ptxas picked 64 registers and spilled on r8g / r8s2). r8g: r8 for any K % 16 == 0 and
 // any alignment. The host's table: gpu/src/ops/moe.rs R_FORMS (same order).
-#define MOE_R8_FORM(TAG, SK, W, AL, R, D, MINB)                                                    \
-    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, MINB)                                 \
-    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, MINB)
+#define MOE_R8_FORM(TAG, SK, W, AL, R, D, MINB) MOE_R8_FORMP(TAG, SK, W, AL, R, D, 0, MINB)
+#define MOE_R8_FORMP(TAG, SK, W, AL, R, D, P, MINB)                                                \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, P, MINB)                              \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, P, MINB)
 MOE_R8_FORM(r8, 1, 4, true, 8, 2, 6)
 MOE_R8_FORM(r8s2, 2, 8, true, 8, 2, 3)
 MOE_R8_FORM(r8s4, 4, 8, true, 8, 2, 3)
@@ -1214,6 +1258,17 @@ MOE_R8_FORM(r1s2, 2, 8, true, 1, 2, 3)
 MOE_R8_FORM(r4g, 1, 4, false, 4, 2, 6)
 MOE_R8_FORM(r2g, 1, 4, false, 2, 2, 6)
 MOE_R8_FORM(r1g, 1, 4, false, 1, 2, 6)
+// p{P}: the weights through a P-stage cp.async ring a warp (no registers held by loads in
+// flight: call 2 found the register forms latency-bound at ~2.3 TB/s); aligned K only.
+MOE_R8_FORMP(r8p4, 1, 4, true, 8, 1, 4, 6)
+MOE_R8_FORMP(r4p6, 1, 4, true, 4, 1, 6, 6)
+MOE_R8_FORMP(r2p6, 1, 4, true, 2, 1, 6, 6)
+MOE_R8_FORMP(r1p6, 1, 4, true, 1, 1, 6, 6)
+MOE_R8_FORMP(r4s2p6, 2, 8, true, 4, 1, 6, 3)
+MOE_R8_FORMP(r2s2p6, 2, 8, true, 2, 1, 6, 3)
+MOE_R8_FORMP(r1s2p6, 2, 8, true, 1, 1, 6, 3)
+MOE_R8_FORMP(r4p8, 1, 4, true, 4, 1, 8, 6)
+MOE_R8_FORMP(r2p8, 1, 4, true, 2, 1, 8, 6)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

@@ -26,6 +26,7 @@ use reference::ops::moe_permute::MAX_EXPERTS;
 use reference::ops::nvfp4_quantize::Nvfp4Mode;
 use reference::{DType, Tensor, TensorMap};
 
+/// Every version; `v3_<tag>` for each of [`R_FORMS`] (a CPU test holds the two lists together).
 const GEMM_VERSIONS: &[&str] = &[
     "v1",
     "v1_m16",
@@ -46,6 +47,19 @@ const GEMM_VERSIONS: &[&str] = &[
     "v3_r1d4",
     "v3_r1s2d4",
     "v3_r1s2",
+    "v3_r8g",
+    "v3_r4g",
+    "v3_r2g",
+    "v3_r1g",
+    "v3_r8p4",
+    "v3_r4p6",
+    "v3_r2p6",
+    "v3_r1p6",
+    "v3_r4s2p6",
+    "v3_r2s2p6",
+    "v3_r1s2p6",
+    "v3_r4p8",
+    "v3_r2p8",
 ];
 
 /// One form of moe.cu's register-decoded grouped GEMM (MOE_R8_FORM, same names).
@@ -61,6 +75,8 @@ pub struct RForm {
     pub warps: usize,
     /// Any K % 16 == 0 and alignment (else K % 128 == 0 and 16-byte aligned operands).
     pub general: bool,
+    /// Stages of the warp's cp.async weight ring (0: the weights go through registers).
+    pub stages: usize,
 }
 
 const fn rf(tag: &'static str, rows: usize, sk: usize, warps: usize, general: bool) -> RForm {
@@ -70,14 +86,27 @@ const fn rf(tag: &'static str, rows: usize, sk: usize, warps: usize, general: bo
         sk,
         warps,
         general,
+        stages: 0,
     }
 }
 
-/// moe.cu's MOE_R8_FORM list (the general forms last).
+const fn rp(tag: &'static str, rows: usize, sk: usize, warps: usize, stages: usize) -> RForm {
+    RForm {
+        tag,
+        rows,
+        sk,
+        warps,
+        general: false,
+        stages,
+    }
+}
+
+/// moe.cu's MOE_R8_FORM / MOE_R8_FORMP list, in its order.
 pub const R_FORMS: &[RForm] = &[
     rf("r8", 8, 1, 4, false),
     rf("r8s2", 8, 2, 8, false),
     rf("r8s4", 8, 4, 8, false),
+    rf("r8g", 8, 1, 4, true),
     rf("r8d4", 8, 1, 4, false),
     rf("r8s2d4", 8, 2, 8, false),
     rf("r4d4", 4, 1, 4, false),
@@ -87,10 +116,18 @@ pub const R_FORMS: &[RForm] = &[
     rf("r1d4", 1, 1, 4, false),
     rf("r1s2d4", 1, 2, 8, false),
     rf("r1s2", 1, 2, 8, false),
-    rf("r8g", 8, 1, 4, true),
     rf("r4g", 4, 1, 4, true),
     rf("r2g", 2, 1, 4, true),
     rf("r1g", 1, 1, 4, true),
+    rp("r8p4", 8, 1, 4, 4),
+    rp("r4p6", 4, 1, 4, 6),
+    rp("r2p6", 2, 1, 4, 6),
+    rp("r1p6", 1, 1, 4, 6),
+    rp("r4s2p6", 4, 2, 8, 6),
+    rp("r2s2p6", 2, 2, 8, 6),
+    rp("r1s2p6", 1, 2, 8, 6),
+    rp("r4p8", 4, 1, 4, 8),
+    rp("r2p8", 2, 1, 4, 8),
 ];
 
 impl RForm {
@@ -99,10 +136,11 @@ impl RForm {
         16 * self.warps / self.sk
     }
     /// Dynamic shared memory at K = `k`: x (256 bytes a row and 128-k step), 64 bytes of
-    /// zeros, the split-K partial fragments.
+    /// zeros, the split-K partial fragments, the warps' cp.async rings (1152 bytes a stage).
     pub fn smem(self, k: usize) -> u32 {
         let part = if self.sk > 1 { self.warps * 512 } else { 0 };
-        (k.div_ceil(128) * 256 * self.rows + 64 + part) as u32
+        let ring = self.warps * self.stages * 1152;
+        (k.div_ceil(128) * 256 * self.rows + 64 + part + ring) as u32
     }
     /// The general form with this form's rows.
     fn general_form(self) -> RForm {
@@ -110,7 +148,7 @@ impl RForm {
             .iter()
             .copied()
             .find(|f| f.general && f.rows == self.rows)
-            .unwrap_or(R_FORMS[R_FORMS.len() - 4])
+            .unwrap_or(R_FORMS[0])
     }
     fn by_tag(tag: &str) -> Option<RForm> {
         R_FORMS.iter().copied().find(|f| f.tag == tag)
@@ -1594,19 +1632,27 @@ mod tests {
         let src = include_str!("../../kernels/moe.cu");
         let lines: Vec<&str> = src
             .lines()
-            .filter(|l| l.starts_with("MOE_R8_FORM("))
+            .filter(|l| l.starts_with("MOE_R8_FORM(") || l.starts_with("MOE_R8_FORMP("))
             .collect();
         assert_eq!(lines.len(), R_FORMS.len(), "{lines:?}");
-        for f in R_FORMS {
-            let want = format!(
-                "MOE_R8_FORM({}, {}, {}, {}, {},",
+        for (f, l) in R_FORMS.iter().zip(&lines) {
+            let head = format!(
+                "{}, {}, {}, {}, {},",
                 f.tag, f.sk, f.warps, !f.general, f.rows
             );
+            let ok = if f.stages == 0 {
+                l.starts_with(&format!("MOE_R8_FORM({head}"))
+            } else {
+                l.starts_with(&format!("MOE_R8_FORMP({head} 1, {},", f.stages))
+            };
+            assert!(ok, "{f:?} does not match moe.cu's line {l}");
             assert!(
-                lines.iter().any(|l| l.starts_with(&want)),
-                "{want} not in moe.cu: {lines:?}"
+                GEMM_VERSIONS.contains(&format!("v3_{}", f.tag).as_str()),
+                "v3_{} missing from GEMM_VERSIONS",
+                f.tag
             );
         }
+        assert_eq!(GEMM_VERSIONS.len(), 7 + R_FORMS.len());
     }
 
     /// Every forced R version parses to its form; v3 follows the average rows per expert and
