@@ -23,6 +23,7 @@
 #   e2esuper16gs / e2esuper16gfs  e2esuper16g / e2esuper16gf with --slot-kernel "${SLOT_KERNEL:-pipe}"
 #             (the routed slots' NVFP4 GEMV variants of session 11: pipe, xs, xs3)
 #   torch     tools/torch_side_by_side.py: the PyTorch chains at the Super shapes (same run)
+#   torch:OP  the same for one op's cases (router, nvfp4, ssu, moe)
 #   triton    tools/triton_side_by_side.py: mamba_ssm's Triton SSU and SSD chain at the Super shapes
 #             (needs .baselines/ from tools/fetch_baselines.py: carry [".devbin.tar.xz", ".baselines"])
 #   e2e       duet e2e on the tiny goldens (tiny-a, held-out tiny-b), paths cpu, gpu, golden
@@ -148,6 +149,8 @@ one() { # one step (see the list above)
         --mtp-pattern "" --json ;;
     torch) step torch 300 python3 tools/torch_side_by_side.py --device cuda \
         --out "$OUT/torch_side_by_side.json" ;;
+    torch:*) step "torch-${s#torch:}" 300 python3 tools/torch_side_by_side.py --device cuda \
+        --only "${s#torch:}" --out "$OUT/torch_side_by_side_${s#torch:}.json" ;;
     triton) step triton 300 python3 tools/triton_side_by_side.py --out "$OUT/triton_side_by_side.json" ;;
     benchall) step bench-all 300 "$B/duet" bench --backend gpu --all --reps 3 --max-seconds 0.2 \
         --out "$OUT/bench_all_gpu.json" --trace "$OUT/bench_all_gpu.trace.json" ;;

@@ -163,6 +163,7 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--small", action="store_true", help="small shapes (CPU smoke test)")
     ap.add_argument("--out", default="torch_side_by_side.json")
+    ap.add_argument("--only", default=None, help="only this op's cases: router, nvfp4, ssu or moe")
     a = ap.parse_args()
     dev, small = a.device, a.small
     g = torch.Generator().manual_seed(0)
@@ -175,14 +176,19 @@ def main():
     rows.append({"op": "copy", "bytes": 2 * nbytes, "time": t, "gb_per_s": copy_gbs})
     del src, dst
     cases = []
-    for T in ([1, 64] if small else [1, 64, 4096, 32768]):
-        cases.append(lambda T=T: router(T, 512, 22, dev, g))
-    cases.append(lambda: nvfp4(256, 256, dev, g) if small else nvfp4(8192, 8192, dev, g))
-    for batch in ([1, 4] if small else [1, 64, 256]):
-        for sd in (torch.bfloat16, torch.float32):
-            cases.append(lambda b=batch, sd=sd: ssu(b, sd, dev, g, small))
-    for T in ([1, 8] if small else [1, 8, 64, 4096]):
-        cases.append(lambda T=T: moe(T, dev, g, small))
+    want = lambda op: a.only is None or a.only == op
+    if want("router"):
+        for T in ([1, 64] if small else [1, 64, 4096, 32768]):
+            cases.append(lambda T=T: router(T, 512, 22, dev, g))
+    if want("nvfp4"):
+        cases.append(lambda: nvfp4(256, 256, dev, g) if small else nvfp4(8192, 8192, dev, g))
+    if want("ssu"):
+        for batch in ([1, 4] if small else [1, 64, 256]):
+            for sd in (torch.bfloat16, torch.float32):
+                cases.append(lambda b=batch, sd=sd: ssu(b, sd, dev, g, small))
+    if want("moe"):
+        for T in ([1, 8] if small else [1, 8, 64, 4096]):
+            cases.append(lambda T=T: moe(T, dev, g, small))
     for make in cases:
         try:
             fn, meta = make()

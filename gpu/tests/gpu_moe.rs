@@ -37,6 +37,11 @@ fn versions_for(xf4: bool, wf4: bool) -> Vec<String> {
                 .map(|f| format!("v3_{}", f.tag)),
         );
     }
+    // DUET_MOE_TEST_VERSIONS=a,b: only these (sanitizer runs, which are too slow for all).
+    if let Ok(keep) = std::env::var("DUET_MOE_TEST_VERSIONS") {
+        let keep: Vec<String> = keep.split(',').map(|s| s.trim().to_string()).collect();
+        v.retain(|x| keep.contains(x));
+    }
     v
 }
 

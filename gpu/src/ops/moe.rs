@@ -14,8 +14,9 @@
 //! layout; HGMMA in the SASS). Session 11, written after its last device call: not yet run.
 //! `v3` (session 14) is `v2` with the `R` forms in place of `V8`: tiles of R <= 8 rows, both
 //! NVFP4 operands decoded in registers to f16 (exact) for `mma.sync` f16 -> f32 (the decode
-//! engine's slot GEMV design), x staged once a block in shared memory; `v3_<form>` forces one
-//! form of [`R_FORMS`] (`v3_r8`, `v3_r4d4`, `v3_r1s2d4`, ...).
+//! engine's slot GEMV design), x staged once a block in shared memory, the weights through
+//! registers or (`p` forms) a per-warp cp.async ring; `v3_<form>` forces one form of
+//! [`R_FORMS`] (`v3_r8`, `v3_r4d4`, `v3_r8p4`, ...).
 
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, Gpu};
@@ -482,9 +483,9 @@ impl TileCfg {
     /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one. `v2`: as `v1`, but
     /// NVFP4 x NVFP4 with at most 8 rows per expert on average takes `V8`; `v2_v8` forces `V8`
     /// (`ff`: both operands NVFP4, which `V8` requires).
-    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes an `R` form (rows
-    /// an m-tile by the average rows per expert, K over two warps when K > 1536), else as
-    /// `v1`; `v3_<form>` forces one of [`R_FORMS`].
+    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes an `R` form (`r2p8`
+    /// at 0.1 < rows per expert <= 1, else `r8p4`: session 14's measurements), else as `v1`;
+    /// `v3_<form>` forces one of [`R_FORMS`].
     pub fn pick(
         version: &str,
         m: usize,
@@ -505,18 +506,14 @@ impl TileCfg {
         };
         match version {
             "v3" if ff && m <= 8 * e.max(1) => {
-                // Rows an m-tile by the average rows per expert; K over two warps past 1536.
+                // Session 14 call 3 (Super shapes, both GEMMs on one form): r8p4 fastest at
+                // T = 1 (39.5 us) and T = 64 (627.0), r2p8 at T = 8 (190.8): 2-row tiles
+                // where most experts hold one or two rows, else 8.
                 let avg = m as f64 / e.max(1) as f64;
-                let long = k > 1536;
-                r(match (avg <= 0.1, avg <= 1.0, avg <= 4.0, long) {
-                    (true, _, _, false) => "r1d4",
-                    (true, _, _, true) => "r1s2d4",
-                    (_, true, _, false) => "r2d4",
-                    (_, true, _, true) => "r2s2d4",
-                    (_, _, true, false) => "r4d4",
-                    (_, _, true, true) => "r4s2d4",
-                    (_, _, _, false) => "r8",
-                    (_, _, _, true) => "r8s2",
+                r(if avg > 0.1 && avg <= 1.0 {
+                    "r2p8"
+                } else {
+                    "r8p4"
                 })
             }
             "v3" => TileCfg::pick("v1", m, e, k, ff),
@@ -1671,12 +1668,19 @@ mod tests {
             ));
         }
         let tag = |m, k| TileCfg::pick("v3", m, 512, k, true).map(|c| c.tag()).ok();
-        assert_eq!(tag(22, 1024), Some("r1d4"));
-        assert_eq!(tag(22, 2688), Some("r1s2d4"));
-        assert_eq!(tag(176, 1024), Some("r2d4"));
-        assert_eq!(tag(1408, 2688), Some("r4s2d4"));
-        assert_eq!(tag(4000, 1024), Some("r8"));
+        assert_eq!(tag(22, 1024), Some("r8p4"));
+        assert_eq!(tag(22, 2688), Some("r8p4"));
+        assert_eq!(tag(176, 1024), Some("r2p8"));
+        assert_eq!(tag(176, 2688), Some("r2p8"));
+        assert_eq!(tag(1408, 2688), Some("r8p4"));
+        assert_eq!(tag(4000, 1024), Some("r8p4"));
         assert_eq!(tag(90112, 1024), Some("m64"));
+        assert_eq!(
+            TileCfg::pick("v3", 176, 512, 1024, false)
+                .map(|c| c.tag())
+                .ok(),
+            Some("m16")
+        );
         assert!(TileCfg::pick("v3_r9", 10, 4, 256, true).is_err());
         for f in R_FORMS {
             assert_eq!(f.bn() % 16, 0);
