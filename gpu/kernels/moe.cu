@@ -1058,7 +1058,7 @@ __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __r
         }
     }
 }
-template <int EPI, int SK, int W, bool AL, int R, int D, int P>
+template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false>
 __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     extern __shared__ __align__(16) u8 r8_smem[];
     constexpr int RG = W / SK;
@@ -1172,7 +1172,26 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
         // lanes). Then stage j + P - 1 goes into the slot of stage j - 1, which every lane has
         // finished reading (they are past this __syncwarp).
         const i64 nj = ks < ns ? (ns - ks + SK - 1) / SK : 0;
-        for (i64 j = 0; j < nj; ++j) {
+        // U: the loop unrolled by P, so every ring slot is a constant offset (fewer address
+        // instructions a step).
+        for (i64 j0 = 0; U && j0 < nj; j0 += P) {
+#pragma unroll
+            for (int d = 0; d < (U ? P : 1); ++d) {
+                const i64 j = j0 + d;
+                if (j < nj) {
+                    duet_cp_async_wait<P - 2>();
+                    __syncwarp();
+                    issue(j + P - 1);
+                    const u8* st = ring + d * 1152;
+                    const uint4 wa = *(const uint4*)(st + 16 * lane);
+                    const uint4 wb = *(const uint4*)(st + 512 + 16 * lane);
+                    const u32 sa = *(const unsigned short*)(st + 1024 + 8 * g + 2 * t);
+                    const u32 sb = *(const unsigned short*)(st + 1024 + 8 * (g + 8) + 2 * t);
+                    step(ks + j * SK, wa, wb, sa, sb);
+                }
+            }
+        }
+        for (i64 j = 0; !U && j < nj; ++j) {
             duet_cp_async_wait<P - 2>();
             __syncwarp();
             issue(j + P - 1);
@@ -1223,7 +1242,7 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < R ? left : R, okA, okB, lane);
 }
 
-#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB)                                       \
+#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U)                                    \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
         NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
              const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
@@ -1231,17 +1250,18 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
              u32* amax_out, int out_dt) {                                                          \
         GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
                       mode, round_bf16, h_out, amax_out, out_dt};                                  \
-        moe_r8_body<EPI, SK, W, AL, R, D, P>(a);                                                   \
+        moe_r8_body<EPI, SK, W, AL, R, D, P, U>(a);                                                \
     }
 // Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
 // 64 columns a block; 2: 8 warps, 64 columns; 4: 8 warps, 32 columns), D steps in flight a
 // warp (2 unless named). MINB: the blocks-per-SM hint that keeps ptxas from spilling (without
 // it ptxas picked 64 registers and spilled on r8g / r8s2). r8g: r8 for any K % 16 == 0 and
 // any alignment. The host's table: gpu/src/ops/moe.rs R_FORMS (same order).
-#define MOE_R8_FORM(TAG, SK, W, AL, R, D, MINB) MOE_R8_FORMP(TAG, SK, W, AL, R, D, 0, MINB)
-#define MOE_R8_FORMP(TAG, SK, W, AL, R, D, P, MINB)                                                \
-    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, P, MINB)                              \
-    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, P, MINB)
+#define MOE_R8_FORM(TAG, SK, W, AL, R, D, MINB) MOE_R8_FORMU(TAG, SK, W, AL, R, D, 0, MINB, false)
+#define MOE_R8_FORMP(TAG, SK, W, AL, R, D, P, MINB) MOE_R8_FORMU(TAG, SK, W, AL, R, D, P, MINB, false)
+#define MOE_R8_FORMU(TAG, SK, W, AL, R, D, P, MINB, U)                                             \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, P, MINB, U)                           \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, P, MINB, U)
 MOE_R8_FORM(r8, 1, 4, true, 8, 2, 6)
 MOE_R8_FORM(r8s2, 2, 8, true, 8, 2, 3)
 MOE_R8_FORM(r8s4, 4, 8, true, 8, 2, 3)
@@ -1269,6 +1289,10 @@ MOE_R8_FORMP(r2s2p6, 2, 8, true, 2, 1, 6, 3)
 MOE_R8_FORMP(r1s2p6, 2, 8, true, 1, 1, 6, 3)
 MOE_R8_FORMP(r4p8, 1, 4, true, 4, 1, 8, 6)
 MOE_R8_FORMP(r2p8, 1, 4, true, 2, 1, 8, 6)
+// u: the p loop unrolled by P (constant ring offsets; session 14, after call 4).
+MOE_R8_FORMU(r8p4u, 1, 4, true, 8, 1, 4, 6, true)
+MOE_R8_FORMU(r2p4u, 1, 4, true, 2, 1, 4, 6, true)
+MOE_R8_FORMU(r2p8u, 1, 4, true, 2, 1, 8, 6, true)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

@@ -61,6 +61,9 @@ const GEMM_VERSIONS: &[&str] = &[
     "v3_r1s2p6",
     "v3_r4p8",
     "v3_r2p8",
+    "v3_r8p4u",
+    "v3_r2p4u",
+    "v3_r2p8u",
 ];
 
 /// One form of moe.cu's register-decoded grouped GEMM (MOE_R8_FORM, same names).
@@ -129,6 +132,9 @@ pub const R_FORMS: &[RForm] = &[
     rp("r1s2p6", 1, 2, 8, 6),
     rp("r4p8", 4, 1, 4, 8),
     rp("r2p8", 2, 1, 4, 8),
+    rp("r8p4u", 8, 1, 4, 4),
+    rp("r2p4u", 2, 1, 4, 4),
+    rp("r2p8u", 2, 1, 4, 8),
 ];
 
 impl RForm {
@@ -1629,7 +1635,11 @@ mod tests {
         let src = include_str!("../../kernels/moe.cu");
         let lines: Vec<&str> = src
             .lines()
-            .filter(|l| l.starts_with("MOE_R8_FORM(") || l.starts_with("MOE_R8_FORMP("))
+            .filter(|l| {
+                ["MOE_R8_FORM(", "MOE_R8_FORMP(", "MOE_R8_FORMU("]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+            })
             .collect();
         assert_eq!(lines.len(), R_FORMS.len(), "{lines:?}");
         for (f, l) in R_FORMS.iter().zip(&lines) {
@@ -1641,6 +1651,7 @@ mod tests {
                 l.starts_with(&format!("MOE_R8_FORM({head}"))
             } else {
                 l.starts_with(&format!("MOE_R8_FORMP({head} 1, {},", f.stages))
+                    || l.starts_with(&format!("MOE_R8_FORMU({head} 1, {},", f.stages))
             };
             assert!(ok, "{f:?} does not match moe.cu's line {l}");
             assert!(
