@@ -376,6 +376,15 @@ struct GemmArgs {
     int out_dt;          // o: DT_F32 or DT_BF16
 };
 
+// Every grouped GEMM kernel's parameters (m16 / m64 / w64, v8, r) and their GemmArgs.
+#define MOE_GEMM_PARAMS                                                                           \
+    const u8 *x, const u8 *x_sf, const float *x_g, const u8 *w, const u8 *w_sf, const float *w_g, \
+        const i64 *off, const i32 *t_exp, const i64 *t_row, i64 N, i64 K, void *out, u8 *out_sf,  \
+        const float *out_g, int mode, int round_bf16, u16 *h_out, u32 *amax_out, int out_dt
+#define MOE_GEMM_ARGS                                                                             \
+    GemmArgs a = {x,   x_sf, x_g, w,      w_sf,  w_g,        off,   t_exp,    t_row, N,           \
+                  K,   out,  out_sf, out_g, mode, round_bf16, h_out, amax_out, out_dt};
+
 // Quantizes one 16-column block spread over the lanes that XOR-differ in the masks X0, 2*X0,
 // ... (NS steps), NV values per lane: the scale math of nvfp4.cu's nvfp4_block (both modes).
 // Writes this lane's NV E2M1 codes to c[] and returns the scale byte (same on every lane).
@@ -792,12 +801,8 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
     MOE_GEMM_KERNEL_WG(NAME, BM, BN, BK, WM, WN, MINB, AF4, BF4, EPI, false)
 #define MOE_GEMM_KERNEL_WG(NAME, BM, BN, BK, WM, WN, MINB, AF4, BF4, EPI, WG)                           \
     extern "C" __global__ void __launch_bounds__(32 * WM * WN, MINB)                                    \
-        NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
-             const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
-             void* out, u8* out_sf, const float* out_g, int mode, int round_bf16, u16* h_out,      \
-             u32* amax_out, int out_dt) {                                                          \
-        GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
-                      mode, round_bf16, h_out, amax_out, out_dt};                                  \
+        NAME(MOE_GEMM_PARAMS) {                                                                    \
+        MOE_GEMM_ARGS                                                                              \
         moe_gemm_body<BM, BN, BK, WM, WN, AF4, BF4, EPI, WG>(a);                                    \
     }
 
@@ -996,12 +1001,8 @@ __device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
 
 #define MOE_GEMV_KERNEL(NAME, EPI)                                                                       \
     extern "C" __global__ void __launch_bounds__(128)                                                   \
-        NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
-             const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
-             void* out, u8* out_sf, const float* out_g, int mode, int round_bf16, u16* h_out,      \
-             u32* amax_out, int out_dt) {                                                          \
-        GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
-                      mode, round_bf16, h_out, amax_out, out_dt};                                  \
+        NAME(MOE_GEMM_PARAMS) {                                                                    \
+        MOE_GEMM_ARGS                                                                              \
         moe_gemv_body<EPI>(a);                                                                       \
     }
 MOE_GEMV_KERNEL(moe_gemm_v8_ff_q, 0)
@@ -1244,12 +1245,8 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
 
 #define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U)                                    \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
-        NAME(const u8* x, const u8* x_sf, const float* x_g, const u8* w, const u8* w_sf,           \
-             const float* w_g, const i64* off, const i32* t_exp, const i64* t_row, i64 N, i64 K,    \
-             void* out, u8* out_sf, const float* out_g, int mode, int round_bf16, u16* h_out,      \
-             u32* amax_out, int out_dt) {                                                          \
-        GemmArgs a = {x, x_sf, x_g, w, w_sf, w_g, off, t_exp, t_row, N, K, out, out_sf, out_g,     \
-                      mode, round_bf16, h_out, amax_out, out_dt};                                  \
+        NAME(MOE_GEMM_PARAMS) {                                                                    \
+        MOE_GEMM_ARGS                                                                              \
         moe_r8_body<EPI, SK, W, AL, R, D, P, U>(a);                                                \
     }
 // Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
