@@ -27,44 +27,19 @@ use reference::ops::moe_permute::MAX_EXPERTS;
 use reference::ops::nvfp4_quantize::Nvfp4Mode;
 use reference::{DType, Tensor, TensorMap};
 
-/// Every version; `v3_<tag>` for each of [`R_FORMS`] (a CPU test holds the two lists together).
-const GEMM_VERSIONS: &[&str] = &[
-    "v1",
-    "v1_m16",
-    "v1_m64",
-    "v1_w64",
-    "v2",
-    "v2_v8",
-    "v3",
-    "v3_r8",
-    "v3_r8s2",
-    "v3_r8s4",
-    "v3_r8d4",
-    "v3_r8s2d4",
-    "v3_r4d4",
-    "v3_r4s2d4",
-    "v3_r2d4",
-    "v3_r2s2d4",
-    "v3_r1d4",
-    "v3_r1s2d4",
-    "v3_r1s2",
-    "v3_r8g",
-    "v3_r4g",
-    "v3_r2g",
-    "v3_r1g",
-    "v3_r8p4",
-    "v3_r4p6",
-    "v3_r2p6",
-    "v3_r1p6",
-    "v3_r4s2p6",
-    "v3_r2s2p6",
-    "v3_r1s2p6",
-    "v3_r4p8",
-    "v3_r2p8",
-    "v3_r8p4u",
-    "v3_r2p4u",
-    "v3_r2p8u",
-];
+/// Every version: the fixed ones, then `v3_<tag>` for each of [`R_FORMS`] (built once).
+fn gemm_versions() -> &'static [&'static str] {
+    static V: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    V.get_or_init(|| {
+        let mut v = vec!["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3"];
+        v.extend(
+            R_FORMS
+                .iter()
+                .map(|f| &*Box::leak(format!("v3_{}", f.tag).into_boxed_str())),
+        );
+        v
+    })
+}
 
 /// One form of moe.cu's register-decoded grouped GEMM (MOE_R8_FORM, same names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,13 +147,13 @@ pub fn ops() -> Vec<GpuOp> {
         },
         GpuOp {
             name: "moe_expert_gemm1_relu2_nvfp4",
-            versions: GEMM_VERSIONS,
+            versions: gemm_versions(),
             run: run_gemm1,
             applicable: gemm1_applicable,
         },
         GpuOp {
             name: "moe_expert_gemm2",
-            versions: GEMM_VERSIONS,
+            versions: gemm_versions(),
             run: run_gemm2,
             applicable: gemm2_applicable,
         },
@@ -507,7 +482,7 @@ impl TileCfg {
             None => Err(GpuError::NoVersion {
                 op: "moe grouped GEMM".into(),
                 version: version.into(),
-                known: GEMM_VERSIONS.join(", "),
+                known: gemm_versions().join(", "),
             }),
         };
         match version {
@@ -541,7 +516,7 @@ impl TileCfg {
             other => Err(GpuError::NoVersion {
                 op: "moe grouped GEMM".into(),
                 version: other.into(),
-                known: GEMM_VERSIONS.join(", "),
+                known: gemm_versions().join(", "),
             }),
         }
     }
@@ -1655,12 +1630,12 @@ mod tests {
             };
             assert!(ok, "{f:?} does not match moe.cu's line {l}");
             assert!(
-                GEMM_VERSIONS.contains(&format!("v3_{}", f.tag).as_str()),
-                "v3_{} missing from GEMM_VERSIONS",
+                gemm_versions().contains(&format!("v3_{}", f.tag).as_str()),
+                "v3_{} missing from the GEMM versions",
                 f.tag
             );
         }
-        assert_eq!(GEMM_VERSIONS.len(), 7 + R_FORMS.len());
+        assert_eq!(gemm_versions().len(), 7 + R_FORMS.len());
     }
 
     /// Every forced R version parses to its form; v3 follows the average rows per expert and
