@@ -2,8 +2,9 @@
 //! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
 //! bitonic sort (E <= 1024, one group), v4 warp per token with 16-byte loads and exact sigmoids
 //! only for the candidates of an approximate-sigmoid filter (E = 256 or 512, one group,
-//! k <= 32, 16-byte aligned logits); v5-v10 variants of v4 (v9: persistent warps, rows staged
-//! in shared memory, the default); `auto` picks by T ([`auto_version`]). Every version
+//! k <= 32, 16-byte aligned logits); v5-v12 variants of v4 (v9: persistent warps, rows staged
+//! in shared memory; v11: v9 with a compact hot path and a cheaper exact sigmoid; v12: v11
+//! with a guessed and checked threshold); `auto` picks by T ([`auto_version`]). Every version
 //! accepts every sigmoid mode (`tanh`, `exp`, `tanh_f32`) and is bit-exact with the reference.
 
 use super::RunOpts;
@@ -25,7 +26,7 @@ const V4_N: &[usize] = &[8, 16];
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
 pub const VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
 ];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
@@ -91,7 +92,8 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
-/// The version `auto` runs. H200 (E = 512, k = 22, graph replay, session 6 call 8): v9
+/// The version `auto` runs. Where v4 applies: v9 up to 64 tokens, v11 below 16384, v12 from
+/// there (session 15, below). Before session 15 (E = 512, k = 22, graph replay, session 6 call 8): v9
 /// wherever v4 applies, at every T (3.65 / 4.05 / 7.23 / 43.7 us at T = 1 / 64 / 4096 / 32768;
 /// v4 3.88 / 4.84 / 10.66 / 63.2, v7 3.54 / 4.02 / 8.67 / 52.1, same run; bit-exact in every
 /// gpu_router test). Otherwise v3 (block per token) at small T
@@ -110,7 +112,14 @@ pub fn auto_version_aligned(
     aligned: bool,
 ) -> &'static str {
     if aligned && v4_ok(experts, c).is_none() {
-        return "v9";
+        // H200, session 15 calls 1-3 (E = 512, k = 22, graph replay): v9 3.84 / 4.12 us at
+        // T = 1 / 64 (v11 4.06 / 4.28), v11 6.77 us at 4096 (v9 7.32, v12 7.12), v12 36.8 us at
+        // 32768 (v11 39.6, v9 44.5): v12 only pays off where a warp routes several tokens.
+        return match tokens {
+            0..=64 => "v9",
+            65..=16383 => "v11",
+            _ => "v12",
+        };
     }
     let (v2, v3) = (v2_ok(experts, c).is_none(), v3_ok(experts, c).is_none());
     match (tokens <= 512, v2, v3) {
@@ -131,7 +140,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => v4_ok(experts, &c),
+        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" => v4_ok(experts, &c),
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -232,14 +241,27 @@ impl Launch {
         prefix: &str,
         per_block: usize,
         threads: u32,
-        (k, r, norm, norm_mode, sig): (i32, f64, i32, i32, i32),
+        sig: (i32, f64, i32, i32, i32),
         persistent: bool,
     ) -> Result<(), GpuError> {
-        // `router_v9_k22` names `router_v9_n<N>_k22` (v10 likewise).
-        let name = match prefix.strip_suffix("_k22") {
+        let (k, r, norm, norm_mode, sig_mode) = sig;
+        // `router_v9_k22` names `router_v9_n<N>_k22` (v10 likewise); v11 kernels are per
+        // sigmoid mode: `router_v11_n<N>[_k22]_s<mode>`.
+        let mut name = match prefix.strip_suffix("_k22") {
             Some(p) => format!("{p}_n{}_k22", self.experts / 32),
             None => format!("{prefix}_n{}", self.experts / 32),
         };
+        if ["router_v11", "router_v12"]
+            .iter()
+            .any(|v| prefix.starts_with(v))
+        {
+            if sig.4 == 2 {
+                return Err(GpuError::Unsupported(format!(
+                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 kernel"
+                )));
+            }
+            name.push_str(&format!("_s{}", sig.4));
+        }
         let f = g.function("noaux_tc_router", &name)?;
         let mut blocks = self.tokens.div_ceil(per_block);
         let cap = blocks_per_sm_cap();
@@ -268,7 +290,7 @@ impl Launch {
             .arg(&r)
             .arg(&norm)
             .arg(&norm_mode)
-            .arg(&sig);
+            .arg(&sig_mode);
         a.arg(&self.out_idx).arg(&self.out_w);
         // SAFETY: matches the router_v2_n<N> / router_v4_n<N> signature (logits, dtype, bias,
         // dtype, T, k, scale, norm, norm mode, sigmoid, outputs); buffers hold T*E logits, E
@@ -383,7 +405,7 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v9n" | "v7p" => {
+            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v9n" | "v7p" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
@@ -409,7 +431,7 @@ impl Launch {
                         self.experts
                     )));
                 }
-                let prefix = if matches!(version, "v9" | "v10" | "v9n") && k == 22 {
+                let prefix = if matches!(version, "v9" | "v10" | "v11" | "v12" | "v9n") && k == 22 {
                     format!("router_{version}_k22")
                 } else {
                     format!("router_{version}")
@@ -420,7 +442,7 @@ impl Launch {
                     8,
                     256,
                     (k, r, norm, norm_mode, sig),
-                    matches!(version, "v5" | "v6" | "v9" | "v10" | "v9n"),
+                    matches!(version, "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v9n"),
                 )?;
             }
             "auto" => {
