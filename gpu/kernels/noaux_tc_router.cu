@@ -1177,6 +1177,38 @@ __device__ __forceinline__ u64 router_v9_merge_desc(u64 a, u64 b) {
 #define ROUTER_V10_D 0x1p-14f
 #define ROUTER_V10_W 0x1p-12f
 
+// The filter of a staged row (v9 / v10 / v11): the lower bounds L of the keys (v8's tanh.approx
+// bound, or v10's ex2 / rcp one with EXPF), the lane's two largest (lmax2 <= lmax; max.NaN
+// lets a NaN logit through to lmax unless PLAINMAX, which sums L into nan_acc instead).
+template <int N, int VEC, bool EXPF, bool PLAINMAX>
+__device__ __forceinline__ void router_v9_filter(const float* row, int logits_dt,
+                                                 const float* __restrict__ clo, float (&L)[N],
+                                                 float& lmax, float& lmax2, float& nan_acc) {
+    const int lane = threadIdx.x & 31;
+    lmax = __uint_as_float(0xff800000u);  // -inf
+    lmax2 = lmax;
+    float x[N];
+    router_v9_row_load<N, VEC>(row, logits_dt, x);
+#pragma unroll
+    for (int c = 0; c < N / 4; ++c) {
+        const float4 q = *(const float4*)(clo + router_v4_expert<VEC>(4 * c, lane));
+        const float cq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            const int j = 4 * c + h;
+            L[j] = EXPF ? __fadd_rn(router_sigmoid_approx(x[j]), cq[h])
+                        : router_v8_lower(x[j], cq[h]);
+            lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
+            if (PLAINMAX) {
+                lmax = fmaxf(lmax, L[j]);
+                nan_acc = __fadd_rn(nan_acc, L[j]);
+            } else {
+                lmax = router_fmax_nan(lmax, L[j]);
+            }
+        }
+    }
+}
+
 template <int N, int VEC, int KT, bool EXPF, bool PLAINMAX = false>
 __device__ __forceinline__ void router_v9_token(float* row, int logits_dt, const float* __restrict__ bsh,
                                                 const float* __restrict__ clo, bool bias_fit, i64 t,
@@ -1186,30 +1218,9 @@ __device__ __forceinline__ void router_v9_token(float* row, int logits_dt, const
     const int lane = threadIdx.x & 31;
     if (KT > 0) k = KT;
     float L[N];
-    float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
+    float lmax, lmax2;
     float nan_acc = 0.0f;  // PLAINMAX: the NaN screen as a sum (L is finite unless x is NaN)
-    {
-        float x[N];
-        router_v9_row_load<N, VEC>(row, logits_dt, x);
-#pragma unroll
-        for (int c = 0; c < N / 4; ++c) {
-            const float4 q = *(const float4*)(clo + router_v4_expert<VEC>(4 * c, lane));
-            const float cq[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const int j = 4 * c + h;
-                L[j] = EXPF ? __fadd_rn(router_sigmoid_approx(x[j]), cq[h])
-                            : router_v8_lower(x[j], cq[h]);
-                lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
-                if (PLAINMAX) {
-                    lmax = fmaxf(lmax, L[j]);
-                    nan_acc = __fadd_rn(nan_acc, L[j]);
-                } else {
-                    lmax = router_fmax_nan(lmax, L[j]);
-                }
-            }
-        }
-    }
+    router_v9_filter<N, VEC, EXPF, PLAINMAX>(row, logits_dt, clo, L, lmax, lmax2, nan_acc);
     const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax || nan_acc != nan_acc);
     int total = ROUTER_V8_CAND + 1;
     if (!slow) {
@@ -1528,23 +1539,8 @@ __device__ __forceinline__ void router_v11_token(float* row, int logits_dt,
     const int lane = threadIdx.x & 31;
     if (KT > 0) k = KT;
     float L[N];
-    float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
-    {
-        float x[N];
-        router_v9_row_load<N, VEC>(row, logits_dt, x);
-#pragma unroll
-        for (int c = 0; c < N / 4; ++c) {
-            const float4 q = *(const float4*)(clo + router_v4_expert<VEC>(4 * c, lane));
-            const float cq[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const int j = 4 * c + h;
-                L[j] = router_v8_lower(x[j], cq[h]);
-                lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
-                lmax = router_fmax_nan(lmax, L[j]);
-            }
-        }
-    }
+    float lmax, lmax2, unused = 0.0f;
+    router_v9_filter<N, VEC, false, false>(row, logits_dt, clo, L, lmax, lmax2, unused);
     const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
     int total = ROUTER_V9_CAND + 1;
     float thr = 0.0f;
@@ -1621,7 +1617,9 @@ __device__ __forceinline__ void router_v11_token(float* row, int logits_dt,
 // (Measured on the H200, session 15: seeding the first token's guess from the lane maxima of L
 // instead was no faster at T = 32768 and slower at T <= 4096, where a warp has one token; a
 // thread per token (v14, 546 warp instructions a token but 0.15 issued a cycle at 8 warps a
-// SM) took 131 us: both removed.)
+// SM) took 131 us; v12 at 5 blocks a SM (48 registers) 38.7 us; v12 ranking its candidates by
+// counting (31 independent shuffles instead of the 15-stage sort) 41.2 us, 853 instructions a
+// token at the same 0.68 issued a cycle: all removed.)
 #define ROUTER_V12_A 0.3f
 #define ROUTER_V12_C 0.04f
 
@@ -1809,9 +1807,9 @@ __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
 
-// v11 / v12 (V12): v9's persistent walk; the next row's cp.async source advances by the grid's
+// v11 / v12 (V): v9's persistent walk; the next row's cp.async source advances by the grid's
 // stride. v12 carries its guess (g, D) from token to token.
-template <int N, int VEC, int KT, int SIG, bool V12>
+template <int N, int VEC, int KT, int SIG, int V>
 __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits, int logits_dt,
                                                 const float* __restrict__ bsh,
                                                 const float* __restrict__ clo, bool bias_fit,
@@ -1846,7 +1844,7 @@ __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits,
             duet_cp_async_wait<0>();
         }
         __syncwarp();  // every lane's chunks of row t have landed
-        if (V12)
+        if (V >= 12)
             router_v12_token<N, VEC, KT, SIG>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm,
                                               norm_mode, out_idx, out_w, ce, wi, ws, g, D);
         else
@@ -1856,7 +1854,7 @@ __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits,
     }
 }
 
-template <int N, int KT, int SIG, bool V12>
+template <int N, int KT, int SIG, int V>
 __device__ __forceinline__ void router_v11_entry(const void* __restrict__ logits, int logits_dt,
                                                  const void* __restrict__ bias, int bias_dt, i64 T,
                                                  int k, double r, int norm, int norm_mode,
@@ -1873,7 +1871,7 @@ __device__ __forceinline__ void router_v11_entry(const void* __restrict__ logits
     // of the kernel's stall samples; the coefficients are positive, so the test never fails).
     // Measured: v12 36.8 -> 36.0 us at T = 32768 (with the FLO compaction), but v11 6.77 ->
     // 7.02 us at T = 4096 (one token a warp: the block waits for the miss), so v12 only.
-    int fit = !V12 || router_v11_expc[0] + router_v11_expc[8] > 0.0 ? 1 : 0;
+    int fit = V < 12 || router_v11_expc[0] + router_v11_expc[8] > 0.0 ? 1 : 0;
     for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) {
         const float b = load_as_f32(bias, e, bias_dt);
         bsh[e] = b;
@@ -1883,11 +1881,11 @@ __device__ __forceinline__ void router_v11_entry(const void* __restrict__ logits
     const bool bias_fit = __syncthreads_and(fit) != 0;
     const int warp = threadIdx.x >> 5;
     if (logits_dt == DT_F32)
-        router_v11_walk<N, 4, KT, SIG, V12>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm,
+        router_v11_walk<N, 4, KT, SIG, V>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm,
                                        norm_mode, out_idx, out_w, rows[warp], ce[warp], wi[warp],
                                        ws[warp]);
     else
-        router_v11_walk<N, 8, KT, SIG, V12>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm,
+        router_v11_walk<N, 8, KT, SIG, V>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm,
                                        norm_mode, out_idx, out_w, rows[warp], ce[warp], wi[warp],
                                        ws[warp]);
 }
@@ -1899,8 +1897,8 @@ __device__ __forceinline__ void router_v11_entry(const void* __restrict__ logits
         router_v##V##_n##N##SUFFIX##_s##SIG(ROUTER_WARP_KERNEL_PARAMS) {                        \
         DUET_PDL_ENTRY();                                                                       \
         (void)sig_mode;                                                                         \
-        router_v11_entry<N, KT, SIG, V >= 12>(logits, logits_dt, bias, bias_dt, T, k, r, norm,  \
-                                              norm_mode, out_idx, out_w);                       \
+        router_v11_entry<N, KT, SIG, V>(logits, logits_dt, bias, bias_dt, T, k, r, norm,        \
+                                        norm_mode, out_idx, out_w);                             \
     }
 // Modes 0 (tanh), 1 (exp), 3 (tanh_f32); not the bench-only mode 2.
 #define ROUTER_V11_MODES(V, N, KT, SUFFIX) \

@@ -1,0 +1,31 @@
+# Sourced by the device-call scripts (scripts/calls/s*.sh) after a first
+# scripts/device-session.sh step (which unpacks .devbin.tar.xz): the binaries, the kernel cache,
+# and `run NAME LIMIT CMD...` (a timed step logged to $OUT/NAME.log and $OUT/summary.txt, like
+# device-session.sh's own steps), and `pack` to end a call (every output into $OUT/all.tgz).
+B=.devbin
+export DUET_KERNEL_CACHE="$PWD/.devbin/kcache" DUET_OUT="$OUT"
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+run() { # name limit cmd...
+    local name=$1 lim=$2 t0=$SECONDS
+    shift 2
+    timeout "$lim" "$@" >>"$OUT/$name.log" 2>&1
+    echo "$name rc=$? ${lim}s-limit took=$((SECONDS - t0))s :: $*" | tee -a "$OUT/summary.txt"
+}
+# run_router_presets VERSIONS: the router presets at T = 1 / 64 / 4096 / 32768, twice.
+run_router_presets() {
+    local i
+    for i in 1 2; do
+        run "bench-router-$i" 150 "$B/duet" bench --backend gpu --shape router_t1 --shape router_t64 \
+            --shape router_t4096 --shape router_t32768 --versions "$1" --out "$OUT/bench_router_$i.json"
+    done
+}
+# ncu_router V: ncu --set full on one launch of router V (E = 512, k = 22) at T = 32768.
+ncu_router() {
+    run "ncu-router-$1" 150 "$ncu" --clock-control none -k "regex:^router_$1_n16_k22" -c 1 --set full \
+        --import-source no --csv --page details "$B/duet" bench --backend gpu --shape router_t32768 \
+        --versions "$1" --out /tmp/ncu_bench.json
+}
+pack() {
+    cd "$OUT" && tar -czf /tmp/all2.tgz --exclude=all.tgz . && mv /tmp/all2.tgz all.tgz
+    ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf
+}
