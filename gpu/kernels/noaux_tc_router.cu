@@ -830,6 +830,24 @@ ROUTER_V7(16)
 #define ROUTER_V8_W 0x1p-9f
 #define ROUTER_V8_BMAX 256.0f
 
+#define ROUTER_V10_D 0x1p-14f  // v10's c_lo offset (see "EXPF (v10)" below)
+
+// The block's biases into shared memory (bsh) with the filter's constants c_lo (v8's
+// fl(fl(0.5 + b) - 2^-10), or v10's fl(b - 2^-14) with EXPF); returns, block-wide, whether
+// every bias fits the filters' premise |b| <= 256 (false for NaN) and `fit0` holds.
+template <int E, bool EXPF>
+__device__ __forceinline__ bool router_stage_bias(const void* __restrict__ bias, int bias_dt,
+                                                  float* bsh, float* clo, int fit0) {
+    int fit = fit0;
+    for (int e = threadIdx.x; e < E; e += blockDim.x) {
+        const float b = load_as_f32(bias, e, bias_dt);
+        bsh[e] = b;
+        clo[e] = EXPF ? __fsub_rn(b, ROUTER_V10_D) : __fsub_rn(__fadd_rn(0.5f, b), ROUTER_V8_D);
+        fit &= fabsf(b) <= ROUTER_V8_BMAX ? 1 : 0;  // false for NaN
+    }
+    return __syncthreads_and(fit) != 0;
+}
+
 __device__ __forceinline__ float router_tanh_approx(float x) {
     float y;
     asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -1017,14 +1035,7 @@ __device__ __forceinline__ void router_v8_entry(const void* __restrict__ logits,
     __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V8_CAND];
     __shared__ int wi[ROUTER_V4_WARPS][32];
     __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
-    int fit = 1;
-    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) {
-        const float b = load_as_f32(bias, e, bias_dt);
-        bsh[e] = b;
-        clo[e] = __fsub_rn(__fadd_rn(0.5f, b), ROUTER_V8_D);
-        fit &= fabsf(b) <= ROUTER_V8_BMAX ? 1 : 0;  // false for NaN
-    }
-    const bool bias_fit = __syncthreads_and(fit) != 0;
+    const bool bias_fit = router_stage_bias<32 * N, false>(bias, bias_dt, bsh, clo, 1);
     const int warp = threadIdx.x >> 5;
     const i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + warp;
     if (t >= T) return;
@@ -1172,21 +1183,24 @@ __device__ __forceinline__ u64 router_v9_merge_desc(u64 a, u64 b) {
 
 // EXPF (v10): the filter on v4's approximate sigmoid (rcp.approx(1 + ex2.approx(-x log2 e)),
 // within 2^-20 of s, asserted over all 2^32 x by gpu_router.rs) instead of tanh.approx:
-// L = fl(sa + c_lo), c_lo = fl(b - 2^-14); key - L <= 3 2^-16 + 2^-20 + 2^-14 < 2^-12 - 2^-16,
-// window W = 2^-12 (the v8 argument with these terms).
-#define ROUTER_V10_D 0x1p-14f
+// L = fl(sa + c_lo), c_lo = fl(b - 2^-14) (ROUTER_V10_D, with router_stage_bias);
+// key - L <= 3 2^-16 + 2^-20 + 2^-14 < 2^-12 - 2^-16, window W = 2^-12 (the v8 argument with
+// these terms).
 #define ROUTER_V10_W 0x1p-12f
 
-// The filter of a staged row (v9 / v10 / v11): the lower bounds L of the keys (v8's tanh.approx
-// bound, or v10's ex2 / rcp one with EXPF), the lane's two largest (lmax2 <= lmax; max.NaN
-// lets a NaN logit through to lmax unless PLAINMAX, which sums L into nan_acc instead).
-template <int N, int VEC, bool EXPF, bool PLAINMAX>
+// The filter of a staged row (v9 / v10 / v11 / v12): the lower bounds L of the keys (v8's
+// tanh.approx bound, or v10's ex2 / rcp one with EXPF), and
+//   - TOP2 (v9 - v11): the lane's two largest (lmax2 <= lmax; max.NaN lets a NaN logit through
+//     to lmax unless PLAINMAX, which sums L into nan_acc instead);
+//   - !TOP2 (v12): only the NaN screen, the sum of L in four chains (N / 4 deep, not N).
+template <int N, int VEC, bool EXPF, bool PLAINMAX, bool TOP2 = true>
 __device__ __forceinline__ void router_v9_filter(const float* row, int logits_dt,
                                                  const float* __restrict__ clo, float (&L)[N],
                                                  float& lmax, float& lmax2, float& nan_acc) {
     const int lane = threadIdx.x & 31;
     lmax = __uint_as_float(0xff800000u);  // -inf
     lmax2 = lmax;
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float x[N];
     router_v9_row_load<N, VEC>(row, logits_dt, x);
 #pragma unroll
@@ -1198,6 +1212,10 @@ __device__ __forceinline__ void router_v9_filter(const float* row, int logits_dt
             const int j = 4 * c + h;
             L[j] = EXPF ? __fadd_rn(router_sigmoid_approx(x[j]), cq[h])
                         : router_v8_lower(x[j], cq[h]);
+            if (!TOP2) {
+                part[h] = __fadd_rn(part[h], L[j]);
+                continue;
+            }
             lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
             if (PLAINMAX) {
                 lmax = fmaxf(lmax, L[j]);
@@ -1207,6 +1225,7 @@ __device__ __forceinline__ void router_v9_filter(const float* row, int logits_dt
             }
         }
     }
+    if (!TOP2) nan_acc = __fadd_rn(__fadd_rn(part[0], part[1]), __fadd_rn(part[2], part[3]));
 }
 
 template <int N, int VEC, int KT, bool EXPF, bool PLAINMAX = false>
@@ -1327,14 +1346,7 @@ __device__ __forceinline__ void router_v9_entry(const void* __restrict__ logits,
     __shared__ int ce[ROUTER_V4_WARPS][ROUTER_V9_CAND];
     __shared__ int wi[ROUTER_V4_WARPS][32];
     __shared__ __align__(16) float ws[ROUTER_V4_WARPS][32];
-    int fit = 1;
-    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) {
-        const float b = load_as_f32(bias, e, bias_dt);
-        bsh[e] = b;
-        clo[e] = EXPF ? __fsub_rn(b, ROUTER_V10_D) : __fsub_rn(__fadd_rn(0.5f, b), ROUTER_V8_D);
-        fit &= fabsf(b) <= ROUTER_V8_BMAX ? 1 : 0;  // false for NaN
-    }
-    const bool bias_fit = __syncthreads_and(fit) != 0;
+    const bool bias_fit = router_stage_bias<32 * N, EXPF>(bias, bias_dt, bsh, clo, 1);
     const int warp = threadIdx.x >> 5;
     if (logits_dt == DT_F32)
         router_v9_walk<N, 4, KT, EXPF, PLAINMAX>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm, norm_mode,
@@ -1528,74 +1540,6 @@ __device__ __noinline__ void router_v11_exact(float* row, int logits_dt,
     router_smem_rounds<N, VEC, true>(best, k, row, bsh, wi, ws);
 }
 
-template <int N, int VEC, int KT, int SIG>
-__device__ __forceinline__ void router_v11_token(float* row, int logits_dt,
-                                                 const float* __restrict__ bsh,
-                                                 const float* __restrict__ clo, bool bias_fit,
-                                                 i64 t, int k, double r, int norm, int norm_mode,
-                                                 int* __restrict__ out_idx,
-                                                 float* __restrict__ out_w, int* ce, int* wi,
-                                                 float* ws) {
-    const int lane = threadIdx.x & 31;
-    if (KT > 0) k = KT;
-    float L[N];
-    float lmax, lmax2, unused = 0.0f;
-    router_v9_filter<N, VEC, false, false>(row, logits_dt, clo, L, lmax, lmax2, unused);
-    const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
-    int total = ROUTER_V9_CAND + 1;
-    float thr = 0.0f;
-    if (!slow) {
-        thr = __fsub_rn(router_v9_tau<KT>(lmax, lmax2, k), ROUTER_V8_W);
-        u32 flags;
-        int cnt, incl;
-        total = router_candidates<N>(L, thr, flags, cnt, incl);
-        if (total <= ROUTER_V9_CAND && total >= k) {
-            int pos = incl - cnt;
-            while (flags) {
-                const int j = __ffs(flags) - 1;
-                flags &= flags - 1u;
-                ce[pos++] = router_v4_expert<VEC>(j, lane);
-            }
-            __syncwarp();
-        }
-    }
-    if (!slow && total <= 32 && total >= k) {
-        // The common case: one candidate per lane.
-        int e0 = 0;
-        float s0 = 0.0f, key = thr;
-        if (lane < total) {
-            e0 = ce[lane];
-            s0 = router_v11_sigmoid<SIG>(router_v9_row_logit<VEC>(row, e0, logits_dt));
-            key = __fadd_rn(s0, bsh[e0]);
-        }
-        // key >= L >= thr for a candidate (the filter's bound), so d >= 0 unless -0 / +0.
-        const u32 d = router_f32_ord(key) - router_f32_ord(thr);
-        const bool fits = d < 0x7fffffu;
-        __syncwarp();  // every read of the row is done: s goes over it
-        if (lane < total) row[e0] = s0;
-        int w;
-        if (__all_sync(DUET_FULL_MASK, fits)) {
-            u32 p = lane < total ? ((d + 1u) << 9) | (u32)(511 - e0) : 0u;
-            p = router_v11_sort32_desc(p);
-            w = 511 - (int)(p & 511u);
-        } else {
-            u64 p = lane < total ? router_pack(key, e0) : 0ull;
-            w = router_unpack(router_v8_sort_desc(p));
-        }
-        __syncwarp();
-        if (lane < k) {
-            wi[lane] = w;
-            ws[lane] = row[w];
-        }
-    } else if (!slow && total <= ROUTER_V9_CAND && total >= k) {
-        router_v11_two_slot<VEC, SIG>(row, logits_dt, bsh, total, k, ce, wi, ws);
-    } else {
-        router_v11_exact<N, VEC, SIG>(row, logits_dt, bsh, k, wi, ws);
-    }
-    router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
-    __syncwarp();  // the row buffer and wi / ws are free for the next token
-}
-
 // v12 (session 15): v11 with the threshold guessed and checked instead of computed. A warp
 // routes ~8 tokens of one batch (T = 32768) whose k-th keys sit close together, so it carries
 // a guess g from its previous token: g = kappa - 0.3 D, kappa the previous k-th key and D the
@@ -1707,6 +1651,58 @@ __device__ __forceinline__ bool router_v12_one_slot(float* row, int logits_dt,
     return true;
 }
 
+// v11's selection from a row's filter (L, the lane's two largest; slow: a NaN row or an unfit
+// bias): tau by k rounds over the lanes' top-2, then one candidate a lane (the common case),
+// two (33-64 candidates, out of line) or the exact slow path (out of line). Winners into
+// wi / ws in rank order.
+template <int N, int VEC, int KT, int SIG>
+__device__ __forceinline__ void router_v11_select(float* row, int logits_dt,
+                                                  const float* __restrict__ bsh,
+                                                  const float (&L)[N], float lmax, float lmax2,
+                                                  bool slow, int k, int* ce, int* wi, float* ws) {
+    const int lane = threadIdx.x & 31;
+    int total = ROUTER_V9_CAND + 1;
+    if (!slow) {
+        const float thr = __fsub_rn(router_v9_tau<KT>(lmax, lmax2, k), ROUTER_V8_W);
+        u32 flags;
+        int cnt, incl;
+        total = router_candidates<N>(L, thr, flags, cnt, incl);
+        if (total <= 32 && total >= k) {
+            router_v12_one_slot<VEC, SIG, false>(row, logits_dt, bsh, flags, cnt, incl, total,
+                                                 thr, k, ce, wi, ws);
+        } else if (total <= ROUTER_V9_CAND && total >= k) {
+            int pos = incl - cnt;
+            while (flags) {
+                const int j = __ffs(flags) - 1;
+                flags &= flags - 1u;
+                ce[pos++] = router_v4_expert<VEC>(j, lane);
+            }
+            __syncwarp();
+            router_v11_two_slot<VEC, SIG>(row, logits_dt, bsh, total, k, ce, wi, ws);
+        }
+    }
+    if (slow || total > ROUTER_V9_CAND || total < k)
+        router_v11_exact<N, VEC, SIG>(row, logits_dt, bsh, k, wi, ws);
+}
+
+template <int N, int VEC, int KT, int SIG>
+__device__ __forceinline__ void router_v11_token(float* row, int logits_dt,
+                                                 const float* __restrict__ bsh,
+                                                 const float* __restrict__ clo, bool bias_fit,
+                                                 i64 t, int k, double r, int norm, int norm_mode,
+                                                 int* __restrict__ out_idx,
+                                                 float* __restrict__ out_w, int* ce, int* wi,
+                                                 float* ws) {
+    if (KT > 0) k = KT;
+    float L[N];
+    float lmax, lmax2, unused = 0.0f;
+    router_v9_filter<N, VEC, false, false>(row, logits_dt, clo, L, lmax, lmax2, unused);
+    const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
+    router_v11_select<N, VEC, KT, SIG>(row, logits_dt, bsh, L, lmax, lmax2, slow, k, ce, wi, ws);
+    router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
+    __syncwarp();  // the row buffer and wi / ws are free for the next token
+}
+
 template <int N, int VEC, int KT, int SIG>
 __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
                                                  const float* __restrict__ bsh,
@@ -1715,27 +1711,11 @@ __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
                                                  int* __restrict__ out_idx,
                                                  float* __restrict__ out_w, int* ce, int* wi,
                                                  float* ws, float& g, float& D) {
-    const int lane = threadIdx.x & 31;
     if (KT > 0) k = KT;
     float L[N];
-    float nan_acc = 0.0f;
-    {
-        float x[N];
-        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // four chains, not one N deep
-        router_v9_row_load<N, VEC>(row, logits_dt, x);
-#pragma unroll
-        for (int c = 0; c < N / 4; ++c) {
-            const float4 q = *(const float4*)(clo + router_v4_expert<VEC>(4 * c, lane));
-            const float cq[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int h = 0; h < 4; ++h) {
-                const int j = 4 * c + h;
-                L[j] = router_v8_lower(x[j], cq[h]);
-                part[h] = __fadd_rn(part[h], L[j]);
-            }
-        }
-        nan_acc = __fadd_rn(__fadd_rn(part[0], part[1]), __fadd_rn(part[2], part[3]));
-    }
+    float nan_acc = 0.0f, unused_max, unused_max2;
+    router_v9_filter<N, VEC, false, false, false>(row, logits_dt, clo, L, unused_max, unused_max2,
+                                                  nan_acc);
     // NaN logit -> NaN L -> NaN sum (an inf - inf sum only sends a row to v11's path).
     const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, nan_acc != nan_acc);
     bool done = false;
@@ -1772,28 +1752,8 @@ __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
             lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
             lmax = fmaxf(lmax, L[j]);
         }
-        int total = ROUTER_V9_CAND + 1;
-        if (!slow) {
-            const float thr = __fsub_rn(router_v9_tau<KT>(lmax, lmax2, k), ROUTER_V8_W);
-            u32 flags;
-            int cnt, incl;
-            total = router_candidates<N>(L, thr, flags, cnt, incl);
-            if (total <= 32 && total >= k) {
-                router_v12_one_slot<VEC, SIG, false>(row, logits_dt, bsh, flags, cnt, incl,
-                                                     total, thr, k, ce, wi, ws);
-            } else if (total <= ROUTER_V9_CAND && total >= k) {
-                int pos = incl - cnt;
-                while (flags) {
-                    const int j = __ffs(flags) - 1;
-                    flags &= flags - 1u;
-                    ce[pos++] = router_v4_expert<VEC>(j, lane);
-                }
-                __syncwarp();
-                router_v11_two_slot<VEC, SIG>(row, logits_dt, bsh, total, k, ce, wi, ws);
-            }
-        }
-        if (slow || total > ROUTER_V9_CAND || total < k)
-            router_v11_exact<N, VEC, SIG>(row, logits_dt, bsh, k, wi, ws);
+        router_v11_select<N, VEC, KT, SIG>(row, logits_dt, bsh, L, lmax, lmax2, slow, k, ce, wi,
+                                           ws);
     }
     __syncwarp();
     // The next token's guess from this one's winners (a heuristic: any value is safe).
@@ -1871,14 +1831,8 @@ __device__ __forceinline__ void router_v11_entry(const void* __restrict__ logits
     // of the kernel's stall samples; the coefficients are positive, so the test never fails).
     // Measured: v12 36.8 -> 36.0 us at T = 32768 (with the FLO compaction), but v11 6.77 ->
     // 7.02 us at T = 4096 (one token a warp: the block waits for the miss), so v12 only.
-    int fit = V < 12 || router_v11_expc[0] + router_v11_expc[8] > 0.0 ? 1 : 0;
-    for (int e = threadIdx.x; e < 32 * N; e += blockDim.x) {
-        const float b = load_as_f32(bias, e, bias_dt);
-        bsh[e] = b;
-        clo[e] = __fsub_rn(__fadd_rn(0.5f, b), ROUTER_V8_D);
-        fit &= fabsf(b) <= ROUTER_V8_BMAX ? 1 : 0;  // false for NaN
-    }
-    const bool bias_fit = __syncthreads_and(fit) != 0;
+    const int warm = V < 12 || router_v11_expc[0] + router_v11_expc[8] > 0.0 ? 1 : 0;
+    const bool bias_fit = router_stage_bias<32 * N, false>(bias, bias_dt, bsh, clo, warm);
     const int warp = threadIdx.x >> 5;
     if (logits_dt == DT_F32)
         router_v11_walk<N, 4, KT, SIG, V>(logits, logits_dt, bsh, clo, bias_fit, T, k, r, norm,
