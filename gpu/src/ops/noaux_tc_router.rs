@@ -93,8 +93,8 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
 }
 
 /// The version `auto` runs. Where v4 applies: v9 up to 64 tokens, v11 below 16384, v12 from
-/// there (session 15, below). Before session 15 (E = 512, k = 22, graph replay, session 6 call 8): v9
-/// wherever v4 applies, at every T (3.65 / 4.05 / 7.23 / 43.7 us at T = 1 / 64 / 4096 / 32768;
+/// there (session 15, below). Before session 15 (E = 512, k = 22, graph replay, session 6
+/// call 8): v9 wherever v4 applies, at every T (3.65 / 4.05 / 7.23 / 43.7 us at T = 1 / 64 / 4096 / 32768;
 /// v4 3.88 / 4.84 / 10.66 / 63.2, v7 3.54 / 4.02 / 8.67 / 52.1, same run; bit-exact in every
 /// gpu_router test). Otherwise v3 (block per token) at small T
 /// (6 us at T = 64 vs 17 us for v2), v2 (warp per token) at large T (45 us at T = 4096 vs 108 us
@@ -241,10 +241,10 @@ impl Launch {
         prefix: &str,
         per_block: usize,
         threads: u32,
-        sig: (i32, f64, i32, i32, i32),
+        args: (i32, f64, i32, i32, i32),
         persistent: bool,
     ) -> Result<(), GpuError> {
-        let (k, r, norm, norm_mode, sig_mode) = sig;
+        let (k, r, norm, norm_mode, sig_mode) = args;
         // `router_v9_k22` names `router_v9_n<N>_k22` (v10 likewise); v11 kernels are per
         // sigmoid mode: `router_v11_n<N>[_k22]_s<mode>`.
         let mut name = match prefix.strip_suffix("_k22") {
@@ -255,12 +255,12 @@ impl Launch {
             .iter()
             .any(|v| prefix.starts_with(v))
         {
-            if sig.4 == 2 {
+            if sig_mode == 2 {
                 return Err(GpuError::Unsupported(format!(
                     "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 kernel"
                 )));
             }
-            name.push_str(&format!("_s{}", sig.4));
+            name.push_str(&format!("_s{sig_mode}"));
         }
         let f = g.function("noaux_tc_router", &name)?;
         let mut blocks = self.tokens.div_ceil(per_block);
