@@ -868,13 +868,17 @@ __device__ __forceinline__ float router_fmax_nan(float a, float b) {
 // Descending bitonic sort of one packed key per lane across the warp (distinct keys, or equal
 // zeros in empty lanes): a lane that keeps the maximum takes its partner's key if it is larger,
 // one that keeps the minimum if it is not larger.
-__device__ __forceinline__ u64 router_v8_sort_desc(u64 p) {
+// (K = u64: v8-v12's packed keys; K = u32: v11 / v12's 32-bit keys.)
+template <typename K>
+__device__ __forceinline__ K router_sort_desc(K p) {
     warp_bitonic_desc([&](int stride, bool keep_max) {
-        const u64 op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
+        const K op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
         if ((op > p) == keep_max) p = op;
     });
     return p;
 }
+
+__device__ __forceinline__ u64 router_v8_sort_desc(u64 p) { return router_sort_desc<u64>(p); }
 
 #define ROUTER_V8_CAND 32
 
@@ -1450,8 +1454,10 @@ __device__ __forceinline__ float router_v11_round_cert(double v, bool& ok) {
 
 // router_sigmoid(x, SIG), bit for bit. Tanh / exp mode: the certified f64 core, then the
 // reference's formula where the certificate fails (NaN x fails it too).
+// The certified part (tanh / exp mode): s, with `ok` false where the certificate fails (NaN x
+// fails it too) and the caller must take the reference formula.
 template <int SIG>
-__device__ __forceinline__ float router_v11_sigmoid(float x) {
+__device__ __forceinline__ float router_v11_sigmoid_cert(float x, bool& ok) {
     if (SIG == SIG_TANH) {
         const float y = 0.5f * x;  // f32, as the reference
         double a = fabs((double)y);
@@ -1460,33 +1466,24 @@ __device__ __forceinline__ float router_v11_sigmoid(float x) {
         const double p = router_v11_exp_core(2.0 * a, two_n);
         const double e = __fma_rn(two_n, p, __dsub_rn(two_n, 1.0));  // expm1(2a)
         const double t = e / __dadd_rn(e, 2.0);                      // tanh(a)
-        bool ok;
         const float tf = router_v11_round_cert(t, ok);
-        if (!ok) return router_sigmoid(x, SIG_TANH);
         return __fadd_rn(__fmul_rn(0.5f, copysignf(tf, y)), 0.5f);
-    } else if (SIG == SIG_EXP) {
-        double z = -(double)x;
-        z = z > 110.0 ? 110.0 : (z < -110.0 ? -110.0 : z);  // beyond: s rounds to 1 / 0
-        double two_n;
-        const double p = router_v11_exp_core(z, two_n);
-        const double v = 1.0 / __dadd_rn(1.0, __fma_rn(two_n, p, two_n));
-        bool ok;
-        const float s = router_v11_round_cert(v, ok);
-        if (!ok) return router_sigmoid(x, SIG_EXP);
-        return s;
-    } else {
-        return router_sigmoid(x, SIG);
     }
+    double z = -(double)x;
+    z = z > 110.0 ? 110.0 : (z < -110.0 ? -110.0 : z);  // beyond: s rounds to 1 / 0
+    double two_n;
+    const double p = router_v11_exp_core(z, two_n);
+    return router_v11_round_cert(1.0 / __dadd_rn(1.0, __fma_rn(two_n, p, two_n)), ok);
 }
 
-// Descending bitonic sort of one u32 per lane across the warp (distinct keys, or equal zeros
-// in empty lanes).
-__device__ __forceinline__ u32 router_v11_sort32_desc(u32 p) {
-    warp_bitonic_desc([&](int stride, bool keep_max) {
-        const u32 op = __shfl_xor_sync(DUET_FULL_MASK, p, stride);
-        if ((op > p) == keep_max) p = op;
-    });
-    return p;
+// router_v11_sigmoid_cert where it is certified, the reference formula elsewhere (tanh / exp
+// mode); router_sigmoid itself in the other modes.
+template <int SIG>
+__device__ __forceinline__ float router_v11_sigmoid(float x) {
+    if (SIG != SIG_TANH && SIG != SIG_EXP) return router_sigmoid(x, SIG);
+    bool ok;
+    const float s = router_v11_sigmoid_cert<SIG>(x, ok);
+    return ok ? s : router_sigmoid(x, SIG);
 }
 
 // 33-64 candidates (ids in ce): v9's two-slot path. Out of line: rare.
@@ -1495,12 +1492,11 @@ __device__ __noinline__ void router_v11_two_slot(float* row, int logits_dt,
                                                  const float* __restrict__ bsh, int total, int k,
                                                  const int* ce, int* wi, float* ws) {
     const int lane = threadIdx.x & 31;
-    u64 p0 = 0ull, p1 = 0ull;
-    float s0 = 0.0f, s1 = 0.0f;
-    int e0 = 0, e1 = 0;
-    e0 = ce[lane];  // total > 32: every lane has a first candidate
-    s0 = router_v11_sigmoid<SIG>(router_v9_row_logit<VEC>(row, e0, logits_dt));
-    p0 = router_pack(__fadd_rn(s0, bsh[e0]), e0);
+    const int e0 = ce[lane];  // total > 32: every lane has a first candidate
+    const float s0 = router_v11_sigmoid<SIG>(router_v9_row_logit<VEC>(row, e0, logits_dt));
+    u64 p0 = router_pack(__fadd_rn(s0, bsh[e0]), e0), p1 = 0ull;
+    float s1 = 0.0f;
+    int e1 = 0;
     if (lane + 32 < total) {
         e1 = ce[lane + 32];
         s1 = router_v11_sigmoid<SIG>(router_v9_row_logit<VEC>(row, e1, logits_dt));
@@ -1625,7 +1621,7 @@ __device__ __forceinline__ bool router_v12_one_slot(float* row, int logits_dt,
     int w;
     if (__all_sync(DUET_FULL_MASK, fits)) {
         u32 p = lane < total ? ((d + 1u) << 9) | (u32)(511 - e0) : 0u;
-        p = router_v11_sort32_desc(p);
+        p = router_sort_desc<u32>(p);
         if (CHECK) {
             const u32 dk = (__shfl_sync(DUET_FULL_MASK, p, k - 1) >> 9) - 1u;
             const u32 dw = router_f32_ord(__fadd_ru(thr, ROUTER_V8_W)) - base;
@@ -1888,20 +1884,10 @@ extern "C" __global__ void router_v11_sigmoid_check(u32 base, u32 n, int mode,
         // The certificate alone (NaN inputs fail it by design; count the rest).
         if (x == x) {
             bool ok;
-            if (mode == SIG_TANH) {
-                double a = fabs((double)(0.5f * x));
-                a = a > 20.0 ? 20.0 : a;
-                double two_n;
-                const double p = router_v11_exp_core(2.0 * a, two_n);
-                const double e = __fma_rn(two_n, p, __dsub_rn(two_n, 1.0));
-                (void)router_v11_round_cert(e / __dadd_rn(e, 2.0), ok);
-            } else {
-                double z = -(double)x;
-                z = z > 110.0 ? 110.0 : (z < -110.0 ? -110.0 : z);
-                double two_n;
-                const double p = router_v11_exp_core(z, two_n);
-                (void)router_v11_round_cert(1.0 / __dadd_rn(1.0, __fma_rn(two_n, p, two_n)), ok);
-            }
+            if (mode == SIG_TANH)
+                (void)router_v11_sigmoid_cert<SIG_TANH>(x, ok);
+            else
+                (void)router_v11_sigmoid_cert<SIG_EXP>(x, ok);
             fell += ok ? 0u : 1u;
         }
     }
