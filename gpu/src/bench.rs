@@ -117,7 +117,8 @@ pub struct RouterVersions<'a>(pub Option<&'a [String]>);
 /// Every router version the router presets know: the op's versions and the diagnostic
 /// variants (timed only when named).
 const ROUTER_BENCH_VERSIONS: &[&str] = &[
-    "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v9n", "v7p",
+    "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v15", "v17", "v9n",
+    "v7p",
 ];
 
 pub fn router(g: &Gpu, tokens: usize, rv: RouterVersions) -> Result<serde_json::Value, GpuError> {

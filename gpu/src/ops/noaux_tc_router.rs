@@ -2,9 +2,11 @@
 //! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
 //! bitonic sort (E <= 1024, one group), v4 warp per token with 16-byte loads and exact sigmoids
 //! only for the candidates of an approximate-sigmoid filter (E = 256 or 512, one group,
-//! k <= 32, 16-byte aligned logits); v5-v12 variants of v4 (v9: persistent warps, rows staged
+//! k <= 32, 16-byte aligned logits); v5-v17 variants of v4 (v9: persistent warps, rows staged
 //! in shared memory; v11: v9 with a compact hot path and a cheaper exact sigmoid; v12: v11
-//! with a guessed and checked threshold); `auto` picks by T ([`auto_version`]). Every version
+//! with a guessed and checked threshold; v15: v12 with fewer instructions a token; v17: v15
+//! guessing each token's threshold from its own row, probing on f16 pairs); `auto` picks by T
+//! ([`auto_version`]). Every version
 //! accepts every sigmoid mode (`tanh`, `exp`, `tanh_f32`) and is bit-exact with the reference.
 
 use super::RunOpts;
@@ -26,7 +28,7 @@ const V4_N: &[usize] = &[8, 16];
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
 pub const VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v15", "v17",
 ];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
@@ -92,8 +94,8 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
-/// The version `auto` runs. Where v4 applies: v9 up to 64 tokens, v11 below 16384, v12 from
-/// there (session 15, below). Before session 15 (E = 512, k = 22, graph replay, session 6
+/// The version `auto` runs. Where v4 applies: v9 up to 64 tokens, v11 below 16384, v17 from
+/// there (session 16, below). Before session 15 (E = 512, k = 22, graph replay, session 6
 /// call 8): v9 wherever v4 applies, at every T (3.65 / 4.05 / 7.23 / 43.7 us at T = 1 / 64 / 4096 / 32768;
 /// v4 3.88 / 4.84 / 10.66 / 63.2, v7 3.54 / 4.02 / 8.67 / 52.1, same run; bit-exact in every
 /// gpu_router test). Otherwise v3 (block per token) at small T
@@ -112,13 +114,15 @@ pub fn auto_version_aligned(
     aligned: bool,
 ) -> &'static str {
     if aligned && v4_ok(experts, c).is_none() {
-        // H200, session 15 calls 1-3 (E = 512, k = 22, graph replay): v9 3.84 / 4.12 us at
-        // T = 1 / 64 (v11 4.06 / 4.28), v11 6.77 us at 4096 (v9 7.32, v12 7.12), v12 36.8 us at
-        // 32768 (v11 39.6, v9 44.5): v12 only pays off where a warp routes several tokens.
+        // H200, session 16 calls 4-5 (E = 512, k = 22, graph replay): v9 3.65-3.70 / 4.10-4.12
+        // us at T = 1 / 64 (v17 3.33-3.36 / 5.18-5.22: at T = 64 one token in ~60 takes the
+        // fallback and sets the time), v11 6.68-6.72 us at 4096 (v9 7.31-7.35, v17 7.40-7.47),
+        // v17 30.4-31.2 us at 32768 (v12 34.9-35.2, v11 38.6-39.2, v9 44.1-44.4). (Session 15:
+        // v12 from 16384.) The decode engine takes auto at T = 1, so v9 stays there.
         return match tokens {
             0..=64 => "v9",
             65..=16383 => "v11",
-            _ => "v12",
+            _ => "v17",
         };
     }
     let (v2, v3) = (v2_ok(experts, c).is_none(), v3_ok(experts, c).is_none());
@@ -140,7 +144,9 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" => v4_ok(experts, &c),
+        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v15" | "v17" => {
+            v4_ok(experts, &c)
+        }
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
         _ => None,
     }
@@ -251,13 +257,13 @@ impl Launch {
             Some(p) => format!("{p}_n{}_k22", self.experts / 32),
             None => format!("{prefix}_n{}", self.experts / 32),
         };
-        if ["router_v11", "router_v12"]
+        if ["router_v11", "router_v12", "router_v15", "router_v17"]
             .iter()
             .any(|v| prefix.starts_with(v))
         {
             if sig_mode == 2 {
                 return Err(GpuError::Unsupported(format!(
-                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 kernel"
+                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 / v15 / v17 kernel"
                 )));
             }
             name.push_str(&format!("_s{sig_mode}"));
@@ -405,7 +411,8 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v9n" | "v7p" => {
+            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v15" | "v17"
+            | "v9n" | "v7p" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
@@ -431,7 +438,11 @@ impl Launch {
                         self.experts
                     )));
                 }
-                let prefix = if matches!(version, "v9" | "v10" | "v11" | "v12" | "v9n") && k == 22 {
+                let prefix = if matches!(
+                    version,
+                    "v9" | "v10" | "v11" | "v12" | "v15" | "v17" | "v9n"
+                ) && k == 22
+                {
                     format!("router_{version}_k22")
                 } else {
                     format!("router_{version}")
@@ -442,7 +453,10 @@ impl Launch {
                     8,
                     256,
                     (k, r, norm, norm_mode, sig),
-                    matches!(version, "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v9n"),
+                    matches!(
+                        version,
+                        "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v15" | "v17" | "v9n"
+                    ),
                 )?;
             }
             "auto" => {
