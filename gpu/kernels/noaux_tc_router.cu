@@ -1742,6 +1742,19 @@ __device__ __forceinline__ void router_v11_token(float* row, int logits_dt,
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
 
+// The next token's guess from this one's winners in wi / ws (v12, and v15 after its
+// fallback): kappa - 0.3 D, kappa the k-th key, D the gap between the (k/2)-th and k-th keys.
+// A heuristic: any value is safe.
+__device__ __forceinline__ void router_v12_guess_from_winners(int k, const float* __restrict__ bsh,
+                                                              const int* wi, const float* ws,
+                                                              float& g, float& D) {
+    __syncwarp();  // every lane's wi / ws writes are visible
+    const int h = (k - 1) >> 1;
+    const float kap = __fadd_rn(ws[k - 1], bsh[wi[k - 1]]);
+    D = __fsub_rn(__fadd_rn(ws[h], bsh[wi[h]]), kap);
+    g = __fmaf_rn(-ROUTER_V12_A, D, kap);
+}
+
 template <int N, int VEC, int KT, int SIG>
 __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
                                                  const float* __restrict__ bsh,
@@ -1794,14 +1807,7 @@ __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
         router_v11_select<N, VEC, KT, SIG>(row, logits_dt, bsh, L, lmax, lmax2, slow, k, ce, wi,
                                            ws);
     }
-    __syncwarp();
-    // The next token's guess from this one's winners (a heuristic: any value is safe).
-    {
-        const int h = (k - 1) >> 1;
-        const float kap = __fadd_rn(ws[k - 1], bsh[wi[k - 1]]);
-        D = __fsub_rn(__fadd_rn(ws[h], bsh[wi[h]]), kap);
-        g = __fmaf_rn(-ROUTER_V12_A, D, kap);
-    }
+    router_v12_guess_from_winners(k, bsh, wi, ws, g, D);
     router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
@@ -2074,21 +2080,14 @@ __device__ __forceinline__ void router_v15_token(float* row, int logits_dt,
         const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
         router_v11_select<N, VEC, KT, SIG>(row, logits_dt, bsh, L, lmax, lmax2, slow, k, ce, wi,
                                            ws);
-        if (!H16) {
-            __syncwarp();
-            // The next token's guess from this one's winners (a heuristic: any value is safe).
-            const int h = (k - 1) >> 1;
-            const float kap = __fadd_rn(ws[k - 1], bsh[wi[k - 1]]);
-            D = __fsub_rn(__fadd_rn(ws[h], bsh[wi[h]]), kap);
-            g = __fmaf_rn(-ROUTER_V12_A, D, kap);
-        }
+        if (!H16) router_v12_guess_from_winners(k, bsh, wi, ws, g, D);
     }
     router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
 
-// v11 / v12 / v15 (V): v9's persistent walk; the next row's cp.async source advances by the grid's
-// stride. v12 carries its guess (g, D) from token to token.
+// v11 / v12 / v15 / v17 (V): v9's persistent walk; the next row's cp.async source advances by
+// the grid's stride. v12 / v15 carry their guess (g, D) from token to token.
 template <int N, int VEC, int KT, int SIG, int V>
 __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits, int logits_dt,
                                                 const float* __restrict__ bsh,

@@ -25,6 +25,14 @@ ncu_router() {
         --import-source no --csv --page details "$B/duet" bench --backend gpu --shape router_t32768 \
         --versions "$1" --out /tmp/ncu_bench.json
 }
+# ncu_src_router V: ncu source counters (per SASS instruction: executions, stall samples) on one
+# launch of router V at T = 32768, and their CSV (ncu-src-V-csv.log).
+ncu_src_router() {
+    run "ncu-src-$1" 150 "$ncu" --clock-control none -k "regex:^router_$1_n16_k22" -c 1 \
+        --section SourceCounters --section WarpStateStats --import-source no -o "/tmp/r$1" \
+        "$B/duet" bench --backend gpu --shape router_t32768 --versions "$1" --out /tmp/ncu_bench.json
+    run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/r$1.ncu-rep" --page source --csv --print-source sass
+}
 pack() {
     cd "$OUT" && tar -czf /tmp/all2.tgz --exclude=all.tgz . && mv /tmp/all2.tgz all.tgz
     ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf

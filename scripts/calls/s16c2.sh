@@ -8,10 +8,6 @@ scripts/device-session.sh t:gpu_router:400
 . scripts/calls/lib.sh
 run_router_presets v9,v11,v12,v15,v16
 ncu_router v16
-for v in v15 v16; do
-    run "ncu-src-$v" 150 "$ncu" --clock-control none -k "regex:^router_${v}_n16_k22" -c 1 \
-        --section SourceCounters --section WarpStateStats --import-source no -o "/tmp/r$v" \
-        "$B/duet" bench --backend gpu --shape router_t32768 --versions "$v" --out /tmp/ncu_bench.json
-    run "ncu-src-$v-csv" 60 "$ncu" --import "/tmp/r$v.ncu-rep" --page source --csv --print-source sass
-done
+ncu_src_router v15
+ncu_src_router v16
 pack
