@@ -1457,7 +1457,8 @@ __constant__ double router_v11_expc[12] = {
 // exp(z) = 2^n (1 + p) for |z| <= 128 (finite): returns p = expm1(r), r = z - n ln2,
 // |r| <= ln2 / 2, and 2^n. Taylor to r^12 (session 16; to r^13 before): the truncation is
 // below r^13 / 13! <= 2^-52.4, a relative error below r^12 / 13! <= 2^-50.9 of p.
-// (router_v11_expc[0..4], 1/13! .. 1/9!, are no longer read.)
+// (router_v11_expc[0..4], 1/13! .. 1/9!, are no longer in the series; v12+'s constant-cache
+// warm-up still reads [0] and [8], which covers the lines of [5..11].)
 __device__ __forceinline__ double router_v11_exp_core(double z, double& two_n) {
     const double big = 0x1.8p52;
     const double tn = __fma_rn(z, ROUTER_V11_INV_LN2, big);  // round(z / ln2) in the low bits
@@ -2000,6 +2001,8 @@ __device__ __forceinline__ bool router_v15_one_slot(float* row, int logits_dt,
     return true;
 }
 
+// H16 (v17): the f16 probe and the row guess for every token (no carried guess); false (v15):
+// the f32 probe, the carried guess, the row guess for a warp's first token only.
 template <int N, int VEC, int KT, int SIG, bool H16>
 __device__ __forceinline__ void router_v15_token(float* row, int logits_dt,
                                                  const float* __restrict__ bsh,
