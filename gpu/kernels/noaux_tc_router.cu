@@ -1223,7 +1223,7 @@ __device__ __forceinline__ u64 router_v9_merge_desc(u64 a, u64 b) {
 //   - TOP2 (v9 - v11): the lane's two largest (lmax2 <= lmax; max.NaN lets a NaN logit through
 //     to lmax unless PLAINMAX, which sums L into nan_acc instead);
 //   - !TOP2 (v12): only the NaN screen, the sum of L in four chains (N / 4 deep, not N);
-//     !TOP2 && !NANSUM (v15): L only.
+//     !TOP2 && !NANSUM (v17 / v18): L only.
 template <int N, int VEC, bool EXPF, bool PLAINMAX, bool TOP2 = true, bool NANSUM = true>
 __device__ __forceinline__ void router_v9_filter(const float* row, int logits_dt,
                                                  const float* __restrict__ clo, float (&L)[N],
@@ -1743,8 +1743,8 @@ __device__ __forceinline__ void router_v11_token(float* row, int logits_dt,
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
 
-// The next token's guess from this one's winners in wi / ws (v12, and v15 after its
-// fallback): kappa - 0.3 D, kappa the k-th key, D the gap between the (k/2)-th and k-th keys.
+// The next token's guess from this one's winners in wi / ws (v12; session 16's v15 also after
+// its fallback): kappa - 0.3 D, kappa the k-th key, D the gap between the (k/2)-th and k-th keys.
 // A heuristic: any value is safe.
 __device__ __forceinline__ void router_v12_guess_from_winners(int k, const float* __restrict__ bsh,
                                                               const int* wi, const float* ws,
@@ -1813,7 +1813,9 @@ __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
 
-// v15 (session 16): v12 with fewer instructions a token (ncu, session 15: v12 ran ~690 warp
+// v15 (session 16; its kernels removed in session 17: v17 is faster at every T >= 4096 and
+// keeps everything below but the carried guess and the f32 probe; the helpers keep the
+// router_v15_ names): v12 with fewer instructions a token (ncu, session 15: v12 ran ~690 warp
 // instructions a token at ~0.69 issued a cycle a scheduler; neither more warps nor shorter
 // chains raised the rate, so the count is what sets the time). Same keys, same order, same
 // weights as v4-v12. What changes against v12:
@@ -1836,28 +1838,8 @@ __device__ __forceinline__ void router_v12_token(float* row, int logits_dt,
 //     maximum of L, sorted across the warp: 3% fallbacks and 1.27 probes a token, but the
 //     sort cost more than it saved: 647 instructions a token vs v15's 626, 35.7 vs 34.2 us
 //     at T = 32768, 5.6 vs 4.6 us at T = 64. Removed.)
-#define ROUTER_V15_M 0x1p100f
-
-__device__ __forceinline__ float router_sat_fma(float a, float b, float c) {
-    float y;
-    asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(y) : "f"(a), "f"(b), "f"(c));
-    return y;
-}
-
-// Lane mask of (L_j >= g or L_j NaN) on the FMA pipe: bit_j = 1 - sat(fma(L_j, -2^100,
-// g 2^100)); the mask is (2^N - 1) - sum_j sat_j 2^j, in four exact partial sums.
-// Premise 2^-75 <= |g| <= 512 and |L| < 2^9 as v12 (then (g - L) 2^100 >= 1 when g > L).
-template <int N>
-__device__ __forceinline__ u32 router_v15_mask(const float (&L)[N], float g) {
-    const float g100 = g * ROUTER_V15_M;  // exact
-    float acc[4] = {(float)((1u << N) - 1u), 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-        acc[j & 3] = __fmaf_rn(router_sat_fma(L[j], -ROUTER_V15_M, g100), -(float)(1u << j),
-                               acc[j & 3]);
-    const float sum = __fadd_rn(__fadd_rn(acc[0], acc[1]), __fadd_rn(acc[2], acc[3]));
-    return __float_as_uint(__fadd_rn(sum, 8388608.0f)) - 0x4b000000u;  // exact integer < 2^16
-}
+// (v15's probe, removed with it: bit_j = 1 - sat(fma(L_j, -2^100, g 2^100)) on the FMA pipe,
+// four exact partial sums of 2^j sat_j; v17 probes on f16 pairs below.)
 
 // One step of an inclusive warp scan: shfl.up's predicate (the source lane exists) guards
 // the add.
@@ -1920,7 +1902,7 @@ __device__ __forceinline__ void router_v17_pack(const float (&L)[N], u32 (&h)[N 
 }
 
 // Lane mask of (L16_j >= g16 or unordered): pair i's halves go to bits 2i and 2i + 1 + 16,
-// folded to bits 2i and 2i + 1 (bit j = element j, as router_v15_mask).
+// folded to bits 2i and 2i + 1 (bit j = element j).
 template <int N>
 __device__ __forceinline__ u32 router_v17_mask(const u32 (&h)[N / 2], u32 g2) {
     u32 acc = 0u;
@@ -1947,14 +1929,12 @@ __device__ __forceinline__ float router_v17_guess(float g, u32& g2) {
 // expert L < hi): compaction, exact sigmoids, the 32-bit sort and the check. Returns false
 // (having written nothing but ce) when a key falls outside the window (or is NaN) or the
 // k-th key is below chk = fl_up(hi + 2^-9); else the winners into wi / ws and their s over
-// the row, and the next token's guess (g, D). (The f32 probe: hi = thr; v17's f16 probe: thr
-// and hi bracket the f16 guess by its rounding, below.)
-template <int VEC, int SIG, bool GUESS>
+// the row. (thr and hi bracket v17's f16 guess by its rounding, below.)
+template <int VEC, int SIG>
 __device__ __forceinline__ bool router_v15_one_slot(float* row, int logits_dt,
                                                     const float* __restrict__ bsh, u32 flags,
                                                     int total, float thr, float chk, int k,
-                                                    int* ce, int* wi, float* ws, float& g,
-                                                    float& D) {
+                                                    int* ce, int* wi, float* ws) {
     const int lane = threadIdx.x & 31;
     u32 pos = router_v15_excl_scan((u32)__popc(flags));
     const u32 lane16 = (u32)lane << 4;
@@ -1979,7 +1959,6 @@ __device__ __forceinline__ bool router_v15_one_slot(float* row, int logits_dt,
     u32 p = lane < total ? ((d + 1u) << 9) | (u32)(511 - e0) : 0u;
     p = router_v15_sort_desc<u32>(p);
     const u32 dk = (__shfl_sync(DUET_FULL_MASK, p, k - 1) >> 9) - 1u;
-    const u32 dh = (__shfl_sync(DUET_FULL_MASK, p, (k - 1) >> 1) >> 9) - 1u;
     if (dk < router_f32_ord(chk) - base) return false;  // warp-uniform
     // f32 rows: a lane has read only row[e0] (its own candidate) since the barrier above, so
     // no other lane's read to wait for. bf16 / f16 rows: s (4 bytes at float index e0)
@@ -1992,88 +1971,69 @@ __device__ __forceinline__ bool router_v15_one_slot(float* row, int logits_dt,
         wi[lane] = w;
         ws[lane] = row[w];
     }
-    if (GUESS) {
-        // The next token's guess (as v12: kappa - 0.3 D, from the exact keys).
-        const float kap = router_ord_f32(base + dk);
-        D = __fsub_rn(router_ord_f32(base + dh), kap);
-        g = __fmaf_rn(-ROUTER_V12_A, D, kap);
-    }
     return true;
 }
 
-// H16 (v17): the f16 probe and the row guess for every token (no carried guess); false (v15):
-// the f32 probe, the carried guess, the row guess for a warp's first token only.
-template <int N, int VEC, int KT, int SIG, bool H16>
-__device__ __forceinline__ void router_v15_token(float* row, int logits_dt,
+// v17 / v18's token: the f16 probe and the row guess for every token (no state between
+// tokens).
+template <int N, int VEC, int KT, int SIG>
+__device__ __forceinline__ void router_v17_token(float* row, int logits_dt,
                                                  const float* __restrict__ bsh,
                                                  const float* __restrict__ clo, bool bias_fit,
                                                  i64 t, int k, double r, int norm, int norm_mode,
                                                  int* __restrict__ out_idx,
                                                  float* __restrict__ out_w, int* ce, int* wi,
-                                                 float* ws, float& g, float& D) {
+                                                 float* ws) {
     if (KT > 0) k = KT;
     float L[N];
     float unused0, unused1, unused2;
     router_v9_filter<N, VEC, false, false, false, false>(row, logits_dt, clo, L, unused0,
                                                          unused1, unused2);
     u32 h[N / 2];
-    if (H16) router_v17_pack<N>(L, h);
+    router_v17_pack<N>(L, h);
     bool done = false;
     if (bias_fit) {
         const int mid = (k + 32) >> 1;
-        float gg = g, dd = D;
-        if (H16 || !(g == g)) {
-            // v15: the warp's first token; v17: every token. A guess from the token's own row:
-            // m = the lanes' maxima of L in 2^-16 fixed point (|L| < 2^9 by the bias premise),
-            // their mean and maximum by integer warp reductions (warp-uniform, unlike a float
-            // butterfly sum); g = mean - 0.1 (max - mean), steps of 0.012 (max - mean) an
-            // expert (D = 0.3 (max - mean)). Simulated (iid normal logits of sd 1.4 / 2 / 3,
-            // biases N(0, 0.1), k = 22, v8's L): the first probe lands in [k, 32] with the
-            // check passing for 81-85% of the tokens, 98.5-98.9% within three probes (1.13 -
-            // 1.20 probes a token); v12's carried guess: ~53% at the first probe.
-            float lm = L[0];
+        // A guess from the token's own row: m = the lanes' maxima of L in 2^-16 fixed point
+        // (|L| < 2^9 by the bias premise), their mean and maximum by integer warp reductions
+        // (warp-uniform, unlike a float butterfly sum); g = mean - 0.1 (max - mean), steps of
+        // 0.012 (max - mean) an expert (D = 0.3 (max - mean)). Simulated (iid normal logits of
+        // sd 1.4 / 2 / 3, biases N(0, 0.1), k = 22, v8's L): the first probe lands in [k, 32]
+        // with the check passing for 81-85% of the tokens, 98.5-98.9% within three probes
+        // (1.13 - 1.20 probes a token); v12's carried guess: ~53% at the first probe.
+        float lm = L[0];
 #pragma unroll
-            for (int j = 1; j < N; ++j) lm = fmaxf(lm, L[j]);
-            const int q = __float2int_rn(lm * 65536.0f);  // |q| < 2^25; NaN -> 0
-            const float mean =
-                (float)__reduce_add_sync(DUET_FULL_MASK, q) * (1.0f / (32.0f * 65536.0f));
-            const float spread =
-                __fsub_rn((float)__reduce_max_sync(DUET_FULL_MASK, q) * (1.0f / 65536.0f), mean);
-            gg = __fmaf_rn(-0.1f, spread, mean);
-            dd = 0.3f * spread;
-        }
-        const float stepc = ROUTER_V12_C * dd;
+        for (int j = 1; j < N; ++j) lm = fmaxf(lm, L[j]);
+        const int q = __float2int_rn(lm * 65536.0f);  // |q| < 2^25; NaN -> 0
+        const float mean =
+            (float)__reduce_add_sync(DUET_FULL_MASK, q) * (1.0f / (32.0f * 65536.0f));
+        const float spread =
+            __fsub_rn((float)__reduce_max_sync(DUET_FULL_MASK, q) * (1.0f / 65536.0f), mean);
+        float gg = __fmaf_rn(-0.1f, spread, mean);
+        const float stepc = ROUTER_V12_C * (0.3f * spread);
 #pragma unroll 1
         for (int p = 0; p < 3; ++p) {
             if (!(fabsf(gg) >= 0x1p-75f && fabsf(gg) <= 512.0f)) break;  // NaN too
-            u32 flags;
-            float lo = gg, hi = gg;
-            if (H16) {
-                u32 g2;
-                const float gh = router_v17_guess(gg, g2);
-                const float m = __fmaf_ru(fabsf(gh), 0x1p-11f, 0x1p-25f);
-                lo = __fsub_rd(gh, m);
-                hi = __fadd_ru(gh, m);
-                flags = router_v17_mask<N>(h, g2);
-            } else {
-                flags = router_v15_mask<N>(L, gg);
-            }
+            u32 g2;
+            const float gh = router_v17_guess(gg, g2);
+            const float m = __fmaf_ru(fabsf(gh), 0x1p-11f, 0x1p-25f);
+            const float lo = __fsub_rd(gh, m);
+            const float hi = __fadd_ru(gh, m);
+            const u32 flags = router_v17_mask<N>(h, g2);
             const int total = (int)__reduce_add_sync(DUET_FULL_MASK, (u32)__popc(flags));
             if (total >= k && total <= 32) {
-                done = router_v15_one_slot<VEC, SIG, !H16>(row, logits_dt, bsh, flags, total, lo,
-                                                     __fadd_ru(hi, ROUTER_V8_W), k, ce, wi, ws,
-                                                     g, D);
+                done = router_v15_one_slot<VEC, SIG>(row, logits_dt, bsh, flags, total, lo,
+                                                     __fadd_ru(hi, ROUTER_V8_W), k, ce, wi, ws);
                 break;
             }
             gg = __fmaf_rn(stepc, (float)(total - mid), gg);
         }
     }
     if (!done) {
-        // v11's path on the same L (v17 recomputes it: the f32 L need not stay live), with its
-        // NaN screen (max.NaN into lmax).
-        if (H16)
-            router_v9_filter<N, VEC, false, false, false, false>(row, logits_dt, clo, L,
-                                                                 unused0, unused1, unused2);
+        // v11's path on L recomputed (the f32 L need not stay live), with its NaN screen
+        // (max.NaN into lmax).
+        router_v9_filter<N, VEC, false, false, false, false>(row, logits_dt, clo, L, unused0,
+                                                             unused1, unused2);
         float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
 #pragma unroll
         for (int j = 0; j < N; ++j) {
@@ -2083,14 +2043,351 @@ __device__ __forceinline__ void router_v15_token(float* row, int logits_dt,
         const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
         router_v11_select<N, VEC, KT, SIG>(row, logits_dt, bsh, L, lmax, lmax2, slow, k, ce, wi,
                                            ws);
-        if (!H16) router_v12_guess_from_winners(k, bsh, wi, ws, g, D);
     }
     router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
     __syncwarp();  // the row buffer and wi / ws are free for the next token
 }
 
-// v11 / v12 / v15 / v17 (V): v9's persistent walk; the next row's cp.async source advances by
-// the grid's stride. v12 / v15 carry their guess (g, D) from token to token.
+// v18 (session 17): v17 with its shared memory addressed through two registers. ncu (session
+// 16 call 4, session 17 call 1): of v17's ~552 instructions a token, ~30 rebuild shared
+// addresses (S2R SR_CgaCtaId, the 0x400 window base, LEA, warp x stride, lane x 4: five
+// times a token, for the row, ce, wi / ws and the finish) because the compiler, at 64
+// registers, recomputes a shared array's address at each use rather than hold it. v18 puts
+// the block's arrays in one struct (router_v18_smem), takes two 32-bit shared addresses
+// once (the block's and the warp's part), passes them through an empty asm so they cannot
+// be recomputed, and reads / writes the hot path's shared memory with ld / st.shared at
+// register + constant offsets. Same arithmetic, same keys, same order as v17; the fallback
+// (v11's selection, rare) keeps its generic pointers.
+template <int N>
+struct router_v18_warp {
+    float rows[2][32 * N];  // the staged rows (f32, or 2-byte logits in the first half)
+    int ce[ROUTER_V9_CAND];
+    int wi[32];
+    float ws[32];
+};
+template <int N>
+struct router_v18_smem {
+    float bsh[32 * N];
+    float clo[32 * N];
+    router_v18_warp<N> w[ROUTER_V4_WARPS];
+};
+// Byte offsets inside router_v18_warp<N> (offsetof is not constexpr-friendly in NVRTC's
+// C++17 for templates; the layout is plain arrays of 4-byte elements).
+#define ROUTER_V18_ROW(N) 0
+#define ROUTER_V18_CE(N) (2 * 32 * (N) * 4)
+#define ROUTER_V18_WI(N) (ROUTER_V18_CE(N) + ROUTER_V9_CAND * 4)
+#define ROUTER_V18_WS(N) (ROUTER_V18_WI(N) + 32 * 4)
+
+// Shared-memory access at a 32-bit shared address (volatile with a memory clobber: program
+// order with __syncwarp and the generic accesses of the fallback is kept).
+__device__ __forceinline__ float4 router_lds128(u32 a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(a)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ uint4 router_lds128u(u32 a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(a)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ float router_ldsf(u32 a) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ u32 router_ldsu(u32 a) {
+    u32 v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ u16 router_lds16(u32 a) {
+    u16 v;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ void router_stsf(u32 a, float v) {
+    asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
+}
+__device__ __forceinline__ void router_stsu(u32 a, u32 v) {
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+}
+// A value the compiler must keep (it cannot recompute it: the asm is opaque).
+__device__ __forceinline__ u32 router_pin(u32 v) {
+    asm volatile("" : "+r"(v));
+    return v;
+}
+
+// v17's filter (router_v9_filter with L only) from the staged row at srow and c_lo at sclo.
+template <int N, int VEC>
+__device__ __forceinline__ void router_v18_filter(u32 srow, u32 sclo, int logits_dt,
+                                                  float (&L)[N]) {
+    const u32 lane = threadIdx.x & 31;
+    float x[N];
+    if (VEC == 4) {
+#pragma unroll
+        for (int c = 0; c < N / 4; ++c) {
+            const float4 q = router_lds128(srow + lane * 16u + (u32)c * 512u);
+            x[4 * c] = q.x;
+            x[4 * c + 1] = q.y;
+            x[4 * c + 2] = q.z;
+            x[4 * c + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < N / 8; ++c) {
+            const uint4 q = router_lds128u(srow + lane * 16u + (u32)c * 512u);
+            const u32 w4[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int h = 0; h < 4; ++h) {
+                const u16 lo = (u16)(w4[h] & 0xffffu), hi = (u16)(w4[h] >> 16);
+                x[8 * c + 2 * h] = logits_dt == DT_BF16 ? bf16_to_f32(lo) : f16_to_f32(lo);
+                x[8 * c + 2 * h + 1] = logits_dt == DT_BF16 ? bf16_to_f32(hi) : f16_to_f32(hi);
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < N / 4; ++c) {
+        // c_lo of the lane's experts 4c .. 4c + 3 (router_v4_expert), in bytes.
+        const u32 off = VEC == 4 ? ((u32)c * 32u + lane) * 16u
+                                 : ((u32)(c >> 1) * 32u + lane) * 32u + (u32)(c & 1) * 16u;
+        const float4 q = router_lds128(sclo + off);
+        const float cq[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) L[4 * c + h] = router_v8_lower(x[4 * c + h], cq[h]);
+    }
+}
+
+// router_v15_one_slot at shared addresses: srow the staged row, sw the warp's struct, sbsh
+// the biases.
+template <int N, int VEC, int SIG>
+__device__ __forceinline__ bool router_v18_one_slot(u32 srow, u32 sw, u32 sbsh, int logits_dt,
+                                                    u32 flags, int total, float thr, float chk,
+                                                    int k) {
+    const u32 lane = threadIdx.x & 31;
+    u32 pos = router_v15_excl_scan((u32)__popc(flags));
+    const u32 lane16 = lane << 4;
+    const u32 sce = sw + ROUTER_V18_CE(N);
+    while (flags) {
+        u32 j;
+        asm("bfind.u32 %0, %1;" : "=r"(j) : "r"(flags));
+        flags ^= 1u << j;
+        router_stsu(sce + pos * 4u, lane16 | j);
+        ++pos;
+    }
+    __syncwarp();
+    int e0 = 0;
+    float s0 = 0.0f, key = thr;
+    if ((int)lane < total) {
+        const u32 code = router_ldsu(sce + lane * 4u), j = code & 15u;
+        e0 = (int)((((j / VEC) * 32u + (code >> 4)) * VEC) | (j % VEC));
+        float x;
+        if (VEC == 4) {
+            x = router_ldsf(srow + (u32)e0 * 4u);
+        } else {
+            const u16 hb = router_lds16(srow + (u32)e0 * 2u);
+            x = logits_dt == DT_BF16 ? bf16_to_f32(hb) : f16_to_f32(hb);
+        }
+        s0 = router_v11_sigmoid<SIG>(x);
+        key = __fadd_rn(s0, router_ldsf(sbsh + (u32)e0 * 4u));
+    }
+    const u32 base = router_f32_ord(thr);
+    const u32 d = router_f32_ord(key) - base;  // NaN key: ord 0xffc00000.., never fits
+    if (!__all_sync(DUET_FULL_MASK, d < 0x7fffffu)) return false;
+    u32 p = (int)lane < total ? ((d + 1u) << 9) | (u32)(511 - e0) : 0u;
+    p = router_v15_sort_desc<u32>(p);
+    const u32 dk = (__shfl_sync(DUET_FULL_MASK, p, k - 1) >> 9) - 1u;
+    if (dk < router_f32_ord(chk) - base) return false;  // warp-uniform
+    // As router_v15_one_slot: bf16 / f16 rows wait for the other lanes' reads of the logits
+    // that s (4 bytes at float index e0) overwrites.
+    if (VEC == 8) __syncwarp();
+    if ((int)lane < total) router_stsf(srow + (u32)e0 * 4u, s0);
+    __syncwarp();
+    if ((int)lane < k) {
+        const u32 w = 511u - (p & 511u);
+        router_stsu(sw + ROUTER_V18_WI(N) + lane * 4u, w);
+        router_stsf(sw + ROUTER_V18_WS(N) + lane * 4u, router_ldsf(srow + w * 4u));
+    }
+    return true;
+}
+
+// router_warp_finish reading wi / ws at the warp's shared address.
+template <int N, int KT>
+__device__ __forceinline__ void router_v18_finish(i64 t, int k, double r, int norm,
+                                                  int norm_mode, u32 sw,
+                                                  int* __restrict__ out_idx,
+                                                  float* __restrict__ out_w) {
+    const u32 lane = threadIdx.x & 31;
+    if (KT > 0) k = KT;
+    __syncwarp();
+    float sum = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+        if (4 * q >= k) break;
+        const float4 v = router_lds128(sw + ROUTER_V18_WS(N) + (u32)q * 16u);
+        if (4 * q < k) sum = __fadd_rn(sum, v.x);
+        if (4 * q + 1 < k) sum = __fadd_rn(sum, v.y);
+        if (4 * q + 2 < k) sum = __fadd_rn(sum, v.z);
+        if (4 * q + 3 < k) sum = __fadd_rn(sum, v.w);
+    }
+    if ((int)lane < k) {
+        const i64 o = t * k + lane;
+        out_idx[o] = (int)router_ldsu(sw + ROUTER_V18_WI(N) + lane * 4u);
+        out_w[o] = router_weight(router_ldsf(sw + ROUTER_V18_WS(N) + lane * 4u), sum, r, norm,
+                                 norm_mode);
+    }
+}
+
+// v17's token (router_v17_token) at shared addresses; the fallback on generic pointers.
+template <int N, int VEC, int KT, int SIG>
+__device__ __forceinline__ void router_v18_token(router_v18_smem<N>* sm, int cur, u32 sblk,
+                                                 u32 sw, int logits_dt, bool bias_fit, i64 t,
+                                                 int k, double r, int norm, int norm_mode,
+                                                 int* __restrict__ out_idx,
+                                                 float* __restrict__ out_w) {
+    if (KT > 0) k = KT;
+    const u32 srow = sw + (u32)cur * (32u * N * 4u);
+    const u32 sclo = sblk + 32u * N * 4u;
+    float L[N];
+    router_v18_filter<N, VEC>(srow, sclo, logits_dt, L);
+    u32 h[N / 2];
+    router_v17_pack<N>(L, h);
+    bool done = false;
+    if (bias_fit) {
+        const int mid = (k + 32) >> 1;
+        // The row guess, as v17.
+        float lm = L[0];
+#pragma unroll
+        for (int j = 1; j < N; ++j) lm = fmaxf(lm, L[j]);
+        const int q = __float2int_rn(lm * 65536.0f);  // |q| < 2^25; NaN -> 0
+        const float mean =
+            (float)__reduce_add_sync(DUET_FULL_MASK, q) * (1.0f / (32.0f * 65536.0f));
+        const float spread =
+            __fsub_rn((float)__reduce_max_sync(DUET_FULL_MASK, q) * (1.0f / 65536.0f), mean);
+        float gg = __fmaf_rn(-0.1f, spread, mean);
+        const float stepc = ROUTER_V12_C * (0.3f * spread);
+#pragma unroll 1
+        for (int p = 0; p < 3; ++p) {
+            if (!(fabsf(gg) >= 0x1p-75f && fabsf(gg) <= 512.0f)) break;  // NaN too
+            u32 g2;
+            const float gh = router_v17_guess(gg, g2);
+            const float m = __fmaf_ru(fabsf(gh), 0x1p-11f, 0x1p-25f);
+            const float lo = __fsub_rd(gh, m);
+            const float hi = __fadd_ru(gh, m);
+            const u32 flags = router_v17_mask<N>(h, g2);
+            const int total = (int)__reduce_add_sync(DUET_FULL_MASK, (u32)__popc(flags));
+            if (total >= k && total <= 32) {
+                done = router_v18_one_slot<N, VEC, SIG>(srow, sw, sblk, logits_dt, flags, total,
+                                                        lo, __fadd_ru(hi, ROUTER_V8_W), k);
+                break;
+            }
+            gg = __fmaf_rn(stepc, (float)(total - mid), gg);
+        }
+    }
+    if (!done) {
+        // v17's fallback on the generic pointers (rare: ~2% of the bench's tokens).
+        router_v18_warp<N>& wp = sm->w[threadIdx.x >> 5];
+        float* row = wp.rows[cur];
+        float unused0, unused1, unused2;
+        router_v9_filter<N, VEC, false, false, false, false>(row, logits_dt, sm->clo, L, unused0,
+                                                             unused1, unused2);
+        float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
+            lmax = router_fmax_nan(lmax, L[j]);
+        }
+        const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
+        router_v11_select<N, VEC, KT, SIG>(row, logits_dt, sm->bsh, L, lmax, lmax2, slow, k,
+                                           wp.ce, wp.wi, wp.ws);
+    }
+    router_v18_finish<N, KT>(t, k, r, norm, norm_mode, sw, out_idx, out_w);
+    __syncwarp();  // the row buffer and wi / ws are free for the next token
+}
+
+// v18's walk and entry: v11's walk (same token order, same cp.async double buffer) with the
+// row destinations as shared addresses.
+template <int N, int VEC, int KT, int SIG>
+__device__ __forceinline__ void router_v18_walk(const void* __restrict__ logits, int logits_dt,
+                                                router_v18_smem<N>* sm, u32 sblk, u32 sw,
+                                                bool bias_fit, i64 T, int k, double r, int norm,
+                                                int norm_mode, int* __restrict__ out_idx,
+                                                float* __restrict__ out_w) {
+    const u32 lane = threadIdx.x & 31;
+    const i64 W = (i64)gridDim.x * ROUTER_V4_WARPS;
+    i64 t = (i64)blockIdx.x * ROUTER_V4_WARPS + (threadIdx.x >> 5);
+    if (t >= T) return;
+    const i64 row_bytes = (i64)(32 * N) * (VEC == 4 ? 4 : 2);
+    const char* src = (const char*)logits + t * row_bytes + (i64)lane * 16;
+    const i64 step = W * row_bytes;
+    const u32 dst0 = sw + lane * 16u;
+#pragma unroll
+    for (int c = 0; c < N / VEC; ++c)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst0 + c * 512u),
+                     "l"(src + c * 512)
+                     : "memory");
+    duet_cp_async_commit();
+    int cur = 0;
+    for (; t < T; t += W) {
+        if (t + W < T) {
+            src += step;
+            const u32 dst = dst0 + (u32)(cur ^ 1) * (32u * N * 4u);
+#pragma unroll
+            for (int c = 0; c < N / VEC; ++c)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst + c * 512u),
+                             "l"(src + c * 512)
+                             : "memory");
+            duet_cp_async_commit();
+            duet_cp_async_wait<1>();
+        } else {
+            duet_cp_async_wait<0>();
+        }
+        __syncwarp();  // every lane's chunks of row t have landed
+        router_v18_token<N, VEC, KT, SIG>(sm, cur, sblk, sw, logits_dt, bias_fit, t, k, r, norm,
+                                          norm_mode, out_idx, out_w);
+        cur ^= 1;
+    }
+}
+
+template <int N, int KT, int SIG>
+__device__ __forceinline__ void router_v18_entry(const void* __restrict__ logits, int logits_dt,
+                                                 const void* __restrict__ bias, int bias_dt, i64 T,
+                                                 int k, double r, int norm, int norm_mode,
+                                                 int* __restrict__ out_idx,
+                                                 float* __restrict__ out_w) {
+    __shared__ __align__(16) router_v18_smem<N> sm;
+    const int warm = router_v11_expc[0] + router_v11_expc[8] > 0.0 ? 1 : 0;  // as v12 / v17
+    const bool bias_fit = router_stage_bias<32 * N, false>(bias, bias_dt, sm.bsh, sm.clo, warm);
+    const u32 sblk = router_pin((u32)__cvta_generic_to_shared(&sm));
+    const u32 sw = router_pin((u32)__cvta_generic_to_shared(&sm.w[threadIdx.x >> 5]));
+    if (logits_dt == DT_F32)
+        router_v18_walk<N, 4, KT, SIG>(logits, logits_dt, &sm, sblk, sw, bias_fit, T, k, r, norm,
+                                       norm_mode, out_idx, out_w);
+    else
+        router_v18_walk<N, 8, KT, SIG>(logits, logits_dt, &sm, sblk, sw, bias_fit, T, k, r, norm,
+                                       norm_mode, out_idx, out_w);
+}
+
+// The cp.async of token t's row (chunks of 16 bytes, lane-interleaved 512-byte runs) into dst.
+template <int N, int VEC>
+__device__ __forceinline__ void router_v11_issue_row(const void* __restrict__ logits, i64 t,
+                                                     float* dst) {
+    const int lane = threadIdx.x & 31;
+    const i64 row_bytes = (i64)(32 * N) * (VEC == 4 ? 4 : 2);
+    const char* src = (const char*)logits + t * row_bytes + (i64)lane * 16;
+    char* d = (char*)dst + lane * 16;
+#pragma unroll
+    for (int c = 0; c < N / VEC; ++c) duet_cp_async16(d + c * 512, src + c * 512);
+    duet_cp_async_commit();
+}
+
+// v11 / v12 / v17 (V): v9's persistent walk; the next row's cp.async source advances by the
+// grid's stride. v12 carries its guess (g, D) from token to token.
 template <int N, int VEC, int KT, int SIG, int V>
 __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits, int logits_dt,
                                                 const float* __restrict__ bsh,
@@ -2108,9 +2405,7 @@ __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits,
     const i64 step = W * row_bytes;
     char* const dst0 = (char*)rows + lane * 16;
     char* const dst1 = (char*)(rows + 32 * N) + lane * 16;
-#pragma unroll
-    for (int c = 0; c < N / VEC; ++c) duet_cp_async16(dst0 + c * 512, src + c * 512);
-    duet_cp_async_commit();
+    router_v11_issue_row<N, VEC>(logits, t, rows);
     int cur = 0;
     float g = __uint_as_float(0x7fffffffu), D = 0.0f;  // v12: no guess for the first token
     for (; t < T; t += W) {
@@ -2126,10 +2421,9 @@ __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits,
             duet_cp_async_wait<0>();
         }
         __syncwarp();  // every lane's chunks of row t have landed
-        if (V >= 15)
-            router_v15_token<N, VEC, KT, SIG, V == 17>(row, logits_dt, bsh, clo, bias_fit, t, k,
-                                                       r, norm,
-                                              norm_mode, out_idx, out_w, ce, wi, ws, g, D);
+        if (V >= 17)
+            router_v17_token<N, VEC, KT, SIG>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm,
+                                              norm_mode, out_idx, out_w, ce, wi, ws);
         else if (V >= 12)
             router_v12_token<N, VEC, KT, SIG>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm,
                                               norm_mode, out_idx, out_w, ce, wi, ws, g, D);
@@ -2180,6 +2474,15 @@ __device__ __forceinline__ void router_v11_entry(const void* __restrict__ logits
         router_v11_entry<N, KT, SIG, V>(logits, logits_dt, bias, bias_dt, T, k, r, norm,        \
                                         norm_mode, out_idx, out_w);                             \
     }
+// v18: its own entry (router_v18_smem).
+#define ROUTER_V18(N, KT, SUFFIX, SIG)                                                          \
+    extern "C" __global__ void __launch_bounds__(256, 4)                                        \
+        router_v18_n##N##SUFFIX##_s##SIG(ROUTER_WARP_KERNEL_PARAMS) {                           \
+        DUET_PDL_ENTRY();                                                                       \
+        (void)sig_mode;                                                                         \
+        router_v18_entry<N, KT, SIG>(logits, logits_dt, bias, bias_dt, T, k, r, norm,           \
+                                     norm_mode, out_idx, out_w);                                \
+    }
 // Modes 0 (tanh), 1 (exp), 3 (tanh_f32); not the bench-only mode 2.
 #define ROUTER_V11_MODES(V, N, KT, SUFFIX) \
     ROUTER_V11(V, N, KT, SUFFIX, 0)        \
@@ -2193,14 +2496,22 @@ ROUTER_V11_MODES(12, 8, 0, )
 ROUTER_V11_MODES(12, 16, 0, )
 ROUTER_V11_MODES(12, 8, 22, _k22)
 ROUTER_V11_MODES(12, 16, 22, _k22)
-ROUTER_V11_MODES(15, 8, 0, )
-ROUTER_V11_MODES(15, 16, 0, )
-ROUTER_V11_MODES(15, 8, 22, _k22)
-ROUTER_V11_MODES(15, 16, 22, _k22)
 ROUTER_V11_MODES(17, 8, 0, )
 ROUTER_V11_MODES(17, 16, 0, )
 ROUTER_V11_MODES(17, 8, 22, _k22)
 ROUTER_V11_MODES(17, 16, 22, _k22)
+ROUTER_V18(8, 0, , 0)
+ROUTER_V18(8, 0, , 1)
+ROUTER_V18(8, 0, , 3)
+ROUTER_V18(16, 0, , 0)
+ROUTER_V18(16, 0, , 1)
+ROUTER_V18(16, 0, , 3)
+ROUTER_V18(8, 22, _k22, 0)
+ROUTER_V18(8, 22, _k22, 1)
+ROUTER_V18(8, 22, _k22, 3)
+ROUTER_V18(16, 22, _k22, 0)
+ROUTER_V18(16, 22, _k22, 1)
+ROUTER_V18(16, 22, _k22, 3)
 
 // v11's sigmoid vs router_sigmoid over x = bits(base + i): counts[0] += inputs whose bits
 // differ, counts[1] += inputs whose certificate failed (the fallback ran), counts[2] = min

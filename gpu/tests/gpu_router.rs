@@ -247,7 +247,7 @@ fn v5_v6_persistent_walk_many_tokens() {
             ("routed_scaling_factor", "2.5".into()),
         ]);
         for v in [
-            "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v15", "v17",
+            "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v17", "v18",
         ] {
             diff(
                 "noaux_tc_router",

@@ -2,10 +2,12 @@
 //! shape, grouped), v2 warp per token (E = 32*N, one group, k <= 32), v3 block per token with a
 //! bitonic sort (E <= 1024, one group), v4 warp per token with 16-byte loads and exact sigmoids
 //! only for the candidates of an approximate-sigmoid filter (E = 256 or 512, one group,
-//! k <= 32, 16-byte aligned logits); v5-v17 variants of v4 (v9: persistent warps, rows staged
+//! k <= 32, 16-byte aligned logits); v5-v18 variants of v4 (v9: persistent warps, rows staged
 //! in shared memory; v11: v9 with a compact hot path and a cheaper exact sigmoid; v12: v11
-//! with a guessed and checked threshold; v15: v12 with fewer instructions a token; v17: v15
-//! guessing each token's threshold from its own row, probing on f16 pairs); `auto` picks by T
+//! with a guessed and checked threshold; v17: v12 with fewer instructions a token, guessing
+//! each token's threshold from its own row, probing on f16 pairs (session 16's v15, between
+//! the two, was removed in session 17); v18: v17 with the tokens spread evenly over the
+//! blocks); `auto` picks by T
 //! ([`auto_version`]). Every version
 //! accepts every sigmoid mode (`tanh`, `exp`, `tanh_f32`) and is bit-exact with the reference.
 
@@ -28,7 +30,7 @@ const V4_N: &[usize] = &[8, 16];
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
 pub const VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v15", "v17",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v17", "v18",
 ];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
@@ -144,7 +146,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v15" | "v17" => {
+        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v17" | "v18" => {
             v4_ok(experts, &c)
         }
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
@@ -257,13 +259,13 @@ impl Launch {
             Some(p) => format!("{p}_n{}_k22", self.experts / 32),
             None => format!("{prefix}_n{}", self.experts / 32),
         };
-        if ["router_v11", "router_v12", "router_v15", "router_v17"]
+        if ["router_v11", "router_v12", "router_v17", "router_v18"]
             .iter()
             .any(|v| prefix.starts_with(v))
         {
             if sig_mode == 2 {
                 return Err(GpuError::Unsupported(format!(
-                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 / v15 / v17 kernel"
+                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 / v17 / v18 kernel"
                 )));
             }
             name.push_str(&format!("_s{sig_mode}"));
@@ -411,7 +413,7 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v15" | "v17"
+            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v17" | "v18"
             | "v9n" | "v7p" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
@@ -440,7 +442,7 @@ impl Launch {
                 }
                 let prefix = if matches!(
                     version,
-                    "v9" | "v10" | "v11" | "v12" | "v15" | "v17" | "v9n"
+                    "v9" | "v10" | "v11" | "v12" | "v17" | "v18" | "v9n"
                 ) && k == 22
                 {
                     format!("router_{version}_k22")
@@ -455,7 +457,7 @@ impl Launch {
                     (k, r, norm, norm_mode, sig),
                     matches!(
                         version,
-                        "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v15" | "v17" | "v9n"
+                        "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v17" | "v18" | "v9n"
                     ),
                 )?;
             }
