@@ -96,8 +96,8 @@ fn v2_ok(experts: usize, c: &RouterConfig) -> Option<String> {
     None
 }
 
-/// The version `auto` runs. Where v4 applies: v9 up to 64 tokens, v11 below 16384, v17 from
-/// there (session 16, below). Before session 15 (E = 512, k = 22, graph replay, session 6
+/// The version `auto` runs. Where v4 applies: v9 up to 64 tokens, v11 below 16384, v18 from
+/// there (session 17, below). Before session 15 (E = 512, k = 22, graph replay, session 6
 /// call 8): v9 wherever v4 applies, at every T (3.65 / 4.05 / 7.23 / 43.7 us at T = 1 / 64 / 4096 / 32768;
 /// v4 3.88 / 4.84 / 10.66 / 63.2, v7 3.54 / 4.02 / 8.67 / 52.1, same run; bit-exact in every
 /// gpu_router test). Otherwise v3 (block per token) at small T
@@ -116,15 +116,16 @@ pub fn auto_version_aligned(
     aligned: bool,
 ) -> &'static str {
     if aligned && v4_ok(experts, c).is_none() {
-        // H200, session 16 calls 4-5 (E = 512, k = 22, graph replay): v9 3.65-3.70 / 4.10-4.12
-        // us at T = 1 / 64 (v17 3.33-3.36 / 5.18-5.22: at T = 64 one token in ~60 takes the
-        // fallback and sets the time), v11 6.68-6.72 us at 4096 (v9 7.31-7.35, v17 7.40-7.47),
-        // v17 30.4-31.2 us at 32768 (v12 34.9-35.2, v11 38.6-39.2, v9 44.1-44.4). (Session 15:
-        // v12 from 16384.) The decode engine takes auto at T = 1, so v9 stays there.
+        // H200, session 17 call 2 (E = 512, k = 22, graph replay, two runs): v9 3.66-3.69 /
+        // 4.11-4.14 us at T = 1 / 64 (v18 3.24-3.26 / 5.02-5.06: at T = 64 one token in ~60
+        // takes the fallback and sets the time), v11 6.69-6.73 us at 4096 (v18 7.08-7.12, v9
+        // 7.29-7.34), v18 29.32-29.34 us at 32768 (v17 30.44-30.48, v11 38.8, v9 43.9).
+        // (Session 15: v12 from 16384; session 16: v17.) The decode engine takes auto at T = 1,
+        // so v9 stays there.
         return match tokens {
             0..=64 => "v9",
             65..=16383 => "v11",
-            _ => "v17",
+            _ => "v18",
         };
     }
     let (v2, v3) = (v2_ok(experts, c).is_none(), v3_ok(experts, c).is_none());
