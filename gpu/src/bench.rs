@@ -114,10 +114,10 @@ fn rand_f32(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 #[derive(Clone, Copy)]
 pub struct RouterVersions<'a>(pub Option<&'a [String]>);
 
-/// Every router version the router presets know: the op's versions and the diagnostic
-/// variants (timed only when named).
+/// Every router version the router presets know: `auto` (the version the op picks for this T),
+/// the op's versions and the diagnostic variants (timed only when named).
 const ROUTER_BENCH_VERSIONS: &[&str] = &[
-    "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v17", "v18", "v9n",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v17", "v18", "v9n",
     "v7p",
 ];
 
