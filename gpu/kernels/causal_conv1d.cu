@@ -406,6 +406,354 @@ CONV1D_FN_CL4(conv1d_fn_cl4_h16_w3, u16, 3)
 CONV1D_FN_CL4(conv1d_fn_cl4_h16_w4, u16, 4)
 
 // ---------------------------------------------------------------------------------------------
+// v5: v2's arithmetic and neighbour exchange on a 2-D grid (session 17): blockIdx.y walks the
+// rows (grid-stride past 65535), blockIdx.x a span of 256 x U vectors of the row, so no thread
+// divides by the row length; each lane issues its U 16-byte loads and lane 0 the 16-byte vector
+// before the warp's span (its halo; the row start takes initial_states) before any arithmetic.
+// Same conditions as v2 (L * sizeof(x) % 16 == 0, width <= 4). The lane holding the row's last
+// vector writes final_states.
+template <typename S, int W, int U>
+__device__ __forceinline__ void conv1d_fn_v5_impl(const void* __restrict__ x, int xdt,
+                                                  const void* __restrict__ w, int wdt,
+                                                  const void* __restrict__ bias, int bdt,
+                                                  const void* __restrict__ init, int idt,
+                                                  i64 rows, i64 dim, i64 L, int act,
+                                                  void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int VE = VecIO<S>::VE;
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    const int lane = threadIdx.x & 31;
+    const i64 nv = L / VE;
+    // First vector of this warp's span (warp-uniform): a warp past the row's end has nothing.
+    const i64 wv0 = (i64)blockIdx.x * ((i64)blockDim.x * U) + (i64)(threadIdx.x >> 5) * (32 * U);
+    if (wv0 >= nv) return;
+    const uint4* xv = (const uint4*)x;
+    uint4* ov = (uint4*)out;
+    for (i64 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const i64 d = r % dim;
+        const i64 row_v = r * nv;
+        uint4 raw[U];
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+            const i64 v = wv0 + (i64)q * 32 + lane;
+            raw[q] = v < nv ? __ldg(xv + row_v + v) : make_uint4(0, 0, 0, 0);
+        }
+        float carry[HA];
+#pragma unroll
+        for (int k = 0; k < HA; ++k) carry[k] = 0.0f;
+        if (H > 0 && lane == 0) {
+            if (wv0 > 0) {
+                float pv[VE];
+                VecIO<S>::unpack(__ldg(xv + row_v + wv0 - 1), pv, xdt);
+#pragma unroll
+                for (int k = 0; k < H; ++k) carry[k] = pv[VE - H + k];
+            } else if (init) {
+#pragma unroll
+                for (int k = 0; k < H; ++k) carry[k] = load_as_f32(init, r * H + k, idt);
+            }
+        }
+        float wk[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) wk[k] = ldg_f32(w, d * W + k, wdt);
+        const float b0 = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+            const i64 v = wv0 + (i64)q * 32 + lane;
+            if (wv0 + (i64)q * 32 >= nv) break;  // warp-uniform
+            float a[H + VE];
+            VecIO<S>::unpack(raw[q], a + H, xdt);
+#pragma unroll
+            for (int k = 0; k < H; ++k) {
+                const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
+                const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
+                a[k] = lane == 0 ? carry[k] : pa;
+                carry[k] = a31;
+            }
+            float o[VE];
+#pragma unroll
+            for (int j = 0; j < VE; j += 2) {
+                float acc0 = b0, acc1 = b0;
+#pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
+                    acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
+                }
+                o[j] = act ? silu_fast(acc0) : acc0;
+                o[j + 1] = act ? silu_fast(acc1) : acc1;
+            }
+            if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
+            if (H > 0 && v == nv - 1) {
+#pragma unroll
+                for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
+            }
+        }
+    }
+}
+
+#define CONV1D_FN_V5(S, SN, W, U)                                                                \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+        conv1d_fn_v5u##U##_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,          \
+                                        const void* bias, int bdt, const void* init, int idt,   \
+                                        i64 rows, i64 dim, i64 L, int act, void* out,           \
+                                        void* fin) {                                            \
+        DUET_PDL_ENTRY();                                                                       \
+        conv1d_fn_v5_impl<S, W, U>(x, xdt, w, wdt, bias, bdt, init, idt, rows, dim, L, act,     \
+                                   out, fin);                                                   \
+    }
+#define CONV1D_FN_V5_ALL(U)                                                                      \
+    CONV1D_FN_V5(float, f32, 1, U) CONV1D_FN_V5(float, f32, 2, U) CONV1D_FN_V5(float, f32, 3, U) \
+    CONV1D_FN_V5(float, f32, 4, U) CONV1D_FN_V5(u16, h16, 1, U) CONV1D_FN_V5(u16, h16, 2, U)     \
+    CONV1D_FN_V5(u16, h16, 3, U) CONV1D_FN_V5(u16, h16, 4, U)
+CONV1D_FN_V5_ALL(2)
+CONV1D_FN_V5_ALL(4)
+
+// ---------------------------------------------------------------------------------------------
+// v7: v5's spans (32 x V7_U vectors a warp) walked by persistent warps, software-pipelined: a
+// warp issues the next span's loads (and lane 0 its halo vector) before the arithmetic and
+// stores of the current one, so V7_U 16-byte loads a lane stay in flight between spans. Span
+// -> (row, offset) by one 64-bit division a span. Same conditions as v2 / v5.
+#define V7_U 4
+template <typename S, int W>
+__device__ __forceinline__ void conv1d_fn_v7_impl(const void* __restrict__ x, int xdt,
+                                                  const void* __restrict__ w, int wdt,
+                                                  const void* __restrict__ bias, int bdt,
+                                                  const void* __restrict__ init, int idt,
+                                                  i64 rows, i64 dim, i64 L, int act,
+                                                  void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int VE = VecIO<S>::VE;
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    constexpr int SPAN = 32 * V7_U;
+    const int lane = threadIdx.x & 31;
+    const i64 nv = L / VE;
+    const i64 spans = (nv + SPAN - 1) / SPAN;
+    const i64 tasks = rows * spans;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    i64 task = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (task >= tasks) return;
+    const uint4* xv = (const uint4*)x;
+    uint4* ov = (uint4*)out;
+    // Loads of one span: its vectors (zeros past the row) and, in lane 0, the vector before it.
+    auto fetch = [&](i64 t, uint4* raw, uint4& halo) {
+        const i64 r = t / spans;
+        const i64 v0 = (t - r * spans) * SPAN;
+        const uint4* src = xv + r * nv;
+#pragma unroll
+        for (int q = 0; q < V7_U; ++q) {
+            const i64 v = v0 + (i64)q * 32 + lane;
+            raw[q] = v < nv ? __ldg(src + v) : make_uint4(0, 0, 0, 0);
+        }
+        halo = (H > 0 && lane == 0 && v0 > 0) ? __ldg(src + v0 - 1) : make_uint4(0, 0, 0, 0);
+    };
+    uint4 cur[V7_U], hcur;
+    fetch(task, cur, hcur);
+    while (true) {
+        const i64 next = task + nwarps;
+        uint4 nraw[V7_U], nhalo;
+        if (next < tasks) fetch(next, nraw, nhalo);  // warp-uniform
+        const i64 r = task / spans;
+        const i64 v0 = (task - r * spans) * SPAN;
+        const i64 d = r % dim;
+        const i64 row_v = r * nv;
+        float carry[HA];
+#pragma unroll
+        for (int k = 0; k < HA; ++k) carry[k] = 0.0f;
+        if (H > 0 && lane == 0) {
+            if (v0 > 0) {
+                float pv[VE];
+                VecIO<S>::unpack(hcur, pv, xdt);
+#pragma unroll
+                for (int k = 0; k < H; ++k) carry[k] = pv[VE - H + k];
+            } else if (init) {
+#pragma unroll
+                for (int k = 0; k < H; ++k) carry[k] = load_as_f32(init, r * H + k, idt);
+            }
+        }
+        float wk[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) wk[k] = ldg_f32(w, d * W + k, wdt);
+        const float b0 = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+#pragma unroll
+        for (int q = 0; q < V7_U; ++q) {
+            const i64 v = v0 + (i64)q * 32 + lane;
+            if (v0 + (i64)q * 32 >= nv) break;  // warp-uniform
+            float a[H + VE];
+            VecIO<S>::unpack(cur[q], a + H, xdt);
+#pragma unroll
+            for (int k = 0; k < H; ++k) {
+                const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
+                const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
+                a[k] = lane == 0 ? carry[k] : pa;
+                carry[k] = a31;
+            }
+            float o[VE];
+#pragma unroll
+            for (int j = 0; j < VE; j += 2) {
+                float acc0 = b0, acc1 = b0;
+#pragma unroll
+                for (int k = 0; k < W; ++k) {
+                    acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
+                    acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
+                }
+                o[j] = act ? silu_fast(acc0) : acc0;
+                o[j + 1] = act ? silu_fast(acc1) : acc1;
+            }
+            if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
+            if (H > 0 && v == nv - 1) {
+#pragma unroll
+                for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
+            }
+        }
+        if (next >= tasks) break;
+        task = next;
+#pragma unroll
+        for (int q = 0; q < V7_U; ++q) cur[q] = nraw[q];
+        hcur = nhalo;
+    }
+}
+
+#define CONV1D_FN_V7(S, SN, W)                                                                   \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+        conv1d_fn_v7_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
+                                 const void* bias, int bdt, const void* init, int idt,          \
+                                 i64 rows, i64 dim, i64 L, int act, void* out, void* fin) {     \
+        DUET_PDL_ENTRY();                                                                       \
+        conv1d_fn_v7_impl<S, W>(x, xdt, w, wdt, bias, bdt, init, idt, rows, dim, L, act, out,  \
+                                fin);                                                           \
+    }
+CONV1D_FN_V7(float, f32, 1)
+CONV1D_FN_V7(float, f32, 2)
+CONV1D_FN_V7(float, f32, 3)
+CONV1D_FN_V7(float, f32, 4)
+CONV1D_FN_V7(u16, h16, 1)
+CONV1D_FN_V7(u16, h16, 2)
+CONV1D_FN_V7(u16, h16, 3)
+CONV1D_FN_V7(u16, h16, 4)
+
+// ---------------------------------------------------------------------------------------------
+// v6: channel-last (x, out (batch, L, dim)) with one 16-byte vector of channels a thread (8
+// bf16 / f16 or 4 f32) on a 2-D grid (session 17): blockIdx.x the channel vectors,
+// blockIdx.y (batch row, chunk of V6_CHUNK tokens) (grid-stride past 65535); the weights and
+// bias are loaded once a thread (they depend on the channels only); the window of the width-1
+// previous tokens slides in registers (f32); U tokens' 16-byte loads in flight (4 for 16-bit x,
+// whose 8 channels' weights and window take 56 registers; 8 for f32). v2's arithmetic (FMA in the taps' order, fast silu). Needs dim * sizeof(x) % 16 == 0
+// and width <= 4. The halo before a chunk from initial_states and the final states go through
+// scalar loads (as v4).
+#define V6_CHUNK 64
+template <typename S> struct V6IO;
+template <> struct V6IO<float> {
+    static constexpr int VE = 4;
+    __device__ static __forceinline__ float get(const uint4& u, int j, int) {
+        return __uint_as_float(j == 0 ? u.x : j == 1 ? u.y : j == 2 ? u.z : u.w);
+    }
+};
+template <> struct V6IO<u16> {
+    static constexpr int VE = 8;
+    __device__ static __forceinline__ float get(const uint4& u, int j, int dt) {
+        const u32 word = (j >> 1) == 0 ? u.x : (j >> 1) == 1 ? u.y : (j >> 1) == 2 ? u.z : u.w;
+        return h16_to_f32((u16)((j & 1) ? word >> 16 : word & 0xffffu), dt);
+    }
+};
+
+template <typename S, int W, int U>
+__device__ __forceinline__ void conv1d_fn_v6_impl(const void* __restrict__ x, int xdt,
+                                                  const void* __restrict__ w, int wdt,
+                                                  const void* __restrict__ bias, int bdt,
+                                                  const void* __restrict__ init, int idt,
+                                                  i64 batch, i64 dim, i64 L, int act,
+                                                  void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int VE = V6IO<S>::VE;
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    const i64 dvv = dim / VE;
+    const i64 cv = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (cv >= dvv) return;
+    const i64 d0 = cv * VE;
+    const i64 nch = L > 0 ? (L + V6_CHUNK - 1) / V6_CHUNK : 1;  // L = 0: final states only
+    float wk[W][VE], b0[VE];
+#pragma unroll
+    for (int j = 0; j < VE; ++j) {
+        b0[j] = bias ? ldg_f32(bias, d0 + j, bdt) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < W; ++k) wk[k][j] = ldg_f32(w, (d0 + j) * W + k, wdt);
+    }
+    for (i64 yc = blockIdx.y; yc < batch * nch; yc += gridDim.y) {
+        const i64 b = yc / nch, c = yc - b * nch;
+        const i64 t0 = c * V6_CHUNK, t1 = min(L, t0 + V6_CHUNK);
+        const uint4* xr = (const uint4*)((const S*)x + (b * L) * dim + d0);
+        uint4* orow = (uint4*)((S*)out + (b * L) * dim + d0);
+        // Element j of token position pos in [-H, L) of cat(initial_states, x) for (b, d0 + j).
+        auto val = [&](i64 pos, int j) -> float {
+            if (pos >= 0) return load_as_f32(x, (b * L + pos) * dim + d0 + j, xdt);
+            return init ? load_as_f32(init, (b * H + H + pos) * dim + d0 + j, idt) : 0.0f;
+        };
+        // The window: win[k][j] holds token t - H + k of channel d0 + j.
+        float win[HA][VE];
+#pragma unroll
+        for (int k = 0; k < H; ++k) {
+            const i64 pos = t0 - H + k;
+            if (pos >= 0) {
+                const uint4 u = __ldg(xr + pos * dvv);
+#pragma unroll
+                for (int j = 0; j < VE; ++j) win[k][j] = V6IO<S>::get(u, j, xdt);
+            } else {
+#pragma unroll
+                for (int j = 0; j < VE; ++j) win[k][j] = val(pos, j);
+            }
+        }
+        for (i64 tb = t0; tb < t1; tb += U) {
+            uint4 q[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (tb + u < t1) q[u] = __ldg(xr + (tb + u) * dvv);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (tb + u >= t1) break;
+                float o[VE];
+#pragma unroll
+                for (int j = 0; j < VE; ++j) {
+                    const float xj = V6IO<S>::get(q[u], j, xdt);
+                    float acc = b0[j];
+#pragma unroll
+                    for (int k = 0; k < H; ++k) acc = __fmaf_rn(wk[k][j], win[k][j], acc);
+                    acc = __fmaf_rn(wk[H][j], xj, acc);
+                    o[j] = act ? silu_fast(acc) : acc;
+#pragma unroll
+                    for (int k = 0; k + 1 < H; ++k) win[k][j] = win[k + 1][j];
+                    if (H > 0) win[H - 1 > 0 ? H - 1 : 0][j] = xj;
+                }
+                __stcs(orow + (tb + u) * dvv, VecIO<S>::pack(o, xdt));
+            }
+        }
+        if (c == nch - 1) {
+#pragma unroll
+            for (int k = 0; k < H; ++k)
+#pragma unroll
+                for (int j = 0; j < VE; ++j)
+                    store_from_f32(fin, (b * H + k) * dim + d0 + j, xdt, val(L - H + k, j));
+        }
+    }
+}
+
+#define CONV1D_FN_V6(S, SN, W, U)                                                                \
+    extern "C" __global__ void __launch_bounds__(256)                                           \
+        conv1d_fn_v6_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
+                                 const void* bias, int bdt, const void* init, int idt,          \
+                                 i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {    \
+        DUET_PDL_ENTRY();                                                                       \
+        conv1d_fn_v6_impl<S, W, U>(x, xdt, w, wdt, bias, bdt, init, idt, batch, dim, L, act, out, \
+                                fin);                                                           \
+    }
+CONV1D_FN_V6(float, f32, 1, 8)
+CONV1D_FN_V6(float, f32, 2, 8)
+CONV1D_FN_V6(float, f32, 3, 8)
+CONV1D_FN_V6(float, f32, 4, 8)
+CONV1D_FN_V6(u16, h16, 1, 4)
+CONV1D_FN_V6(u16, h16, 2, 4)
+CONV1D_FN_V6(u16, h16, 3, 4)
+CONV1D_FN_V6(u16, h16, 4, 4)
+
+// ---------------------------------------------------------------------------------------------
 // causal_conv1d_update v1: one thread per (batch row, channel); the width-1 window lives in
 // registers and slides over the seqlen tokens. cache_seqlens / conv_state_indices are i64
 // (converted on the host). A negative slot gives zero output and zero intermediate windows and

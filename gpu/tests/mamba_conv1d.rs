@@ -200,6 +200,73 @@ fn conv1d_fn_hand_cases() {
             w: F32,
             ..base
         },
+        // v5 (channel-first, 2-D grid): rows spanning several blocks of 1024 / 512 vectors.
+        FnCase {
+            batch: 1,
+            dim: 3,
+            seqlen: 20000,
+            x: BF16,
+            w: F32,
+            ..base
+        },
+        FnCase {
+            batch: 2,
+            dim: 2,
+            seqlen: 8200,
+            width: 3,
+            ..base
+        },
+        // v7 (persistent, pipelined warps): more spans (10,200) than resident warps, so warps
+        // walk several spans; the last span of each row partial.
+        FnCase {
+            batch: 2,
+            dim: 300,
+            seqlen: 16392,
+            x: BF16,
+            w: BF16,
+            ..base
+        },
+        // v6 (channel-last, 16-byte channel vectors: dim % 8 for 16-bit x, % 4 for f32):
+        // chunk boundaries, initial states, no tokens, fewer tokens than taps.
+        FnCase {
+            cl: true,
+            dim: 16,
+            seqlen: 130,
+            x: BF16,
+            w: F32,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            dim: 8,
+            seqlen: 64,
+            width: 3,
+            x: F16,
+            w: BF16,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            dim: 12,
+            seqlen: 65,
+            width: 2,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            dim: 24,
+            seqlen: 0,
+            x: BF16,
+            ..base
+        },
+        FnCase {
+            cl: true,
+            dim: 16,
+            seqlen: 2,
+            x: BF16,
+            silu: false,
+            ..base
+        },
     ];
     let mut runs = 0;
     for (i, c) in cases.iter().enumerate() {
@@ -416,8 +483,8 @@ proptest! {
 }
 
 /// Prefill over batch*dim*L > 2^31 bf16 elements (about 4.3 GB in, 4.3 GB out): rows after the
-/// 2^31 boundary are compared with the reference (v1 and v2), and a guard tail after the output
-/// must stay untouched.
+/// 2^31 boundary are compared with the reference (v1, v2, v5 and v7), and a guard tail after the
+/// output must stay untouched.
 #[test]
 #[ignore = "gpu"]
 fn conv1d_fn_index_past_2_pow_31() {
@@ -446,7 +513,7 @@ fn conv1d_fn_index_past_2_pow_31() {
     let bd = g.stream.clone_htod(&b).expect("upload b");
     const TAIL: usize = 4096;
     let guard = 0xA5A5u16;
-    for version in ["v1", "v2"] {
+    for version in ["v1", "v2", "v5", "v7"] {
         let mut out = g.alloc_raw::<u16>(n + TAIL).expect("alloc out");
         g.stream
             .memcpy_htod(&vec![guard; TAIL], &mut out.slice_mut(n..n + TAIL))

@@ -33,7 +33,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: OP_FN,
-            versions: &["auto", "v1", "v2", "v3", "v4"],
+            versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"],
             run: run_fn,
             applicable: applicable_fn,
         },
@@ -105,17 +105,19 @@ fn activation(p: &Params, op: &str) -> Result<Activation, GpuError> {
 
 // ---- prefill ----
 
-fn v2_ok(xdt: DType, seqlen: usize, width: usize) -> Option<String> {
+/// v2 / v5 (`version`, channel-first 16-byte vectors) need seqlen > 0, width <= 4 and rows
+/// starting on 16-byte boundaries.
+fn v2_ok(version: &str, xdt: DType, seqlen: usize, width: usize) -> Option<String> {
     let es = gpu_float_dtype(xdt).size();
     if seqlen == 0 {
-        return Some("v2 needs seqlen > 0".into());
+        return Some(format!("{version} needs seqlen > 0"));
     }
     if width == 0 || width > MAX_WIDTH {
-        return Some(format!("v2 needs width 1..={MAX_WIDTH} (width = {width})"));
+        return Some(format!("{version} needs width 1..={MAX_WIDTH} (width = {width})"));
     }
     if !(seqlen * es).is_multiple_of(16) {
         return Some(format!(
-            "v2 needs seqlen * {es} bytes to be a multiple of 16 (seqlen = {seqlen})"
+            "{version} needs seqlen * {es} bytes to be a multiple of 16 (seqlen = {seqlen})"
         ));
     }
     None
@@ -126,6 +128,15 @@ fn v4_ok(dim: usize) -> Option<String> {
     (!dim.is_multiple_of(4)).then(|| format!("v4 needs dim % 4 == 0 (dim = {dim})"))
 }
 
+/// v6 (channel-last, one 16-byte vector of channels per thread) needs every token row to start
+/// on a 16-byte boundary: dim * sizeof(x) % 16 == 0 (x stored as `xdt`: f32, bf16 or f16).
+fn v6_ok(xdt: DType, dim: usize) -> Option<String> {
+    let ve = 16 / xdt.size();
+    (!dim.is_multiple_of(ve)).then(|| {
+        format!("v6 needs dim % {ve} == 0 for {xdt:?} x (dim = {dim}): 16-byte token rows")
+    })
+}
+
 pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
     let x = inputs.get("x")?;
     let w = inputs.get("weight")?;
@@ -134,16 +145,17 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
     }
     let cl = reference::ops::causal_conv1d_fn::read_channel_last(p).ok()?;
     match (version, cl) {
-        ("v1" | "v2", true) => Some(format!(
-            "{version} takes layout channel_first; channel_last runs v3 / v4"
+        ("v1" | "v2" | "v5" | "v7", true) => Some(format!(
+            "{version} takes layout channel_first; channel_last runs v3 / v4 / v6"
         )),
-        ("v3" | "v4", false) => Some(format!("{version} takes layout channel_last")),
-        ("v3" | "v4", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => Some(format!(
+        ("v3" | "v4" | "v6", false) => Some(format!("{version} takes layout channel_last")),
+        ("v3" | "v4" | "v6", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => Some(format!(
             "{version} needs width 1..={MAX_WIDTH} (width = {})",
             w.shape[1]
         )),
         ("v4", true) => v4_ok(x.shape[2]),
-        ("v2", false) => v2_ok(x.dtype(), x.shape[2], w.shape[1]),
+        ("v6", true) => v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]),
+        ("v2" | "v5" | "v7", false) => v2_ok(version, x.dtype(), x.shape[2], w.shape[1]),
         _ => None,
     }
 }
@@ -172,6 +184,10 @@ pub struct FnLaunch {
 const V2_SEG_VECS: usize = 4 * 64;
 /// Tokens per v3 (channel-last) thread (CL_CHUNK in the kernel).
 const CL_CHUNK: usize = 64;
+/// Tokens per v6 chunk (V6_CHUNK in the kernel).
+const V6_CHUNK: usize = 64;
+/// 16-byte vectors a lane in a v7 span (V7_U in the kernel).
+const V7_U: usize = 4;
 
 impl FnLaunch {
     /// The leading arguments every prefill kernel takes: x, weight, bias and initial states
@@ -184,8 +200,150 @@ impl FnLaunch {
             .arg(&self.idt);
     }
 
-    /// `version`: "v1" or "v2" (channel-first pointers), "v3" (channel-last: x / out
-    /// (batch, L, dim), init / fin (batch, width-1, dim)); the caller resolves "auto".
+    /// The dtype x is stored in (its code `xdt`).
+    fn x_dtype(&self) -> DType {
+        match self.xdt {
+            0 => DType::F32,
+            1 => DType::BF16,
+            _ => DType::F16,
+        }
+    }
+
+    /// v5 with `u` (2 or 4) 16-byte vectors a lane: grid (row spans of 256 x u vectors, rows).
+    pub fn run_v5(&self, g: &Gpu, u: usize) -> Result<(), GpuError> {
+        let xd = self.x_dtype();
+        if let Some(why) = v2_ok("v5", xd, self.seqlen, self.width) {
+            return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
+        }
+        if !matches!(u, 2 | 4) {
+            return Err(GpuError::Unsupported(format!(
+                "{OP_FN} v5 is compiled for 2 or 4 vectors a lane (asked {u})"
+            )));
+        }
+        let rows = (self.batch * self.dim) as i64;
+        if rows == 0 {
+            return Ok(());
+        }
+        let (dim, l) = (self.dim as i64, self.seqlen as i64);
+        let act = (self.act == Activation::Silu) as i32;
+        let nv = self.seqlen / (16 / xd.size());
+        let gx = nv.div_ceil(256 * u) as u32;
+        let gy = (rows as u64).min(65535) as u32;
+        let name = format!(
+            "conv1d_fn_v5u{u}_{}_w{}",
+            if xd == DType::F32 { "f32" } else { "h16" },
+            self.width
+        );
+        let f = g.function("causal_conv1d", &name)?;
+        let mut a = g.stream.launch_builder(&f);
+        self.push_inputs(&mut a);
+        a.arg(&rows)
+            .arg(&dim)
+            .arg(&l)
+            .arg(&act)
+            .arg(&self.out)
+            .arg(&self.fin);
+        let c = cudarc::driver::LaunchConfig {
+            grid_dim: (gx, gy, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches conv1d_fn_v5u*; rows are 16-byte aligned (checked above), device
+        // buffers start 256-byte aligned; the kernel walks rows past gridDim.y itself.
+        unsafe { a.launch(c) }.map_err(drv("conv1d_fn_v5"))?;
+        Ok(())
+    }
+
+    /// v7: v5's spans on persistent, software-pipelined warps: as many 256-thread blocks as fit
+    /// on the SMs at once (the driver's occupancy for the kernel's registers), at most one
+    /// warp a span.
+    pub fn run_v7(&self, g: &Gpu) -> Result<(), GpuError> {
+        let xd = self.x_dtype();
+        if let Some(why) = v2_ok("v7", xd, self.seqlen, self.width) {
+            return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
+        }
+        let rows = (self.batch * self.dim) as i64;
+        if rows == 0 {
+            return Ok(());
+        }
+        let (dim, l) = (self.dim as i64, self.seqlen as i64);
+        let act = (self.act == Activation::Silu) as i32;
+        let nv = self.seqlen / (16 / xd.size());
+        let tasks = rows as u64 * nv.div_ceil(32 * V7_U) as u64;
+        let name = format!(
+            "conv1d_fn_v7_{}_w{}",
+            if xd == DType::F32 { "f32" } else { "h16" },
+            self.width
+        );
+        let f = g.function("causal_conv1d", &name)?;
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+            .map_err(|e| GpuError::Driver(format!("{name} occupancy: {e}")))?
+            .max(1) as u64;
+        let blocks = tasks.div_ceil(8).min(per_sm * g.sm_count as u64).max(1) as u32;
+        let mut a = g.stream.launch_builder(&f);
+        self.push_inputs(&mut a);
+        a.arg(&rows)
+            .arg(&dim)
+            .arg(&l)
+            .arg(&act)
+            .arg(&self.out)
+            .arg(&self.fin);
+        // SAFETY: matches conv1d_fn_v7_*; rows are 16-byte aligned (checked above), device
+        // buffers start 256-byte aligned; the warps walk the spans grid-stride.
+        unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v7"))?;
+        Ok(())
+    }
+
+    /// v6 (channel-last, one 16-byte vector of channels a thread): grid (channel vectors / 256,
+    /// batch x chunks of V6_CHUNK tokens, capped at 65535 and walked by the kernel).
+    pub fn run_v6(&self, g: &Gpu) -> Result<(), GpuError> {
+        let xd = self.x_dtype();
+        if self.width == 0 || self.width > MAX_WIDTH {
+            return Err(GpuError::Unsupported(format!(
+                "{OP_FN} v6 needs width 1..={MAX_WIDTH} (width = {})",
+                self.width
+            )));
+        }
+        if let Some(why) = v6_ok(xd, self.dim) {
+            return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
+        }
+        let dvv = self.dim / (16 / xd.size());
+        let nch = self.seqlen.div_ceil(V6_CHUNK).max(1);
+        let ys = (self.batch * nch) as u64;
+        if dvv == 0 || ys == 0 || self.batch == 0 {
+            return Ok(());
+        }
+        let (b, dim, l) = (self.batch as i64, self.dim as i64, self.seqlen as i64);
+        let act = (self.act == Activation::Silu) as i32;
+        let name = format!(
+            "conv1d_fn_v6_{}_w{}",
+            if xd == DType::F32 { "f32" } else { "h16" },
+            self.width
+        );
+        let f = g.function("causal_conv1d", &name)?;
+        let mut a = g.stream.launch_builder(&f);
+        self.push_inputs(&mut a);
+        a.arg(&b)
+            .arg(&dim)
+            .arg(&l)
+            .arg(&act)
+            .arg(&self.out)
+            .arg(&self.fin);
+        let c = cudarc::driver::LaunchConfig {
+            grid_dim: (dvv.div_ceil(256) as u32, ys.min(65535) as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: matches conv1d_fn_v6_*; x / out hold batch*L*dim, init / fin
+        // batch*(width-1)*dim values (channel-last); dim * sizeof(x) % 16 == 0 (checked above),
+        // so every token row starts 16-byte aligned; the kernel walks y past gridDim.y itself.
+        unsafe { a.launch(c) }.map_err(drv("conv1d_fn_v6"))?;
+        Ok(())
+    }
+
+    /// `version`: "v1", "v2" or "v5" (channel-first pointers), "v3", "v4" or "v6" (channel-last:
+    /// x / out (batch, L, dim), init / fin (batch, width-1, dim)); the caller resolves "auto".
     pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
         let rows = (self.batch * self.dim) as i64;
         let (dim, l) = (self.dim as i64, self.seqlen as i64);
@@ -214,12 +372,8 @@ impl FnLaunch {
                 Ok(())
             }
             "v2" => {
-                let xd = match self.xdt {
-                    0 => DType::F32,
-                    1 => DType::BF16,
-                    _ => DType::F16,
-                };
-                if let Some(why) = v2_ok(xd, self.seqlen, self.width) {
+                let xd = self.x_dtype();
+                if let Some(why) = v2_ok("v2", xd, self.seqlen, self.width) {
                     return Err(GpuError::Unsupported(format!("{OP_FN} v2: {why}")));
                 }
                 if rows == 0 {
@@ -299,10 +453,13 @@ impl FnLaunch {
                     .map_err(drv("conv1d_fn_cl"))?;
                 Ok(())
             }
+            "v5" => self.run_v5(g, 4),
+            "v6" => self.run_v6(g),
+            "v7" => self.run_v7(g),
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
-                known: "auto, v1, v2, v3, v4".into(),
+                known: "auto, v1, v2, v3, v4, v5, v6, v7".into(),
             }),
         }
     }
@@ -360,13 +517,13 @@ pub fn run_fn(
     let version = match version {
         "auto" if cl && v4_ok(dim).is_none() && width <= MAX_WIDTH => "v4",
         "auto" if cl => "v3",
-        "auto" if v2_ok(xt.dtype(), seqlen, width).is_none() => "v2",
+        "auto" if v2_ok("v2", xt.dtype(), seqlen, width).is_none() => "v2",
         "auto" => "v1",
         v => v,
     };
-    if matches!(version, "v3" | "v4") != cl {
+    if matches!(version, "v3" | "v4" | "v6") != cl {
         return Err(GpuError::Unsupported(format!(
-            "{OP_FN} {version} does not take layout {}: v1 / v2 are channel_first, v3 / v4 channel_last",
+            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 / v7 are channel_first, v3 / v4 / v6 channel_last",
             if cl { "channel_last" } else { "channel_first" }
         )));
     }
@@ -716,8 +873,12 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    for v in ["v1", "v2", "v3", "v4"] {
-        let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
+    // v5[u2]: v5 with two vectors a lane (v5 runs four).
+    for v in ["v1", "v2", "v5", "v5[u2]", "v7", "v3", "v4", "v6"] {
+        let (t, _) = crate::bench::time_launch(g, false, || match v {
+            "v5[u2]" => l.run_v5(g, 2),
+            _ => l.run(g, v),
+        })?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
             serde_json::json!({"version": v, "time": timing_json(&t), "gb_per_s": gbs,
