@@ -216,8 +216,8 @@ fn conv1d_fn_hand_cases() {
             width: 3,
             ..base
         },
-        // v7 (persistent, pipelined warps): more spans (10,200) than resident warps, so warps
-        // walk several spans; the last span of each row partial.
+        // Many rows of spans, the last span of each row partial (session 17's v7, removed,
+        // walked them with persistent warps).
         FnCase {
             batch: 2,
             dim: 300,
@@ -483,7 +483,7 @@ proptest! {
 }
 
 /// Prefill over batch*dim*L > 2^31 bf16 elements (about 4.3 GB in, 4.3 GB out): rows after the
-/// 2^31 boundary are compared with the reference (v1, v2, v5 and v7), and a guard tail after the
+/// 2^31 boundary are compared with the reference (v1, v2 and v5), and a guard tail after the
 /// output must stay untouched.
 #[test]
 #[ignore = "gpu"]
@@ -513,7 +513,7 @@ fn conv1d_fn_index_past_2_pow_31() {
     let bd = g.stream.clone_htod(&b).expect("upload b");
     const TAIL: usize = 4096;
     let guard = 0xA5A5u16;
-    for version in ["v1", "v2", "v5", "v7"] {
+    for version in ["v1", "v2", "v5"] {
         let mut out = g.alloc_raw::<u16>(n + TAIL).expect("alloc out");
         g.stream
             .memcpy_htod(&vec![guard; TAIL], &mut out.slice_mut(n..n + TAIL))

@@ -9,12 +9,21 @@
 //! consecutive threads on consecutive channels, the window sliding in registers; v1's
 //! arithmetic (the reference's bits). `v4`: v3 with 4 channels per thread (one 8- / 16-byte
 //! load and store per token, 4 tokens' loads in flight) and v2's arithmetic (FMA, fast silu),
-//! dim % 4 == 0; `auto` picks v4 for channel-last where it applies, else v3 (session 7: both
-//! compiled, not yet run on the H200). Update: `v1`, one thread per (row, channel), width <= 4.
+//! dim % 4 == 0. `v5` (session 17): v2's arithmetic and exchange on a 2-D grid (x: spans of
+//! 256 x 4 vectors of a row, y: rows), no division a thread, 4 loads a lane and lane 0's halo
+//! vector issued before any arithmetic; v2's conditions. `v6` (session 17): channel-last with one
+//! 16-byte vector of channels a thread (8 bf16 / f16, 4 f32), weights loaded once a thread, a
+//! 2-D grid (channel vectors, (batch, 64-token chunk)); needs dim * sizeof(x) % 16 == 0.
+//! `auto`: channel-first v5 where it applies, else v1; channel-last v6, else v4, else v3.
+//! Update: `v1`, one thread per (row, channel), width <= 4.
 //!
 //! Measured on the H200 (bench preset `conv1d_prefill_50k`: batch 1, 10240 channels, 50,000
-//! tokens, width 4, bf16, silu): v2 711 us (2.88 TB/s, 74% of a same-bytes device copy at
-//! 524 us), v1 6232 us. Target 520 us: not met yet.
+//! tokens, width 4, bf16, silu; session 17 calls 4-5, four runs): v5 616.5-622.2 us (84.1-84.7%
+//! of a same-bytes device copy at 522-524 us), v2 716.5-722.9, v1 ~6230; channel-last v6
+//! 863.7-870.5 us (60.2-60.5%), v4 1020.6-1023.2, v3 ~2247. Target 520 us in both layouts: not
+//! met. Measured and removed: v5 with 2 vectors a lane (696-700 us); `v7`, v5's spans on
+//! persistent warps that prefetch the next span before computing this one (706-710 us: 3 blocks
+//! an SM at 79 registers, 34% achieved occupancy, DRAM 61% under ncu).
 
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, dtype_code, DevTensor, Gpu};
@@ -33,7 +42,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: OP_FN,
-            versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7"],
+            versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6"],
             run: run_fn,
             applicable: applicable_fn,
         },
@@ -113,7 +122,9 @@ fn v2_ok(version: &str, xdt: DType, seqlen: usize, width: usize) -> Option<Strin
         return Some(format!("{version} needs seqlen > 0"));
     }
     if width == 0 || width > MAX_WIDTH {
-        return Some(format!("{version} needs width 1..={MAX_WIDTH} (width = {width})"));
+        return Some(format!(
+            "{version} needs width 1..={MAX_WIDTH} (width = {width})"
+        ));
     }
     if !(seqlen * es).is_multiple_of(16) {
         return Some(format!(
@@ -145,7 +156,7 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
     }
     let cl = reference::ops::causal_conv1d_fn::read_channel_last(p).ok()?;
     match (version, cl) {
-        ("v1" | "v2" | "v5" | "v7", true) => Some(format!(
+        ("v1" | "v2" | "v5", true) => Some(format!(
             "{version} takes layout channel_first; channel_last runs v3 / v4 / v6"
         )),
         ("v3" | "v4" | "v6", false) => Some(format!("{version} takes layout channel_last")),
@@ -155,7 +166,7 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
         )),
         ("v4", true) => v4_ok(x.shape[2]),
         ("v6", true) => v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]),
-        ("v2" | "v5" | "v7", false) => v2_ok(version, x.dtype(), x.shape[2], w.shape[1]),
+        ("v2" | "v5", false) => v2_ok(version, x.dtype(), x.shape[2], w.shape[1]),
         _ => None,
     }
 }
@@ -186,8 +197,8 @@ const V2_SEG_VECS: usize = 4 * 64;
 const CL_CHUNK: usize = 64;
 /// Tokens per v6 chunk (V6_CHUNK in the kernel).
 const V6_CHUNK: usize = 64;
-/// 16-byte vectors a lane in a v7 span (V7_U in the kernel).
-const V7_U: usize = 4;
+/// 16-byte vectors a lane in v5 (U in the kernel's name).
+const V5_U: usize = 4;
 
 impl FnLaunch {
     /// The leading arguments every prefill kernel takes: x, weight, bias and initial states
@@ -209,16 +220,12 @@ impl FnLaunch {
         }
     }
 
-    /// v5 with `u` (2 or 4) 16-byte vectors a lane: grid (row spans of 256 x u vectors, rows).
-    pub fn run_v5(&self, g: &Gpu, u: usize) -> Result<(), GpuError> {
+    /// v5: grid (row spans of 256 x V5_U 16-byte vectors, rows).
+    pub fn run_v5(&self, g: &Gpu) -> Result<(), GpuError> {
+        let u = V5_U;
         let xd = self.x_dtype();
         if let Some(why) = v2_ok("v5", xd, self.seqlen, self.width) {
             return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
-        }
-        if !matches!(u, 2 | 4) {
-            return Err(GpuError::Unsupported(format!(
-                "{OP_FN} v5 is compiled for 2 or 4 vectors a lane (asked {u})"
-            )));
         }
         let rows = (self.batch * self.dim) as i64;
         if rows == 0 {
@@ -251,47 +258,6 @@ impl FnLaunch {
         // SAFETY: matches conv1d_fn_v5u*; rows are 16-byte aligned (checked above), device
         // buffers start 256-byte aligned; the kernel walks rows past gridDim.y itself.
         unsafe { a.launch(c) }.map_err(drv("conv1d_fn_v5"))?;
-        Ok(())
-    }
-
-    /// v7: v5's spans on persistent, software-pipelined warps: as many 256-thread blocks as fit
-    /// on the SMs at once (the driver's occupancy for the kernel's registers), at most one
-    /// warp a span.
-    pub fn run_v7(&self, g: &Gpu) -> Result<(), GpuError> {
-        let xd = self.x_dtype();
-        if let Some(why) = v2_ok("v7", xd, self.seqlen, self.width) {
-            return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
-        }
-        let rows = (self.batch * self.dim) as i64;
-        if rows == 0 {
-            return Ok(());
-        }
-        let (dim, l) = (self.dim as i64, self.seqlen as i64);
-        let act = (self.act == Activation::Silu) as i32;
-        let nv = self.seqlen / (16 / xd.size());
-        let tasks = rows as u64 * nv.div_ceil(32 * V7_U) as u64;
-        let name = format!(
-            "conv1d_fn_v7_{}_w{}",
-            if xd == DType::F32 { "f32" } else { "h16" },
-            self.width
-        );
-        let f = g.function("causal_conv1d", &name)?;
-        let per_sm = f
-            .occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
-            .map_err(|e| GpuError::Driver(format!("{name} occupancy: {e}")))?
-            .max(1) as u64;
-        let blocks = tasks.div_ceil(8).min(per_sm * g.sm_count as u64).max(1) as u32;
-        let mut a = g.stream.launch_builder(&f);
-        self.push_inputs(&mut a);
-        a.arg(&rows)
-            .arg(&dim)
-            .arg(&l)
-            .arg(&act)
-            .arg(&self.out)
-            .arg(&self.fin);
-        // SAFETY: matches conv1d_fn_v7_*; rows are 16-byte aligned (checked above), device
-        // buffers start 256-byte aligned; the warps walk the spans grid-stride.
-        unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v7"))?;
         Ok(())
     }
 
@@ -453,13 +419,12 @@ impl FnLaunch {
                     .map_err(drv("conv1d_fn_cl"))?;
                 Ok(())
             }
-            "v5" => self.run_v5(g, 4),
+            "v5" => self.run_v5(g),
             "v6" => self.run_v6(g),
-            "v7" => self.run_v7(g),
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
-                known: "auto, v1, v2, v3, v4, v5, v6, v7".into(),
+                known: "auto, v1, v2, v3, v4, v5, v6".into(),
             }),
         }
     }
@@ -515,15 +480,20 @@ pub fn run_fn(
     };
     let act = activation(p, OP_FN)?;
     let version = match version {
+        // Session 17 (H200, Super prefill): v6 864-871 us vs v4 1021-1023; v5 617-622 vs v2
+        // 717-723.
+        "auto" if cl && width <= MAX_WIDTH && v6_ok(gpu_float_dtype(xt.dtype()), dim).is_none() => {
+            "v6"
+        }
         "auto" if cl && v4_ok(dim).is_none() && width <= MAX_WIDTH => "v4",
         "auto" if cl => "v3",
-        "auto" if v2_ok("v2", xt.dtype(), seqlen, width).is_none() => "v2",
+        "auto" if v2_ok("v5", xt.dtype(), seqlen, width).is_none() => "v5",
         "auto" => "v1",
         v => v,
     };
     if matches!(version, "v3" | "v4" | "v6") != cl {
         return Err(GpuError::Unsupported(format!(
-            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 / v7 are channel_first, v3 / v4 / v6 channel_last",
+            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 are channel_first, v3 / v4 / v6 channel_last",
             if cl { "channel_last" } else { "channel_first" }
         )));
     }
@@ -873,12 +843,8 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    // v5[u2]: v5 with two vectors a lane (v5 runs four).
-    for v in ["v1", "v2", "v5", "v5[u2]", "v7", "v3", "v4", "v6"] {
-        let (t, _) = crate::bench::time_launch(g, false, || match v {
-            "v5[u2]" => l.run_v5(g, 2),
-            _ => l.run(g, v),
-        })?;
+    for v in ["v1", "v2", "v5", "v3", "v4", "v6"] {
+        let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
             serde_json::json!({"version": v, "time": timing_json(&t), "gb_per_s": gbs,
