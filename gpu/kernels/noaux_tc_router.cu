@@ -1925,128 +1925,10 @@ __device__ __forceinline__ float router_v17_guess(float g, u32& g2) {
     return f;
 }
 
-// The probed candidates (flags, total in [k, 32]; every candidate has L >= thr, every other
-// expert L < hi): compaction, exact sigmoids, the 32-bit sort and the check. Returns false
-// (having written nothing but ce) when a key falls outside the window (or is NaN) or the
-// k-th key is below chk = fl_up(hi + 2^-9); else the winners into wi / ws and their s over
-// the row. (thr and hi bracket v17's f16 guess by its rounding, below.)
-template <int VEC, int SIG>
-__device__ __forceinline__ bool router_v15_one_slot(float* row, int logits_dt,
-                                                    const float* __restrict__ bsh, u32 flags,
-                                                    int total, float thr, float chk, int k,
-                                                    int* ce, int* wi, float* ws) {
-    const int lane = threadIdx.x & 31;
-    u32 pos = router_v15_excl_scan((u32)__popc(flags));
-    const u32 lane16 = (u32)lane << 4;
-    while (flags) {
-        u32 j;
-        asm("bfind.u32 %0, %1;" : "=r"(j) : "r"(flags));
-        flags ^= 1u << j;
-        ce[pos++] = (int)(lane16 | j);
-    }
-    __syncwarp();
-    int e0 = 0;
-    float s0 = 0.0f, key = thr;
-    if (lane < total) {
-        const u32 code = (u32)ce[lane], j = code & 15u;
-        e0 = (int)((((j / VEC) * 32u + (code >> 4)) * VEC) | (j % VEC));
-        s0 = router_v11_sigmoid<SIG>(router_v9_row_logit<VEC>(row, e0, logits_dt));
-        key = __fadd_rn(s0, bsh[e0]);
-    }
-    const u32 base = router_f32_ord(thr);
-    const u32 d = router_f32_ord(key) - base;  // NaN key: ord 0xffc00000.., never fits
-    if (!__all_sync(DUET_FULL_MASK, d < 0x7fffffu)) return false;
-    u32 p = lane < total ? ((d + 1u) << 9) | (u32)(511 - e0) : 0u;
-    p = router_v15_sort_desc<u32>(p);
-    const u32 dk = (__shfl_sync(DUET_FULL_MASK, p, k - 1) >> 9) - 1u;
-    if (dk < router_f32_ord(chk) - base) return false;  // warp-uniform
-    // f32 rows: a lane has read only row[e0] (its own candidate) since the barrier above, so
-    // no other lane's read to wait for. bf16 / f16 rows: s (4 bytes at float index e0)
-    // covers the 2-byte logits 2 e0 and 2 e0 + 1, which other lanes may still be reading.
-    if (VEC == 8) __syncwarp();
-    if (lane < total) row[e0] = s0;
-    __syncwarp();
-    if (lane < k) {
-        const int w = 511 - (int)(p & 511u);
-        wi[lane] = w;
-        ws[lane] = row[w];
-    }
-    return true;
-}
-
-// v17 / v18's token: the f16 probe and the row guess for every token (no state between
-// tokens).
-template <int N, int VEC, int KT, int SIG>
-__device__ __forceinline__ void router_v17_token(float* row, int logits_dt,
-                                                 const float* __restrict__ bsh,
-                                                 const float* __restrict__ clo, bool bias_fit,
-                                                 i64 t, int k, double r, int norm, int norm_mode,
-                                                 int* __restrict__ out_idx,
-                                                 float* __restrict__ out_w, int* ce, int* wi,
-                                                 float* ws) {
-    if (KT > 0) k = KT;
-    float L[N];
-    float unused0, unused1, unused2;
-    router_v9_filter<N, VEC, false, false, false, false>(row, logits_dt, clo, L, unused0,
-                                                         unused1, unused2);
-    u32 h[N / 2];
-    router_v17_pack<N>(L, h);
-    bool done = false;
-    if (bias_fit) {
-        const int mid = (k + 32) >> 1;
-        // A guess from the token's own row: m = the lanes' maxima of L in 2^-16 fixed point
-        // (|L| < 2^9 by the bias premise), their mean and maximum by integer warp reductions
-        // (warp-uniform, unlike a float butterfly sum); g = mean - 0.1 (max - mean), steps of
-        // 0.012 (max - mean) an expert (D = 0.3 (max - mean)). Simulated (iid normal logits of
-        // sd 1.4 / 2 / 3, biases N(0, 0.1), k = 22, v8's L): the first probe lands in [k, 32]
-        // with the check passing for 81-85% of the tokens, 98.5-98.9% within three probes
-        // (1.13 - 1.20 probes a token); v12's carried guess: ~53% at the first probe.
-        float lm = L[0];
-#pragma unroll
-        for (int j = 1; j < N; ++j) lm = fmaxf(lm, L[j]);
-        const int q = __float2int_rn(lm * 65536.0f);  // |q| < 2^25; NaN -> 0
-        const float mean =
-            (float)__reduce_add_sync(DUET_FULL_MASK, q) * (1.0f / (32.0f * 65536.0f));
-        const float spread =
-            __fsub_rn((float)__reduce_max_sync(DUET_FULL_MASK, q) * (1.0f / 65536.0f), mean);
-        float gg = __fmaf_rn(-0.1f, spread, mean);
-        const float stepc = ROUTER_V12_C * (0.3f * spread);
-#pragma unroll 1
-        for (int p = 0; p < 3; ++p) {
-            if (!(fabsf(gg) >= 0x1p-75f && fabsf(gg) <= 512.0f)) break;  // NaN too
-            u32 g2;
-            const float gh = router_v17_guess(gg, g2);
-            const float m = __fmaf_ru(fabsf(gh), 0x1p-11f, 0x1p-25f);
-            const float lo = __fsub_rd(gh, m);
-            const float hi = __fadd_ru(gh, m);
-            const u32 flags = router_v17_mask<N>(h, g2);
-            const int total = (int)__reduce_add_sync(DUET_FULL_MASK, (u32)__popc(flags));
-            if (total >= k && total <= 32) {
-                done = router_v15_one_slot<VEC, SIG>(row, logits_dt, bsh, flags, total, lo,
-                                                     __fadd_ru(hi, ROUTER_V8_W), k, ce, wi, ws);
-                break;
-            }
-            gg = __fmaf_rn(stepc, (float)(total - mid), gg);
-        }
-    }
-    if (!done) {
-        // v11's path on L recomputed (the f32 L need not stay live), with its NaN screen
-        // (max.NaN into lmax).
-        router_v9_filter<N, VEC, false, false, false, false>(row, logits_dt, clo, L, unused0,
-                                                             unused1, unused2);
-        float lmax = __uint_as_float(0xff800000u), lmax2 = lmax;  // -inf
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-            lmax2 = fmaxf(lmax2, fminf(lmax, L[j]));
-            lmax = router_fmax_nan(lmax, L[j]);
-        }
-        const bool slow = !bias_fit || __any_sync(DUET_FULL_MASK, lmax != lmax);
-        router_v11_select<N, VEC, KT, SIG>(row, logits_dt, bsh, L, lmax, lmax2, slow, k, ce, wi,
-                                           ws);
-    }
-    router_warp_finish<KT>(t, k, r, norm, norm_mode, wi, ws, out_idx, out_w);
-    __syncwarp();  // the row buffer and wi / ws are free for the next token
-}
+// v17 (session 16; its kernels removed in session 17: v18, the same arithmetic at shared
+// addresses, was faster at every T in calls 2-3) walked router_v11_walk with a token function
+// on generic shared pointers (router_v17_token) and router_v15_one_slot; v18 keeps their
+// arithmetic (router_v18_token, router_v18_one_slot).
 
 // v18 (session 17): v17 with its shared memory addressed through two registers. ncu (session
 // 16 call 4, session 17 call 1): of v17's ~552 instructions a token, ~30 rebuild shared
@@ -2163,6 +2045,11 @@ __device__ __forceinline__ void router_v18_filter(u32 srow, u32 sclo, int logits
     }
 }
 
+// The probed candidates (flags, total in [k, 32]; every candidate has L >= thr, every other
+// expert L < hi): compaction, exact sigmoids, the 32-bit sort and the check. Returns false
+// (having written nothing but ce) when a key falls outside the window (or is NaN) or the
+// k-th key is below chk = fl_up(hi + 2^-9); else the winners into wi / ws and their s over
+// the row. (thr and hi bracket the f16 guess by its rounding.) Session 16's
 // router_v15_one_slot at shared addresses: srow the staged row, sw the warp's struct, sbsh
 // the biases.
 template <int N, int VEC, int SIG>
@@ -2203,7 +2090,7 @@ __device__ __forceinline__ bool router_v18_one_slot(u32 srow, u32 sw, u32 sbsh, 
     p = router_v15_sort_desc<u32>(p);
     const u32 dk = (__shfl_sync(DUET_FULL_MASK, p, k - 1) >> 9) - 1u;
     if (dk < router_f32_ord(chk) - base) return false;  // warp-uniform
-    // As router_v15_one_slot: bf16 / f16 rows wait for the other lanes' reads of the logits
+    // bf16 / f16 rows wait for the other lanes' reads of the logits
     // that s (4 bytes at float index e0) overwrites.
     if (VEC == 8) __syncwarp();
     if ((int)lane < total) router_stsf(srow + (u32)e0 * 4u, s0);
@@ -2386,7 +2273,7 @@ __device__ __forceinline__ void router_v11_issue_row(const void* __restrict__ lo
     duet_cp_async_commit();
 }
 
-// v11 / v12 / v17 (V): v9's persistent walk; the next row's cp.async source advances by the
+// v11 / v12 (V): v9's persistent walk; the next row's cp.async source advances by the
 // grid's stride. v12 carries its guess (g, D) from token to token.
 template <int N, int VEC, int KT, int SIG, int V>
 __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits, int logits_dt,
@@ -2421,10 +2308,7 @@ __device__ __forceinline__ void router_v11_walk(const void* __restrict__ logits,
             duet_cp_async_wait<0>();
         }
         __syncwarp();  // every lane's chunks of row t have landed
-        if (V >= 17)
-            router_v17_token<N, VEC, KT, SIG>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm,
-                                              norm_mode, out_idx, out_w, ce, wi, ws);
-        else if (V >= 12)
+        if (V >= 12)
             router_v12_token<N, VEC, KT, SIG>(row, logits_dt, bsh, clo, bias_fit, t, k, r, norm,
                                               norm_mode, out_idx, out_w, ce, wi, ws, g, D);
         else
@@ -2496,10 +2380,6 @@ ROUTER_V11_MODES(12, 8, 0, )
 ROUTER_V11_MODES(12, 16, 0, )
 ROUTER_V11_MODES(12, 8, 22, _k22)
 ROUTER_V11_MODES(12, 16, 22, _k22)
-ROUTER_V11_MODES(17, 8, 0, )
-ROUTER_V11_MODES(17, 16, 0, )
-ROUTER_V11_MODES(17, 8, 22, _k22)
-ROUTER_V11_MODES(17, 16, 22, _k22)
 ROUTER_V18(8, 0, , 0)
 ROUTER_V18(8, 0, , 1)
 ROUTER_V18(8, 0, , 3)

@@ -117,8 +117,8 @@ pub struct RouterVersions<'a>(pub Option<&'a [String]>);
 /// Every router version the router presets know: `auto` (the version the op picks for this T),
 /// the op's versions and the diagnostic variants (timed only when named).
 const ROUTER_BENCH_VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v17",
-    "v18", "v9n", "v7p",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v18",
+    "v9n", "v7p",
 ];
 
 pub fn router(g: &Gpu, tokens: usize, rv: RouterVersions) -> Result<serde_json::Value, GpuError> {

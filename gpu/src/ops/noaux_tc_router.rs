@@ -4,10 +4,10 @@
 //! only for the candidates of an approximate-sigmoid filter (E = 256 or 512, one group,
 //! k <= 32, 16-byte aligned logits); v5-v18 variants of v4 (v9: persistent warps, rows staged
 //! in shared memory; v11: v9 with a compact hot path and a cheaper exact sigmoid; v12: v11
-//! with a guessed and checked threshold; v17: v12 with fewer instructions a token, guessing
-//! each token's threshold from its own row, probing on f16 pairs (session 16's v15, between
-//! the two, was removed in session 17); v18: v17 with the tokens spread evenly over the
-//! blocks); `auto` picks by T
+//! with a guessed and checked threshold; v18: v12 with fewer instructions a token, guessing
+//! each token's threshold from its own row, probing on f16 pairs, its shared memory addressed
+//! through two pinned 32-bit shared addresses (sessions 16-17; v15 and v17, its steps there,
+//! were removed in session 17); `auto` picks by T
 //! ([`auto_version`]). Every version
 //! accepts every sigmoid mode (`tanh`, `exp`, `tanh_f32`) and is bit-exact with the reference.
 
@@ -30,7 +30,7 @@ const V4_N: &[usize] = &[8, 16];
 /// Every version `run` knows (the op registry in gpu/src/ops/mod.rs lists the ones
 /// `duet check --backend gpu` runs).
 pub const VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v17", "v18",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v18",
 ];
 
 fn v4_ok(experts: usize, c: &RouterConfig) -> Option<String> {
@@ -147,7 +147,7 @@ pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<Strin
     match version {
         "v2" => v2_ok(experts, &c),
         "v3" => v3_ok(experts, &c),
-        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v17" | "v18" => {
+        "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v18" => {
             v4_ok(experts, &c)
         }
         "v1" if experts > V1_MAX_E => Some(format!("v1 needs E <= {V1_MAX_E} (E = {experts})")),
@@ -260,13 +260,13 @@ impl Launch {
             Some(p) => format!("{p}_n{}_k22", self.experts / 32),
             None => format!("{prefix}_n{}", self.experts / 32),
         };
-        if ["router_v11", "router_v12", "router_v17", "router_v18"]
+        if ["router_v11", "router_v12", "router_v18"]
             .iter()
             .any(|v| prefix.starts_with(v))
         {
             if sig_mode == 2 {
                 return Err(GpuError::Unsupported(format!(
-                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 / v17 / v18 kernel"
+                    "{prefix}: the bench-only f32 tanhf sigmoid has no v11 / v12 / v18 kernel"
                 )));
             }
             name.push_str(&format!("_s{sig_mode}"));
@@ -414,8 +414,8 @@ impl Launch {
                 unsafe { a.launch(cfg(self.tokens as u32, p as u32, smem as u32)) }
                     .map_err(|e| GpuError::Driver(format!("launch router_v3: {e}")))?;
             }
-            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v17" | "v18"
-            | "v9n" | "v7p" => {
+            "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" | "v18" | "v9n"
+            | "v7p" => {
                 if let Some(why) = v4_ok(self.experts, c) {
                     return Err(GpuError::Unsupported(why));
                 }
@@ -441,15 +441,12 @@ impl Launch {
                         self.experts
                     )));
                 }
-                let prefix = if matches!(
-                    version,
-                    "v9" | "v10" | "v11" | "v12" | "v17" | "v18" | "v9n"
-                ) && k == 22
-                {
-                    format!("router_{version}_k22")
-                } else {
-                    format!("router_{version}")
-                };
+                let prefix =
+                    if matches!(version, "v9" | "v10" | "v11" | "v12" | "v18" | "v9n") && k == 22 {
+                        format!("router_{version}_k22")
+                    } else {
+                        format!("router_{version}")
+                    };
                 self.launch_warp_per_token(
                     g,
                     &prefix,
@@ -458,7 +455,7 @@ impl Launch {
                     (k, r, norm, norm_mode, sig),
                     matches!(
                         version,
-                        "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v17" | "v18" | "v9n"
+                        "v5" | "v6" | "v9" | "v10" | "v11" | "v12" | "v18" | "v9n"
                     ),
                 )?;
             }
