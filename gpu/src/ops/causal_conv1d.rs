@@ -211,6 +211,44 @@ impl FnLaunch {
             .arg(&self.idt);
     }
 
+    /// Launches `name`, a prefill kernel of causal_conv1d.cu taking (x, xdt, weight, wdt, bias,
+    /// bdt, init, idt, lead, dim, L, act, out, fin) (every version but v1), on `grid` blocks of
+    /// 256 threads. `lead`: rows (batch x dim) for the channel-first kernels, batch for the
+    /// channel-last ones.
+    ///
+    /// # Safety
+    /// The caller has checked the kernel's conditions on the shapes (width, alignment) and that
+    /// this launch's device buffers hold the shapes in the module doc; the kernels walk any
+    /// work past the grid themselves.
+    unsafe fn launch_prefill(
+        &self,
+        g: &Gpu,
+        name: &str,
+        lead: i64,
+        grid: (u32, u32),
+    ) -> Result<(), GpuError> {
+        let (dim, l) = (self.dim as i64, self.seqlen as i64);
+        let act = (self.act == Activation::Silu) as i32;
+        let f = g.function("causal_conv1d", name)?;
+        let mut a = g.stream.launch_builder(&f);
+        self.push_inputs(&mut a);
+        a.arg(&lead)
+            .arg(&dim)
+            .arg(&l)
+            .arg(&act)
+            .arg(&self.out)
+            .arg(&self.fin);
+        let c = cudarc::driver::LaunchConfig {
+            grid_dim: (grid.0, grid.1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the argument list above is the kernel's (this function's contract); the
+        // caller vouches for the shapes and buffers.
+        unsafe { a.launch(c) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+        Ok(())
+    }
+
     /// The dtype x is stored in (its code `xdt`).
     fn x_dtype(&self) -> DType {
         match self.xdt {
@@ -231,8 +269,6 @@ impl FnLaunch {
         if rows == 0 {
             return Ok(());
         }
-        let (dim, l) = (self.dim as i64, self.seqlen as i64);
-        let act = (self.act == Activation::Silu) as i32;
         let nv = self.seqlen / (16 / xd.size());
         let gx = nv.div_ceil(256 * u) as u32;
         let gy = (rows as u64).min(65535) as u32;
@@ -241,24 +277,10 @@ impl FnLaunch {
             if xd == DType::F32 { "f32" } else { "h16" },
             self.width
         );
-        let f = g.function("causal_conv1d", &name)?;
-        let mut a = g.stream.launch_builder(&f);
-        self.push_inputs(&mut a);
-        a.arg(&rows)
-            .arg(&dim)
-            .arg(&l)
-            .arg(&act)
-            .arg(&self.out)
-            .arg(&self.fin);
-        let c = cudarc::driver::LaunchConfig {
-            grid_dim: (gx, gy, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: matches conv1d_fn_v5u*; rows are 16-byte aligned (checked above), device
-        // buffers start 256-byte aligned; the kernel walks rows past gridDim.y itself.
-        unsafe { a.launch(c) }.map_err(drv("conv1d_fn_v5"))?;
-        Ok(())
+        // SAFETY: conv1d_fn_v5u* takes launch_prefill's arguments with lead = rows; rows are
+        // 16-byte aligned (checked above), device buffers start 256-byte aligned; the kernel
+        // walks rows past gridDim.y itself.
+        unsafe { self.launch_prefill(g, &name, rows, (gx, gy)) }
     }
 
     /// v6 (channel-last, one 16-byte vector of channels a thread): grid (channel vectors / 256,
@@ -280,32 +302,17 @@ impl FnLaunch {
         if dvv == 0 || ys == 0 || self.batch == 0 {
             return Ok(());
         }
-        let (b, dim, l) = (self.batch as i64, self.dim as i64, self.seqlen as i64);
-        let act = (self.act == Activation::Silu) as i32;
         let name = format!(
             "conv1d_fn_v6_{}_w{}",
             if xd == DType::F32 { "f32" } else { "h16" },
             self.width
         );
-        let f = g.function("causal_conv1d", &name)?;
-        let mut a = g.stream.launch_builder(&f);
-        self.push_inputs(&mut a);
-        a.arg(&b)
-            .arg(&dim)
-            .arg(&l)
-            .arg(&act)
-            .arg(&self.out)
-            .arg(&self.fin);
-        let c = cudarc::driver::LaunchConfig {
-            grid_dim: (dvv.div_ceil(256) as u32, ys.min(65535) as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: matches conv1d_fn_v6_*; x / out hold batch*L*dim, init / fin
-        // batch*(width-1)*dim values (channel-last); dim * sizeof(x) % 16 == 0 (checked above),
-        // so every token row starts 16-byte aligned; the kernel walks y past gridDim.y itself.
-        unsafe { a.launch(c) }.map_err(drv("conv1d_fn_v6"))?;
-        Ok(())
+        let grid = (dvv.div_ceil(256) as u32, ys.min(65535) as u32);
+        // SAFETY: conv1d_fn_v6_* takes launch_prefill's arguments with lead = batch; x / out
+        // hold batch*L*dim, init / fin batch*(width-1)*dim values (channel-last); dim *
+        // sizeof(x) % 16 == 0 (checked above), so every token row starts 16-byte aligned; the
+        // kernel walks y past gridDim.y itself.
+        unsafe { self.launch_prefill(g, &name, self.batch as i64, grid) }
     }
 
     /// `version`: "v1", "v2" or "v5" (channel-first pointers), "v3", "v4" or "v6" (channel-last:
@@ -354,19 +361,9 @@ impl FnLaunch {
                     if xd == DType::F32 { "f32" } else { "h16" },
                     self.width
                 );
-                let f = g.function("causal_conv1d", &name)?;
-                let mut a = g.stream.launch_builder(&f);
-                self.push_inputs(&mut a);
-                a.arg(&rows)
-                    .arg(&dim)
-                    .arg(&l)
-                    .arg(&act)
-                    .arg(&self.out)
-                    .arg(&self.fin);
-                // SAFETY: matches conv1d_fn_v2_*; rows are 16-byte aligned (checked above) and
-                // device buffers start 256-byte aligned.
-                unsafe { a.launch(cfg(blocks, 256, 0)) }.map_err(drv("conv1d_fn_v2"))?;
-                Ok(())
+                // SAFETY: conv1d_fn_v2_* takes launch_prefill's arguments with lead = rows; rows
+                // are 16-byte aligned (checked above) and device buffers start 256-byte aligned.
+                unsafe { self.launch_prefill(g, &name, rows, (blocks, 1)) }
             }
             "v3" | "v4" => {
                 // Channel-last: x / out (batch, L, dim), init / fin (batch, width-1, dim); v3
@@ -400,24 +397,14 @@ impl FnLaunch {
                 } else {
                     format!("conv1d_fn_cl_w{}", self.width)
                 };
-                let f = g.function("causal_conv1d", &name)?;
-                let b = self.batch as i64;
-                let mut a = g.stream.launch_builder(&f);
-                self.push_inputs(&mut a);
-                a.arg(&b)
-                    .arg(&dim)
-                    .arg(&l)
-                    .arg(&act)
-                    .arg(&self.out)
-                    .arg(&self.fin);
-                // SAFETY: matches conv1d_fn_cl_w* / conv1d_fn_cl4_*; x / out hold batch*L*dim,
-                // init / fin batch*(width-1)*dim values of their dtypes (channel-last),
-                // grid-stride over batch x chunks x channel groups; v4: dim % 4 == 0, so every
-                // token row starts 8- (16-bit) or 16-byte (f32) aligned (device buffers start
-                // 256-byte aligned).
-                unsafe { a.launch(cfg(grid_for(g, total, 256), 256, 0)) }
-                    .map_err(drv("conv1d_fn_cl"))?;
-                Ok(())
+                // SAFETY: conv1d_fn_cl_w* / conv1d_fn_cl4_* take launch_prefill's arguments with
+                // lead = batch; x / out hold batch*L*dim, init / fin batch*(width-1)*dim values
+                // of their dtypes (channel-last), grid-stride over batch x chunks x channel
+                // groups; v4: dim % 4 == 0, so every token row starts 8- (16-bit) or 16-byte
+                // (f32) aligned (device buffers start 256-byte aligned).
+                unsafe {
+                    self.launch_prefill(g, &name, self.batch as i64, (grid_for(g, total, 256), 1))
+                }
             }
             "v5" => self.run_v5(g),
             "v6" => self.run_v6(g),
