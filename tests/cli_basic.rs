@@ -641,3 +641,35 @@ fn bench_compare_shows_the_graph_edges_of_two_engine_runs() {
     assert_eq!(&eng[1..3], ["1.224", "1.243"], "{t}");
     assert!(row("gpu-engine: host us", "download").len() >= 4, "{t}");
 }
+
+/// `duet bench` names the code that ran: the git revision the binary was built from (build.rs
+/// embeds it), which is also what a checkout at that commit reports; the GPU machine's copy of
+/// the tree keeps an older HEAD, so the run-time HEAD is not used where the build knew it.
+#[test]
+fn bench_json_names_the_revision_the_binary_was_built_from() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("b.json");
+    let o = duet(&[
+        "bench",
+        "philox",
+        "--reps",
+        "1",
+        "--max-seconds",
+        "0.05",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("bench JSON");
+    assert!(
+        j["results"].as_array().is_some_and(|r| !r.is_empty()),
+        "{j}"
+    );
+    let rev = j["git_revision"].as_str().expect("git_revision");
+    match option_env!("DUET_GIT_REV") {
+        Some(built) => assert_eq!(rev, built),
+        // Built outside a git checkout: the run-time lookup (which then also fails).
+        None => assert_eq!(rev, "unknown"),
+    }
+}

@@ -119,7 +119,11 @@ fn kernel_resources_json() -> serde_json::Value {
     serde_json::json!({"arch": arch, "files": out})
 }
 
+/// The git revision the binary was built from (build.rs), else the checkout's HEAD at run time.
 fn git_rev() -> String {
+    if let Some(rev) = option_env!("DUET_GIT_REV") {
+        return rev.to_string();
+    }
     std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
