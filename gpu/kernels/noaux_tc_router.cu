@@ -1962,25 +1962,12 @@ struct router_v18_smem {
 
 // Shared-memory access at a 32-bit shared address (volatile with a memory clobber: program
 // order with __syncwarp and the generic accesses of the fallback is kept).
-__device__ __forceinline__ float4 router_lds128(u32 a) {
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(a)
-                 : "memory");
-    return v;
-}
 __device__ __forceinline__ uint4 router_lds128u(u32 a) {
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "r"(a)
                  : "memory");
-    return v;
-}
-__device__ __forceinline__ float router_ldsf(u32 a) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
     return v;
 }
 __device__ __forceinline__ u32 router_ldsu(u32 a) {
@@ -1993,12 +1980,17 @@ __device__ __forceinline__ u16 router_lds16(u32 a) {
     asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a) : "memory");
     return v;
 }
-__device__ __forceinline__ void router_stsf(u32 a, float v) {
-    asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory");
-}
 __device__ __forceinline__ void router_stsu(u32 a, u32 v) {
     asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
+// The f32 forms: the same 32-bit accesses, reinterpreted (no conversion instruction).
+__device__ __forceinline__ float4 router_lds128(u32 a) {
+    const uint4 u = router_lds128u(a);
+    return make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z),
+                       __uint_as_float(u.w));
+}
+__device__ __forceinline__ float router_ldsf(u32 a) { return __uint_as_float(router_ldsu(a)); }
+__device__ __forceinline__ void router_stsf(u32 a, float v) { router_stsu(a, __float_as_uint(v)); }
 // A value the compiler must keep (it cannot recompute it: the asm is opaque).
 __device__ __forceinline__ u32 router_pin(u32 v) {
     asm volatile("" : "+r"(v));
