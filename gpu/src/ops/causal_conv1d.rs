@@ -249,6 +249,17 @@ impl FnLaunch {
         Ok(())
     }
 
+    /// The kernel `{stem}_{f32|h16}_w{width}`: the 16-byte-vector kernels come per x storage
+    /// (f32, or bf16 / f16 sharing one kernel that takes xdt) and per filter width.
+    fn kernel_name(&self, stem: &str) -> String {
+        let s = if self.x_dtype() == DType::F32 {
+            "f32"
+        } else {
+            "h16"
+        };
+        format!("{stem}_{s}_w{}", self.width)
+    }
+
     /// The dtype x is stored in (its code `xdt`).
     fn x_dtype(&self) -> DType {
         match self.xdt {
@@ -272,11 +283,7 @@ impl FnLaunch {
         let nv = self.seqlen / (16 / xd.size());
         let gx = nv.div_ceil(256 * u) as u32;
         let gy = (rows as u64).min(65535) as u32;
-        let name = format!(
-            "conv1d_fn_v5u{u}_{}_w{}",
-            if xd == DType::F32 { "f32" } else { "h16" },
-            self.width
-        );
+        let name = self.kernel_name(&format!("conv1d_fn_v5u{u}"));
         // SAFETY: conv1d_fn_v5u* takes launch_prefill's arguments with lead = rows; rows are
         // 16-byte aligned (checked above), device buffers start 256-byte aligned; the kernel
         // walks rows past gridDim.y itself.
@@ -299,14 +306,10 @@ impl FnLaunch {
         let dvv = self.dim / (16 / xd.size());
         let nch = self.seqlen.div_ceil(V6_CHUNK).max(1);
         let ys = (self.batch * nch) as u64;
-        if dvv == 0 || ys == 0 || self.batch == 0 {
+        if dvv == 0 || ys == 0 {
             return Ok(());
         }
-        let name = format!(
-            "conv1d_fn_v6_{}_w{}",
-            if xd == DType::F32 { "f32" } else { "h16" },
-            self.width
-        );
+        let name = self.kernel_name("conv1d_fn_v6");
         let grid = (dvv.div_ceil(256) as u32, ys.min(65535) as u32);
         // SAFETY: conv1d_fn_v6_* takes launch_prefill's arguments with lead = batch; x / out
         // hold batch*L*dim, init / fin batch*(width-1)*dim values (channel-last); dim *
@@ -356,11 +359,7 @@ impl FnLaunch {
                 let nv = self.seqlen / ve;
                 let tasks = (self.batch * self.dim) as u64 * nv.div_ceil(V2_SEG_VECS) as u64;
                 let blocks = tasks.div_ceil(8).min(g.sm_count as u64 * 32).max(1) as u32;
-                let name = format!(
-                    "conv1d_fn_v2_{}_w{}",
-                    if xd == DType::F32 { "f32" } else { "h16" },
-                    self.width
-                );
+                let name = self.kernel_name("conv1d_fn_v2");
                 // SAFETY: conv1d_fn_v2_* takes launch_prefill's arguments with lead = rows; rows
                 // are 16-byte aligned (checked above) and device buffers start 256-byte aligned.
                 unsafe { self.launch_prefill(g, &name, rows, (blocks, 1)) }
@@ -389,11 +388,7 @@ impl FnLaunch {
                     return Ok(());
                 }
                 let name = if v4 {
-                    format!(
-                        "conv1d_fn_cl4_{}_w{}",
-                        if self.xdt == 0 { "f32" } else { "h16" },
-                        self.width
-                    )
+                    self.kernel_name("conv1d_fn_cl4")
                 } else {
                     format!("conv1d_fn_cl_w{}", self.width)
                 };
