@@ -33,6 +33,22 @@ ncu_src_router() {
         "$B/duet" bench --backend gpu --shape router_t32768 --versions "$1" --out /tmp/ncu_bench.json
     run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/r$1.ncu-rep" --page source --csv --print-source sass
 }
+# run_conv_presets: the Super conv1d prefill preset (every version), twice.
+run_conv_presets() {
+    local i
+    for i in 1 2; do
+        run "bench-conv-$i" 150 "$B/duet" bench --backend gpu --shape conv1d_prefill_50k \
+            --out "$OUT/bench_conv_$i.json"
+    done
+}
+# ncu_conv KERNEL: ncu (speed of light, memory, occupancy, warp states, launch) on one launch of
+# the conv1d kernel KERNEL inside the conv1d_prefill_50k preset.
+ncu_conv() {
+    run "ncu-$1" 120 "$ncu" --clock-control none -k "regex:^$1" -c 1 --section SpeedOfLight \
+        --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+        --section LaunchStats "$B/duet" bench --backend gpu --shape conv1d_prefill_50k \
+        --out /tmp/ncu_bench.json
+}
 pack() {
     cd "$OUT" && tar -czf /tmp/all2.tgz --exclude=all.tgz . && mv /tmp/all2.tgz all.tgz
     ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf

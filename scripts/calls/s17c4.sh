@@ -7,14 +7,9 @@
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh t:mamba_conv1d:400
 . scripts/calls/lib.sh
-for i in 1 2; do
-    run "bench-conv-$i" 150 "$B/duet" bench --backend gpu --shape conv1d_prefill_50k --out "$OUT/bench_conv_$i.json"
-done
+run_conv_presets
 for k in conv1d_fn_v2_h16_w4 conv1d_fn_v5u4_h16_w4 conv1d_fn_cl4_h16_w4 conv1d_fn_v6_h16_w4; do
-    run "ncu-$k" 120 "$ncu" --clock-control none -k "regex:^$k" -c 1 --section SpeedOfLight \
-        --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-        --section LaunchStats "$B/duet" bench --backend gpu --shape conv1d_prefill_50k \
-        --out /tmp/ncu_bench.json
+    ncu_conv "$k"
 done
 CHK_LIMIT=120 SAN_LIMIT=200 scripts/device-session.sh chk:causal_conv1d_fn memcheck:causal_conv1d_fn
 pack

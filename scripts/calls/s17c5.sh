@@ -6,13 +6,7 @@
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh t:mamba_conv1d:400
 . scripts/calls/lib.sh
-for i in 1 2; do
-    run "bench-conv-$i" 150 "$B/duet" bench --backend gpu --shape conv1d_prefill_50k --out "$OUT/bench_conv_$i.json"
-done
-k=conv1d_fn_v7_h16_w4
-run "ncu-$k" 120 "$ncu" --clock-control none -k "regex:^$k" -c 1 --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-    --section LaunchStats "$B/duet" bench --backend gpu --shape conv1d_prefill_50k \
-    --out /tmp/ncu_bench.json
+run_conv_presets
+ncu_conv conv1d_fn_v7_h16_w4
 SAN_LIMIT=200 scripts/device-session.sh memcheck:causal_conv1d_fn
 pack
