@@ -433,3 +433,513 @@ SSD_STATE(64, 128)
 SSD_SCAN(32, 64)
 SSD_SCAN(64, 32)
 SSD_SCAN(64, 64)
+
+// ==== v2: the scan on the tensor cores, states kept on chip (bf16 x / B / C, headdim 64,
+// dstate 128, chunk 128); two kernels ====
+// ssd2_tok: one warp per (batch, chunk, head) writes the chunk's per-token table (dt', the
+// chunk-local cumsum of dt' A, state weights, inter-chunk factors, sequence starts) into a
+// workspace record (Ssd2Tok). Its cumsum is a warp scan (4 tokens a lane, then across lanes):
+// associated differently from the reference's running sum (ulps of cs).
+// ssd2_fused: one block per (batch, head) walks the chunks in order with the head's state S
+// [64 p][128 n] in registers (f32): chunk states never go through memory. 256 threads: warps
+// 0-3 own the output rows (warp y: the 16-row blocks y and 7 - y, 9 of the 36 causal 16 x 16
+// tiles of C·B each), warps 4-7 the state (warp 4 + s: p rows 16 s .. 16 s + 15, every n).
+// Per chunk:
+//   y rows:  acc  = C_i · bf16(S_prev)^T                        (mma, K = n)
+//            acc *= exp(cs_i)            (0 where seq_i differs from the sequence S belongs to)
+//            G    = C_i · B_s^T          per 16 x 16 tile s <= i  (mma, K = n; exact products)
+//            M    = G exp(cs_i - cs_s) dt'_s  (s <= i, same sequence), split in registers into
+//                   bf16 hi + lo (the accumulator-to-operand layout), acc += M · x_s (two mma)
+//            y    = acc + D x, times silu(z); stored as bf16
+//   state:   dS   = (x · w)^T · B, w_l = exp(cs_last - cs_l) dt'_l (0 outside the last
+//                   token's sequence); x · w split into bf16 hi + lo (two mma)
+//            S    = decay S + dS  (decay = exp(cs_last), 0 when the chunk starts a sequence)
+// The splits keep ~16 mantissa bits of M and x · w: M rounded once to bf16 gave y an NMSE of
+// 6.5e-6 and single elements past the bf16 tolerance on the H200 (session 18, call 1); S
+// rounded to bf16 for the inter-chunk product costs ~2e-7 (a numpy model of both).
+// C, B, x and the token table of the next chunk stream into the other half of a two-stage
+// shared-memory ring (cp.async) while this one is computed. ldmatrix rows are padded by 16
+// bytes (conflict-free).
+#define SSD2_Q 128
+#define SSD2_P 64
+#define SSD2_N 128
+#define SSD2_BC_ROW 272  // bytes: 128 bf16 + 16
+#define SSD2_X_ROW 144   // bytes: 64 bf16 + 16
+#define SSD2_BC_BYTES (SSD2_Q * SSD2_BC_ROW)
+#define SSD2_X_BYTES (SSD2_Q * SSD2_X_ROW)
+
+struct Ssd2Tok {
+    float dtp[SSD2_Q];  // dt' (0 past the chunk's end)
+    float cs2[SSD2_Q];  // chunk-local cumsum of dt' A, times log2(e)
+    float w[SSD2_Q];    // state weights exp(cs_last - cs_l) dt'_l (0 outside the last sequence)
+    float ein[SSD2_Q];  // exp(cs_i) where token i continues the incoming state's sequence, else 0
+    int seg0[SSD2_Q];   // first token of token i's sequence inside the chunk
+    float decay;        // exp(cs_last), 0 when the chunk's last sequence differs from S's
+    float pad[3];
+};
+#define SSD2_TOK_BYTES 2576
+
+struct Ssd2Stage {
+    unsigned char c[SSD2_BC_BYTES];
+    unsigned char b[SSD2_BC_BYTES];
+    unsigned char x[SSD2_X_BYTES];
+    Ssd2Tok tok;
+};
+
+#define SSD2_XCH_ROW 68  // floats: the inter-chunk part [128 i][64 p], padded rows
+struct Ssd2Smem {
+    Ssd2Stage st[2];
+    float xch[SSD2_Q * SSD2_XCH_ROW];
+};
+static_assert(sizeof(Ssd2Tok) == SSD2_TOK_BYTES, "SSD2_TOK_BYTES");
+static_assert(sizeof(Ssd2Smem) == 216096, "V2_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
+
+__device__ __forceinline__ u32 ssd2_smem_u32(const void* p) {
+    return (u32)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void ssd2_ldsm4(u32 a, u32* r) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ssd2_ldsm4t(u32 a, u32* r) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+__device__ __forceinline__ void ssd2_mma(float* c, const u32* a, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two f32 -> bf16x2 (round to nearest even): lo in the low half.
+__device__ __forceinline__ u32 ssd2_pack(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// (f0, f1) = hi + lo with hi, lo bf16x2: ~16 mantissa bits of each value.
+__device__ __forceinline__ void ssd2_split(float f0, float f1, u32& hi, u32& lo) {
+    hi = ssd2_pack(f0, f1);
+    lo = ssd2_pack(f0 - __uint_as_float(hi << 16), f1 - __uint_as_float(hi & 0xffff0000u));
+}
+__device__ __forceinline__ float ssd2_ex2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// grid.x = ceil(B * nc * H / 8), 256 threads: warp -> (b, c, h) record, h fastest.
+extern "C" __global__ void __launch_bounds__(256)
+    ssd2_tok(const void* dt, int dtdt, const void* A, int adt, const void* dt_bias, int dbdt,
+             const i64* seq, SsdDims s, int softplus, float dt_min, float dt_max, Ssd2Tok* out) {
+    const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+    const i64 rec = (i64)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (rec >= s.B * nc * s.H) return;
+    const int lane = threadIdx.x & 31;
+    const i64 h = rec % s.H, bc = rec / s.H, c = bc % nc, b = bc / nc;
+    const i64 t0 = c * SSD2_Q;
+    const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+    const float a = load_as_f32(A, h, adt);
+    const float bias = dt_bias ? load_as_f32(dt_bias, h, dbdt) : 0.0f;
+    // The sequence the incoming state belongs to: the previous token's (0 before the first).
+    const i64 prev = (seq && c > 0) ? seq[b * s.L + t0 - 1] : 0;
+    float v[4], pre[4];
+    i64 q[4];
+    float run = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int t = 4 * lane + k;
+        float x = 0.0f;
+        q[k] = 0;
+        if (t < qc) {
+            x = load_as_f32(dt, (b * s.L + t0 + t) * s.H + h, dtdt) + bias;
+            if (softplus && x <= 20.0f) x = log1pf(expf(x));
+            x = fminf(fmaxf(x, dt_min), dt_max);
+            if (seq) q[k] = seq[b * s.L + t0 + t];
+        }
+        v[k] = x;
+        run = run + x * a;
+        pre[k] = run;
+    }
+    float incl = run;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const float o = __shfl_up_sync(DUET_FULL_MASK, incl, off);
+        if (lane >= off) incl = incl + o;
+    }
+    float excl = __shfl_up_sync(DUET_FULL_MASK, incl, 1);
+    if (lane == 0) excl = 0.0f;
+    float cs[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) cs[k] = excl + pre[k];
+    // The last token's cumsum and sequence id.
+    const int tl = qc - 1, kl = tl & 3;
+    const float csl_k = kl == 0 ? cs[0] : kl == 1 ? cs[1] : kl == 2 ? cs[2] : cs[3];
+    const float cs_last = __shfl_sync(DUET_FULL_MASK, csl_k, tl >> 2);
+    const i64 q_last = seq ? seq[b * s.L + t0 + tl] : 0;
+    // Sequence starts: the latest t' <= t with seq[t'] != seq[t' - 1] (or 0).
+    const i64 q_before = (seq && lane > 0 && 4 * lane - 1 < qc) ? seq[b * s.L + t0 + 4 * lane - 1] : 0;
+    bool mk[4];
+    int mark = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int t = 4 * lane + k;
+        const i64 qp = k == 0 ? q_before : q[k - 1];
+        mk[k] = t > 0 && t < qc && q[k] != qp;
+        if (mk[k]) mark = t;
+    }
+    int mx = mark;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int o = __shfl_up_sync(DUET_FULL_MASK, mx, off);
+        if (lane >= off) mx = max(mx, o);
+    }
+    int seg = __shfl_up_sync(DUET_FULL_MASK, mx, 1);
+    if (lane == 0) seg = 0;
+    float4 o_dtp, o_cs2, o_w, o_ein;
+    int4 o_seg;
+    float* pd = &o_dtp.x;
+    float* pc = &o_cs2.x;
+    float* pw = &o_w.x;
+    float* pe = &o_ein.x;
+    int* ps = &o_seg.x;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int t = 4 * lane + k;
+        if (mk[k]) seg = t;
+        const bool in = t < qc;
+        const float cv = in ? cs[k] : cs_last;
+        pd[k] = v[k];
+        pc[k] = cv * 1.4426950408889634f;
+        pw[k] = (in && q[k] == q_last) ? expf(cs_last - cv) * v[k] : 0.0f;
+        pe[k] = (in && q[k] == prev) ? expf(cv) : 0.0f;
+        ps[k] = in ? seg : t;
+    }
+    Ssd2Tok* tk = out + rec;
+    reinterpret_cast<float4*>(tk->dtp)[lane] = o_dtp;
+    reinterpret_cast<float4*>(tk->cs2)[lane] = o_cs2;
+    reinterpret_cast<float4*>(tk->w)[lane] = o_w;
+    reinterpret_cast<float4*>(tk->ein)[lane] = o_ein;
+    reinterpret_cast<int4*>(tk->seg0)[lane] = o_seg;
+    if (lane == 0) {
+        tk->decay = q_last == prev ? expf(cs_last) : 0.0f;
+        tk->pad[0] = tk->pad[1] = tk->pad[2] = 0.0f;
+    }
+}
+
+// All threads: cp.async of chunk c's C, B (group g), x (head h) and token table into a stage;
+// rows past the sequence are zero-filled.
+__device__ __forceinline__ void ssd2_load_stage(Ssd2Stage* st, const u16* x, const u16* Bm,
+                                                const u16* Cm, const Ssd2Tok* tok,
+                                                const SsdDims& s, i64 b, i64 h, i64 g, i64 c,
+                                                int tid) {
+    const i64 t0 = c * SSD2_Q;
+    const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+    // C and B: 128 rows x 16 segments of 16 bytes; this thread: rows r0 + 16 k, segment sg.
+    {
+        const int r0 = tid >> 4, sg = tid & 15;
+        const i64 rs = s.G * SSD2_N;
+        const i64 off = ((b * s.L + t0 + r0) * s.G + g) * SSD2_N + sg * 8;
+        const u16* cp = Cm + off;
+        const u16* bp = Bm + off;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const int r = r0 + 16 * k;
+            const bool ok = r < qc;
+            const i64 d = ok ? 16LL * k * rs : 0;
+            duet_cp_async16_zfill(st->c + r * SSD2_BC_ROW + sg * 16, (ok ? cp : Cm) + d, ok);
+            duet_cp_async16_zfill(st->b + r * SSD2_BC_ROW + sg * 16, (ok ? bp : Bm) + d, ok);
+        }
+    }
+    // x: 128 rows x 8 segments; rows r0 + 32 k.
+    {
+        const int r0 = tid >> 3, sg = tid & 7;
+        const i64 rs = s.H * SSD2_P;
+        const u16* xp = x + ((b * s.L + t0 + r0) * s.H + h) * SSD2_P + sg * 8;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int r = r0 + 32 * k;
+            const bool ok = r < qc;
+            duet_cp_async16_zfill(st->x + r * SSD2_X_ROW + sg * 16, ok ? xp + 32LL * k * rs : x, ok);
+        }
+    }
+    // The token table: 161 segments of 16 bytes.
+    if (tid < SSD2_TOK_BYTES / 16) {
+        const unsigned char* src = reinterpret_cast<const unsigned char*>(tok) + tid * 16;
+        duet_cp_async16(reinterpret_cast<unsigned char*>(&st->tok) + tid * 16, src);
+    }
+}
+
+// Warps 0-3, one 16-row block: the intra-chunk part into acc, then (after barrier 1 when
+// `wait`: the state warps have written the inter-chunk part) the epilogue adds the inter-chunk
+// part from `xch` and D x, gates with silu(z) and stores bf16 pairs.
+__device__ __forceinline__ void ssd2_intra(const Ssd2Stage* st, const float* xch, int rb,
+                                           int qc, bool wait, const float* dv, const void* z,
+                                           int zdt, u16* y, i64 ybase, i64 yrow, int lane) {
+    const int i0 = rb * 16;
+    const int g = lane >> 2, t = lane & 3;
+    const u32 cs_a = ssd2_smem_u32(st->c), bs_a = ssd2_smem_u32(st->b);
+    const u32 xs_a = ssd2_smem_u32(st->x);
+    u32 ca[8][4];
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+        ssd2_ldsm4(cs_a + (i0 + (lane & 15)) * SSD2_BC_ROW + (kk * 16 + (lane >> 4) * 8) * 2,
+                   ca[kk]);
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    const Ssd2Tok& tk = st->tok;
+    const int ia = i0 + g, ib = i0 + g + 8;
+    const float c2a = tk.cs2[ia], c2b = tk.cs2[ib];
+    const int sga = tk.seg0[ia], sgb = tk.seg0[ib];
+    // One 16-column tile of G at a time; G's K loop in two halves (4 chains).
+    for (int sb = 0; sb <= rb; ++sb) {
+        const int s0 = sb * 16;
+        float gt[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) gt[j][0] = gt[j][1] = gt[j][2] = gt[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int k2 = kk + 4 * hf;
+                u32 bb[4];
+                ssd2_ldsm4(bs_a + (s0 + (lane & 7) + ((lane >> 4) << 3)) * SSD2_BC_ROW +
+                               (k2 * 16 + ((lane >> 3) & 1) * 8) * 2,
+                           bb);
+                ssd2_mma(gt[2 * hf], ca[k2], bb[0], bb[1]);
+                ssd2_mma(gt[2 * hf + 1], ca[k2], bb[2], bb[3]);
+            }
+        }
+        u32 mh[4], ml[4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int sc = s0 + 8 * j + 2 * t;
+            const float2 c2s = *reinterpret_cast<const float2*>(&tk.cs2[sc]);
+            const float2 dts = *reinterpret_cast<const float2*>(&tk.dtp[sc]);
+            const float g0 = gt[j][0] + gt[2 + j][0], g1 = gt[j][1] + gt[2 + j][1];
+            const float g2 = gt[j][2] + gt[2 + j][2], g3 = gt[j][3] + gt[2 + j][3];
+            const float m0 = (sc <= ia && sc >= sga) ? g0 * ssd2_ex2(c2a - c2s.x) * dts.x : 0.0f;
+            const float m1 =
+                (sc + 1 <= ia && sc + 1 >= sga) ? g1 * ssd2_ex2(c2a - c2s.y) * dts.y : 0.0f;
+            const float m2 = (sc <= ib && sc >= sgb) ? g2 * ssd2_ex2(c2b - c2s.x) * dts.x : 0.0f;
+            const float m3 =
+                (sc + 1 <= ib && sc + 1 >= sgb) ? g3 * ssd2_ex2(c2b - c2s.y) * dts.y : 0.0f;
+            ssd2_split(m0, m1, mh[2 * j], ml[2 * j]);
+            ssd2_split(m2, m3, mh[2 * j + 1], ml[2 * j + 1]);
+        }
+        u32 xb[4][4];
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp)
+            ssd2_ldsm4t(xs_a + (s0 + (lane & 7) + ((lane >> 3) & 1) * 8) * SSD2_X_ROW +
+                            (jp * 16 + (lane >> 4) * 8) * 2,
+                        xb[jp]);
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+            ssd2_mma(acc[2 * jp], mh, xb[jp][0], xb[jp][1]);
+            ssd2_mma(acc[2 * jp + 1], mh, xb[jp][2], xb[jp][3]);
+        }
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+            ssd2_mma(acc[2 * jp], ml, xb[jp][0], xb[jp][1]);
+            ssd2_mma(acc[2 * jp + 1], ml, xb[jp][2], xb[jp][3]);
+        }
+    }
+    if (wait) asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    // Epilogue: + inter-chunk part, + D x, silu(z) gate, bf16 stores (pairs of p).
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int i = hf ? ib : ia;
+        if (i >= qc) continue;
+        const i64 row = ybase + (i64)i * yrow;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int p = 8 * j + 2 * t;
+            const u32 xv = *reinterpret_cast<const u32*>(st->x + i * SSD2_X_ROW + p * 2);
+            const float2 in = *reinterpret_cast<const float2*>(xch + i * SSD2_XCH_ROW + p);
+            float v0 = (acc[j][2 * hf] + in.x) + dv[2 * j] * bf16_to_f32((u16)(xv & 0xffff));
+            float v1 = (acc[j][2 * hf + 1] + in.y) + dv[2 * j + 1] * bf16_to_f32((u16)(xv >> 16));
+            if (z) {
+                const float z0 = load_as_f32(z, row + p, zdt), z1 = load_as_f32(z, row + p + 1, zdt);
+                v0 = v0 * (z0 / (1.0f + expf(-z0)));
+                v1 = v1 * (z1 / (1.0f + expf(-z1)));
+            }
+            *reinterpret_cast<u32*>(y + row + p) = (u32)f32_to_bf16(v0) | ((u32)f32_to_bf16(v1) << 16);
+        }
+    }
+}
+
+// Warps 4-7: dS for p rows 16 sw .. 16 sw + 15 (every n), then S = decay S + dS, and bf16(S)
+// into the next chunk's S buffer.
+__device__ __forceinline__ void ssd2_state(const Ssd2Stage* st, float* xch, int sw,
+                                           float (*S)[4], int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const u32 bs_a = ssd2_smem_u32(st->b), xs_a = ssd2_smem_u32(st->x);
+    const u32 cs_a = ssd2_smem_u32(st->c);
+    // Inter-chunk part, transposed: X[p][i] = (S_hi + S_lo)[p][:] . C_i (S's accumulator
+    // tiles are the A operand's layout), times exp(cs_i); into xch[i][p] for the row warps.
+    {
+        float xi[16][4];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) xi[j][0] = xi[j][1] = xi[j][2] = xi[j][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            u32 ah[4], al[4];
+            ssd2_split(S[2 * kk][0], S[2 * kk][1], ah[0], al[0]);
+            ssd2_split(S[2 * kk][2], S[2 * kk][3], ah[1], al[1]);
+            ssd2_split(S[2 * kk + 1][0], S[2 * kk + 1][1], ah[2], al[2]);
+            ssd2_split(S[2 * kk + 1][2], S[2 * kk + 1][3], ah[3], al[3]);
+#pragma unroll
+            for (int ji = 0; ji < 8; ++ji) {
+                u32 bb[4];
+                ssd2_ldsm4(cs_a + (ji * 16 + (lane & 7) + ((lane >> 4) << 3)) * SSD2_BC_ROW +
+                               (kk * 16 + ((lane >> 3) & 1) * 8) * 2,
+                           bb);
+                ssd2_mma(xi[2 * ji], ah, bb[0], bb[1]);
+                ssd2_mma(xi[2 * ji + 1], ah, bb[2], bb[3]);
+                ssd2_mma(xi[2 * ji], al, bb[0], bb[1]);
+                ssd2_mma(xi[2 * ji + 1], al, bb[2], bb[3]);
+            }
+        }
+        const Ssd2Tok& tk = st->tok;
+        const int pa = 16 * sw + g;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int i = 8 * j + 2 * t;
+            const float2 e = *reinterpret_cast<const float2*>(&tk.ein[i]);
+            xch[i * SSD2_XCH_ROW + pa] = xi[j][0] * e.x;
+            xch[(i + 1) * SSD2_XCH_ROW + pa] = xi[j][1] * e.y;
+            xch[i * SSD2_XCH_ROW + pa + 8] = xi[j][2] * e.x;
+            xch[(i + 1) * SSD2_XCH_ROW + pa + 8] = xi[j][3] * e.y;
+        }
+    }
+    asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    float dS[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) dS[j][0] = dS[j][1] = dS[j][2] = dS[j][3] = 0.0f;
+    const Ssd2Tok& tk = st->tok;
+#pragma unroll 1
+    for (int kk = 0; kk < 8; ++kk) {
+        u32 xa[4];
+        ssd2_ldsm4t(xs_a + (kk * 16 + (lane & 7) + (lane >> 4) * 8) * SSD2_X_ROW +
+                        (16 * sw + ((lane >> 3) & 1) * 8) * 2,
+                    xa);
+        const float2 w01 = *reinterpret_cast<const float2*>(&tk.w[kk * 16 + 2 * t]);
+        const float2 w89 = *reinterpret_cast<const float2*>(&tk.w[kk * 16 + 2 * t + 8]);
+        u32 hi[4], lo[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const float2 w = r < 2 ? w01 : w89;
+            ssd2_split(bf16_to_f32((u16)(xa[r] & 0xffff)) * w.x, bf16_to_f32((u16)(xa[r] >> 16)) * w.y,
+                       hi[r], lo[r]);
+        }
+        u32 bb[8][4];
+#pragma unroll
+        for (int jn = 0; jn < 8; ++jn)
+            ssd2_ldsm4t(bs_a + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SSD2_BC_ROW +
+                            (jn * 16 + (lane >> 4) * 8) * 2,
+                        bb[jn]);
+#pragma unroll
+        for (int jn = 0; jn < 8; ++jn) {
+            ssd2_mma(dS[2 * jn], hi, bb[jn][0], bb[jn][1]);
+            ssd2_mma(dS[2 * jn + 1], hi, bb[jn][2], bb[jn][3]);
+        }
+#pragma unroll
+        for (int jn = 0; jn < 8; ++jn) {
+            ssd2_mma(dS[2 * jn], lo, bb[jn][0], bb[jn][1]);
+            ssd2_mma(dS[2 * jn + 1], lo, bb[jn][2], bb[jn][3]);
+        }
+    }
+    const float d = tk.decay;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S[j][e] = d * S[j][e] + dS[j][e];
+}
+
+// grid.x = B * H (head fastest: the heads of a group run side by side and share C / B in L2).
+// tok: ssd2_tok's records (B, nc, H). Dynamic shared memory: sizeof(Ssd2Smem).
+extern "C" __global__ void __launch_bounds__(256, 1)
+    ssd2_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states) {
+    extern __shared__ __align__(16) unsigned char ssd2_raw[];
+    Ssd2Smem* sm = reinterpret_cast<Ssd2Smem*>(ssd2_raw);
+    const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+    const i64 g = h / (s.H / s.G);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int gl = lane >> 2, tl = lane & 3;
+    const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+    float S[16][4];
+    float dv[16];
+    const int sw = warp - 4;
+    if (warp >= 4) {
+        // Initial state into registers and bf16 S buffer 0.
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int n = 8 * j + 2 * tl;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int p = 16 * sw + gl + 8 * (e >> 1);
+                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n + (e & 1);
+                S[j][e] = init ? load_as_f32(init, at, idt) : 0.0f;
+            }
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int p = 8 * j + 2 * tl;
+            dv[2 * j] = Dm ? load_as_f32(Dm, h * SSD2_P + p, ddt) : 0.0f;
+            dv[2 * j + 1] = Dm ? load_as_f32(Dm, h * SSD2_P + p + 1, ddt) : 0.0f;
+        }
+    }
+    const Ssd2Tok* tok_bh = tok + b * nc * s.H + h;  // chunk c: tok_bh + c * H
+    if (nc > 0) {
+        ssd2_load_stage(&sm->st[0], x, Bm, Cm, tok_bh, s, b, h, g, 0, tid);
+        duet_cp_async_commit();
+    }
+    const i64 yrow = s.H * SSD2_P;
+    for (i64 c = 0; c < nc; ++c) {
+        const int cur = (int)(c & 1);
+        if (c + 1 < nc) {
+            ssd2_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
+                            c + 1, tid);
+            duet_cp_async_commit();
+            duet_cp_async_wait<1>();
+        } else {
+            duet_cp_async_wait<0>();
+        }
+        __syncthreads();
+        const Ssd2Stage* st = &sm->st[cur];
+        const i64 t0 = c * SSD2_Q;
+        const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+        if (warp < 4) {
+            const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
+            // Row blocks warp and 7 - warp; barrier 1 exactly once a chunk.
+            const int rb0 = warp, rb1 = 7 - warp;
+            if (rb0 * 16 < qc)
+                ssd2_intra(st, sm->xch, rb0, qc, true, dv, z, zdt, y, ybase, yrow, lane);
+            else
+                asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            if (rb1 * 16 < qc)
+                ssd2_intra(st, sm->xch, rb1, qc, false, dv, z, zdt, y, ybase, yrow, lane);
+        } else {
+            ssd2_state(st, sm->xch, sw, S, lane);
+        }
+        __syncthreads();
+    }
+    if (warp >= 4) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int n = 8 * j + 2 * tl;
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int p = 16 * sw + gl + 8 * hf;
+                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
+                *reinterpret_cast<float2*>(final_states + at) = make_float2(S[j][2 * hf], S[j][2 * hf + 1]);
+            }
+        }
+    }
+}

@@ -326,6 +326,7 @@ pub fn preset_versions(
         // Mamba (gpu/src/ops/{causal_conv1d,ssd_chunk_scan}.rs): prefill batch 1, 50,000 tokens.
         "conv1d_prefill_50k" => ops::causal_conv1d::bench_prefill(&g, 1, 10240, 50_000, 4),
         "ssd_50k" => ops::ssd_chunk_scan::bench_scan(&g, 1, 50_000, 128, 64, 8, 128, 128, false),
+        "ssd_4k" => ops::ssd_chunk_scan::bench_scan(&g, 1, 4096, 128, 64, 8, 128, 128, false),
         "ssd_50k_sweep" => ops::ssd_chunk_scan::bench_scan(&g, 1, 50_000, 128, 64, 8, 128, 128, true),
         "ssu_b1_bf16" => ops::selective_state_update::bench_super(&g, 1, DType::BF16),
         "ssu_b64_bf16" => ops::selective_state_update::bench_super(&g, 64, DType::BF16),
@@ -354,7 +355,7 @@ pub fn preset_versions(
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_4k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"
         ))),
     }
 }

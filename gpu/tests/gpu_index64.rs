@@ -18,6 +18,7 @@
 //! | `router_logits_past_2_pow_31` | logits 4,194,344 x 512 bf16 (4.3 GB) | rows 2^22-8.., 0..8 | 15 / 5 GB |
 //! | `nvfp4_quantize_past_2_pow_31` | x 524,352 x 4096 bf16 (4.3 GB) | rows 2^19-8.., codes + scales | 15 / 6 GB |
 //! | `ssd_chunk_scan_past_2_pow_31` | x / y (83,890, 100, 4, 64) bf16 (4.3 GB each) | batch 83,884.., 0..2 | 20 / 17 GB |
+//! | `ssd_chunk_scan_v2_past_2_pow_31` | x / y (83,890, 200, 2, 64), B / C (83,890, 200, 1, 128) bf16 (4.3 GB each), v2 only | batch 83,884.., 0..2 | 30 / 18 GB |
 //! | `moe_finalize_past_2_pow_31` | expert_out 2,097,408 x 1024 bf16 (4.3 GB) | tokens T-64.., 0..8 | 15 / 7 GB |
 //! | `moe_expert_gemm2_past_2_pow_31` | x NVFP4 1,048,688 x 2048 (fp4 elements past 2^31; 1.1 GB of codes); w2 NVFP4 2049 x 1024 x 2048 (2.1 GB of codes: the last expert starts at byte 2^31); out f32 (4.3 GB) | rows 2^20-32.., 0..16 | 15 / 8 GB |
 //! | `philox_past_2_pow_31` | counter / out (2^29+64) x 4 u32 (8.6 GB each) | rows 2^29-8.., 0..8 | 45 / 22 GB |
@@ -280,10 +281,34 @@ fn nvfp4_quantize_past_2_pow_31() {
 #[test]
 #[ignore = "gpu"]
 fn ssd_chunk_scan_past_2_pow_31() {
-    // seqlen 100 = one full chunk of 64 + a partial one; 4 heads in 2 groups.
-    let (l, h, p, ng, n, chunk) = (100usize, 4usize, 64usize, 2usize, 16usize, 64usize);
+    // seqlen 100 = one full chunk of 64 + a partial one; 4 heads in 2 groups; every version.
+    ssd_past_2_pow_31(100, 4, 2, 16, 64, true, None);
+}
+
+/// v2 (the fused tensor-core kernel) at its compiled head shape: seqlen 200 = one chunk of 128
+/// and a partial one, 2 heads in 1 group, headdim 64, dstate 128 (x, B and C all pass element
+/// 2^31 near the end: 83,890 x 200 x 2 x 64 and 83,890 x 200 x 1 x 128).
+#[test]
+#[ignore = "gpu"]
+fn ssd_chunk_scan_v2_past_2_pow_31() {
+    ssd_past_2_pow_31(200, 2, 1, 128, 128, false, Some("v2"));
+}
+
+/// `ssd_chunk_scan` on a batch whose last entries start past element 2^31 of x / y (bf16,
+/// headdim 64), against the reference on those entries and the first two; `only`: one version,
+/// else every version that takes the inputs.
+fn ssd_past_2_pow_31(
+    l: usize,
+    h: usize,
+    ng: usize,
+    n: usize,
+    chunk: usize,
+    init: bool,
+    only: Option<&str>,
+) {
+    let p = 64usize;
     let per = l * h * p; // x / y elements per batch entry
-    let boundary = (1usize << 31) / per; // the batch entry holding element 2^31 (83,886)
+    let boundary = (1usize << 31) / per; // the batch entry holding element 2^31
     let b = boundary + 4;
     assert!((b * per) as u64 > 1u64 << 31);
     let mut r = Rng::new(11);
@@ -295,10 +320,12 @@ fn ssd_chunk_scan_past_2_pow_31() {
     );
     big.insert("B".into(), bf16_cycled(&mut r, &[b, l, ng, n], 0.5));
     big.insert("C".into(), bf16_cycled(&mut r, &[b, l, ng, n], 0.5));
-    big.insert(
-        "initial_states".into(),
-        f32_cycled(&r.normal_vec(ODD_TILE, 1.0), &[b, h, p, n]),
-    );
+    if init {
+        big.insert(
+            "initial_states".into(),
+            f32_cycled(&r.normal_vec(ODD_TILE, 1.0), &[b, h, p, n]),
+        );
+    }
     big.insert(
         "A".into(),
         Tensor::from_f32(&[h], r.uniform_vec(h, -2.0, -0.2)),
@@ -331,10 +358,26 @@ fn ssd_chunk_scan_past_2_pow_31() {
     let want_head = reference_on("ssd_chunk_scan", &slice(0, 2), &sets);
     // The tolerance of the mamba_ssd.rs tests (`by_dtype`): y bf16, final_states f32.
     let tol = |w: &Tensor| Tolerance::for_dtype(w.dtype());
-    let ran = each_version("ssd_chunk_scan", &big, &sets, |v, got| {
+    let check = |v: &str, got: &TensorMap| {
         check_rows_tol(&format!("ssd {v}"), &want, got, lo, hi, &tol);
         check_rows_tol(&format!("ssd {v} head"), &want_head, got, 0, 2, &tol);
-    });
+    };
+    let ran = match only {
+        Some(v) => {
+            let g = common::gpu();
+            let gop = gpu::ops::find("ssd_chunk_scan").expect("gpu op");
+            let t0 = Instant::now();
+            let got = gpu::ops::run_version(&g, &gop, v, &big, &sets, &Default::default())
+                .unwrap_or_else(|e| panic!("ssd_chunk_scan {v}: {e}"));
+            check(v, &got);
+            eprintln!(
+                "ssd_chunk_scan {v}: matches ({:.1} s)",
+                t0.elapsed().as_secs_f64()
+            );
+            1
+        }
+        None => each_version("ssd_chunk_scan", &big, &sets, check),
+    };
     eprintln!(
         "ssd_chunk_scan: {ran} versions, batch {b} x ({l}, {h}, {p}) bf16, entries {lo}..{hi} \
          past element 2^31 match"

@@ -7,7 +7,7 @@
 mod mamba_common;
 
 use compare::gen::Rng;
-use mamba_common::{by_dtype, check_all_versions, sets, table_cases};
+use mamba_common::{by_dtype, check_all_versions, sets, table_cases, versions_for};
 use proptest::prelude::*;
 use reference::{DType, Tensor, TensorMap};
 
@@ -223,6 +223,135 @@ fn ssd_hand_cases() {
     eprintln!("{OP}: {} hand cases, {runs} kernel runs", cases.len());
 }
 
+/// v2 (one fused tensor-core kernel) at its compiled head shape: headdim 64, dstate 128, chunk
+/// 128, bf16 x / B / C. Ragged lengths, every option, sequence boundaries inside and across
+/// chunks, a sequence id that never matches the initial state's; every case also runs v1 /
+/// tuned / auto (check_all_versions), and each must have run v2.
+const V2: Case = Case {
+    batch: 2,
+    seqlen: 300,
+    nheads: 4,
+    headdim: 64,
+    ngroups: 2,
+    dstate: 128,
+    chunk: 128,
+    x: DType::BF16,
+    d: DMode::Full,
+    z: true,
+    dt_bias: true,
+    softplus: true,
+    init: true,
+    seq_every: 0,
+    seq_start: 0,
+};
+
+fn v2_cases() -> Vec<Case> {
+    vec![
+        V2,
+        Case {
+            seq_every: 40,
+            ..V2
+        },
+        Case {
+            seq_every: 7,
+            seqlen: 260,
+            ..V2
+        },
+        Case {
+            seq_every: 150,
+            seq_start: 1,
+            ..V2
+        },
+        Case {
+            seqlen: 128,
+            batch: 1,
+            ..V2
+        },
+        Case {
+            seqlen: 129,
+            batch: 3,
+            ..V2
+        },
+        Case { seqlen: 1, ..V2 },
+        Case { seqlen: 0, ..V2 },
+        Case {
+            seqlen: 1000,
+            d: DMode::None,
+            z: false,
+            init: false,
+            ..V2
+        },
+        Case {
+            nheads: 8,
+            ngroups: 1,
+            d: DMode::Head,
+            softplus: false,
+            dt_bias: false,
+            ..V2
+        },
+        Case {
+            nheads: 3,
+            ngroups: 3,
+            seqlen: 517,
+            seq_every: 90,
+            ..V2
+        },
+    ]
+}
+
+#[test]
+#[ignore = "gpu"]
+fn ssd_v2_hand_cases() {
+    let mut runs = 0;
+    for (i, c) in v2_cases().iter().enumerate() {
+        let inp = inputs(c, 900 + i as u64);
+        let vs = versions_for(OP, &inp, &params(c));
+        assert!(vs.contains(&"v2"), "{c:?}: v2 not applicable ({vs:?})");
+        runs += run_case(c, 900 + i as u64);
+    }
+    eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
+}
+
+/// v2 equals the sequential recurrence too, and a wrong A makes that comparison fail.
+#[test]
+#[ignore = "gpu"]
+fn ssd_v2_matches_sequential_oracle() {
+    let c = Case {
+        seqlen: 400,
+        seq_every: 60,
+        ..V2
+    };
+    let inp = inputs(&c, 78);
+    let oracle = reference::ops::find("selective_scan").expect("selective_scan");
+    let want = oracle
+        .call(&inp, &sets(&[("dt_softplus", "true")]))
+        .expect("selective_scan");
+    let g = gpu::runtime::gpu().expect("GPU");
+    let op = gpu::ops::find(OP).expect("op");
+    let run = |m: &TensorMap| {
+        gpu::ops::run_version(&g, &op, "v2", m, &params(&c), &gpu::ops::RunOpts::default())
+            .expect("gpu run")
+    };
+    let got = run(&inp);
+    for name in ["y", "final_states"] {
+        let tol = by_dtype(name, want[name].dtype());
+        let rep = compare::compare(name, &want[name], &got[name], tol);
+        assert!(rep.passed, "{}", rep.render());
+    }
+    let mut bad = inp.clone();
+    bad.insert(
+        "A".into(),
+        Tensor::from_f32(&[c.nheads], vec![-0.1; c.nheads]),
+    );
+    let rep = compare::compare(
+        "final_states",
+        &want["final_states"],
+        &run(&bad)["final_states"],
+        by_dtype("final_states", DType::F32),
+    );
+    assert!(!rep.passed, "a different A gave the same final_states");
+}
+
 /// The chunked GPU scan equals the sequential recurrence (reference `selective_scan`).
 #[test]
 #[ignore = "gpu"]
@@ -304,6 +433,21 @@ proptest! {
             batch, seqlen, nheads: groups * hpg, headdim, ngroups: groups, dstate, chunk,
             x: dts[xd], d: [DMode::None, DMode::Head, DMode::Full][dm], z, dt_bias, softplus,
             init, seq_every, seq_start: 0,
+        };
+        run_case(&c, seed);
+    }
+
+    #[test]
+    #[ignore = "gpu"]
+    fn ssd_v2_random(
+        batch in 1usize..3, seqlen in 0usize..600, groups in 1usize..3, hpg in 1usize..4,
+        dm in 0usize..3, z in any::<bool>(), dt_bias in any::<bool>(), softplus in any::<bool>(),
+        init in any::<bool>(), seq_every in 0u64..200, seq_start in 0i64..2, seed in any::<u64>()
+    ) {
+        let c = Case {
+            batch, seqlen, nheads: groups * hpg, ngroups: groups,
+            d: [DMode::None, DMode::Head, DMode::Full][dm], z, dt_bias, softplus, init, seq_every,
+            seq_start, ..V2
         };
         run_case(&c, seed);
     }

@@ -53,3 +53,14 @@ pack() {
     cd "$OUT" && tar -czf /tmp/all2.tgz --exclude=all.tgz . && mv /tmp/all2.tgz all.tgz
     ls | grep -v -E '^(all.tgz|summary.txt)$' | xargs rm -rf
 }
+# ncu_ssd2: ncu --set full, then the source counters (per SASS instruction: executions, stall
+# samples; CSV in ncu-src-ssd2-csv.log) on one ssd2_fused launch in the ssd_4k preset.
+ncu_ssd2() {
+    run ncu-ssd2 120 "$ncu" --clock-control none -k "regex:^ssd2_fused" -c 1 --set full \
+        --import-source no --csv --page details "$B/duet" bench --backend gpu --shape ssd_4k \
+        --out /tmp/ncu_bench.json
+    run ncu-src-ssd2 120 "$ncu" --clock-control none -k "regex:^ssd2_fused" -c 1 \
+        --section SourceCounters --section WarpStateStats --import-source no -o /tmp/ssd2 \
+        "$B/duet" bench --backend gpu --shape ssd_4k --out /tmp/ncu_bench.json
+    run ncu-src-ssd2-csv 60 "$ncu" --import /tmp/ssd2.ncu-rep --page source --csv --print-source sass
+}

@@ -25,7 +25,7 @@ const OP: &str = "ssd_chunk_scan";
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1", "v1_small", "tuned"],
+        versions: &["v1", "v1_small", "tuned", "v2", "auto"],
         run,
         applicable,
     }]
@@ -110,17 +110,68 @@ impl SsdConfig {
             "v1" => Ok(SsdConfig::default()),
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
-            "tuned" => Ok(SsdConfig::default()),
+            // `v2` is one fused kernel (no tile config); `auto` falls back to the tuned tiles.
+            "tuned" | "v2" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned".into(),
+                known: "v1, v1_small, tuned, v2, auto".into(),
             }),
         }
     }
 }
 
-pub fn applicable(_version: &str, _inputs: &TensorMap, _p: &Params) -> Option<String> {
+/// Why `v2` cannot take these inputs (None: it can). `v2` is the fused tensor-core kernel for
+/// the Nemotron 3 Super head shape: bf16 x / B / C, headdim 64, dstate 128, chunk 128.
+pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
+    for name in ["x", "B", "C"] {
+        match inputs.get(name) {
+            Some(t) if t.dtype() == DType::BF16 => {}
+            Some(t) => {
+                return Some(format!(
+                    "v2 needs bf16 x, B and C ({name} is {}): its products run on bf16 tensor \
+                     cores; use v1 / tuned",
+                    t.dtype()
+                ))
+            }
+            None => return Some(format!("v2: input {name} is missing")),
+        }
+    }
+    let last = |name: &str| inputs.get(name).and_then(|t| t.shape.last().copied());
+    if last("x") != Some(V2_HEADDIM) || last("B") != Some(V2_DSTATE) {
+        return Some(format!(
+            "v2 is compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (x {:?}, B {:?})",
+            inputs.get("x").map(|t| t.shape.clone()),
+            inputs.get("B").map(|t| t.shape.clone())
+        ));
+    }
+    if chunk != Some(V2_CHUNK) {
+        return Some(format!(
+            "v2 runs chunk_size {V2_CHUNK} only (chunk_size = {chunk:?})"
+        ));
+    }
+    None
+}
+
+/// v2's compiled shape (gpu/kernels/ssd_chunk_scan.cu `SSD2_P`, `SSD2_N`, `SSD2_Q`).
+pub const V2_HEADDIM: usize = 64;
+pub const V2_DSTATE: usize = 128;
+pub const V2_CHUNK: usize = 128;
+/// `sizeof(Ssd2Smem)` (static_assert in the kernel file).
+const V2_SMEM_BYTES: u32 = 216_096;
+/// `sizeof(Ssd2Tok)`: v2's per-(batch, chunk, head) token record.
+const V2_TOK_BYTES: usize = 2576;
+
+/// Bytes of v2's token-table workspace: one record per (batch, chunk of 128, head).
+pub fn v2_tok_bytes(d: &SsdDims) -> usize {
+    let nc = (d.l.max(0) as usize).div_ceil(V2_CHUNK);
+    d.b.max(0) as usize * nc * d.h.max(0) as usize * V2_TOK_BYTES
+}
+
+pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
+    if version == "v2" {
+        return v2_unfit(inputs, p.usize("chunk_size").ok());
+    }
     None
 }
 
@@ -261,6 +312,71 @@ impl SsdLaunch {
         for stage in 0..STAGES.len() {
             self.run_stage(g, ws, c, stage)?;
         }
+        Ok(())
+    }
+
+    /// v2 (`ssd2_tok` then `ssd2_fused_p64_n128`: bf16 x / B / C and y, headdim 64, dstate
+    /// 128, chunk 128; the caller checked that with [`v2_unfit`]). `tok` holds
+    /// [`v2_tok_bytes`] bytes.
+    pub fn run_v2(&self, g: &Gpu, tok: u64) -> Result<(), GpuError> {
+        let s = self.dims;
+        if s.g == 0 || s.h % s.g != 0 {
+            return Err(GpuError::Unsupported(format!(
+                "ngroups {} must divide nheads {}",
+                s.g, s.h
+            )));
+        }
+        if s.p != V2_HEADDIM as i64 || s.n != V2_DSTATE as i64 {
+            return Err(GpuError::Unsupported(format!(
+                "v2 is compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (got {} / {})",
+                s.p, s.n
+            )));
+        }
+        let blocks = grid_1d((s.b * s.h) as u64)?;
+        if blocks == 0 {
+            return Ok(());
+        }
+        let records = v2_tok_bytes(&s) / V2_TOK_BYTES;
+        if records > 0 {
+            let f = g.function("ssd_chunk_scan", "ssd2_tok")?;
+            let sp = self.dt_cfg.softplus as i32;
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&self.dt.0)
+                .arg(&self.dt.1)
+                .arg(&self.a.0)
+                .arg(&self.a.1);
+            a.arg(&self.dt_bias.0)
+                .arg(&self.dt_bias.1)
+                .arg(&self.seq_idx)
+                .arg(&s)
+                .arg(&sp);
+            a.arg(&self.dt_cfg.dt_min)
+                .arg(&self.dt_cfg.dt_max)
+                .arg(&tok);
+            // SAFETY: matches ssd2_tok; one warp per record, `tok` holds every record.
+            unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
+                .map_err(drv("ssd2_tok"))?;
+        }
+        let name = "ssd2_fused_p64_n128";
+        let f = g.function("ssd_chunk_scan", name)?;
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            V2_SMEM_BYTES as i32,
+        )
+        .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&self.x.0).arg(&self.b.0).arg(&self.c.0).arg(&tok);
+        a.arg(&self.d.0)
+            .arg(&self.d.1)
+            .arg(&self.z.0)
+            .arg(&self.z.1);
+        a.arg(&self.init.0).arg(&self.init.1).arg(&s);
+        a.arg(&self.y).arg(&self.final_states);
+        // SAFETY: matches ssd2_fused_p64_n128; x / B / C / y bf16 of the dims' shapes (16-byte
+        // aligned rows: headdim 64 and dstate 128 are checked above, buffers start 256-byte
+        // aligned), the token records written above, final_states (B, H, 64, 128) f32, dynamic
+        // shared memory sizeof(Ssd2Smem).
+        unsafe { a.launch(cfg(blocks, THREADS, V2_SMEM_BYTES)) }.map_err(drv(name))?;
         Ok(())
     }
 
@@ -591,7 +707,29 @@ pub fn run_with(
     let cd = upload_float(g, ct)?;
     let y = g.alloc_poisoned(&xt.shape, gpu_float_dtype(xt.dtype()), opts.poison)?;
     let fin = g.alloc_poisoned(&[bt, h, hd, n], DType::F32, opts.poison)?;
-    let ws = SsdWorkspace::new(g, &dims)?;
+    let use_v2 = match chosen {
+        Chosen::Version("v2") => match v2_unfit(inputs, Some(chunk)) {
+            None => true,
+            Some(why) => return Err(GpuError::Unsupported(why)),
+        },
+        Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).is_none(),
+        _ => false,
+    };
+    if matches!(chosen, Chosen::Version("auto")) && !use_v2 {
+        if let Some(c) = tuned_config(&dims, &g.arch) {
+            conf = c;
+        }
+    }
+    let ws = if use_v2 {
+        None
+    } else {
+        Some(SsdWorkspace::new(g, &dims)?)
+    };
+    let tok = if use_v2 {
+        Some(g.alloc_raw::<u8>(v2_tok_bytes(&dims).max(16))?)
+    } else {
+        None
+    };
     let pp = |t: &(DevTensor, i32)| (t.0.ptr(&g.stream), t.1);
     let launch = SsdLaunch {
         dims,
@@ -609,7 +747,16 @@ pub fn run_with(
         y: y.ptr(&g.stream),
         final_states: fin.ptr(&g.stream),
     };
-    launch.run(g, &ws, &conf)?;
+    match (&ws, &tok) {
+        (Some(ws), _) => launch.run(g, ws, &conf)?,
+        (None, Some(t)) => launch.run_v2(g, t.device_ptr(&g.stream).0)?,
+        (None, None) => {
+            return Err(GpuError::Unsupported(
+                "ssd_chunk_scan: neither the v1 workspace nor v2's token table was allocated"
+                    .into(),
+            ))
+        }
+    }
     g.sync()?;
     Ok(reference::op::outputs([
         ("y", as_dtype(g.download(&y, "y")?, xt.dtype())),
@@ -706,6 +853,20 @@ pub fn bench_scan(
         configs.push(serde_json::json!({"config": c, "time": timing_json(&t),
                                         "tflop_per_s": flops / (t.median_us * 1e-6) / 1e12}));
     }
+    // v2 (the fused tensor-core kernel) where the shape is its compiled one.
+    let v2 = if headdim == V2_HEADDIM && dstate == V2_DSTATE && dims.q == V2_CHUNK as i64 {
+        let tok = g.alloc_raw::<u8>(v2_tok_bytes(&dims).max(16))?;
+        let tp = tok.device_ptr(st).0;
+        let (t, _) = crate::bench::time_launch(g, false, || l.run_v2(g, tp))?;
+        let io_bytes = 2.0
+            * (2.0 * (bl * nheads * headdim) as f64 + 2.0 * (bl * ngroups * dstate) as f64)
+            + 4.0 * (bl * nheads) as f64;
+        serde_json::json!({"kernel": "ssd2_fused_p64_n128", "time": timing_json(&t),
+            "tflop_per_s": flops / (t.median_us * 1e-6) / 1e12,
+            "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12})
+    } else {
+        serde_json::Value::Null
+    };
     let mut stages = vec![];
     let c = SsdConfig::default();
     for (i, name) in STAGES.iter().enumerate() {
@@ -718,7 +879,7 @@ pub fn bench_scan(
                   "z": false, "D": "per head", "dt_softplus": true},
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
-        "configs": configs, "default_config_stages": stages}))
+        "configs": configs, "default_config_stages": stages, "v2": v2}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
