@@ -435,31 +435,35 @@ SSD_SCAN(64, 32)
 SSD_SCAN(64, 64)
 
 // ==== v2: the scan on the tensor cores, states kept on chip (bf16 x / B / C, headdim 64,
-// dstate 128, chunk 128); two kernels ====
+// dstate 128, chunk 128); three kernels ====
 // ssd2_tok: one warp per (batch, chunk, head) writes the chunk's per-token table (dt', the
 // chunk-local cumsum of dt' A, state weights, inter-chunk factors, sequence starts) into a
 // workspace record (Ssd2Tok). Its cumsum is a warp scan (4 tokens a lane, then across lanes):
 // associated differently from the reference's running sum (ulps of cs).
+// ssd2_cb: G = C · B^T of every (batch, chunk, group) on the tensor cores (bf16 products are
+// exact, f32 sums), the 36 causal 16 x 16 tiles in the mma accumulator layout; the group's
+// heads read it instead of each computing it.
 // ssd2_fused: one block per (batch, head) walks the chunks in order with the head's state S
 // [64 p][128 n] in registers (f32): chunk states never go through memory. 256 threads: warps
-// 0-3 own the output rows (warp y: the 16-row blocks y and 7 - y, 9 of the 36 causal 16 x 16
-// tiles of C·B each), warps 4-7 the state (warp 4 + s: p rows 16 s .. 16 s + 15, every n).
-// Per chunk:
-//   y rows:  acc  = C_i · bf16(S_prev)^T                        (mma, K = n)
-//            acc *= exp(cs_i)            (0 where seq_i differs from the sequence S belongs to)
-//            G    = C_i · B_s^T          per 16 x 16 tile s <= i  (mma, K = n; exact products)
-//            M    = G exp(cs_i - cs_s) dt'_s  (s <= i, same sequence), split in registers into
-//                   bf16 hi + lo (the accumulator-to-operand layout), acc += M · x_s (two mma)
-//            y    = acc + D x, times silu(z); stored as bf16
-//   state:   dS   = (x · w)^T · B, w_l = exp(cs_last - cs_l) dt'_l (0 outside the last
-//                   token's sequence); x · w split into bf16 hi + lo (two mma)
-//            S    = decay S + dS  (decay = exp(cs_last), 0 when the chunk starts a sequence)
-// The splits keep ~16 mantissa bits of M and x · w: M rounded once to bf16 gave y an NMSE of
-// 6.5e-6 and single elements past the bf16 tolerance on the H200 (session 18, call 1); S
-// rounded to bf16 for the inter-chunk product costs ~2e-7 (a numpy model of both).
+// 0-3 own the output rows (warp y: the 16-row blocks y and 7 - y, 9 of the 36 causal tiles
+// each), warps 4-7 the state (warp 4 + s: p rows 16 s .. 16 s + 15, every n). Per chunk:
+//   state warps: X    = (S_hi + S_lo) · C^T, S split into bf16 hi + lo from the registers
+//                       (two mma), times exp(cs_i) (0 where token i starts another sequence
+//                       than S's); stored to shared memory (xch) for the row warps, barrier 1
+//                dS   = (x · w)^T · B, w_l = exp(cs_last - cs_l) dt'_l (0 outside the last
+//                       token's sequence); x · w split into bf16 hi + lo (two mma)
+//                S    = decay S + dS  (decay = exp(cs_last), 0 when the chunk starts a sequence)
+//   row warps:   M    = G exp(cs_i - cs_s) dt'_s (s <= i, same sequence; G from ssd2_cb), split
+//                       into bf16 hi + lo in the accumulator-to-operand layout; acc = M · x
+//                       (two mma); after barrier 1: y = acc + X + D x, times silu(z), as bf16
+// The splits keep ~16 mantissa bits of M, S and x · w. Rounded once to bf16 instead, M gave y
+// an NMSE of 6.5e-6 and single elements past the bf16 tolerance on the H200 (session 18, call
+// 1), and S alone (the initial states' share) one element at 105% of it (call 2).
 // C, B, x and the token table of the next chunk stream into the other half of a two-stage
 // shared-memory ring (cp.async) while this one is computed. ldmatrix rows are padded by 16
-// bytes (conflict-free).
+// bytes (conflict-free). Measured (session 18): computing G in the row warps instead was faster
+// (3264 vs 4412 us at 50,000 tokens) but racecheck reported hazards between the ring's cp.async
+// writes and those warps' ldmatrix reads of C / B (call 5); this form ran clean (call 4).
 #define SSD2_Q 128
 #define SSD2_P 64
 #define SSD2_N 128
@@ -672,21 +676,98 @@ __device__ __forceinline__ void ssd2_load_stage(Ssd2Stage* st, const u16* x, con
     }
 }
 
+// One 16 x 16 tile of G = C · B^T (rows i0.., columns s0..) in the mma accumulator layout:
+// out[j][e] = G[i0 + g + 8 (e >> 1)][s0 + 8 j + 2 t + (e & 1)]; K (= dstate 128) in two halves
+// (4 independent chains), summed at the end.
+__device__ __forceinline__ void ssd2_g_tile(const u32 (*ca)[4], u32 bs_a, int s0, int lane,
+                                            float (*out)[4]) {
+    float gt[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) gt[j][0] = gt[j][1] = gt[j][2] = gt[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int k2 = kk + 4 * hf;
+            u32 bb[4];
+            ssd2_ldsm4(bs_a + (s0 + (lane & 7) + ((lane >> 4) << 3)) * SSD2_BC_ROW +
+                           (k2 * 16 + ((lane >> 3) & 1) * 8) * 2,
+                       bb);
+            ssd2_mma(gt[2 * hf], ca[k2], bb[0], bb[1]);
+            ssd2_mma(gt[2 * hf + 1], ca[k2], bb[2], bb[3]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[j][e] = gt[j][e] + gt[2 + j][e];
+}
+
+// G tiles of one (batch, chunk, group): the 36 causal 16 x 16 tiles (row block rb, column block
+// sb <= rb; tile rb (rb + 1) / 2 + sb), each as 32 lanes x 8 floats in the accumulator layout
+// (lane's out[0][0..3], out[1][0..3]): 1 KB a tile, 36 KB a record.
+#define SSD2_G_TILES 36
+#define SSD2_G_REC (SSD2_G_TILES * 256)
+
+// ssd2_cb: grid.x = B * nc * G, 128 threads (warp w: row blocks w and 7 - w, 9 tiles), dynamic
+// shared memory 2 * SSD2_BC_BYTES (C and B of the chunk, zero-filled past its end). The 16
+// heads of a group then read G instead of each computing it.
+extern "C" __global__ void __launch_bounds__(128)
+    ssd2_cb(const u16* Bm, const u16* Cm, SsdDims s, float* gout) {
+    extern __shared__ __align__(16) unsigned char ssd2_cb_raw[];
+    unsigned char* cs = ssd2_cb_raw;
+    unsigned char* bs = ssd2_cb_raw + SSD2_BC_BYTES;
+    const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+    const i64 g = blockIdx.x % s.G, bc = blockIdx.x / s.G, c = bc % nc, b = bc / nc;
+    const i64 t0 = c * SSD2_Q;
+    const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    {
+        const int r0 = tid >> 4, sg = tid & 15;
+        const i64 rs = s.G * SSD2_N;
+        const i64 off = ((b * s.L + t0 + r0) * s.G + g) * SSD2_N + sg * 8;
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            const int r = r0 + 8 * k;
+            const bool ok = r < qc;
+            const i64 d = ok ? off + 8LL * k * rs : 0;
+            duet_cp_async16_zfill(cs + r * SSD2_BC_ROW + sg * 16, Cm + d, ok);
+            duet_cp_async16_zfill(bs + r * SSD2_BC_ROW + sg * 16, Bm + d, ok);
+        }
+    }
+    duet_cp_async_commit();
+    duet_cp_async_wait<0>();
+    __syncthreads();
+    const u32 cs_a = ssd2_smem_u32(cs), bs_a = ssd2_smem_u32(bs);
+    float* rec = gout + ((b * nc + c) * s.G + g) * SSD2_G_REC + lane * 8;
+#pragma unroll 1
+    for (int k = 0; k < 2; ++k) {
+        const int rb = k ? 7 - warp : warp;
+        u32 ca[8][4];
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk)
+            ssd2_ldsm4(cs_a + (rb * 16 + (lane & 15)) * SSD2_BC_ROW + (kk * 16 + (lane >> 4) * 8) * 2,
+                       ca[kk]);
+        for (int sb = 0; sb <= rb; ++sb) {
+            float gt[2][4];
+            ssd2_g_tile(ca, bs_a, sb * 16, lane, gt);
+            float4* o = reinterpret_cast<float4*>(rec + (rb * (rb + 1) / 2 + sb) * 256);
+            o[0] = make_float4(gt[0][0], gt[0][1], gt[0][2], gt[0][3]);
+            o[1] = make_float4(gt[1][0], gt[1][1], gt[1][2], gt[1][3]);
+        }
+    }
+}
+
 // Warps 0-3, one 16-row block: the intra-chunk part into acc, then (after barrier 1 when
 // `wait`: the state warps have written the inter-chunk part) the epilogue adds the inter-chunk
 // part from `xch` and D x, gates with silu(z) and stores bf16 pairs.
-__device__ __forceinline__ void ssd2_intra(const Ssd2Stage* st, const float* xch, int rb,
-                                           int qc, bool wait, const float* dv, const void* z,
-                                           int zdt, u16* y, i64 ybase, i64 yrow, int lane) {
+__device__ __forceinline__ void ssd2_intra(const Ssd2Stage* st, const float* xch,
+                                           const float* grec, int rb, int qc, bool wait,
+                                           const float* dv, const void* z, int zdt, u16* y,
+                                           i64 ybase, i64 yrow, int lane) {
     const int i0 = rb * 16;
     const int g = lane >> 2, t = lane & 3;
-    const u32 cs_a = ssd2_smem_u32(st->c), bs_a = ssd2_smem_u32(st->b);
     const u32 xs_a = ssd2_smem_u32(st->x);
-    u32 ca[8][4];
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk)
-        ssd2_ldsm4(cs_a + (i0 + (lane & 15)) * SSD2_BC_ROW + (kk * 16 + (lane >> 4) * 8) * 2,
-                   ca[kk]);
     float acc[8][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
@@ -694,24 +775,17 @@ __device__ __forceinline__ void ssd2_intra(const Ssd2Stage* st, const float* xch
     const int ia = i0 + g, ib = i0 + g + 8;
     const float c2a = tk.cs2[ia], c2b = tk.cs2[ib];
     const int sga = tk.seg0[ia], sgb = tk.seg0[ib];
-    // One 16-column tile of G at a time; G's K loop in two halves (4 chains).
+    // One 16-column tile of G at a time, read from ssd2_cb's record (next tile prefetched).
+    const float4* gp = reinterpret_cast<const float4*>(grec + (rb * (rb + 1) / 2) * 256 + lane * 8);
+    float4 na = __ldg(gp), nb = __ldg(gp + 1);
     for (int sb = 0; sb <= rb; ++sb) {
         const int s0 = sb * 16;
-        float gt[4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) gt[j][0] = gt[j][1] = gt[j][2] = gt[j][3] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int k2 = kk + 4 * hf;
-                u32 bb[4];
-                ssd2_ldsm4(bs_a + (s0 + (lane & 7) + ((lane >> 4) << 3)) * SSD2_BC_ROW +
-                               (k2 * 16 + ((lane >> 3) & 1) * 8) * 2,
-                           bb);
-                ssd2_mma(gt[2 * hf], ca[k2], bb[0], bb[1]);
-                ssd2_mma(gt[2 * hf + 1], ca[k2], bb[2], bb[3]);
-            }
+        float gt[2][4];
+        gt[0][0] = na.x, gt[0][1] = na.y, gt[0][2] = na.z, gt[0][3] = na.w;
+        gt[1][0] = nb.x, gt[1][1] = nb.y, gt[1][2] = nb.z, gt[1][3] = nb.w;
+        if (sb < rb) {
+            na = __ldg(gp + 64 * (sb + 1));
+            nb = __ldg(gp + 64 * (sb + 1) + 1);
         }
         u32 mh[4], ml[4];
 #pragma unroll
@@ -719,8 +793,7 @@ __device__ __forceinline__ void ssd2_intra(const Ssd2Stage* st, const float* xch
             const int sc = s0 + 8 * j + 2 * t;
             const float2 c2s = *reinterpret_cast<const float2*>(&tk.cs2[sc]);
             const float2 dts = *reinterpret_cast<const float2*>(&tk.dtp[sc]);
-            const float g0 = gt[j][0] + gt[2 + j][0], g1 = gt[j][1] + gt[2 + j][1];
-            const float g2 = gt[j][2] + gt[2 + j][2], g3 = gt[j][3] + gt[2 + j][3];
+            const float g0 = gt[j][0], g1 = gt[j][1], g2 = gt[j][2], g3 = gt[j][3];
             const float m0 = (sc <= ia && sc >= sga) ? g0 * ssd2_ex2(c2a - c2s.x) * dts.x : 0.0f;
             const float m1 =
                 (sc + 1 <= ia && sc + 1 >= sga) ? g1 * ssd2_ex2(c2a - c2s.y) * dts.y : 0.0f;
@@ -863,6 +936,7 @@ __device__ __forceinline__ void ssd2_state(const Ssd2Stage* st, float* xch, int 
 // tok: ssd2_tok's records (B, nc, H). Dynamic shared memory: sizeof(Ssd2Smem).
 extern "C" __global__ void __launch_bounds__(256, 1)
     ssd2_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const float* gtiles,
                         const void* Dm, int ddt, const void* z, int zdt, const void* init,
                         int idt, SsdDims s, u16* y, float* final_states) {
     extern __shared__ __align__(16) unsigned char ssd2_raw[];
@@ -917,14 +991,15 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const int qc = (int)min((i64)SSD2_Q, s.L - t0);
         if (warp < 4) {
             const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
+            const float* grec = gtiles + ((b * nc + c) * s.G + g) * SSD2_G_REC;
             // Row blocks warp and 7 - warp; barrier 1 exactly once a chunk.
             const int rb0 = warp, rb1 = 7 - warp;
             if (rb0 * 16 < qc)
-                ssd2_intra(st, sm->xch, rb0, qc, true, dv, z, zdt, y, ybase, yrow, lane);
+                ssd2_intra(st, sm->xch, grec, rb0, qc, true, dv, z, zdt, y, ybase, yrow, lane);
             else
                 asm volatile("bar.sync 1, 256;\n" ::: "memory");
             if (rb1 * 16 < qc)
-                ssd2_intra(st, sm->xch, rb1, qc, false, dv, z, zdt, y, ybase, yrow, lane);
+                ssd2_intra(st, sm->xch, grec, rb1, qc, false, dv, z, zdt, y, ybase, yrow, lane);
         } else {
             ssd2_state(st, sm->xch, sw, S, lane);
         }

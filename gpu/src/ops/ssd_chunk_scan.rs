@@ -1,16 +1,24 @@
-//! `ssd_chunk_scan` (Mamba-2 prefill) on the GPU (gpu/kernels/ssd_chunk_scan.cu): five kernels
-//! (dt cumsum, C·B per chunk and group, chunk states, state passing, chunk scan) with f32
-//! accumulation, against reference/src/ops/ssd_chunk_scan.rs.
+//! `ssd_chunk_scan` (Mamba-2 prefill) on the GPU (gpu/kernels/ssd_chunk_scan.cu).
 //!
-//! Tile shapes are an [`SsdConfig`] (for a tuner: [`SsdConfig::candidates`] lists every
-//! compiled combination). Versions: `v1` = [`SsdConfig::default`], `v1_small` =
-//! [`SsdConfig::small`] (32-row tiles: exercises the other instantiations and edge masking).
+//! v1: five kernels (dt cumsum, C·B per chunk and group, chunk states, state passing, chunk
+//! scan) with f32 CUDA-core GEMMs, against reference/src/ops/ssd_chunk_scan.rs. Tile shapes are
+//! an [`SsdConfig`] (for a tuner: [`SsdConfig::candidates`] lists every compiled combination).
+//! Versions: `v1` = [`SsdConfig::default`], `v1_small` = [`SsdConfig::small`] (32-row tiles:
+//! exercises the other instantiations and edge masking), `tuned` (the tuning cache).
+//!
+//! v2 (the Nemotron 3 Super head shape: bf16 x / B / C, headdim 64, dstate 128, chunk 128;
+//! [`v2_unfit`] says why not otherwise): `ssd2_tok` (per-token table), `ssd2_cb` (C·B once per
+//! chunk and group) and `ssd2_fused_p64_n128` (one block per head walks the chunks with the
+//! state in registers; every product on bf16 tensor cores with hi + lo splits of the non-bf16
+//! operands, so final_states meets the f32 tolerance). `auto` = v2 where it applies, else
+//! `tuned`.
 //!
 //! Measured on the H200 (bench preset `ssd_50k`: batch 1, 50,000 tokens, 128 heads x 64,
-//! dstate 128, 8 groups, chunk 128, bf16 x/B/C, no z): 27.0 ms with the default config
-//! (cumsum 0.27, C·B 0.64, chunk state 9.9, state passing 0.88, chunk scan 15.4 ms): the f32
-//! CUDA-core GEMMs run at ~10 TFLOP/s. The 1500 us target needs tensor cores (bf16 mma/wgmma)
-//! for the chunk-state and chunk-scan products; not done.
+//! dstate 128, 8 groups, chunk 128, bf16 x/B/C, no z), session 18 call 4: v1 (default config)
+//! 27.0 ms (cumsum 0.27, C·B 0.63, chunk state 9.86, state passing 0.88, chunk scan 15.4 ms:
+//! the f32 CUDA-core GEMMs run at ~10 TFLOP/s); v2 4.41 ms (ssd_4k: 372-380 us, of which
+//! ssd2_tok 8.5 us, ssd2_cb 9.4 us under ncu). The 1500 us target is not met: v2 issues
+//! ~2600 mma.sync per chunk and head (the hi + lo splits double most products) at 2 warps a scheduler (gpu/NOTES.md, session 18).
 
 use super::causal_conv1d::{as_dtype, gpu_float_dtype, opt_ptr, upload_float, upload_i64};
 use super::{grid_for, GpuOp, RunOpts};
@@ -159,13 +167,36 @@ pub const V2_DSTATE: usize = 128;
 pub const V2_CHUNK: usize = 128;
 /// `sizeof(Ssd2Smem)` (static_assert in the kernel file).
 const V2_SMEM_BYTES: u32 = 216_096;
+/// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
+const V2_CB_SMEM_BYTES: u32 = 2 * 128 * 272;
 /// `sizeof(Ssd2Tok)`: v2's per-(batch, chunk, head) token record.
 const V2_TOK_BYTES: usize = 2576;
+
+/// f32 elements of one `ssd2_cb` record (`SSD2_G_REC`): 36 causal 16 x 16 tiles of C·B.
+const V2_G_REC: usize = 36 * 256;
 
 /// Bytes of v2's token-table workspace: one record per (batch, chunk of 128, head).
 pub fn v2_tok_bytes(d: &SsdDims) -> usize {
     let nc = (d.l.max(0) as usize).div_ceil(V2_CHUNK);
     d.b.max(0) as usize * nc * d.h.max(0) as usize * V2_TOK_BYTES
+}
+
+/// v2's device scratch: the token table (`ssd2_tok`) and the C·B tiles of every (batch, chunk,
+/// group) (`ssd2_cb`, shared by the group's heads).
+pub struct V2Workspace {
+    pub tok: CudaSlice<u8>,
+    pub cb: CudaSlice<f32>,
+}
+
+impl V2Workspace {
+    pub fn new(g: &Gpu, d: &SsdDims) -> Result<V2Workspace, GpuError> {
+        let nc = (d.l.max(0) as usize).div_ceil(V2_CHUNK);
+        let cb = d.b.max(0) as usize * nc * d.g.max(0) as usize * V2_G_REC;
+        Ok(V2Workspace {
+            tok: g.alloc_raw::<u8>(v2_tok_bytes(d).max(16))?,
+            cb: g.alloc_raw::<f32>(cb.max(4))?,
+        })
+    }
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
@@ -315,10 +346,11 @@ impl SsdLaunch {
         Ok(())
     }
 
-    /// v2 (`ssd2_tok` then `ssd2_fused_p64_n128`: bf16 x / B / C and y, headdim 64, dstate
-    /// 128, chunk 128; the caller checked that with [`v2_unfit`]). `tok` holds
-    /// [`v2_tok_bytes`] bytes.
-    pub fn run_v2(&self, g: &Gpu, tok: u64) -> Result<(), GpuError> {
+    /// v2 (`ssd2_tok`, `ssd2_cb`, then `ssd2_fused_p64_n128`: bf16 x / B / C and y, headdim
+    /// 64, dstate 128, chunk 128; the caller checked that with [`v2_unfit`]).
+    pub fn run_v2(&self, g: &Gpu, ws: &V2Workspace) -> Result<(), GpuError> {
+        let (tok, _t) = ws.tok.device_ptr(&g.stream);
+        let (cbw, _c) = ws.cb.device_ptr(&g.stream);
         let s = self.dims;
         if s.g == 0 || s.h % s.g != 0 {
             return Err(GpuError::Unsupported(format!(
@@ -357,6 +389,28 @@ impl SsdLaunch {
             unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
                 .map_err(drv("ssd2_tok"))?;
         }
+        if records > 0 {
+            let name = "ssd2_cb";
+            let f = g.function("ssd_chunk_scan", name)?;
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                V2_CB_SMEM_BYTES as i32,
+            )
+            .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
+            let nc = (s.l as u64).div_ceil(V2_CHUNK as u64);
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&self.b.0).arg(&self.c.0).arg(&s).arg(&cbw);
+            // SAFETY: matches ssd2_cb; B / C bf16 (batch, seqlen, ngroups, 128) with 16-byte
+            // aligned rows, `cb` holds B * nc * G records of V2_G_REC floats.
+            unsafe {
+                a.launch(cfg(
+                    grid_1d(s.b as u64 * nc * s.g as u64)?,
+                    128,
+                    V2_CB_SMEM_BYTES,
+                ))
+            }
+            .map_err(drv(name))?;
+        }
         let name = "ssd2_fused_p64_n128";
         let f = g.function("ssd_chunk_scan", name)?;
         f.set_attribute(
@@ -365,7 +419,11 @@ impl SsdLaunch {
         )
         .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
         let mut a = g.stream.launch_builder(&f);
-        a.arg(&self.x.0).arg(&self.b.0).arg(&self.c.0).arg(&tok);
+        a.arg(&self.x.0)
+            .arg(&self.b.0)
+            .arg(&self.c.0)
+            .arg(&tok)
+            .arg(&cbw);
         a.arg(&self.d.0)
             .arg(&self.d.1)
             .arg(&self.z.0)
@@ -726,7 +784,7 @@ pub fn run_with(
         Some(SsdWorkspace::new(g, &dims)?)
     };
     let tok = if use_v2 {
-        Some(g.alloc_raw::<u8>(v2_tok_bytes(&dims).max(16))?)
+        Some(V2Workspace::new(g, &dims)?)
     } else {
         None
     };
@@ -749,7 +807,7 @@ pub fn run_with(
     };
     match (&ws, &tok) {
         (Some(ws), _) => launch.run(g, ws, &conf)?,
-        (None, Some(t)) => launch.run_v2(g, t.device_ptr(&g.stream).0)?,
+        (None, Some(w)) => launch.run_v2(g, w)?,
         (None, None) => {
             return Err(GpuError::Unsupported(
                 "ssd_chunk_scan: neither the v1 workspace nor v2's token table was allocated"
@@ -855,9 +913,8 @@ pub fn bench_scan(
     }
     // v2 (the fused tensor-core kernel) where the shape is its compiled one.
     let v2 = if headdim == V2_HEADDIM && dstate == V2_DSTATE && dims.q == V2_CHUNK as i64 {
-        let tok = g.alloc_raw::<u8>(v2_tok_bytes(&dims).max(16))?;
-        let tp = tok.device_ptr(st).0;
-        let (t, _) = crate::bench::time_launch(g, false, || l.run_v2(g, tp))?;
+        let w2 = V2Workspace::new(g, &dims)?;
+        let (t, _) = crate::bench::time_launch(g, false, || l.run_v2(g, &w2))?;
         let io_bytes = 2.0
             * (2.0 * (bl * nheads * headdim) as f64 + 2.0 * (bl * ngroups * dstate) as f64)
             + 4.0 * (bl * nheads) as f64;
@@ -986,4 +1043,45 @@ pub fn tune(
         "winner": winner, "default_median_us": default_us,
         "tuning_cache": cache.map(|p| p.display().to_string()),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(dtype: DType, headdim: usize, dstate: usize) -> TensorMap {
+        let mut m = TensorMap::new();
+        let f = |shape: &[usize]| {
+            let n: usize = shape.iter().product();
+            Tensor::from_f32_as(shape, &vec![0.25; n], dtype)
+        };
+        m.insert("x".into(), f(&[1, 3, 2, headdim]));
+        m.insert("B".into(), f(&[1, 3, 1, dstate]));
+        m.insert("C".into(), f(&[1, 3, 1, dstate]));
+        m
+    }
+
+    #[test]
+    fn v2_takes_the_super_head_shape_in_bf16_only() {
+        assert_eq!(v2_unfit(&inputs(DType::BF16, 64, 128), Some(128)), None);
+        let why = v2_unfit(&inputs(DType::F32, 64, 128), Some(128)).unwrap_or_default();
+        assert!(why.contains("bf16") && why.contains("x is f32"), "{why}");
+        let why = v2_unfit(&inputs(DType::BF16, 32, 128), Some(128)).unwrap_or_default();
+        assert!(why.contains("headdim 64"), "{why}");
+        let why = v2_unfit(&inputs(DType::BF16, 64, 64), Some(128)).unwrap_or_default();
+        assert!(why.contains("dstate 128"), "{why}");
+        let why = v2_unfit(&inputs(DType::BF16, 64, 128), Some(64)).unwrap_or_default();
+        assert!(why.contains("chunk_size 128"), "{why}");
+        let mut no_c = inputs(DType::BF16, 64, 128);
+        no_c.remove("C");
+        assert!(v2_unfit(&no_c, Some(128)).is_some());
+    }
+
+    #[test]
+    fn v2_workspace_counts_every_chunk_and_head() {
+        // 300 tokens = 3 chunks of 128 (the last partial), 2 batches, 4 heads.
+        let d = SsdDims::new(2, 300, 4, 64, 2, 128, 128);
+        assert_eq!(v2_tok_bytes(&d), 2 * 3 * 4 * V2_TOK_BYTES);
+        assert_eq!(v2_tok_bytes(&SsdDims::new(2, 0, 4, 64, 2, 128, 128)), 0);
+    }
 }
