@@ -24,7 +24,7 @@ use super::causal_conv1d::{as_dtype, gpu_float_dtype, opt_ptr, upload_float, upl
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, DevTensor, Gpu};
 use crate::GpuError;
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 use reference::op::{Inputs, OpError, Params};
 use reference::{DType, Tensor, TensorMap};
 
@@ -391,12 +391,7 @@ impl SsdLaunch {
         }
         if records > 0 {
             let name = "ssd2_cb";
-            let f = g.function("ssd_chunk_scan", name)?;
-            f.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                V2_CB_SMEM_BYTES as i32,
-            )
-            .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
+            let f = function_with_smem(g, name, V2_CB_SMEM_BYTES)?;
             let nc = (s.l as u64).div_ceil(V2_CHUNK as u64);
             let mut a = g.stream.launch_builder(&f);
             a.arg(&self.b.0).arg(&self.c.0).arg(&s).arg(&cbw);
@@ -412,12 +407,7 @@ impl SsdLaunch {
             .map_err(drv(name))?;
         }
         let name = "ssd2_fused_p64_n128";
-        let f = g.function("ssd_chunk_scan", name)?;
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            V2_SMEM_BYTES as i32,
-        )
-        .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
+        let f = function_with_smem(g, name, V2_SMEM_BYTES)?;
         let mut a = g.stream.launch_builder(&f);
         a.arg(&self.x.0)
             .arg(&self.b.0)
@@ -558,6 +548,17 @@ impl SsdLaunch {
         }
         Ok(())
     }
+}
+
+/// Kernel `name` of ssd_chunk_scan.cu with its dynamic shared memory limit raised to `bytes`.
+fn function_with_smem(g: &Gpu, name: &str, bytes: u32) -> Result<CudaFunction, GpuError> {
+    let f = g.function("ssd_chunk_scan", name)?;
+    f.set_attribute(
+        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes as i32,
+    )
+    .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
+    Ok(f)
 }
 
 fn grid_1d(blocks: u64) -> Result<u32, GpuError> {
