@@ -18,7 +18,8 @@
 //! 27.0 ms (cumsum 0.27, C·B 0.63, chunk state 9.86, state passing 0.88, chunk scan 15.4 ms:
 //! the f32 CUDA-core GEMMs run at ~10 TFLOP/s); v2 4.41 ms (ssd_4k: 372-380 us, of which
 //! ssd2_tok 8.5 us, ssd2_cb 9.4 us under ncu). The 1500 us target is not met: v2 issues
-//! ~2600 mma.sync per chunk and head (the hi + lo splits double most products) at 2 warps a scheduler (gpu/NOTES.md, session 18).
+//! ~2600 mma.sync per chunk and head (the hi + lo splits double most products) at 2 warps a
+//! scheduler (gpu/NOTES.md, session 18).
 
 use super::causal_conv1d::{as_dtype, gpu_float_dtype, opt_ptr, upload_float, upload_i64};
 use super::{grid_for, GpuOp, RunOpts};
@@ -388,8 +389,6 @@ impl SsdLaunch {
             // SAFETY: matches ssd2_tok; one warp per record, `tok` holds every record.
             unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
                 .map_err(drv("ssd2_tok"))?;
-        }
-        if records > 0 {
             let name = "ssd2_cb";
             let f = function_with_smem(g, name, V2_CB_SMEM_BYTES)?;
             let nc = (s.l as u64).div_ceil(V2_CHUNK as u64);
