@@ -132,6 +132,23 @@ fn open() -> Result<Gpu, GpuError> {
 }
 
 impl Gpu {
+    /// [`Gpu::function`] with the function's dynamic shared memory limit raised to `bytes` (past
+    /// the default 48 KB).
+    pub fn function_with_smem(
+        &self,
+        file: &'static str,
+        func: &str,
+        bytes: u32,
+    ) -> Result<CudaFunction, GpuError> {
+        let f = self.function(file, func)?;
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+        .map_err(|e| GpuError::Driver(format!("{func} shared memory attribute: {e}")))?;
+        Ok(f)
+    }
+
     /// Loads (compiling if needed) kernel file `file` and returns function `func` from it.
     pub fn function(&self, file: &'static str, func: &str) -> Result<CudaFunction, GpuError> {
         let module = {

@@ -25,7 +25,7 @@ use super::causal_conv1d::{as_dtype, gpu_float_dtype, opt_ptr, upload_float, upl
 use super::{grid_for, GpuOp, RunOpts};
 use crate::runtime::{cfg, DevTensor, Gpu};
 use crate::GpuError;
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 use reference::op::{Inputs, OpError, Params};
 use reference::{DType, Tensor, TensorMap};
 
@@ -176,10 +176,14 @@ const V2_TOK_BYTES: usize = 2576;
 /// f32 elements of one `ssd2_cb` record (`SSD2_G_REC`): 36 causal 16 x 16 tiles of C·B.
 const V2_G_REC: usize = 36 * 256;
 
+/// v2's chunks of 128 tokens in a sequence of `d.l`.
+fn v2_chunks(d: &SsdDims) -> usize {
+    (d.l.max(0) as usize).div_ceil(V2_CHUNK)
+}
+
 /// Bytes of v2's token-table workspace: one record per (batch, chunk of 128, head).
 pub fn v2_tok_bytes(d: &SsdDims) -> usize {
-    let nc = (d.l.max(0) as usize).div_ceil(V2_CHUNK);
-    d.b.max(0) as usize * nc * d.h.max(0) as usize * V2_TOK_BYTES
+    d.b.max(0) as usize * v2_chunks(d) * d.h.max(0) as usize * V2_TOK_BYTES
 }
 
 /// v2's device scratch: the token table (`ssd2_tok`) and the C·B tiles of every (batch, chunk,
@@ -191,8 +195,7 @@ pub struct V2Workspace {
 
 impl V2Workspace {
     pub fn new(g: &Gpu, d: &SsdDims) -> Result<V2Workspace, GpuError> {
-        let nc = (d.l.max(0) as usize).div_ceil(V2_CHUNK);
-        let cb = d.b.max(0) as usize * nc * d.g.max(0) as usize * V2_G_REC;
+        let cb = d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC;
         Ok(V2Workspace {
             tok: g.alloc_raw::<u8>(v2_tok_bytes(d).max(16))?,
             cb: g.alloc_raw::<f32>(cb.max(4))?,
@@ -390,8 +393,8 @@ impl SsdLaunch {
             unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
                 .map_err(drv("ssd2_tok"))?;
             let name = "ssd2_cb";
-            let f = function_with_smem(g, name, V2_CB_SMEM_BYTES)?;
-            let nc = (s.l as u64).div_ceil(V2_CHUNK as u64);
+            let f = g.function_with_smem("ssd_chunk_scan", name, V2_CB_SMEM_BYTES)?;
+            let nc = v2_chunks(&s) as u64;
             let mut a = g.stream.launch_builder(&f);
             a.arg(&self.b.0).arg(&self.c.0).arg(&s).arg(&cbw);
             // SAFETY: matches ssd2_cb; B / C bf16 (batch, seqlen, ngroups, 128) with 16-byte
@@ -406,7 +409,7 @@ impl SsdLaunch {
             .map_err(drv(name))?;
         }
         let name = "ssd2_fused_p64_n128";
-        let f = function_with_smem(g, name, V2_SMEM_BYTES)?;
+        let f = g.function_with_smem("ssd_chunk_scan", name, V2_SMEM_BYTES)?;
         let mut a = g.stream.launch_builder(&f);
         a.arg(&self.x.0)
             .arg(&self.b.0)
@@ -547,17 +550,6 @@ impl SsdLaunch {
         }
         Ok(())
     }
-}
-
-/// Kernel `name` of ssd_chunk_scan.cu with its dynamic shared memory limit raised to `bytes`.
-fn function_with_smem(g: &Gpu, name: &str, bytes: u32) -> Result<CudaFunction, GpuError> {
-    let f = g.function("ssd_chunk_scan", name)?;
-    f.set_attribute(
-        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        bytes as i32,
-    )
-    .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
-    Ok(f)
 }
 
 fn grid_1d(blocks: u64) -> Result<u32, GpuError> {
@@ -753,7 +745,15 @@ pub fn run_with(
             .into());
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
-    if matches!(chosen, Chosen::Version("tuned")) {
+    let use_v2 = match chosen {
+        Chosen::Version("v2") => match v2_unfit(inputs, Some(chunk)) {
+            None => true,
+            Some(why) => return Err(GpuError::Unsupported(why)),
+        },
+        Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).is_none(),
+        _ => false,
+    };
+    if matches!(chosen, Chosen::Version("tuned" | "auto")) && !use_v2 {
         if let Some(c) = tuned_config(&dims, &g.arch) {
             conf = c;
         }
@@ -765,28 +765,15 @@ pub fn run_with(
     let cd = upload_float(g, ct)?;
     let y = g.alloc_poisoned(&xt.shape, gpu_float_dtype(xt.dtype()), opts.poison)?;
     let fin = g.alloc_poisoned(&[bt, h, hd, n], DType::F32, opts.poison)?;
-    let use_v2 = match chosen {
-        Chosen::Version("v2") => match v2_unfit(inputs, Some(chunk)) {
-            None => true,
-            Some(why) => return Err(GpuError::Unsupported(why)),
-        },
-        Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).is_none(),
-        _ => false,
-    };
-    if matches!(chosen, Chosen::Version("auto")) && !use_v2 {
-        if let Some(c) = tuned_config(&dims, &g.arch) {
-            conf = c;
-        }
+    // The scratch of the chosen kernels.
+    enum Work {
+        V1(SsdWorkspace),
+        V2(V2Workspace),
     }
-    let ws = if use_v2 {
-        None
+    let work = if use_v2 {
+        Work::V2(V2Workspace::new(g, &dims)?)
     } else {
-        Some(SsdWorkspace::new(g, &dims)?)
-    };
-    let tok = if use_v2 {
-        Some(V2Workspace::new(g, &dims)?)
-    } else {
-        None
+        Work::V1(SsdWorkspace::new(g, &dims)?)
     };
     let pp = |t: &(DevTensor, i32)| (t.0.ptr(&g.stream), t.1);
     let launch = SsdLaunch {
@@ -805,15 +792,9 @@ pub fn run_with(
         y: y.ptr(&g.stream),
         final_states: fin.ptr(&g.stream),
     };
-    match (&ws, &tok) {
-        (Some(ws), _) => launch.run(g, ws, &conf)?,
-        (None, Some(w)) => launch.run_v2(g, w)?,
-        (None, None) => {
-            return Err(GpuError::Unsupported(
-                "ssd_chunk_scan: neither the v1 workspace nor v2's token table was allocated"
-                    .into(),
-            ))
-        }
+    match &work {
+        Work::V1(ws) => launch.run(g, ws, &conf)?,
+        Work::V2(w) => launch.run_v2(g, w)?,
     }
     g.sync()?;
     Ok(reference::op::outputs([
