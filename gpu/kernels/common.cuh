@@ -429,3 +429,31 @@ __device__ __forceinline__ void slotm_word(float* c, u32 wa, u32 wb, u32 sa, u32
     slotm_mma(c, slotm_hmul2(da[2], sa), slotm_hmul2(db[2], sb), slotm_hmul2(da[3], sa),
               slotm_hmul2(db[3], sb), b.z, b.w);
 }
+
+// ---- wgmma (sm_90a) helpers (moe.cu w64, ssd_chunk_scan.cu v3) ----
+// Shared-memory operand descriptor of a K-major bf16 tile in the no-swizzle layout: core
+// matrices of 8 rows x 16 bytes (128 contiguous bytes, row r of one at 16 r), LBO = bytes
+// between core matrices adjacent along K, SBO = bytes between core matrices adjacent along
+// M / N; the address and both offsets in units of 16 bytes (bits 0-13, 16-29, 32-45), base
+// offset 0 and swizzle mode 0 (bits 49-51, 62-63).
+__device__ __forceinline__ u64 wg_desc(const void* smem, u32 lbo, u32 sbo) {
+    const u32 a = (u32)__cvta_generic_to_shared(smem);
+    return (u64)((a & 0x3FFFFu) >> 4) | ((u64)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((u64)((sbo >> 4) & 0x3FFFu) << 32);
+}
+// Makes this thread's generic-proxy shared-memory writes visible to the async proxy (wgmma
+// reads its operands through it); then a barrier for everyone's.
+__device__ __forceinline__ void wg_fence_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0() {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Waits until at most one committed group is pending (the newest).
+__device__ __forceinline__ void wg_wait1() {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}

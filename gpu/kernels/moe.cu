@@ -298,29 +298,8 @@ __device__ __forceinline__ void store_chunk(const Chunk<false>& c, u16* lo, u16*
     *(uint4*)hi = c.hi;
 }
 
-// ---- wgmma (sm_90a): the warpgroup MMA of the `w64` grouped GEMM ----
-// Shared-memory operand descriptor of a K-major bf16 tile in the no-swizzle layout: core
-// matrices of 8 rows x 16 bytes (128 contiguous bytes, row r of one at 16 r), LBO = bytes
-// between core matrices adjacent along K, SBO = bytes between core matrices adjacent along
-// M / N; the address and both offsets in units of 16 bytes (bits 0-13, 16-29, 32-45), base
-// offset 0 and swizzle mode 0 (bits 49-51, 62-63).
-__device__ __forceinline__ u64 wg_desc(const void* smem, u32 lbo, u32 sbo) {
-    const u32 a = (u32)__cvta_generic_to_shared(smem);
-    return (u64)((a & 0x3FFFFu) >> 4) | ((u64)((lbo >> 4) & 0x3FFFu) << 16) |
-           ((u64)((sbo >> 4) & 0x3FFFu) << 32);
-}
-// Makes this thread's generic-proxy shared-memory writes visible to the async proxy (wgmma
-// reads its operands through it); then a barrier for everyone's.
-__device__ __forceinline__ void wg_fence_smem() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_wait0() {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
+// ---- wgmma (sm_90a): the warpgroup MMA of the `w64` grouped GEMM (descriptor, fences,
+// commit / wait: common.cuh) ----
 // Pins the accumulators: the compiler may not move their uses across this point (after the
 // wait, before the next batch).
 __device__ __forceinline__ void wg_pin(float* d) {

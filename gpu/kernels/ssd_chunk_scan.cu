@@ -1018,3 +1018,393 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         }
     }
 }
+
+// ==== v3: v2's scan on wgmma (warpgroup MMA, sm_90a) ====
+// One block per (batch, head) walks the chunks as in v2, with the same token table (ssd2_tok),
+// masks, splits and state handling; the products run as wgmma.mma_async on three warpgroups
+// (384 threads):
+//   row warpgroups 0 / 1 (output rows 64 r .. 64 r + 63 of the chunk):
+//     X   = C · (S_hi + S_lo)^T        A = C, B = S (both shared memory), 16 x m64n64k16
+//     acc = exp(cs_i) X                 (0 where token i starts another sequence than S's)
+//     G   = C · B^T                     8 x m64n64k16 a 64-column half (r 1: both halves)
+//     M   = G exp(cs_i - cs_s) dt'_s    masked, split into bf16 hi + lo in registers (the
+//                                       accumulator layout is the A fragment's)
+//     acc += M · x                      A = M (registers), B = x (N-major), 8 x m64n64k16 a half
+//     y   = acc + D x, times silu(z), bf16
+//   state warpgroup 2 (S [64 p][128 n] f32 in its accumulator registers):
+//     S   = decay S + (x w)^T · B       A = x w split hi + lo (registers, ldmatrix.trans),
+//                                       B = B (N-major), 16 x m64n128k16
+//     then, once the row warpgroups' X has read the old S (barrier 1), S as bf16 hi + lo into
+//     shared memory for the next chunk.
+// Shared-memory tiles are in wgmma's no-swizzle core-matrix layout: 8 rows x 16 bytes a core
+// matrix (128 contiguous bytes), the core matrices of one 8-row group side by side
+// (ssd3_off): C / B / S are K-major for C · B^T and C · S^T (LBO 128, SBO 2048) and B is
+// N-major for (x w)^T · B (LBO 2048, SBO 128); x is N-major for M · x (LBO 1024, SBO 128).
+// ldmatrix reads the same tiles (a core matrix row is 16 contiguous bytes).
+#define SSD3_BC_BYTES (SSD2_Q * SSD2_N * 2)
+#define SSD3_X_BYTES (SSD2_Q * SSD2_P * 2)
+#define SSD3_S_BYTES (SSD2_P * SSD2_N * 2)
+struct Ssd3Stage {
+    unsigned char c[SSD3_BC_BYTES];
+    unsigned char b[SSD3_BC_BYTES];
+    unsigned char x[SSD3_X_BYTES];
+    Ssd2Tok tok;
+};
+struct Ssd3Smem {
+    Ssd3Stage st[2];
+    unsigned char s_hi[SSD3_S_BYTES];
+    unsigned char s_lo[SSD3_S_BYTES];
+};
+static_assert(sizeof(Ssd3Smem) == 201760, "V3_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
+#define SSD3_THREADS 384
+
+// Byte offset of (row r, 16-byte segment sg) in a tile of `segs` segments a row.
+__device__ __forceinline__ int ssd3_off(int r, int sg, int segs) {
+    return ((r >> 3) * segs + sg) * 128 + (r & 7) * 16;
+}
+// D (64 x 64 f32) (+)= A (64 x 16, shared memory, K-major) . B (16 x 64, shared memory,
+// K-major); SCALE_D 0 ignores D's old value.
+template <int SCALE_D>
+__device__ __forceinline__ void ssd3_ss_n64(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "n"(SCALE_D)
+        : "memory");
+}
+// D (64 x 64 f32) += A (64 x 16 bf16, registers: mma.sync's A fragment per warp) . B (16 x 64,
+// shared memory, N-major: imm-trans-b 1).
+__device__ __forceinline__ void ssd3_rs_n64_t(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+        "{%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+        : "memory");
+}
+// D (64 x 128 f32) += A (64 x 16 bf16, registers) . B (16 x 128, shared memory, N-major).
+__device__ __forceinline__ void ssd3_rs_n128_t(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+        "{%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+        : "memory");
+}
+// Pins n accumulator registers: no use moves across this point (after a wait).
+template <int N>
+__device__ __forceinline__ void ssd3_pin(float* d) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// All 384 threads: cp.async of chunk c's C, B (group g), x (head h) and token table into a
+// stage, in the core-matrix layout; rows past the sequence are zero-filled.
+__device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, const u16* Bm,
+                                                const u16* Cm, const Ssd2Tok* tok,
+                                                const SsdDims& s, i64 b, i64 h, i64 g, i64 c,
+                                                int tid) {
+    const i64 t0 = c * SSD2_Q;
+    const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+    {
+        // Thread tid: rows tid / 16 + 24 k, segment tid % 16 (one pointer stepped, few live
+        // registers).
+        const i64 rs = s.G * SSD2_N;
+        int r = tid >> 4;
+        const int sg = tid & 15;
+        const i64 base = ((b * s.L + t0) * s.G + g) * SSD2_N;
+        i64 src = base + (i64)r * rs + sg * 8;
+        int dst = ssd3_off(r, sg, 16);
+#pragma unroll 1
+        for (; r < SSD2_Q; r += 24, src += 24 * rs, dst += 3 * 16 * 128) {
+            const bool ok = r < qc;
+            duet_cp_async16_zfill(st->c + dst, Cm + (ok ? src : base), ok);
+            duet_cp_async16_zfill(st->b + dst, Bm + (ok ? src : base), ok);
+        }
+    }
+    {
+        // x: rows tid / 8 + 48 k, segment tid % 8.
+        const i64 rs = s.H * SSD2_P;
+        int r = tid >> 3;
+        const int sg = tid & 7;
+        const i64 base = ((b * s.L + t0) * s.H + h) * SSD2_P;
+        i64 src = base + (i64)r * rs + sg * 8;
+        int dst = ssd3_off(r, sg, 8);
+#pragma unroll 1
+        for (; r < SSD2_Q; r += 48, src += 48 * rs, dst += 6 * 8 * 128) {
+            const bool ok = r < qc;
+            duet_cp_async16_zfill(st->x + dst, x + (ok ? src : base), ok);
+        }
+    }
+    if (tid < SSD2_TOK_BYTES / 16) {
+        const unsigned char* src = reinterpret_cast<const unsigned char*>(tok) + tid * 16;
+        duet_cp_async16(reinterpret_cast<unsigned char*>(&st->tok) + tid * 16, src);
+    }
+}
+
+// M = G exp(cs_i - cs_s) dt'_s for one 64-column half hn of G (accumulator layout, rows ia /
+// ib), masked to s <= i in token i's sequence, as bf16 hi + lo A fragments of 4 k-steps.
+__device__ __forceinline__ void ssd3_m_frags(const float* gacc, const Ssd2Tok& tk, int hn,
+                                             int ia, int ib, int t, u32 (*mh)[4],
+                                             u32 (*ml)[4]) {
+    const float c2a = tk.cs2[ia], c2b = tk.cs2[ib];
+    const int sga = tk.seg0[ia], sgb = tk.seg0[ib];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const int sc = 64 * hn + 8 * j + 2 * t;
+        const float2 c2s = *reinterpret_cast<const float2*>(&tk.cs2[sc]);
+        const float2 dts = *reinterpret_cast<const float2*>(&tk.dtp[sc]);
+        const float* gg = gacc + 4 * j;
+        const float m0 = (sc <= ia && sc >= sga) ? gg[0] * ssd2_ex2(c2a - c2s.x) * dts.x : 0.0f;
+        const float m1 =
+            (sc + 1 <= ia && sc + 1 >= sga) ? gg[1] * ssd2_ex2(c2a - c2s.y) * dts.y : 0.0f;
+        const float m2 = (sc <= ib && sc >= sgb) ? gg[2] * ssd2_ex2(c2b - c2s.x) * dts.x : 0.0f;
+        const float m3 =
+            (sc + 1 <= ib && sc + 1 >= sgb) ? gg[3] * ssd2_ex2(c2b - c2s.y) * dts.y : 0.0f;
+        const int kk = j >> 1, q = 2 * (j & 1);
+        ssd2_split(m0, m1, mh[kk][q], ml[kk][q]);
+        ssd2_split(m2, m3, mh[kk][q + 1], ml[kk][q + 1]);
+    }
+}
+
+// Row warpgroup r (rows 64 r ..): X, G, M · x and the epilogue of one chunk. Arrives on barrier
+// 1 once X's reads of the S buffers are done.
+__device__ __forceinline__ void ssd3_rows(const Ssd3Stage* st, const unsigned char* s_hi,
+                                          const unsigned char* s_lo, int r, int qc,
+                                          const float* dv, const void* z, int zdt, u16* y,
+                                          i64 ybase, i64 yrow, int w, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const Ssd2Tok& tk = st->tok;
+    const unsigned char* crow = st->c + r * 8 * 2048;
+    float acc[32], gacc[32];
+    // X = C · S^T (hi, then lo) and G's first half.
+    wg_fence();
+    ssd3_ss_n64<0>(acc, wg_desc(crow, 128, 2048), wg_desc(s_hi, 128, 2048));
+#pragma unroll
+    for (int kk = 1; kk < 8; ++kk)
+        ssd3_ss_n64<1>(acc, wg_desc(crow + kk * 256, 128, 2048), wg_desc(s_hi + kk * 256, 128, 2048));
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk)
+        ssd3_ss_n64<1>(acc, wg_desc(crow + kk * 256, 128, 2048), wg_desc(s_lo + kk * 256, 128, 2048));
+    wg_commit();
+    ssd3_ss_n64<0>(gacc, wg_desc(crow, 128, 2048), wg_desc(st->b, 128, 2048));
+#pragma unroll
+    for (int kk = 1; kk < 8; ++kk)
+        ssd3_ss_n64<1>(gacc, wg_desc(crow + kk * 256, 128, 2048), wg_desc(st->b + kk * 256, 128, 2048));
+    wg_commit();
+    wg_wait1();
+    ssd3_pin<32>(acc);
+    asm volatile("bar.arrive 1, 384;\n" ::: "memory");
+    const int ia = 64 * r + 16 * w + g, ib = ia + 8;
+    {
+        const float ea = tk.ein[ia], eb = tk.ein[ib];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            acc[4 * j] *= ea;
+            acc[4 * j + 1] *= ea;
+            acc[4 * j + 2] *= eb;
+            acc[4 * j + 3] *= eb;
+        }
+    }
+    wg_wait0();
+    ssd3_pin<32>(gacc);
+#pragma unroll 1
+    for (int hn = 0; hn <= r; ++hn) {
+        if (hn > 0) {
+            // G's second half (columns 64 .. 127: B rows 64 ..); the first half's M · x runs.
+            wg_fence();
+            const unsigned char* b1 = st->b + 8 * 2048;
+            ssd3_ss_n64<0>(gacc, wg_desc(crow, 128, 2048), wg_desc(b1, 128, 2048));
+#pragma unroll
+            for (int kk = 1; kk < 8; ++kk)
+                ssd3_ss_n64<1>(gacc, wg_desc(crow + kk * 256, 128, 2048), wg_desc(b1 + kk * 256, 128, 2048));
+            wg_commit();
+            wg_wait0();
+            ssd3_pin<32>(gacc);
+            ssd3_pin<32>(acc);
+        }
+        u32 mh[4][4], ml[4][4];
+        ssd3_m_frags(gacc, tk, hn, ia, ib, t, mh, ml);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const u64 db = wg_desc(st->x + (8 * hn + 2 * kk) * 1024, 1024, 128);
+            ssd3_rs_n64_t(acc, mh[kk], db);
+            ssd3_rs_n64_t(acc, ml[kk], db);
+        }
+        wg_commit();
+    }
+    wg_wait0();
+    ssd3_pin<32>(acc);
+    // Epilogue: + D x, silu(z) gate, bf16 stores (pairs of p).
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int i = hf ? ib : ia;
+        if (i >= qc) continue;
+        const i64 row = ybase + (i64)i * yrow;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int p = 8 * j + 2 * t;
+            const u32 xv = *reinterpret_cast<const u32*>(st->x + ssd3_off(i, j, 8) + 4 * t);
+            float v0 = acc[4 * j + 2 * hf] + dv[2 * j] * bf16_to_f32((u16)(xv & 0xffff));
+            float v1 = acc[4 * j + 2 * hf + 1] + dv[2 * j + 1] * bf16_to_f32((u16)(xv >> 16));
+            if (z) {
+                const float z0 = load_as_f32(z, row + p, zdt), z1 = load_as_f32(z, row + p + 1, zdt);
+                v0 = v0 * (z0 / (1.0f + expf(-z0)));
+                v1 = v1 * (z1 / (1.0f + expf(-z1)));
+            }
+            *reinterpret_cast<u32*>(y + row + p) = (u32)f32_to_bf16(v0) | ((u32)f32_to_bf16(v1) << 16);
+        }
+    }
+}
+
+// State warpgroup: S = decay S + (x w)^T · B for p rows 16 w .. 16 w + 15 of each warp, in two
+// batches of 4 k-steps (the A fragments of one batch live at a time: S and all 8 k-steps'
+// fragments do not fit in 168 registers).
+__device__ __forceinline__ void ssd3_state(const Ssd3Stage* st, float* S, int w, int lane) {
+    const int t = lane & 3;
+    const Ssd2Tok& tk = st->tok;
+    const u32 xs_a = ssd2_smem_u32(st->x);
+    const float d = tk.decay;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) S[i] *= d;
+#pragma unroll 1
+    for (int half = 0; half < 2; ++half) {
+        u32 fh[4][4], fl[4][4];
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4) {
+            const int kk = 4 * half + k4;
+            u32 xa[4];
+            const int sr = kk * 16 + (lane & 7) + (lane >> 4) * 8;
+            ssd2_ldsm4t(xs_a + ssd3_off(sr, 2 * w + ((lane >> 3) & 1), 8), xa);
+            const float2 w01 = *reinterpret_cast<const float2*>(&tk.w[kk * 16 + 2 * t]);
+            const float2 w89 = *reinterpret_cast<const float2*>(&tk.w[kk * 16 + 2 * t + 8]);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const float2 wv = q < 2 ? w01 : w89;
+                ssd2_split(bf16_to_f32((u16)(xa[q] & 0xffff)) * wv.x,
+                           bf16_to_f32((u16)(xa[q] >> 16)) * wv.y, fh[k4][q], fl[k4][q]);
+            }
+        }
+        wg_fence();
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4) {
+            const u64 db = wg_desc(st->b + (4 * half + k4) * 2 * 2048, 2048, 128);
+            ssd3_rs_n128_t(S, fh[k4], db);
+            ssd3_rs_n128_t(S, fl[k4], db);
+        }
+        wg_commit();
+        wg_wait0();
+        ssd3_pin<64>(S);
+    }
+}
+
+// State warpgroup: S as bf16 hi + lo into the K-major S buffers (rows p, 16 n-segments).
+__device__ __forceinline__ void ssd3_store_s(const float* S, unsigned char* s_hi,
+                                             unsigned char* s_lo, int w, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int off = ssd3_off(16 * w + g + 8 * hf, j, 16) + 4 * t;
+            u32 hi, lo;
+            ssd2_split(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1], hi, lo);
+            *reinterpret_cast<u32*>(s_hi + off) = hi;
+            *reinterpret_cast<u32*>(s_lo + off) = lo;
+        }
+    wg_fence_smem();
+}
+
+// grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd3Smem); tok: ssd2_tok's
+// records (B, nc, H).
+extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
+    ssd3_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states) {
+    extern __shared__ __align__(128) unsigned char ssd3_raw[];
+    Ssd3Smem* sm = reinterpret_cast<Ssd3Smem*>(ssd3_raw);
+    const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+    const i64 g = h / (s.H / s.G);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int gl = lane >> 2, tl = lane & 3;
+    const int wg = warp >> 2, w = warp & 3;
+    const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+    const Ssd2Tok* tok_bh = tok + b * nc * s.H + h;  // chunk c: tok_bh + c * H
+    if (nc > 0) {
+        ssd3_load_stage(&sm->st[0], x, Bm, Cm, tok_bh, s, b, h, g, 0, tid);
+        duet_cp_async_commit();
+    }
+    // The two roles run their own copies of the chunk loop (their registers never live at the
+    // same time: S in one, the row accumulators in the other); each iteration passes barrier 0
+    // (the chunk is in shared memory, everyone is past the previous one) and barrier 1 (the
+    // row warpgroups are done reading the S buffers) once, in both loops.
+    if (wg == 2) {
+        float S[64];
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int p = 16 * w + gl + 8 * (e >> 1), n = 8 * j + 2 * tl + (e & 1);
+                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
+                S[4 * j + e] = init ? load_as_f32(init, at, idt) : 0.0f;
+            }
+        ssd3_store_s(S, sm->s_hi, sm->s_lo, w, lane);
+        for (i64 c = 0; c < nc; ++c) {
+            const int cur = (int)(c & 1);
+            duet_cp_async_wait<0>();
+            wg_fence_smem();
+            asm volatile("bar.sync 0;\n" ::: "memory");
+            if (c + 1 < nc) {
+                ssd3_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
+                                c + 1, tid);
+                duet_cp_async_commit();
+            }
+            ssd3_state(&sm->st[cur], S, w, lane);
+            asm volatile("bar.sync 1, 384;\n" ::: "memory");
+            ssd3_store_s(S, sm->s_hi, sm->s_lo, w, lane);
+        }
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int n = 8 * j + 2 * tl;
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int p = 16 * w + gl + 8 * hf;
+                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
+                *reinterpret_cast<float2*>(final_states + at) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
+            }
+        }
+    } else {
+        float dv[16];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int p = 8 * j + 2 * tl;
+            dv[2 * j] = Dm ? load_as_f32(Dm, h * SSD2_P + p, ddt) : 0.0f;
+            dv[2 * j + 1] = Dm ? load_as_f32(Dm, h * SSD2_P + p + 1, ddt) : 0.0f;
+        }
+        const i64 yrow = s.H * SSD2_P;
+        for (i64 c = 0; c < nc; ++c) {
+            const int cur = (int)(c & 1);
+            duet_cp_async_wait<0>();
+            wg_fence_smem();
+            asm volatile("bar.sync 0;\n" ::: "memory");
+            if (c + 1 < nc) {
+                ssd3_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
+                                c + 1, tid);
+                duet_cp_async_commit();
+            }
+            const i64 t0 = c * SSD2_Q;
+            const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+            const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
+            ssd3_rows(&sm->st[cur], sm->s_hi, sm->s_lo, wg, qc, dv, z, zdt, y, ybase, yrow, w,
+                      lane);
+        }
+    }
+}

@@ -307,15 +307,22 @@ fn ssd_v2_hand_cases() {
         let inp = inputs(c, 900 + i as u64);
         let vs = versions_for(OP, &inp, &params(c));
         assert!(vs.contains(&"v2"), "{c:?}: v2 not applicable ({vs:?})");
+        assert!(vs.contains(&"v3"), "{c:?}: v3 not applicable ({vs:?})");
         runs += run_case(c, 900 + i as u64);
     }
     eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
 }
 
-/// v2 equals the sequential recurrence too, and a wrong A makes that comparison fail.
+/// v2 and v3 equal the sequential recurrence too, and a wrong A makes that comparison fail.
 #[test]
 #[ignore = "gpu"]
 fn ssd_v2_matches_sequential_oracle() {
+    for v in ["v2", "v3"] {
+        fused_matches_sequential_oracle(v);
+    }
+}
+
+fn fused_matches_sequential_oracle(version: &str) {
     let c = Case {
         seqlen: 400,
         seq_every: 60,
@@ -329,14 +336,21 @@ fn ssd_v2_matches_sequential_oracle() {
     let g = gpu::runtime::gpu().expect("GPU");
     let op = gpu::ops::find(OP).expect("op");
     let run = |m: &TensorMap| {
-        gpu::ops::run_version(&g, &op, "v2", m, &params(&c), &gpu::ops::RunOpts::default())
-            .expect("gpu run")
+        gpu::ops::run_version(
+            &g,
+            &op,
+            version,
+            m,
+            &params(&c),
+            &gpu::ops::RunOpts::default(),
+        )
+        .expect("gpu run")
     };
     let got = run(&inp);
     for name in ["y", "final_states"] {
         let tol = by_dtype(name, want[name].dtype());
         let rep = compare::compare(name, &want[name], &got[name], tol);
-        assert!(rep.passed, "{}", rep.render());
+        assert!(rep.passed, "{version}: {}", rep.render());
     }
     let mut bad = inp.clone();
     bad.insert(
@@ -349,7 +363,10 @@ fn ssd_v2_matches_sequential_oracle() {
         &run(&bad)["final_states"],
         by_dtype("final_states", DType::F32),
     );
-    assert!(!rep.passed, "a different A gave the same final_states");
+    assert!(
+        !rep.passed,
+        "{version}: a different A gave the same final_states"
+    );
 }
 
 /// The chunked GPU scan equals the sequential recurrence (reference `selective_scan`).

@@ -219,3 +219,27 @@ fn ptxas_no_spills_in_router_v4() {
         );
     }
 }
+
+/// The fused SSD kernels keep everything in registers: v2 (mma.sync) and v3 (wgmma: the state
+/// warpgroup's S and one batch of A fragments, the row warpgroups' accumulators) neither spill
+/// nor use a stack frame.
+#[test]
+fn ptxas_no_spills_in_fused_ssd() {
+    if !compile::nvrtc_available() {
+        return; // covered by every_kernel_compiles_for_sm90a
+    }
+    let r = compile::resources("ssd_chunk_scan", "sm_90a").expect("resources");
+    print_resources(r.iter().filter(|k| k.kernel.contains("fused")));
+    for name in ["ssd2_fused_p64_n128", "ssd3_fused_p64_n128"] {
+        let k = r
+            .iter()
+            .find(|k| k.kernel == name)
+            .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
+        assert!(k.registers > 0, "{name}: no register count parsed");
+        assert_eq!(
+            (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
+            (0, 0, 0),
+            "{name} spills or uses a stack frame: {k:?}"
+        );
+    }
+}

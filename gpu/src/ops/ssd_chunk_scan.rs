@@ -34,7 +34,7 @@ const OP: &str = "ssd_chunk_scan";
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1", "v1_small", "tuned", "v2", "auto"],
+        versions: &["v1", "v1_small", "tuned", "v2", "v3", "auto"],
         run,
         applicable,
     }]
@@ -120,47 +120,51 @@ impl SsdConfig {
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
             // `v2` is one fused kernel (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "auto" => Ok(SsdConfig::default()),
+            "tuned" | "v2" | "v3" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned, v2, auto".into(),
+                known: "v1, v1_small, tuned, v2, v3, auto".into(),
             }),
         }
     }
 }
 
-/// Why `v2` cannot take these inputs (None: it can). `v2` is the fused tensor-core kernel for
-/// the Nemotron 3 Super head shape: bf16 x / B / C, headdim 64, dstate 128, chunk 128.
+/// Why `v2` / `v3` cannot take these inputs (None: they can). Both are fused tensor-core
+/// kernels for the Nemotron 3 Super head shape: bf16 x / B / C, headdim 64, dstate 128, chunk
+/// 128.
 pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
     for name in ["x", "B", "C"] {
         match inputs.get(name) {
             Some(t) if t.dtype() == DType::BF16 => {}
             Some(t) => {
                 return Some(format!(
-                    "v2 needs bf16 x, B and C ({name} is {}): its products run on bf16 tensor \
-                     cores; use v1 / tuned",
+                    "v2 / v3 need bf16 x, B and C ({name} is {}): their products run on bf16 \
+                     tensor cores; use v1 / tuned",
                     t.dtype()
                 ))
             }
-            None => return Some(format!("v2: input {name} is missing")),
+            None => return Some(format!("v2 / v3: input {name} is missing")),
         }
     }
     let last = |name: &str| inputs.get(name).and_then(|t| t.shape.last().copied());
     if last("x") != Some(V2_HEADDIM) || last("B") != Some(V2_DSTATE) {
         return Some(format!(
-            "v2 is compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (x {:?}, B {:?})",
+            "v2 / v3 are compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (x {:?}, B {:?})",
             inputs.get("x").map(|t| t.shape.clone()),
             inputs.get("B").map(|t| t.shape.clone())
         ));
     }
     if chunk != Some(V2_CHUNK) {
         return Some(format!(
-            "v2 runs chunk_size {V2_CHUNK} only (chunk_size = {chunk:?})"
+            "v2 / v3 run chunk_size {V2_CHUNK} only (chunk_size = {chunk:?})"
         ));
     }
     None
 }
+
+/// The fused kernel `auto` takes where [`v2_unfit`] is None.
+pub const AUTO_FUSED: Fused = Fused::V2;
 
 /// v2's compiled shape (gpu/kernels/ssd_chunk_scan.cu `SSD2_P`, `SSD2_N`, `SSD2_Q`).
 pub const V2_HEADDIM: usize = 64;
@@ -168,6 +172,10 @@ pub const V2_DSTATE: usize = 128;
 pub const V2_CHUNK: usize = 128;
 /// `sizeof(Ssd2Smem)` (static_assert in the kernel file).
 const V2_SMEM_BYTES: u32 = 216_096;
+/// `sizeof(Ssd3Smem)`: v3's dynamic shared memory (two chunk stages, the S hi / lo buffers).
+const V3_SMEM_BYTES: u32 = 201_760;
+/// v3's block: three warpgroups (two for the output rows, one for the state).
+const V3_THREADS: u32 = 384;
 /// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
 const V2_CB_SMEM_BYTES: u32 = 2 * 128 * 272;
 /// `sizeof(Ssd2Tok)`: v2's per-(batch, chunk, head) token record.
@@ -186,16 +194,26 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
     d.b.max(0) as usize * v2_chunks(d) * d.h.max(0) as usize * V2_TOK_BYTES
 }
 
-/// v2's device scratch: the token table (`ssd2_tok`) and the C·B tiles of every (batch, chunk,
-/// group) (`ssd2_cb`, shared by the group's heads).
+/// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`) and `v3` (wgmma; C·B in the kernel).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fused {
+    V2,
+    V3,
+}
+
+/// v2's / v3's device scratch: the token table (`ssd2_tok`) and, for v2, the C·B tiles of
+/// every (batch, chunk, group) (`ssd2_cb`, shared by the group's heads).
 pub struct V2Workspace {
     pub tok: CudaSlice<u8>,
     pub cb: CudaSlice<f32>,
 }
 
 impl V2Workspace {
-    pub fn new(g: &Gpu, d: &SsdDims) -> Result<V2Workspace, GpuError> {
-        let cb = d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC;
+    pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<V2Workspace, GpuError> {
+        let cb = match k {
+            Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
+            Fused::V3 => 0,
+        };
         Ok(V2Workspace {
             tok: g.alloc_raw::<u8>(v2_tok_bytes(d).max(16))?,
             cb: g.alloc_raw::<f32>(cb.max(4))?,
@@ -204,7 +222,7 @@ impl V2Workspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if version == "v2" {
+    if version == "v2" || version == "v3" {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -350,9 +368,10 @@ impl SsdLaunch {
         Ok(())
     }
 
-    /// v2 (`ssd2_tok`, `ssd2_cb`, then `ssd2_fused_p64_n128`: bf16 x / B / C and y, headdim
-    /// 64, dstate 128, chunk 128; the caller checked that with [`v2_unfit`]).
-    pub fn run_v2(&self, g: &Gpu, ws: &V2Workspace) -> Result<(), GpuError> {
+    /// v2 (`ssd2_tok`, `ssd2_cb`, then `ssd2_fused_p64_n128`) or v3 (`ssd2_tok`, then
+    /// `ssd3_fused_p64_n128`): bf16 x / B / C and y, headdim 64, dstate 128, chunk 128; the
+    /// caller checked that with [`v2_unfit`]. `ws` was made for the same kernel.
+    pub fn run_v2(&self, g: &Gpu, ws: &V2Workspace, k: Fused) -> Result<(), GpuError> {
         let (tok, _t) = ws.tok.device_ptr(&g.stream);
         let (cbw, _c) = ws.cb.device_ptr(&g.stream);
         let s = self.dims;
@@ -392,6 +411,26 @@ impl SsdLaunch {
             // SAFETY: matches ssd2_tok; one warp per record, `tok` holds every record.
             unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
                 .map_err(drv("ssd2_tok"))?;
+        }
+        if k == Fused::V3 {
+            let name = "ssd3_fused_p64_n128";
+            let f = g.function_with_smem("ssd_chunk_scan", name, V3_SMEM_BYTES)?;
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&self.x.0).arg(&self.b.0).arg(&self.c.0).arg(&tok);
+            a.arg(&self.d.0)
+                .arg(&self.d.1)
+                .arg(&self.z.0)
+                .arg(&self.z.1);
+            a.arg(&self.init.0).arg(&self.init.1).arg(&s);
+            a.arg(&self.y).arg(&self.final_states);
+            // SAFETY: matches ssd3_fused_p64_n128; x / B / C / y bf16 of the dims' shapes
+            // (16-byte aligned rows: headdim 64 and dstate 128 are checked above, buffers start
+            // 256-byte aligned), the token records written above, final_states (B, H, 64, 128)
+            // f32, dynamic shared memory sizeof(Ssd3Smem).
+            unsafe { a.launch(cfg(blocks, V3_THREADS, V3_SMEM_BYTES)) }.map_err(drv(name))?;
+            return Ok(());
+        }
+        if records > 0 {
             let name = "ssd2_cb";
             let f = g.function_with_smem("ssd_chunk_scan", name, V2_CB_SMEM_BYTES)?;
             let nc = v2_chunks(&s) as u64;
@@ -745,15 +784,16 @@ pub fn run_with(
             .into());
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
-    let use_v2 = match chosen {
-        Chosen::Version("v2") => match v2_unfit(inputs, Some(chunk)) {
-            None => true,
+    let fused = match chosen {
+        Chosen::Version(v @ ("v2" | "v3")) => match v2_unfit(inputs, Some(chunk)) {
+            None if v == "v2" => Some(Fused::V2),
+            None => Some(Fused::V3),
             Some(why) => return Err(GpuError::Unsupported(why)),
         },
-        Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).is_none(),
-        _ => false,
+        Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).map_or(Some(AUTO_FUSED), |_| None),
+        _ => None,
     };
-    if matches!(chosen, Chosen::Version("tuned" | "auto")) && !use_v2 {
+    if matches!(chosen, Chosen::Version("tuned" | "auto")) && fused.is_none() {
         if let Some(c) = tuned_config(&dims, &g.arch) {
             conf = c;
         }
@@ -768,12 +808,11 @@ pub fn run_with(
     // The scratch of the chosen kernels.
     enum Work {
         V1(SsdWorkspace),
-        V2(V2Workspace),
+        Fused(V2Workspace, Fused),
     }
-    let work = if use_v2 {
-        Work::V2(V2Workspace::new(g, &dims)?)
-    } else {
-        Work::V1(SsdWorkspace::new(g, &dims)?)
+    let work = match fused {
+        Some(k) => Work::Fused(V2Workspace::new(g, &dims, k)?, k),
+        None => Work::V1(SsdWorkspace::new(g, &dims)?),
     };
     let pp = |t: &(DevTensor, i32)| (t.0.ptr(&g.stream), t.1);
     let launch = SsdLaunch {
@@ -794,7 +833,7 @@ pub fn run_with(
     };
     match &work {
         Work::V1(ws) => launch.run(g, ws, &conf)?,
-        Work::V2(w) => launch.run_v2(g, w)?,
+        Work::Fused(w, k) => launch.run_v2(g, w, *k)?,
     }
     g.sync()?;
     Ok(reference::op::outputs([
@@ -893,18 +932,24 @@ pub fn bench_scan(
                                         "tflop_per_s": flops / (t.median_us * 1e-6) / 1e12}));
     }
     // v2 (the fused tensor-core kernel) where the shape is its compiled one.
-    let v2 = if headdim == V2_HEADDIM && dstate == V2_DSTATE && dims.q == V2_CHUNK as i64 {
-        let w2 = V2Workspace::new(g, &dims)?;
-        let (t, _) = crate::bench::time_launch(g, false, || l.run_v2(g, &w2))?;
+    let fits = headdim == V2_HEADDIM && dstate == V2_DSTATE && dims.q == V2_CHUNK as i64;
+    let fused = |k: Fused, kernel: &str| -> Result<serde_json::Value, GpuError> {
+        if !fits {
+            return Ok(serde_json::Value::Null);
+        }
+        let w = V2Workspace::new(g, &dims, k)?;
+        let (t, _) = crate::bench::time_launch(g, false, || l.run_v2(g, &w, k))?;
         let io_bytes = 2.0
             * (2.0 * (bl * nheads * headdim) as f64 + 2.0 * (bl * ngroups * dstate) as f64)
             + 4.0 * (bl * nheads) as f64;
-        serde_json::json!({"kernel": "ssd2_fused_p64_n128", "time": timing_json(&t),
+        Ok(
+            serde_json::json!({"kernel": kernel, "time": timing_json(&t),
             "tflop_per_s": flops / (t.median_us * 1e-6) / 1e12,
-            "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12})
-    } else {
-        serde_json::Value::Null
+            "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
+        )
     };
+    let v2 = fused(Fused::V2, "ssd2_fused_p64_n128")?;
+    let v3 = fused(Fused::V3, "ssd3_fused_p64_n128")?;
     let mut stages = vec![];
     let c = SsdConfig::default();
     for (i, name) in STAGES.iter().enumerate() {
@@ -917,7 +962,7 @@ pub fn bench_scan(
                   "z": false, "D": "per head", "dt_softplus": true},
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
-        "configs": configs, "default_config_stages": stages, "v2": v2}))
+        "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
