@@ -1054,8 +1054,9 @@ struct Ssd3Smem {
     Ssd3Stage st[2];
     unsigned char s_hi[SSD3_S_BYTES];
     unsigned char s_lo[SSD3_S_BYTES];
+    float dvec[SSD2_P];  // D of the head (0 without D)
 };
-static_assert(sizeof(Ssd3Smem) == 201760, "V3_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
+static_assert(sizeof(Ssd3Smem) == 202016, "V3_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
 #define SSD3_THREADS 384
 
 // Byte offset of (row r, 16-byte segment sg) in a tile of `segs` segments a row.
@@ -1106,39 +1107,44 @@ __device__ __forceinline__ void ssd3_pin(float* d) {
 }
 
 // All 384 threads: cp.async of chunk c's C, B (group g), x (head h) and token table into a
-// stage, in the core-matrix layout; rows past the sequence are zero-filled.
+// stage, in the core-matrix layout; rows past the sequence are zero-filled. (Session 19 call 2:
+// with a thread a row segment, the warp's 16-byte writes landed 128 bytes apart, 8-way bank
+// conflicts that backed up the MIO queue: a quarter of the kernel's stall samples sat in this
+// loop.)
 __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, const u16* Bm,
                                                 const u16* Cm, const Ssd2Tok* tok,
                                                 const SsdDims& s, i64 b, i64 h, i64 g, i64 c,
                                                 int tid) {
     const i64 t0 = c * SSD2_Q;
     const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+    // Segment i of a tile is its i-th 16 bytes in shared memory (the core-matrix layout: i = (row
+    // / 8, 16-byte column, row % 8)), so a warp's writes are 512 contiguous bytes (no bank
+    // conflicts) and its reads 8 rows x 64 bytes; thread tid takes segments tid + 384 k.
     {
-        // Thread tid: rows tid / 16 + 24 k, segment tid % 16 (one pointer stepped, few live
-        // registers).
+        // C and B: 16 segments a row; rows advance by 24 a step.
         const i64 rs = s.G * SSD2_N;
-        int r = tid >> 4;
-        const int sg = tid & 15;
+        int r = ((tid >> 7) << 3) + (tid & 7);
+        const int sg = (tid >> 3) & 15;
         const i64 base = ((b * s.L + t0) * s.G + g) * SSD2_N;
         i64 src = base + (i64)r * rs + sg * 8;
-        int dst = ssd3_off(r, sg, 16);
+        int dst = tid * 16;
 #pragma unroll 1
-        for (; r < SSD2_Q; r += 24, src += 24 * rs, dst += 3 * 16 * 128) {
+        for (; r < SSD2_Q; r += 24, src += 24 * rs, dst += SSD3_THREADS * 16) {
             const bool ok = r < qc;
             duet_cp_async16_zfill(st->c + dst, Cm + (ok ? src : base), ok);
             duet_cp_async16_zfill(st->b + dst, Bm + (ok ? src : base), ok);
         }
     }
     {
-        // x: rows tid / 8 + 48 k, segment tid % 8.
+        // x: 8 segments a row; rows advance by 48 a step.
         const i64 rs = s.H * SSD2_P;
-        int r = tid >> 3;
-        const int sg = tid & 7;
+        int r = ((tid >> 6) << 3) + (tid & 7);
+        const int sg = (tid >> 3) & 7;
         const i64 base = ((b * s.L + t0) * s.H + h) * SSD2_P;
         i64 src = base + (i64)r * rs + sg * 8;
-        int dst = ssd3_off(r, sg, 8);
+        int dst = tid * 16;
 #pragma unroll 1
-        for (; r < SSD2_Q; r += 48, src += 48 * rs, dst += 6 * 8 * 128) {
+        for (; r < SSD2_Q; r += 48, src += 48 * rs, dst += SSD3_THREADS * 16) {
             const bool ok = r < qc;
             duet_cp_async16_zfill(st->x + dst, x + (ok ? src : base), ok);
         }
@@ -1178,7 +1184,7 @@ __device__ __forceinline__ void ssd3_m_frags(const float* gacc, const Ssd2Tok& t
 // 1 once X's reads of the S buffers are done.
 __device__ __forceinline__ void ssd3_rows(const Ssd3Stage* st, const unsigned char* s_hi,
                                           const unsigned char* s_lo, int r, int qc,
-                                          const float* dv, const void* z, int zdt, u16* y,
+                                          const float* dvec, const void* z, int zdt, u16* y,
                                           i64 ybase, i64 yrow, int w, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
@@ -1253,8 +1259,9 @@ __device__ __forceinline__ void ssd3_rows(const Ssd3Stage* st, const unsigned ch
         for (int j = 0; j < 8; ++j) {
             const int p = 8 * j + 2 * t;
             const u32 xv = *reinterpret_cast<const u32*>(st->x + ssd3_off(i, j, 8) + 4 * t);
-            float v0 = acc[4 * j + 2 * hf] + dv[2 * j] * bf16_to_f32((u16)(xv & 0xffff));
-            float v1 = acc[4 * j + 2 * hf + 1] + dv[2 * j + 1] * bf16_to_f32((u16)(xv >> 16));
+            const float2 dv = *reinterpret_cast<const float2*>(dvec + p);
+            float v0 = acc[4 * j + 2 * hf] + dv.x * bf16_to_f32((u16)(xv & 0xffff));
+            float v1 = acc[4 * j + 2 * hf + 1] + dv.y * bf16_to_f32((u16)(xv >> 16));
             if (z) {
                 const float z0 = load_as_f32(z, row + p, zdt), z1 = load_as_f32(z, row + p + 1, zdt);
                 v0 = v0 * (z0 / (1.0f + expf(-z0)));
@@ -1345,7 +1352,9 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
     // The two roles run their own copies of the chunk loop (their registers never live at the
     // same time: S in one, the row accumulators in the other); each iteration passes barrier 0
     // (the chunk is in shared memory, everyone is past the previous one) and barrier 1 (the
-    // row warpgroups are done reading the S buffers) once, in both loops.
+    // row warpgroups are done reading the S buffers) once, in both loops. Barrier 0 is the
+    // non-aligned `barrier.sync` (`bar.sync` = `barrier.sync.aligned` requires every thread at
+    // the same instruction: synccheck reported the two loops' copies, session 19 call 2).
     if (wg == 2) {
         float S[64];
 #pragma unroll
@@ -1361,7 +1370,7 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             const int cur = (int)(c & 1);
             duet_cp_async_wait<0>();
             wg_fence_smem();
-            asm volatile("bar.sync 0;\n" ::: "memory");
+            asm volatile("barrier.sync 0;\n" ::: "memory");
             if (c + 1 < nc) {
                 ssd3_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
                                 c + 1, tid);
@@ -1371,30 +1380,28 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             asm volatile("bar.sync 1, 384;\n" ::: "memory");
             ssd3_store_s(S, sm->s_hi, sm->s_lo, w, lane);
         }
+        // The head's final state (blockIdx.x = b H + h; ptxas keeps one value of this store's
+        // addressing in a 4-byte spill slot across the loop: stored once, loaded once).
+        float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
             const int n = 8 * j + 2 * tl;
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
                 const int p = 16 * w + gl + 8 * hf;
-                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
-                *reinterpret_cast<float2*>(final_states + at) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
+                const i64 at = (i64)p * SSD2_N + n;
+                *reinterpret_cast<float2*>(fs + at) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
             }
         }
     } else {
-        float dv[16];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int p = 8 * j + 2 * tl;
-            dv[2 * j] = Dm ? load_as_f32(Dm, h * SSD2_P + p, ddt) : 0.0f;
-            dv[2 * j + 1] = Dm ? load_as_f32(Dm, h * SSD2_P + p + 1, ddt) : 0.0f;
-        }
+        // D of the head into shared memory (the first barrier 0 publishes it).
+        if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
         const i64 yrow = s.H * SSD2_P;
         for (i64 c = 0; c < nc; ++c) {
             const int cur = (int)(c & 1);
             duet_cp_async_wait<0>();
             wg_fence_smem();
-            asm volatile("bar.sync 0;\n" ::: "memory");
+            asm volatile("barrier.sync 0;\n" ::: "memory");
             if (c + 1 < nc) {
                 ssd3_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
                                 c + 1, tid);
@@ -1403,8 +1410,8 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             const i64 t0 = c * SSD2_Q;
             const int qc = (int)min((i64)SSD2_Q, s.L - t0);
             const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
-            ssd3_rows(&sm->st[cur], sm->s_hi, sm->s_lo, wg, qc, dv, z, zdt, y, ybase, yrow, w,
-                      lane);
+            ssd3_rows(&sm->st[cur], sm->s_hi, sm->s_lo, wg, qc, sm->dvec, z, zdt, y, ybase, yrow,
+                      w, lane);
         }
     }
 }

@@ -164,7 +164,7 @@ pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
 }
 
 /// The fused kernel `auto` takes where [`v2_unfit`] is None.
-pub const AUTO_FUSED: Fused = Fused::V2;
+pub const AUTO_FUSED: Fused = Fused::V3;
 
 /// v2's compiled shape (gpu/kernels/ssd_chunk_scan.cu `SSD2_P`, `SSD2_N`, `SSD2_Q`).
 pub const V2_HEADDIM: usize = 64;
@@ -172,8 +172,9 @@ pub const V2_DSTATE: usize = 128;
 pub const V2_CHUNK: usize = 128;
 /// `sizeof(Ssd2Smem)` (static_assert in the kernel file).
 const V2_SMEM_BYTES: u32 = 216_096;
-/// `sizeof(Ssd3Smem)`: v3's dynamic shared memory (two chunk stages, the S hi / lo buffers).
-const V3_SMEM_BYTES: u32 = 201_760;
+/// `sizeof(Ssd3Smem)`: v3's dynamic shared memory (two chunk stages, the S hi / lo buffers,
+/// D).
+const V3_SMEM_BYTES: u32 = 202_016;
 /// v3's block: three warpgroups (two for the output rows, one for the state).
 const V3_THREADS: u32 = 384;
 /// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
