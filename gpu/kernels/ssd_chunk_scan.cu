@@ -1106,22 +1106,24 @@ __device__ __forceinline__ void ssd3_pin(float* d) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// All 384 threads: cp.async of chunk c's C, B (group g), x (head h) and token table into a
-// stage, in the core-matrix layout; rows past the sequence are zero-filled. (Session 19 call 2:
-// with a thread a row segment, the warp's 16-byte writes landed 128 bytes apart, 8-way bank
-// conflicts that backed up the MIO queue: a quarter of the kernel's stall samples sat in this
-// loop.)
+// NT threads (tid < NT; NT a multiple of 128): cp.async of chunk c's C, B (group g), x (head h)
+// and token table into a stage, in the core-matrix layout; rows past the sequence are
+// zero-filled. Segment i of a tile is its i-th 16 bytes in shared memory (i = (row / 8, 16-byte
+// column, row % 8)), so a warp's writes are 512 contiguous bytes and its reads 8 rows x 64
+// bytes; thread tid takes segments tid + NT k. Row warpgroup 0 issues them (NT 128) while its
+// M · x runs (it has the least work): when all 384 threads issued them first thing in a chunk, a quarter of
+// the stall samples sat in this loop (session 19, calls 2-3: the LDGSTS hold their address and
+// predicate registers until the memory pipe takes them), delaying the row warpgroups' products.
+template <int NT>
 __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, const u16* Bm,
                                                 const u16* Cm, const Ssd2Tok* tok,
                                                 const SsdDims& s, i64 b, i64 h, i64 g, i64 c,
                                                 int tid) {
+    static_assert(NT % 128 == 0, "NT");
     const i64 t0 = c * SSD2_Q;
     const int qc = (int)min((i64)SSD2_Q, s.L - t0);
-    // Segment i of a tile is its i-th 16 bytes in shared memory (the core-matrix layout: i = (row
-    // / 8, 16-byte column, row % 8)), so a warp's writes are 512 contiguous bytes (no bank
-    // conflicts) and its reads 8 rows x 64 bytes; thread tid takes segments tid + 384 k.
     {
-        // C and B: 16 segments a row; rows advance by 24 a step.
+        // C and B: 16 segments a row; rows advance by NT / 16 a step.
         const i64 rs = s.G * SSD2_N;
         int r = ((tid >> 7) << 3) + (tid & 7);
         const int sg = (tid >> 3) & 15;
@@ -1129,14 +1131,14 @@ __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, con
         i64 src = base + (i64)r * rs + sg * 8;
         int dst = tid * 16;
 #pragma unroll 1
-        for (; r < SSD2_Q; r += 24, src += 24 * rs, dst += SSD3_THREADS * 16) {
+        for (; r < SSD2_Q; r += NT / 16, src += (NT / 16) * rs, dst += NT * 16) {
             const bool ok = r < qc;
             duet_cp_async16_zfill(st->c + dst, Cm + (ok ? src : base), ok);
             duet_cp_async16_zfill(st->b + dst, Bm + (ok ? src : base), ok);
         }
     }
     {
-        // x: 8 segments a row; rows advance by 48 a step.
+        // x: 8 segments a row; rows advance by NT / 8 a step.
         const i64 rs = s.H * SSD2_P;
         int r = ((tid >> 6) << 3) + (tid & 7);
         const int sg = (tid >> 3) & 7;
@@ -1144,16 +1146,26 @@ __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, con
         i64 src = base + (i64)r * rs + sg * 8;
         int dst = tid * 16;
 #pragma unroll 1
-        for (; r < SSD2_Q; r += 48, src += 48 * rs, dst += SSD3_THREADS * 16) {
+        for (; r < SSD2_Q; r += NT / 8, src += (NT / 8) * rs, dst += NT * 16) {
             const bool ok = r < qc;
             duet_cp_async16_zfill(st->x + dst, x + (ok ? src : base), ok);
         }
     }
-    if (tid < SSD2_TOK_BYTES / 16) {
-        const unsigned char* src = reinterpret_cast<const unsigned char*>(tok) + tid * 16;
-        duet_cp_async16(reinterpret_cast<unsigned char*>(&st->tok) + tid * 16, src);
+    for (int i = tid; i < SSD2_TOK_BYTES / 16; i += NT) {
+        const unsigned char* src = reinterpret_cast<const unsigned char*>(tok) + i * 16;
+        duet_cp_async16(reinterpret_cast<unsigned char*>(&st->tok) + i * 16, src);
     }
 }
+
+// The next chunk's loads, issued by row warpgroup 0 inside ssd3_rows: the kernel's own
+// pointers, the stage (nullptr: no next chunk) and the chunk; batch and head come from blockIdx
+// (few registers live across the state step).
+struct Ssd3Next {
+    Ssd3Stage* st;
+    const u16 *x, *Bm, *Cm;
+    const Ssd2Tok* tok;
+    i64 c;
+};
 
 // M = G exp(cs_i - cs_s) dt'_s for one 64-column half hn of G (accumulator layout, rows ia /
 // ib), masked to s <= i in token i's sequence, as bf16 hi + lo A fragments of 4 k-steps.
@@ -1185,7 +1197,8 @@ __device__ __forceinline__ void ssd3_m_frags(const float* gacc, const Ssd2Tok& t
 __device__ __forceinline__ void ssd3_rows(const Ssd3Stage* st, const unsigned char* s_hi,
                                           const unsigned char* s_lo, int r, int qc,
                                           const float* dvec, const void* z, int zdt, u16* y,
-                                          i64 ybase, i64 yrow, int w, int lane) {
+                                          i64 ybase, i64 yrow, int w, int lane,
+                                          const Ssd3Next& nx, const SsdDims& s) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
     const unsigned char* crow = st->c + r * 8 * 2048;
@@ -1246,6 +1259,15 @@ __device__ __forceinline__ void ssd3_rows(const Ssd3Stage* st, const unsigned ch
             ssd3_rs_n64_t(acc, ml[kk], db);
         }
         wg_commit();
+        if (r == 0 && nx.st) {
+            // Warpgroup 0 (the lighter one: rows 0 .. 63, one half of G) issues the next chunk's
+            // loads while its M · x runs.
+            const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+            const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+            ssd3_load_stage<128>(nx.st, nx.x, nx.Bm, nx.Cm, nx.tok + (b * nc + nx.c) * s.H + h, s,
+                                 b, h, h / (s.H / s.G), nx.c, 32 * w + lane);
+            duet_cp_async_commit();
+        }
     }
     wg_wait0();
     ssd3_pin<32>(acc);
@@ -1346,7 +1368,7 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
     const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
     const Ssd2Tok* tok_bh = tok + b * nc * s.H + h;  // chunk c: tok_bh + c * H
     if (nc > 0) {
-        ssd3_load_stage(&sm->st[0], x, Bm, Cm, tok_bh, s, b, h, g, 0, tid);
+        ssd3_load_stage<SSD3_THREADS>(&sm->st[0], x, Bm, Cm, tok_bh, s, b, h, g, 0, tid);
         duet_cp_async_commit();
     }
     // The two roles run their own copies of the chunk loop (their registers never live at the
@@ -1371,17 +1393,11 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             duet_cp_async_wait<0>();
             wg_fence_smem();
             asm volatile("barrier.sync 0;\n" ::: "memory");
-            if (c + 1 < nc) {
-                ssd3_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
-                                c + 1, tid);
-                duet_cp_async_commit();
-            }
             ssd3_state(&sm->st[cur], S, w, lane);
             asm volatile("bar.sync 1, 384;\n" ::: "memory");
             ssd3_store_s(S, sm->s_hi, sm->s_lo, w, lane);
         }
-        // The head's final state (blockIdx.x = b H + h; ptxas keeps one value of this store's
-        // addressing in a 4-byte spill slot across the loop: stored once, loaded once).
+        // The head's final state (blockIdx.x = b H + h).
         float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
@@ -1402,16 +1418,13 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             duet_cp_async_wait<0>();
             wg_fence_smem();
             asm volatile("barrier.sync 0;\n" ::: "memory");
-            if (c + 1 < nc) {
-                ssd3_load_stage(&sm->st[cur ^ 1], x, Bm, Cm, tok_bh + (c + 1) * s.H, s, b, h, g,
-                                c + 1, tid);
-                duet_cp_async_commit();
-            }
             const i64 t0 = c * SSD2_Q;
             const int qc = (int)min((i64)SSD2_Q, s.L - t0);
             const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
+            // Every thread is past chunk c - 1: its stage takes chunk c + 1.
+            const Ssd3Next nx{c + 1 < nc ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok, c + 1};
             ssd3_rows(&sm->st[cur], sm->s_hi, sm->s_lo, wg, qc, sm->dvec, z, zdt, y, ybase, yrow,
-                      w, lane);
+                      w, lane, nx, s);
         }
     }
 }
