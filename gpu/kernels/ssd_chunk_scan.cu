@@ -1076,16 +1076,17 @@ __device__ __forceinline__ void ssd3_ss_n64(float* d, u64 da, u64 db) {
         : "l"(da), "l"(db), "n"(SCALE_D)
         : "memory");
 }
-// D (64 x 64 f32) += A (64 x 16 bf16, registers: mma.sync's A fragment per warp) . B (16 x 64,
-// shared memory, N-major: imm-trans-b 1).
-__device__ __forceinline__ void ssd3_rs_n64_t(float* d, const u32* a, u64 db) {
+// D (64 x 64 f32) (+)= A (64 x 16 bf16, registers: mma.sync's A fragment per warp) . B (16 x 64,
+// shared memory; TB 0: K-major, 1: N-major); SCALE_D 0 ignores D's old value.
+template <int SCALE_D, int TB>
+__device__ __forceinline__ void ssd3_rs_n64(float* d, const u32* a, u64 db) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
         "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-        "{%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+        "{%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SCALE_D), "n"(TB)
         : "memory");
 }
 // D (64 x 128 f32) += A (64 x 16 bf16, registers) . B (16 x 128, shared memory, N-major).
@@ -1255,8 +1256,8 @@ __device__ __forceinline__ void ssd3_rows(const Ssd3Stage* st, const unsigned ch
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             const u64 db = wg_desc(st->x + (8 * hn + 2 * kk) * 1024, 1024, 128);
-            ssd3_rs_n64_t(acc, mh[kk], db);
-            ssd3_rs_n64_t(acc, ml[kk], db);
+            ssd3_rs_n64<1, 1>(acc, mh[kk], db);
+            ssd3_rs_n64<1, 1>(acc, ml[kk], db);
         }
         wg_commit();
         if (r == 0 && nx.st) {
@@ -1426,5 +1427,257 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             ssd3_rows(&sm->st[cur], sm->s_hi, sm->s_lo, wg, qc, sm->dvec, z, zdt, y, ybase, yrow,
                       w, lane, nx, s);
         }
+    }
+}
+
+// ==== v4: v3 with the inter-chunk part on the state warpgroup ====
+// Session 19's profile of v3 (ncu source counters, 4096 tokens): the state warpgroup waited at
+// the chunk barrier for about half its time while the row warpgroups (X, G, M, M · x, the
+// epilogue) set the pace. v4 moves X = C · S^T to the state warpgroup, from its registers (A = S
+// split into bf16 hi + lo per k-step, B = C, K-major): X^T [64 p][128 l] in two 64-column
+// halves, times exp(cs_l), into shared memory (xch, f32) for the rows' epilogue behind barrier 1
+// (v2's hand-over). The S buffers go away; the rows only compute G (warpgroup 1 issues both
+// halves at once), M, M · x and the epilogue (bf16 pairs by cvt.rn.bf16x2, the z gate compiled
+// only into the z variant).
+#define SSD4_XCH_ROW 68  // floats: [128 l][64 p], padded rows (conflict-free stores and loads)
+struct Ssd4Smem {
+    Ssd3Stage st[2];
+    float xch[SSD2_Q * SSD4_XCH_ROW];
+    float dvec[SSD2_P];
+};
+static_assert(sizeof(Ssd4Smem) == 204064, "V4_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
+
+// Two f32 -> bf16 pair, round to nearest even (cvt.rn.bf16x2); NaN keeps f32_to_bf16's payload.
+__device__ __forceinline__ u32 ssd4_bf16x2(float v0, float v1) {
+    if (v0 != v0 || v1 != v1) return (u32)f32_to_bf16(v0) | ((u32)f32_to_bf16(v1) << 16);
+    return ssd2_pack(v0, v1);
+}
+
+// Rows ia / ib of one row warpgroup: y = acc + X + D x (times silu(z) when Z), bf16 pairs.
+template <bool Z>
+__device__ __forceinline__ void ssd4_epilogue(const float* acc, const Ssd3Stage* st,
+                                              const float* xch, const float* dvec, const void* z,
+                                              int zdt, u16* y, i64 ybase, i64 yrow, int ia,
+                                              int ib, int qc, int t) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int i = hf ? ib : ia;
+        if (i >= qc) continue;
+        const i64 row = ybase + (i64)i * yrow;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int p = 8 * j + 2 * t;
+            const u32 xv = *reinterpret_cast<const u32*>(st->x + ssd3_off(i, j, 8) + 4 * t);
+            const float2 in = *reinterpret_cast<const float2*>(xch + i * SSD4_XCH_ROW + p);
+            const float2 dv = *reinterpret_cast<const float2*>(dvec + p);
+            float v0 = (acc[4 * j + 2 * hf] + in.x) + dv.x * bf16_to_f32((u16)(xv & 0xffff));
+            float v1 = (acc[4 * j + 2 * hf + 1] + in.y) + dv.y * bf16_to_f32((u16)(xv >> 16));
+            if (Z) {
+                const float z0 = load_as_f32(z, row + p, zdt), z1 = load_as_f32(z, row + p + 1, zdt);
+                v0 = v0 * (z0 / (1.0f + expf(-z0)));
+                v1 = v1 * (z1 / (1.0f + expf(-z1)));
+            }
+            *reinterpret_cast<u32*>(y + row + p) = ssd4_bf16x2(v0, v1);
+        }
+    }
+}
+
+// Row warpgroup R (rows 64 R ..): G, M, M · x of one chunk; after barrier 1 (X is in xch) the
+// epilogue. Warpgroup 0 issues the next chunk's loads while its M · x runs. (R is a template
+// parameter: wgmma under a branch ptxas cannot prove warp-uniform gets serialized.)
+template <int R>
+__device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch, int qc,
+                                          const float* dvec, const void* z, int zdt, u16* y,
+                                          i64 ybase, i64 yrow, int w, int lane,
+                                          const Ssd3Next& nx, const SsdDims& s) {
+    const int g = lane >> 2, t = lane & 3;
+    const Ssd2Tok& tk = st->tok;
+    const unsigned char* crow = st->c + R * 8 * 2048;
+    float acc[32], g0[32], g1[32];
+    // G = C · B^T: columns 0 .. 63, and for warpgroup 1 also 64 .. 127, one group each.
+    wg_fence();
+    ssd3_ss_n64<0>(g0, wg_desc(crow, 128, 2048), wg_desc(st->b, 128, 2048));
+#pragma unroll
+    for (int kk = 1; kk < 8; ++kk)
+        ssd3_ss_n64<1>(g0, wg_desc(crow + kk * 256, 128, 2048), wg_desc(st->b + kk * 256, 128, 2048));
+    wg_commit();
+    const unsigned char* b1 = st->b + 8 * 2048;
+    if (R == 1) {
+        ssd3_ss_n64<0>(g1, wg_desc(crow, 128, 2048), wg_desc(b1, 128, 2048));
+#pragma unroll
+        for (int kk = 1; kk < 8; ++kk)
+            ssd3_ss_n64<1>(g1, wg_desc(crow + kk * 256, 128, 2048), wg_desc(b1 + kk * 256, 128, 2048));
+        wg_commit();
+        wg_wait1();
+    } else {
+        wg_wait0();
+    }
+    ssd3_pin<32>(g0);
+    const int ia = 64 * R + 16 * w + g, ib = ia + 8;
+    u32 mh[4][4], ml[4][4];
+    ssd3_m_frags(g0, tk, 0, ia, ib, t, mh, ml);
+    wg_fence();
+    ssd3_rs_n64<0, 1>(acc, mh[0], wg_desc(st->x, 1024, 128));
+    ssd3_rs_n64<1, 1>(acc, ml[0], wg_desc(st->x, 1024, 128));
+#pragma unroll
+    for (int kk = 1; kk < 4; ++kk) {
+        const u64 db = wg_desc(st->x + 2 * kk * 1024, 1024, 128);
+        ssd3_rs_n64<1, 1>(acc, mh[kk], db);
+        ssd3_rs_n64<1, 1>(acc, ml[kk], db);
+    }
+    wg_commit();
+    if (R == 0 && nx.st) {
+        const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+        const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+        ssd3_load_stage<128>(nx.st, nx.x, nx.Bm, nx.Cm, nx.tok + (b * nc + nx.c) * s.H + h, s,
+                             b, h, h / (s.H / s.G), nx.c, 32 * w + lane);
+        duet_cp_async_commit();
+    }
+    if (R == 1) {
+        // The second half's M (G's columns 64 .. 127) once the first M · x is done with mh / ml.
+        wg_wait0();
+        ssd3_pin<32>(g1);
+        ssd3_pin<32>(acc);
+        ssd3_m_frags(g1, tk, 1, ia, ib, t, mh, ml);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const u64 db = wg_desc(st->x + (8 + 2 * kk) * 1024, 1024, 128);
+            ssd3_rs_n64<1, 1>(acc, mh[kk], db);
+            ssd3_rs_n64<1, 1>(acc, ml[kk], db);
+        }
+        wg_commit();
+    }
+    wg_wait0();
+    ssd3_pin<32>(acc);
+    asm volatile("bar.sync 1, 384;\n" ::: "memory");
+    if (z)
+        ssd4_epilogue<true>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
+    else
+        ssd4_epilogue<false>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
+}
+
+// State warpgroup: X^T = S · C^T (S split into bf16 hi + lo per k-step, one 64-column half of l
+// at a time: both at once spilled), times exp(cs_l), into xch; barrier 1; then S = decay S +
+// (x w)^T · B (v3's step).
+__device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, float* S, int w,
+                                           int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const Ssd2Tok& tk = st->tok;
+    const int pa = 16 * w + g;
+#pragma unroll 1
+    for (int lh = 0; lh < 2; ++lh) {
+        float xa[32];
+        u32 fa[2][2][4];  // [k-step parity][hi / lo][fragment]
+        const unsigned char* cb = st->c + lh * 8 * 2048;
+#pragma unroll
+        for (int kk = 0; kk < 8; ++kk) {
+            u32* fh = fa[kk & 1][0];
+            u32* fl = fa[kk & 1][1];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) ssd2_split(S[8 * kk + 2 * q], S[8 * kk + 2 * q + 1], fh[q], fl[q]);
+            wg_fence();
+            const u64 d = wg_desc(cb + kk * 256, 128, 2048);
+            if (kk == 0)
+                ssd3_rs_n64<0, 0>(xa, fh, d);
+            else
+                ssd3_rs_n64<1, 0>(xa, fh, d);
+            ssd3_rs_n64<1, 0>(xa, fl, d);
+            wg_commit();
+            // The previous k-step's group is done: its fragments (the other parity) are free.
+            if (kk > 0) wg_wait1();
+        }
+        wg_wait0();
+        ssd3_pin<32>(xa);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int l = 64 * lh + 8 * j + 2 * t;
+            const float2 e = *reinterpret_cast<const float2*>(&tk.ein[l]);
+            xch[l * SSD4_XCH_ROW + pa] = xa[4 * j] * e.x;
+            xch[(l + 1) * SSD4_XCH_ROW + pa] = xa[4 * j + 1] * e.y;
+            xch[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
+            xch[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
+        }
+    }
+    asm volatile("bar.arrive 1, 384;\n" ::: "memory");
+    ssd3_state(st, S, w, lane);
+}
+
+// Row warpgroup R's chunk loop (barrier 0, then its rows of the chunk).
+template <int R>
+__device__ __forceinline__ void ssd4_row_loop(Ssd4Smem* sm, const u16* x, const u16* Bm,
+                                              const u16* Cm, const Ssd2Tok* tok, const void* z,
+                                              int zdt, const SsdDims& s, u16* y, int w,
+                                              int lane) {
+    const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+    const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+    const i64 yrow = s.H * SSD2_P;
+    for (i64 c = 0; c < nc; ++c) {
+        const int cur = (int)(c & 1);
+        duet_cp_async_wait<0>();
+        wg_fence_smem();
+        asm volatile("barrier.sync 0;\n" ::: "memory");
+        const i64 t0 = c * SSD2_Q;
+        const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+        const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
+        // Every thread is past chunk c - 1: its stage takes chunk c + 1.
+        const Ssd3Next nx{c + 1 < nc ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok, c + 1};
+        ssd4_rows<R>(&sm->st[cur], sm->xch, qc, sm->dvec, z, zdt, y, ybase, yrow, w, lane, nx, s);
+    }
+}
+
+// grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd4Smem); tok: ssd2_tok's
+// records (B, nc, H).
+extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
+    ssd4_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states) {
+    extern __shared__ __align__(128) unsigned char ssd4_raw[];
+    Ssd4Smem* sm = reinterpret_cast<Ssd4Smem*>(ssd4_raw);
+    const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+    const i64 g = h / (s.H / s.G);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int gl = lane >> 2, tl = lane & 3;
+    const int wg = warp >> 2, w = warp & 3;
+    const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+    const Ssd2Tok* tok_bh = tok + b * nc * s.H + h;
+    if (nc > 0) {
+        ssd3_load_stage<SSD3_THREADS>(&sm->st[0], x, Bm, Cm, tok_bh, s, b, h, g, 0, tid);
+        duet_cp_async_commit();
+    }
+    // The roles' own chunk loops, as in v3; barrier 0 once an iteration in both, barrier 1 (X is
+    // in xch) once: the state warpgroup arrives, the rows wait.
+    if (wg == 2) {
+        float S[64];
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int p = 16 * w + gl + 8 * (e >> 1), n = 8 * j + 2 * tl + (e & 1);
+                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
+                S[4 * j + e] = init ? load_as_f32(init, at, idt) : 0.0f;
+            }
+        for (i64 c = 0; c < nc; ++c) {
+            duet_cp_async_wait<0>();
+            wg_fence_smem();
+            asm volatile("barrier.sync 0;\n" ::: "memory");
+            ssd4_state(&sm->st[c & 1], sm->xch, S, w, lane);
+        }
+        float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int n = 8 * j + 2 * tl;
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int p = 16 * w + gl + 8 * hf;
+                *reinterpret_cast<float2*>(fs + (i64)p * SSD2_N + n) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
+            }
+        }
+    } else {
+        if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
+        if (wg == 0)
+            ssd4_row_loop<0>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
+        else
+            ssd4_row_loop<1>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
     }
 }

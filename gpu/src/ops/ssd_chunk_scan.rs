@@ -34,7 +34,7 @@ const OP: &str = "ssd_chunk_scan";
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1", "v1_small", "tuned", "v2", "v3", "auto"],
+        versions: &["v1", "v1_small", "tuned", "v2", "v3", "v4", "auto"],
         run,
         applicable,
     }]
@@ -120,11 +120,11 @@ impl SsdConfig {
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
             // `v2` is one fused kernel (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "v3" | "auto" => Ok(SsdConfig::default()),
+            "tuned" | "v2" | "v3" | "v4" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned, v2, v3, auto".into(),
+                known: "v1, v1_small, tuned, v2, v3, v4, auto".into(),
             }),
         }
     }
@@ -175,7 +175,9 @@ const V2_SMEM_BYTES: u32 = 216_096;
 /// `sizeof(Ssd3Smem)`: v3's dynamic shared memory (two chunk stages, the S hi / lo buffers,
 /// D).
 const V3_SMEM_BYTES: u32 = 202_016;
-/// v3's block: three warpgroups (two for the output rows, one for the state).
+/// `sizeof(Ssd4Smem)`: v4's (two chunk stages, the inter-chunk part in f32, D).
+const V4_SMEM_BYTES: u32 = 204_064;
+/// v3's / v4's block: three warpgroups (two for the output rows, one for the state).
 const V3_THREADS: u32 = 384;
 /// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
 const V2_CB_SMEM_BYTES: u32 = 2 * 128 * 272;
@@ -195,11 +197,24 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
     d.b.max(0) as usize * v2_chunks(d) * d.h.max(0) as usize * V2_TOK_BYTES
 }
 
-/// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`) and `v3` (wgmma; C·B in the kernel).
+/// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`), `v3` (wgmma; C·B in the kernel) and
+/// `v4` (v3 with the inter-chunk product on the state warpgroup).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
     V2,
     V3,
+    V4,
+}
+
+impl Fused {
+    /// The fused kernel's name, its block size and its dynamic shared memory (v3 / v4).
+    fn kernel(self) -> (&'static str, u32, u32) {
+        match self {
+            Fused::V2 => ("ssd2_fused_p64_n128", THREADS, V2_SMEM_BYTES),
+            Fused::V3 => ("ssd3_fused_p64_n128", V3_THREADS, V3_SMEM_BYTES),
+            Fused::V4 => ("ssd4_fused_p64_n128", V3_THREADS, V4_SMEM_BYTES),
+        }
+    }
 }
 
 /// v2's / v3's device scratch: the token table (`ssd2_tok`) and, for v2, the C·B tiles of
@@ -213,7 +228,7 @@ impl V2Workspace {
     pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<V2Workspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
-            Fused::V3 => 0,
+            Fused::V3 | Fused::V4 => 0,
         };
         Ok(V2Workspace {
             tok: g.alloc_raw::<u8>(v2_tok_bytes(d).max(16))?,
@@ -223,7 +238,7 @@ impl V2Workspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if version == "v2" || version == "v3" {
+    if matches!(version, "v2" | "v3" | "v4") {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -413,9 +428,9 @@ impl SsdLaunch {
             unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
                 .map_err(drv("ssd2_tok"))?;
         }
-        if k == Fused::V3 {
-            let name = "ssd3_fused_p64_n128";
-            let f = g.function_with_smem("ssd_chunk_scan", name, V3_SMEM_BYTES)?;
+        if k != Fused::V2 {
+            let (name, threads, smem) = k.kernel();
+            let f = g.function_with_smem("ssd_chunk_scan", name, smem)?;
             let mut a = g.stream.launch_builder(&f);
             a.arg(&self.x.0).arg(&self.b.0).arg(&self.c.0).arg(&tok);
             a.arg(&self.d.0)
@@ -424,11 +439,12 @@ impl SsdLaunch {
                 .arg(&self.z.1);
             a.arg(&self.init.0).arg(&self.init.1).arg(&s);
             a.arg(&self.y).arg(&self.final_states);
-            // SAFETY: matches ssd3_fused_p64_n128; x / B / C / y bf16 of the dims' shapes
-            // (16-byte aligned rows: headdim 64 and dstate 128 are checked above, buffers start
-            // 256-byte aligned), the token records written above, final_states (B, H, 64, 128)
-            // f32, dynamic shared memory sizeof(Ssd3Smem).
-            unsafe { a.launch(cfg(blocks, V3_THREADS, V3_SMEM_BYTES)) }.map_err(drv(name))?;
+            // SAFETY: matches ssd3_fused_p64_n128 / ssd4_fused_p64_n128 (the same arguments); x /
+            // B / C / y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128
+            // are checked above, buffers start 256-byte aligned), the token records written
+            // above, final_states (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd3Smem) /
+            // sizeof(Ssd4Smem).
+            unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
             return Ok(());
         }
         if records > 0 {
@@ -448,8 +464,8 @@ impl SsdLaunch {
             }
             .map_err(drv(name))?;
         }
-        let name = "ssd2_fused_p64_n128";
-        let f = g.function_with_smem("ssd_chunk_scan", name, V2_SMEM_BYTES)?;
+        let (name, threads, smem) = k.kernel();
+        let f = g.function_with_smem("ssd_chunk_scan", name, smem)?;
         let mut a = g.stream.launch_builder(&f);
         a.arg(&self.x.0)
             .arg(&self.b.0)
@@ -466,7 +482,7 @@ impl SsdLaunch {
         // aligned rows: headdim 64 and dstate 128 are checked above, buffers start 256-byte
         // aligned), the token records written above, final_states (B, H, 64, 128) f32, dynamic
         // shared memory sizeof(Ssd2Smem).
-        unsafe { a.launch(cfg(blocks, THREADS, V2_SMEM_BYTES)) }.map_err(drv(name))?;
+        unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
         Ok(())
     }
 
@@ -786,9 +802,10 @@ pub fn run_with(
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
     let fused = match chosen {
-        Chosen::Version(v @ ("v2" | "v3")) => match v2_unfit(inputs, Some(chunk)) {
+        Chosen::Version(v @ ("v2" | "v3" | "v4")) => match v2_unfit(inputs, Some(chunk)) {
             None if v == "v2" => Some(Fused::V2),
-            None => Some(Fused::V3),
+            None if v == "v3" => Some(Fused::V3),
+            None => Some(Fused::V4),
             Some(why) => return Err(GpuError::Unsupported(why)),
         },
         Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).map_or(Some(AUTO_FUSED), |_| None),
@@ -934,7 +951,7 @@ pub fn bench_scan(
     }
     // v2 (the fused tensor-core kernel) where the shape is its compiled one.
     let fits = headdim == V2_HEADDIM && dstate == V2_DSTATE && dims.q == V2_CHUNK as i64;
-    let fused = |k: Fused, kernel: &str| -> Result<serde_json::Value, GpuError> {
+    let fused = |k: Fused| -> Result<serde_json::Value, GpuError> {
         if !fits {
             return Ok(serde_json::Value::Null);
         }
@@ -944,13 +961,12 @@ pub fn bench_scan(
             * (2.0 * (bl * nheads * headdim) as f64 + 2.0 * (bl * ngroups * dstate) as f64)
             + 4.0 * (bl * nheads) as f64;
         Ok(
-            serde_json::json!({"kernel": kernel, "time": timing_json(&t),
+            serde_json::json!({"kernel": k.kernel().0, "time": timing_json(&t),
             "tflop_per_s": flops / (t.median_us * 1e-6) / 1e12,
             "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
         )
     };
-    let v2 = fused(Fused::V2, "ssd2_fused_p64_n128")?;
-    let v3 = fused(Fused::V3, "ssd3_fused_p64_n128")?;
+    let (v2, v3, v4) = (fused(Fused::V2)?, fused(Fused::V3)?, fused(Fused::V4)?);
     let mut stages = vec![];
     let c = SsdConfig::default();
     for (i, name) in STAGES.iter().enumerate() {
@@ -963,7 +979,7 @@ pub fn bench_scan(
                   "z": false, "D": "per head", "dt_softplus": true},
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
-        "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3}))
+        "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
