@@ -1550,7 +1550,8 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
     }
     wg_wait0();
     ssd3_pin<32>(acc);
-    asm volatile("bar.sync 1, 384;\n" ::: "memory");
+    // Barrier 1 + R: the state warpgroup has written this warpgroup's rows of X.
+    asm volatile("bar.sync %0, 256;\n" ::"n"(1 + R) : "memory");
     if (z)
         ssd4_epilogue<true>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
     else
@@ -1558,7 +1559,8 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
 }
 
 // State warpgroup: X^T = S · C^T (S split into bf16 hi + lo per k-step, one 64-column half of l
-// at a time: both at once spilled), times exp(cs_l), into xch; barrier 1; then S = decay S +
+// at a time: both at once spilled), times exp(cs_l), into xch; half lh is row warpgroup lh's
+// (barrier 1 + lh: warpgroup 0 starts its epilogue while half 1 is computed); then S = decay S +
 // (x w)^T · B (v3's step).
 __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, float* S, int w,
                                            int lane) {
@@ -1587,19 +1589,22 @@ __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, floa
             // The previous k-step's group is done: its fragments (the other parity) are free.
             if (kk > 0) wg_wait1();
         }
+        float2 ev[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ev[j] = *reinterpret_cast<const float2*>(&tk.ein[64 * lh + 8 * j + 2 * t]);
         wg_wait0();
         ssd3_pin<32>(xa);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
             const int l = 64 * lh + 8 * j + 2 * t;
-            const float2 e = *reinterpret_cast<const float2*>(&tk.ein[l]);
+            const float2 e = ev[j];
             xch[l * SSD4_XCH_ROW + pa] = xa[4 * j] * e.x;
             xch[(l + 1) * SSD4_XCH_ROW + pa] = xa[4 * j + 1] * e.y;
             xch[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
             xch[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
         }
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + lh) : "memory");
     }
-    asm volatile("bar.arrive 1, 384;\n" ::: "memory");
     ssd3_state(st, S, w, lane);
 }
 
@@ -1645,8 +1650,8 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
         ssd3_load_stage<SSD3_THREADS>(&sm->st[0], x, Bm, Cm, tok_bh, s, b, h, g, 0, tid);
         duet_cp_async_commit();
     }
-    // The roles' own chunk loops, as in v3; barrier 0 once an iteration in both, barrier 1 (X is
-    // in xch) once: the state warpgroup arrives, the rows wait.
+    // The roles' own chunk loops, as in v3; barrier 0 once an iteration in all, barrier 1 + r (row
+    // warpgroup r's half of X is in xch) once: the state warpgroup arrives, row warpgroup r waits.
     if (wg == 2) {
         float S[64];
 #pragma unroll
