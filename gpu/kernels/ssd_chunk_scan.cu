@@ -1556,6 +1556,10 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
         ssd4_epilogue<true>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
     else
         ssd4_epilogue<false>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
+    // Barrier 3 + R: this warpgroup's rows of xch are read; the state warpgroup may overwrite
+    // them with the next chunk's X (racecheck, session 19 call 6, did not take barrier 0 as
+    // ordering these reads before those writes; this barrier states it).
+    if (nx.st) asm volatile("bar.arrive %0, 256;\n" ::"n"(3 + R) : "memory");
 }
 
 // State warpgroup: X^T = S · C^T (S split into bf16 hi + lo per k-step, one 64-column half of l
@@ -1563,7 +1567,7 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
 // (barrier 1 + lh: warpgroup 0 starts its epilogue while half 1 is computed); then S = decay S +
 // (x w)^T · B (v3's step).
 __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, float* S, int w,
-                                           int lane) {
+                                           int lane, bool first) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
     const int pa = 16 * w + g;
@@ -1572,6 +1576,8 @@ __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, floa
         float xa[32];
         u32 fa[2][2][4];  // [k-step parity][hi / lo][fragment]
         const unsigned char* cb = st->c + lh * 8 * 2048;
+        // Row warpgroup lh is done with the previous chunk's half (arrived on barrier 3 + lh).
+        if (!first) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + lh) : "memory");
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
             u32* fh = fa[kk & 1][0];
@@ -1651,7 +1657,10 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
         duet_cp_async_commit();
     }
     // The roles' own chunk loops, as in v3; barrier 0 once an iteration in all, barrier 1 + r (row
-    // warpgroup r's half of X is in xch) once: the state warpgroup arrives, row warpgroup r waits.
+    // warpgroup r's half of X is in xch) once: the state warpgroup arrives, row warpgroup r waits;
+    // barrier 3 + r (row warpgroup r has read its half) between chunks: row warpgroup r arrives
+    // after its epilogue (not after the last chunk's), the state warpgroup waits before writing
+    // the half again.
     if (wg == 2) {
         float S[64];
 #pragma unroll
@@ -1666,7 +1675,7 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             duet_cp_async_wait<0>();
             wg_fence_smem();
             asm volatile("barrier.sync 0;\n" ::: "memory");
-            ssd4_state(&sm->st[c & 1], sm->xch, S, w, lane);
+            ssd4_state(&sm->st[c & 1], sm->xch, S, w, lane, c == 0);
         }
         float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
 #pragma unroll

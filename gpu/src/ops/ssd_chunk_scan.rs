@@ -164,7 +164,7 @@ pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
 }
 
 /// The fused kernel `auto` takes where [`v2_unfit`] is None.
-pub const AUTO_FUSED: Fused = Fused::V3;
+pub const AUTO_FUSED: Fused = Fused::V4;
 
 /// v2's compiled shape (gpu/kernels/ssd_chunk_scan.cu `SSD2_P`, `SSD2_N`, `SSD2_Q`).
 pub const V2_HEADDIM: usize = 64;
