@@ -10,16 +10,23 @@
 //! [`v2_unfit`] says why not otherwise): `ssd2_tok` (per-token table), `ssd2_cb` (C·B once per
 //! chunk and group) and `ssd2_fused_p64_n128` (one block per head walks the chunks with the
 //! state in registers; every product on bf16 tensor cores with hi + lo splits of the non-bf16
-//! operands, so final_states meets the f32 tolerance). `auto` = v2 where it applies, else
-//! `tuned`.
+//! operands, so final_states meets the f32 tolerance). v3 and v4 (same shape, same token
+//! table, same splits) run the products as wgmma on three warpgroups (two for the output rows,
+//! one for the state) with C·B in the kernel: `ssd3_fused_p64_n128` (the rows compute the
+//! inter-chunk part from bf16 hi / lo copies of S in shared memory) and `ssd4_fused_p64_n128`
+//! (the state warpgroup computes it from its registers and hands it over in f32). `auto` = v3
+//! where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`: v4 is faster but racecheck reports
+//! hazards on its hand-over buffer that session 19 could not explain (gpu/NOTES.md).
 //!
 //! Measured on the H200 (bench preset `ssd_50k`: batch 1, 50,000 tokens, 128 heads x 64,
 //! dstate 128, 8 groups, chunk 128, bf16 x/B/C, no z), session 18 call 4: v1 (default config)
 //! 27.0 ms (cumsum 0.27, C·B 0.63, chunk state 9.86, state passing 0.88, chunk scan 15.4 ms:
 //! the f32 CUDA-core GEMMs run at ~10 TFLOP/s); v2 4.41 ms (ssd_4k: 372-380 us, of which
-//! ssd2_tok 8.5 us, ssd2_cb 9.4 us under ncu). The 1500 us target is not met: v2 issues
-//! ~2600 mma.sync per chunk and head (the hi + lo splits double most products) at 2 warps a
-//! scheduler (gpu/NOTES.md, session 18).
+//! ssd2_tok 8.5 us, ssd2_cb 9.4 us under ncu). Session 19 (call 6, one run): v2 4423 us, v3
+//! 2935 us, v4 2678 us (ssd_4k: 373 / 262 / 252 us); call 7: v2 4458, v3 2952, v4 2621 us
+//! (ssd_4k 385 / 263 / 248 us). The 1500 us target is not met
+//! (gpu/NOTES.md, session 19: the chunk step is a chain of wgmma waits, barriers and the rows'
+//! ALU work, not tensor-bound).
 
 use super::causal_conv1d::{as_dtype, gpu_float_dtype, opt_ptr, upload_float, upload_i64};
 use super::{grid_for, GpuOp, RunOpts};
@@ -163,8 +170,10 @@ pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
     None
 }
 
-/// The fused kernel `auto` takes where [`v2_unfit`] is None.
-pub const AUTO_FUSED: Fused = Fused::V4;
+/// The fused kernel `auto` takes where [`v2_unfit`] is None: v3, the fastest form that ran
+/// clean under racecheck (v4: 2.62 vs 2.95 ms at 50,000 tokens, but racecheck reports its
+/// epilogue's reads of xch against the state warpgroup's writes; session 19, calls 6-7).
+pub const AUTO_FUSED: Fused = Fused::V3;
 
 /// v2's compiled shape (gpu/kernels/ssd_chunk_scan.cu `SSD2_P`, `SSD2_N`, `SSD2_Q`).
 pub const V2_HEADDIM: usize = 64;
