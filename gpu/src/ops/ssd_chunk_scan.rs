@@ -408,7 +408,7 @@ impl SsdLaunch {
         }
         if s.p != V2_HEADDIM as i64 || s.n != V2_DSTATE as i64 {
             return Err(GpuError::Unsupported(format!(
-                "v2 is compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (got {} / {})",
+                "v2 / v3 / v4 are compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (got {} / {})",
                 s.p, s.n
             )));
         }
@@ -437,26 +437,7 @@ impl SsdLaunch {
             unsafe { a.launch(cfg(grid_1d(records.div_ceil(8) as u64)?, THREADS, 0)) }
                 .map_err(drv("ssd2_tok"))?;
         }
-        if k != Fused::V2 {
-            let (name, threads, smem) = k.kernel();
-            let f = g.function_with_smem("ssd_chunk_scan", name, smem)?;
-            let mut a = g.stream.launch_builder(&f);
-            a.arg(&self.x.0).arg(&self.b.0).arg(&self.c.0).arg(&tok);
-            a.arg(&self.d.0)
-                .arg(&self.d.1)
-                .arg(&self.z.0)
-                .arg(&self.z.1);
-            a.arg(&self.init.0).arg(&self.init.1).arg(&s);
-            a.arg(&self.y).arg(&self.final_states);
-            // SAFETY: matches ssd3_fused_p64_n128 / ssd4_fused_p64_n128 (the same arguments); x /
-            // B / C / y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128
-            // are checked above, buffers start 256-byte aligned), the token records written
-            // above, final_states (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd3Smem) /
-            // sizeof(Ssd4Smem).
-            unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
-            return Ok(());
-        }
-        if records > 0 {
+        if k == Fused::V2 && records > 0 {
             let name = "ssd2_cb";
             let f = g.function_with_smem("ssd_chunk_scan", name, V2_CB_SMEM_BYTES)?;
             let nc = v2_chunks(&s) as u64;
@@ -476,21 +457,21 @@ impl SsdLaunch {
         let (name, threads, smem) = k.kernel();
         let f = g.function_with_smem("ssd_chunk_scan", name, smem)?;
         let mut a = g.stream.launch_builder(&f);
-        a.arg(&self.x.0)
-            .arg(&self.b.0)
-            .arg(&self.c.0)
-            .arg(&tok)
-            .arg(&cbw);
+        a.arg(&self.x.0).arg(&self.b.0).arg(&self.c.0).arg(&tok);
+        if k == Fused::V2 {
+            a.arg(&cbw);
+        }
         a.arg(&self.d.0)
             .arg(&self.d.1)
             .arg(&self.z.0)
             .arg(&self.z.1);
         a.arg(&self.init.0).arg(&self.init.1).arg(&s);
         a.arg(&self.y).arg(&self.final_states);
-        // SAFETY: matches ssd2_fused_p64_n128; x / B / C / y bf16 of the dims' shapes (16-byte
-        // aligned rows: headdim 64 and dstate 128 are checked above, buffers start 256-byte
-        // aligned), the token records written above, final_states (B, H, 64, 128) f32, dynamic
-        // shared memory sizeof(Ssd2Smem).
+        // SAFETY: matches ssd2_fused_p64_n128 (with the C·B tiles after the token records) /
+        // ssd3_fused_p64_n128 / ssd4_fused_p64_n128 (without); x / B / C / y bf16 of the dims'
+        // shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked above, buffers
+        // start 256-byte aligned), the token records written above, final_states (B, H, 64, 128)
+        // f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) / sizeof(Ssd4Smem).
         unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
         Ok(())
     }
