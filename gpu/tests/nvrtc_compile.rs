@@ -199,17 +199,25 @@ fn ptxas_no_spills_in_router_v4() {
     }
     let r = compile::resources("noaux_tc_router", "sm_90a").expect("resources");
     print_resources(r.iter().filter(|k| k.kernel.starts_with("router_")));
-    for name in [
-        "router_v4_n8",
-        "router_v4_n16",
-        "router_v5_n8",
-        "router_v5_n16",
-        "router_v6_n8",
-        "router_v6_n16",
-    ] {
+    assert_register_resident(
+        &r,
+        &[
+            "router_v4_n8",
+            "router_v4_n16",
+            "router_v5_n8",
+            "router_v5_n16",
+            "router_v6_n8",
+            "router_v6_n16",
+        ],
+    );
+}
+
+/// Each named kernel is in ptxas' report, with a register count, no spills and no stack frame.
+fn assert_register_resident(r: &[compile::KernelResources], names: &[&str]) {
+    for name in names {
         let k = r
             .iter()
-            .find(|k| k.kernel == name)
+            .find(|k| k.kernel == *name)
             .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
         assert!(k.registers > 0, "{name}: no register count parsed");
         assert_eq!(
@@ -230,20 +238,12 @@ fn ptxas_no_spills_in_fused_ssd() {
     }
     let r = compile::resources("ssd_chunk_scan", "sm_90a").expect("resources");
     print_resources(r.iter().filter(|k| k.kernel.contains("fused")));
-    for name in [
-        "ssd2_fused_p64_n128",
-        "ssd3_fused_p64_n128",
-        "ssd4_fused_p64_n128",
-    ] {
-        let k = r
-            .iter()
-            .find(|k| k.kernel == name)
-            .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
-        assert!(k.registers > 0, "{name}: no register count parsed");
-        assert_eq!(
-            (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
-            (0, 0, 0),
-            "{name} spills or uses a stack frame: {k:?}"
-        );
-    }
+    assert_register_resident(
+        &r,
+        &[
+            "ssd2_fused_p64_n128",
+            "ssd3_fused_p64_n128",
+            "ssd4_fused_p64_n128",
+        ],
+    );
 }
