@@ -126,7 +126,7 @@ impl SsdConfig {
             "v1" => Ok(SsdConfig::default()),
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
-            // `v2` is one fused kernel (no tile config); `auto` falls back to the tuned tiles.
+            // v2-v4 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
             "tuned" | "v2" | "v3" | "v4" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
@@ -137,34 +137,34 @@ impl SsdConfig {
     }
 }
 
-/// Why `v2` / `v3` cannot take these inputs (None: they can). Both are fused tensor-core
-/// kernels for the Nemotron 3 Super head shape: bf16 x / B / C, headdim 64, dstate 128, chunk
-/// 128.
+/// Why `v2` / `v3` / `v4` cannot take these inputs (None: they can). All three are fused
+/// tensor-core kernels for the Nemotron 3 Super head shape: bf16 x / B / C, headdim 64, dstate
+/// 128, chunk 128.
 pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
     for name in ["x", "B", "C"] {
         match inputs.get(name) {
             Some(t) if t.dtype() == DType::BF16 => {}
             Some(t) => {
                 return Some(format!(
-                    "v2 / v3 need bf16 x, B and C ({name} is {}): their products run on bf16 \
-                     tensor cores; use v1 / tuned",
+                    "v2 / v3 / v4 need bf16 x, B and C ({name} is {}): their products run on \
+                     bf16 tensor cores; use v1 / tuned",
                     t.dtype()
                 ))
             }
-            None => return Some(format!("v2 / v3: input {name} is missing")),
+            None => return Some(format!("v2 / v3 / v4: input {name} is missing")),
         }
     }
     let last = |name: &str| inputs.get(name).and_then(|t| t.shape.last().copied());
     if last("x") != Some(V2_HEADDIM) || last("B") != Some(V2_DSTATE) {
         return Some(format!(
-            "v2 / v3 are compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (x {:?}, B {:?})",
+            "v2 / v3 / v4 are compiled for headdim {V2_HEADDIM} and dstate {V2_DSTATE} (x {:?}, B {:?})",
             inputs.get("x").map(|t| t.shape.clone()),
             inputs.get("B").map(|t| t.shape.clone())
         ));
     }
     if chunk != Some(V2_CHUNK) {
         return Some(format!(
-            "v2 / v3 run chunk_size {V2_CHUNK} only (chunk_size = {chunk:?})"
+            "v2 / v3 / v4 run chunk_size {V2_CHUNK} only (chunk_size = {chunk:?})"
         ));
     }
     None
@@ -216,7 +216,7 @@ pub enum Fused {
 }
 
 impl Fused {
-    /// The fused kernel's name, its block size and its dynamic shared memory (v3 / v4).
+    /// The fused kernel's name, its block size and its dynamic shared memory.
     fn kernel(self) -> (&'static str, u32, u32) {
         match self {
             Fused::V2 => ("ssd2_fused_p64_n128", THREADS, V2_SMEM_BYTES),
