@@ -226,20 +226,22 @@ impl Fused {
     }
 }
 
-/// v2's / v3's device scratch: the token table (`ssd2_tok`) and, for v2, the C·B tiles of
-/// every (batch, chunk, group) (`ssd2_cb`, shared by the group's heads).
-pub struct V2Workspace {
+/// A fused kernel's device scratch: the token table (`ssd2_tok`) and, for v2, the C·B tiles of
+/// every (batch, chunk, group) (`ssd2_cb`, shared by the group's heads); it knows its kernel.
+pub struct FusedWorkspace {
+    pub kernel: Fused,
     pub tok: CudaSlice<u8>,
     pub cb: CudaSlice<f32>,
 }
 
-impl V2Workspace {
-    pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<V2Workspace, GpuError> {
+impl FusedWorkspace {
+    pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<FusedWorkspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
             Fused::V3 | Fused::V4 => 0,
         };
-        Ok(V2Workspace {
+        Ok(FusedWorkspace {
+            kernel: k,
             tok: g.alloc_raw::<u8>(v2_tok_bytes(d).max(16))?,
             cb: g.alloc_raw::<f32>(cb.max(4))?,
         })
@@ -393,10 +395,12 @@ impl SsdLaunch {
         Ok(())
     }
 
-    /// v2 (`ssd2_tok`, `ssd2_cb`, then `ssd2_fused_p64_n128`) or v3 (`ssd2_tok`, then
-    /// `ssd3_fused_p64_n128`): bf16 x / B / C and y, headdim 64, dstate 128, chunk 128; the
-    /// caller checked that with [`v2_unfit`]. `ws` was made for the same kernel.
-    pub fn run_v2(&self, g: &Gpu, ws: &V2Workspace, k: Fused) -> Result<(), GpuError> {
+    /// The fused kernel `ws` was made for: v2 (`ssd2_tok`, `ssd2_cb`, then
+    /// `ssd2_fused_p64_n128`), v3 / v4 (`ssd2_tok`, then `ssd3_fused_p64_n128` /
+    /// `ssd4_fused_p64_n128`): bf16 x / B / C and y, headdim 64, dstate 128, chunk 128; the
+    /// caller checked that with [`v2_unfit`].
+    pub fn run_fused(&self, g: &Gpu, ws: &FusedWorkspace) -> Result<(), GpuError> {
+        let k = ws.kernel;
         let (tok, _t) = ws.tok.device_ptr(&g.stream);
         let (cbw, _c) = ws.cb.device_ptr(&g.stream);
         let s = self.dims;
@@ -816,10 +820,10 @@ pub fn run_with(
     // The scratch of the chosen kernels.
     enum Work {
         V1(SsdWorkspace),
-        Fused(V2Workspace, Fused),
+        Fused(FusedWorkspace),
     }
     let work = match fused {
-        Some(k) => Work::Fused(V2Workspace::new(g, &dims, k)?, k),
+        Some(k) => Work::Fused(FusedWorkspace::new(g, &dims, k)?),
         None => Work::V1(SsdWorkspace::new(g, &dims)?),
     };
     let pp = |t: &(DevTensor, i32)| (t.0.ptr(&g.stream), t.1);
@@ -841,7 +845,7 @@ pub fn run_with(
     };
     match &work {
         Work::V1(ws) => launch.run(g, ws, &conf)?,
-        Work::Fused(w, k) => launch.run_v2(g, w, *k)?,
+        Work::Fused(w) => launch.run_fused(g, w)?,
     }
     g.sync()?;
     Ok(reference::op::outputs([
@@ -945,8 +949,8 @@ pub fn bench_scan(
         if !fits {
             return Ok(serde_json::Value::Null);
         }
-        let w = V2Workspace::new(g, &dims, k)?;
-        let (t, _) = crate::bench::time_launch(g, false, || l.run_v2(g, &w, k))?;
+        let w = FusedWorkspace::new(g, &dims, k)?;
+        let (t, _) = crate::bench::time_launch(g, false, || l.run_fused(g, &w))?;
         let io_bytes = 2.0
             * (2.0 * (bl * nheads * headdim) as f64 + 2.0 * (bl * ngroups * dstate) as f64)
             + 4.0 * (bl * nheads) as f64;
