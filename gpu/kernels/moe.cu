@@ -1271,6 +1271,255 @@ MOE_R8_FORMU(r2p4u, 1, 4, true, 2, 1, 4, 6, true)
 MOE_R8_FORMU(r2p8u, 1, 4, true, 2, 1, 8, 6, true)
 
 // ---------------------------------------------------------------------------------------------
+// x (session 20): the prefill grouped GEMM on wgmma, weights as A from registers. NVFP4 x
+// NVFP4, K % 128 == 0, 16-byte aligned operands (the host checks; elsewhere m64 / m16 run).
+// Swapped operands: out^T[n, r] = sum_k W[e, n, k] x[r, k]. The block (two warpgroups, 256
+// threads) owns 128 weight rows (warp w: rows 16 w .. 16 w + 15, the NVFP4 blocks of the
+// epilogue) and one m-tile of NT tokens (wgmma's N: 64 or 128).
+// - Weights (A): each lane copies, per 128-k step, 16 bytes of codes of its rows g and g + 8
+//   (the quarter t of the step: k = 32 t .. 32 t + 31) and the 4-byte words holding their two
+//   scale bytes, by cp.async into a P-stage ring (per thread, its own bytes: no barrier), then
+//   decodes them in registers to f16 value * 2^-14 times the E4M3 scale (r8's exact decode,
+//   slotm_*): word j of the quarter gives the A fragments of k16 steps 2 j (nibble pairs (0, 4)
+//   and (1, 5)) and 2 j + 1 ((2, 6), (3, 7)). The k order inside a step is thereby permuted, the
+//   same way on both operands (only the f32 summation order differs from m16 / m64).
+// - x (B): raw codes and scales of the NT tokens by cp.async into a P-stage ring (token rows
+//   of 80 bytes: conflict-free reads), decoded by all threads once a step into one of two f16
+//   tiles in wgmma's K-major no-swizzle layout: token n, k16 step s, core matrix kc at
+//   (n / 8) * 2048 + s * 256 + kc * 128 + (n % 8) * 16 bytes (LBO 128, SBO 2048); the four
+//   4-byte words of a core-matrix row are the quarters t = 0..3 (A's lane t).
+// - Per step: wgmma's in groups of GK k16 steps (each group's A in its own register set, a
+//   fence, the group, commit, wait until one group is pending); then a barrier (every thread's
+//   next raw x landed, every warpgroup done with the other tile), the next x tile decoded,
+//   a barrier.
+// - Epilogue: the accumulator of warp w is mma m16n8's C fragment for each 8 tokens (rows =
+//   weight rows, columns = tokens), so r8's epilogue (moe_gemv_epilogue) runs per 8 tokens,
+//   after acc * 2^28 (exact: both operands carry 2^-14).
+// Dynamic shared memory: 2 x NT x 256 (x tiles) + P x (NT x 80 + 10240) bytes.
+#define MOE_X_WSTAGE 10240
+#define MOE_X_XROW 80
+// D (64 x 64 f32) += A (64 x 16 f16, registers: mma.sync's A fragment per warp) . B (16 x 64
+// f16, shared memory, K-major: descriptor db).
+__device__ __forceinline__ void moe_x_rs64(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+        "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+        : "memory");
+}
+// D (64 x 128 f32) += A (64 x 16 f16, registers: mma.sync's A fragment per warp) . B (16 x 128
+// f16, shared memory, K-major: descriptor db).
+__device__ __forceinline__ void moe_x_rs128(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+        "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+        : "memory");
+}
+// Pins n accumulator registers (after the last wait: no use moves above it).
+template <int N>
+__device__ __forceinline__ void moe_x_pin(float* d) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int NT>
+__device__ __forceinline__ void moe_x_rs(float* d, const u32* a, u64 db) {
+    if constexpr (NT == 64)
+        moe_x_rs64(d, a, db);
+    else
+        moe_x_rs128(d, a, db);
+}
+
+template <int EPI, int NT, int P, int GK>
+__device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
+    static_assert(NT == 64 || NT == 128, "wgmma N of the token tile");
+    static_assert(GK == 2 || GK == 4, "k16 steps a group (an even number of groups a step)");
+    static_assert(P >= 2, "ring stages");
+    extern __shared__ __align__(128) u8 x_smem[];
+    constexpr int XBUF = NT * 256;         // one 128-k step of x, f16
+    constexpr int XRAW = NT * MOE_X_XROW;  // one raw x stage
+    constexpr int XU = NT * 4 / 256;       // raw x units (token, quarter) a thread
+    constexpr int NG = 8 / GK;             // groups a step
+    u8* xbuf = x_smem;
+    u8* xraw = x_smem + 2 * XBUF;
+    u8* wring = xraw + P * XRAW;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int t = lane & 3;
+    const i64 mt = blockIdx.x;
+    const int e = a.t_exp[mt];
+    if (e < 0) return;  // the whole block
+    const i64 N = a.N, K = a.K, ns = K >> 7;
+    const i64 row0 = a.t_row[mt];
+    const i64 row_end = a.off[e + 1];
+    const i64 n0 = (i64)blockIdx.y * 128 + warp * 16;  // this warp's 16 weight rows
+    const i64 nA = n0 + (lane >> 2), nB = nA + 8;
+    const bool okA = nA < N, okB = nB < N;
+    // Rows past N load row N - 1 (in bounds); the epilogue skips them.
+    const i64 ra = okA ? nA : N - 1, rb = okB ? nB : N - 1;
+    const u8* wq = a.w + (i64)e * N * (K >> 1);
+    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    const u8* gqa = wq + ra * (K >> 1) + 16 * t;
+    const u8* gqb = wq + rb * (K >> 1) + 16 * t;
+    const u8* gsa = wsf + ra * (K >> 4) + 4 * (t >> 1);
+    const u8* gsb = wsf + rb * (K >> 4) + 4 * (t >> 1);
+    // Raw x unit c: token n = u / 4, quarter q = u % 4 (u = tid + 256 c); tokens past the
+    // tile's rows copy the expert's last row (their columns are never stored). Quarters 0 / 1
+    // also copy the token's scale words 0 / 1 (row bytes 64 .. 71).
+    const u8* gx[XU];
+    const u8* gxs[XU];
+    int xq[XU], xs_off[XU];
+#pragma unroll
+    for (int c = 0; c < XU; ++c) {
+        const int u = tid + 256 * c, n = u >> 2, q = u & 3;
+        const i64 row = row0 + n < row_end ? row0 + n : row_end - 1;
+        gx[c] = a.x + row * (K >> 1) + 16 * q;
+        gxs[c] = a.x_sf + row * (K >> 4) + 4 * (q & 1);
+        xq[c] = n * MOE_X_XROW + 16 * q;
+        xs_off[c] = q < 2 ? n * MOE_X_XROW + 64 + 4 * q : -1;
+    }
+    // Stage s of this thread's bytes into ring slot s % P; one commit group a call.
+    auto issue = [&](i64 s) {
+        if (s < ns) {
+            u8* ws = wring + (int)(s % P) * MOE_X_WSTAGE;
+            duet_cp_async16(ws + 16 * tid, gqa + 64 * s);
+            duet_cp_async16(ws + 4096 + 16 * tid, gqb + 64 * s);
+            duet_cp_async4_zfill(ws + 8192 + 8 * tid, gsa + 8 * s, true);
+            duet_cp_async4_zfill(ws + 8192 + 8 * tid + 4, gsb + 8 * s, true);
+            u8* xs = xraw + (int)(s % P) * XRAW;
+#pragma unroll
+            for (int c = 0; c < XU; ++c) {
+                duet_cp_async16(xs + xq[c], gx[c] + 64 * s);
+                if (xs_off[c] >= 0) duet_cp_async4_zfill(xs + xs_off[c], gxs[c] + 8 * s, true);
+            }
+        }
+        duet_cp_async_commit();  // every call: uniform group counting
+    };
+    // Decodes raw x stage s into tile s & 1. Unit u = tid + 256 c: token n (8 consecutive
+    // tokens a quarter-warp: each 16-byte store fills one core-matrix row set), word j: reads
+    // word j of the token's four quarters (row stride 80 bytes: conflict-free), writes the four
+    // core-matrix rows of k16 steps 2 j, 2 j + 1.
+    auto stage_x = [&](i64 s) {
+        const u8* xs = xraw + (int)(s % P) * XRAW;
+        u8* xb = xbuf + (int)(s & 1) * XBUF;
+#pragma unroll
+        for (int c = 0; c < XU; ++c) {
+            const int u = tid + 256 * c;
+            const int n = ((u >> 5) << 3) | (u & 7), j = (u >> 3) & 3;
+            const u8* rr = xs + n * MOE_X_XROW;
+            const uint2 sc = *(const uint2*)(rr + 64);
+            u32 v[4][4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const u32 w = *(const u32*)(rr + 16 * q + 4 * j);
+                // quarter q's scale bytes 2 q, 2 q + 1; word j < 2 takes the first
+                const u32 sw = q < 2 ? sc.x : sc.y;
+                const u32 s2 = slotm_scale2(sw >> (16 * (q & 1) + 8 * (j >> 1)));
+                u32 d[4];
+                slotm_decode8(w, d);
+#pragma unroll
+                for (int h = 0; h < 4; ++h) v[q][h] = slotm_hmul2(d[h], s2);
+            }
+            u8* dst = xb + (n >> 3) * 2048 + (n & 7) * 16 + 2 * j * 256;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int kc = 0; kc < 2; ++kc)
+                    *(uint4*)(dst + h * 256 + kc * 128) =
+                        make_uint4(v[0][2 * h + kc], v[1][2 * h + kc], v[2][2 * h + kc], v[3][2 * h + kc]);
+        }
+    };
+    float acc[NT / 2];
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+    u32 af[2][GK][4];
+#pragma unroll 1
+    for (int s = 0; s < P - 1; ++s) issue(s);
+    duet_cp_async_wait<P - 2>();  // stage 0 (this thread's bytes)
+    __syncthreads();              // (everyone's)
+    stage_x(0);
+    wg_fence_smem();
+    __syncthreads();
+#pragma unroll 1
+    for (i64 s = 0; s < ns; ++s) {
+        issue(s + P - 1);  // into the slot of stage s - 1 (read by this thread / before a barrier)
+        duet_cp_async_wait<P - 2>();  // stages <= s + 1 (this thread's bytes)
+        const u8* ws = wring + (int)(s % P) * MOE_X_WSTAGE;
+        const uint4 qa = *(const uint4*)(ws + 16 * tid);
+        const uint4 qb = *(const uint4*)(ws + 4096 + 16 * tid);
+        const uint2 sc = *(const uint2*)(ws + 8192 + 8 * tid);
+        const u32 sa = sc.x >> (16 * (t & 1)), sb = sc.y >> (16 * (t & 1));
+        const u32 wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+        const u8* xb = xbuf + (int)(s & 1) * XBUF;
+#pragma unroll
+        for (int gi = 0; gi < NG; ++gi) {
+            u32(&f)[GK][4] = af[gi & 1];
+#pragma unroll
+            for (int jj = 0; jj < GK / 2; ++jj) {
+                const int j = gi * (GK / 2) + jj;
+                const u32 s2a = slotm_scale2(sa >> (8 * (j >> 1)));
+                const u32 s2b = slotm_scale2(sb >> (8 * (j >> 1)));
+                u32 da[4], db[4];
+                slotm_decode8(wa[j], da);
+                slotm_decode8(wb[j], db);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    f[2 * jj + h][0] = slotm_hmul2(da[2 * h], s2a);
+                    f[2 * jj + h][1] = slotm_hmul2(db[2 * h], s2b);
+                    f[2 * jj + h][2] = slotm_hmul2(da[2 * h + 1], s2a);
+                    f[2 * jj + h][3] = slotm_hmul2(db[2 * h + 1], s2b);
+                }
+            }
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < GK; ++k)
+                moe_x_rs<NT>(acc, f[k], wg_desc(xb + (gi * GK + k) * 256, 128, 2048));
+            wg_commit();
+            wg_wait1();
+        }
+        __syncthreads();  // every thread's raw x of stage s + 1 landed; tile (s + 1) & 1 free
+        if (s + 1 < ns) {
+            stage_x(s + 1);
+            wg_fence_smem();
+        }
+        __syncthreads();
+    }
+    wg_wait0();
+    moe_x_pin<NT / 2>(acc);
+    duet_cp_async_wait<0>();
+    if (n0 >= N) return;  // whole warps (epilogue q: N % 16 == 0)
+    const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
+    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
+    const i64 left = row_end - row0;
+#pragma unroll
+    for (int j = 0; j < NT / 8; ++j) {
+        if (8 * j >= left) break;
+        const float c4[4] = {acc[4 * j] * up, acc[4 * j + 1] * up, acc[4 * j + 2] * up, acc[4 * j + 3] * up};
+        const i64 rem = left - 8 * j;
+        moe_gemv_epilogue<EPI>(a, c4, alpha, n0, row0 + 8 * j, rem < 8 ? rem : 8, okA, okB, lane);
+    }
+}
+
+#define MOE_X_KERNEL(NAME, EPI, NT, P, GK, MINB)                                                  \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS) {                \
+        MOE_GEMM_ARGS                                                                              \
+        moe_x_body<EPI, NT, P, GK>(a);                                                             \
+    }
+// Forms x{NT}[p{P}][g{GK}] (host: gpu/src/ops/moe.rs X_FORMS, same order).
+#define MOE_X_FORM(TAG, NT, P, GK, MINB)                                                          \
+    MOE_X_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, GK, MINB)                                        \
+    MOE_X_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, GK, MINB)
+MOE_X_FORM(x64, 64, 4, 4, 2)
+MOE_X_FORM(x128, 128, 4, 4, 1)
+MOE_X_FORM(x64p5, 64, 5, 4, 2)
+MOE_X_FORM(x128p6, 128, 6, 4, 1)
+
+// ---------------------------------------------------------------------------------------------
 // moe_finalize
 
 extern "C" __global__ void moe_finalize_v1(const void* __restrict__ eo, int eo_dt,

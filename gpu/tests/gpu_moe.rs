@@ -23,7 +23,7 @@ use reference::ops::moe_permute::permute;
 use reference::ops::nvfp4_quantize::{quantize, Nvfp4Mode, SfLayout};
 use reference::{DType, Tensor, TensorMap};
 
-const GEMM_VERSIONS: [&str; 6] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v3"];
+const GEMM_VERSIONS: [&str; 7] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v3", "v4"];
 
 /// Every GEMM version that takes these operand formats (`v2_v8`, `v3_r8*`: NVFP4 x NVFP4 only).
 fn versions_for(xf4: bool, wf4: bool) -> Vec<String> {
@@ -35,6 +35,12 @@ fn versions_for(xf4: bool, wf4: bool) -> Vec<String> {
             gpu::ops::moe::R_FORMS
                 .iter()
                 .map(|f| format!("v3_{}", f.tag)),
+        );
+        // the wgmma forms (they run v1's tiles where K % 128 != 0)
+        v.extend(
+            gpu::ops::moe::X_FORMS
+                .iter()
+                .map(|f| format!("v4_{}", f.tag)),
         );
     }
     // DUET_MOE_TEST_VERSIONS=a,b: only these (sanitizer runs, which are too slow for all).
@@ -350,8 +356,8 @@ fn gemm_inputs(c: &GemmCase, prefix: &str) -> TensorMap {
 }
 
 /// Shapes: every T of the issue, empty experts, K below / across one K step of each tile
-/// shape (16, 48, 64, 272 = 256 + 16), N not a multiple of the tile width, and K = 384 (more
-/// k-tiles than w64's ring has stages).
+/// shape (16, 48, 64, 272 = 256 + 16), N not a multiple of the tile width, K = 384 (more
+/// k-tiles than w64's ring has stages) and prefill-sized experts for the wgmma forms.
 fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
     vec![
         // (T, k, E, K, N)
@@ -367,6 +373,9 @@ fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
         // r8's aligned path past its register ring (10 K steps over 1, 2 and 4 warps), partial
         // and full 8-row m-tiles
         (9, 4, 6, 1280, 96),
+        // the wgmma forms' prefill tiles: hundreds of rows an expert (full and partial 64- and
+        // 128-token m-tiles), K = 512 (4 steps through a 4-stage ring), two weight slices
+        (256, 2, 3, 512, 256),
     ]
 }
 

@@ -31,11 +31,16 @@ use reference::{DType, Tensor, TensorMap};
 fn gemm_versions() -> &'static [&'static str] {
     static V: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     V.get_or_init(|| {
-        let mut v = vec!["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3"];
+        let mut v = vec!["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3", "v4"];
         v.extend(
             R_FORMS
                 .iter()
                 .map(|f| &*Box::leak(format!("v3_{}", f.tag).into_boxed_str())),
+        );
+        v.extend(
+            X_FORMS
+                .iter()
+                .map(|f| &*Box::leak(format!("v4_{}", f.tag).into_boxed_str())),
         );
         v
     })
@@ -111,6 +116,60 @@ pub const R_FORMS: &[RForm] = &[
     rp("r2p4u", 2, 1, 4, 4),
     rp("r2p8u", 2, 1, 4, 8),
 ];
+
+/// One form of moe.cu's wgmma grouped GEMM with the weights as A from registers
+/// (MOE_X_FORM, same names; session 20): 256 threads, 128 weight rows a block, m-tiles of
+/// `tokens` rows as wgmma's N. NVFP4 x NVFP4, K % 128 == 0, 16-byte aligned operands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XForm {
+    /// Kernel tag: `moe_gemm_<tag>_ff_{q,o}`.
+    pub tag: &'static str,
+    /// Tokens an m-tile (wgmma's N, the schedule's BM).
+    pub tokens: usize,
+    /// Stages of the cp.async ring of raw weights and x.
+    pub stages: usize,
+    /// k16 steps a wgmma commit group.
+    pub group: usize,
+}
+
+/// moe.cu's MOE_X_FORM list, in its order.
+pub const X_FORMS: &[XForm] = &[
+    XForm {
+        tag: "x64",
+        tokens: 64,
+        stages: 4,
+        group: 4,
+    },
+    XForm {
+        tag: "x128",
+        tokens: 128,
+        stages: 4,
+        group: 4,
+    },
+    XForm {
+        tag: "x64p5",
+        tokens: 64,
+        stages: 5,
+        group: 4,
+    },
+    XForm {
+        tag: "x128p6",
+        tokens: 128,
+        stages: 6,
+        group: 4,
+    },
+];
+
+impl XForm {
+    /// Dynamic shared memory: two f16 x tiles of one 128-k step (256 bytes a token), then
+    /// the ring (a stage: 80 bytes a token of raw x, 10240 bytes of raw weights).
+    pub fn smem(self) -> u32 {
+        (2 * self.tokens * 256 + self.stages * (self.tokens * 80 + 10240)) as u32
+    }
+    fn by_tag(tag: &str) -> Option<XForm> {
+        X_FORMS.iter().copied().find(|f| f.tag == tag)
+    }
+}
 
 impl RForm {
     /// Columns a block.
@@ -415,6 +474,10 @@ pub enum TileCfg {
     /// registers to f16 (exact) for `mma.sync` f16 -> f32, x staged once a block in shared
     /// memory: one of [`R_FORMS`]. NVFP4 x NVFP4 only (session 14).
     R(RForm),
+    /// Prefill on wgmma: the weights decoded in registers as A (128 rows a block), the m-tile's
+    /// tokens as N from shared memory: one of [`X_FORMS`] (session 20). NVFP4 x NVFP4 with
+    /// K % 128 == 0 only.
+    X(XForm),
 }
 
 impl TileCfg {
@@ -424,12 +487,13 @@ impl TileCfg {
             TileCfg::M64 | TileCfg::W64 => 64,
             TileCfg::V8 => 8,
             TileCfg::R(f) => f.rows,
+            TileCfg::X(f) => f.tokens,
         }
     }
     pub fn bn(self) -> usize {
         match self {
             TileCfg::M16 => 64,
-            TileCfg::M64 | TileCfg::W64 => 128,
+            TileCfg::M64 | TileCfg::W64 | TileCfg::X(_) => 128,
             TileCfg::V8 => 64,
             TileCfg::R(f) => f.bn(),
         }
@@ -438,7 +502,7 @@ impl TileCfg {
         match self {
             TileCfg::M16 => 256,
             TileCfg::M64 | TileCfg::W64 => 64,
-            TileCfg::V8 | TileCfg::R(_) => 128,
+            TileCfg::V8 | TileCfg::R(_) | TileCfg::X(_) => 128,
         }
     }
     fn tag(self) -> &'static str {
@@ -448,6 +512,7 @@ impl TileCfg {
             TileCfg::V8 => "v8",
             TileCfg::W64 => "w64",
             TileCfg::R(f) => f.tag,
+            TileCfg::X(f) => f.tag,
         }
     }
     /// Dynamic shared memory of a launch with K = `k`.
@@ -455,6 +520,7 @@ impl TileCfg {
         match self {
             TileCfg::V8 => 0, // registers + a static 1 KB table
             TileCfg::R(f) => f.smem(k),
+            TileCfg::X(f) => f.smem(),
             // wgmma's core-matrix layout (no row padding), two buffers, then the NVFP4 ring
             // (moe.cu WG_RING x WG_RING_STAGE: 4 stages of one k-tile's raw bytes)
             TileCfg::W64 => (2 * (self.bm() + self.bn()) * self.bk() * 2 + 4 * 7168) as u32,
@@ -467,6 +533,9 @@ impl TileCfg {
     /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes an `R` form (`r2p8`
     /// at 0.1 < rows per expert <= 1, else `r8p4`: session 14's measurements), else as `v1`;
     /// `v3_<form>` forces one of [`R_FORMS`].
+    /// `v4`: NVFP4 x NVFP4 with K % 128 == 0 and more than 8 rows per expert on average takes
+    /// [`V4_FORM`] of [`X_FORMS`], else as `v3`; `v4_<form>` forces one of [`X_FORMS`] where it
+    /// applies (NVFP4 x NVFP4, K % 128 == 0) and runs `v1`'s tiles elsewhere.
     pub fn pick(
         version: &str,
         m: usize,
@@ -485,7 +554,21 @@ impl TileCfg {
                 known: gemm_versions().join(", "),
             }),
         };
+        let x_fits = ff && k % 128 == 0;
         match version {
+            "v4" if x_fits && m > 8 * e.max(1) => Ok(TileCfg::X(
+                XForm::by_tag(V4_FORM).unwrap_or(X_FORMS[0]),
+            )),
+            "v4" => TileCfg::pick("v3", m, e, k, ff),
+            v if v.starts_with("v4_") => match XForm::by_tag(&v[3..]) {
+                Some(f) if x_fits => Ok(TileCfg::X(f)),
+                Some(_) => TileCfg::pick("v1", m, e, k, ff),
+                None => Err(GpuError::NoVersion {
+                    op: "moe grouped GEMM".into(),
+                    version: v.into(),
+                    known: gemm_versions().join(", "),
+                }),
+            },
             "v3" if ff && m <= 8 * e.max(1) => {
                 // Session 14 call 3 (Super shapes, both GEMMs on one form): r8p4 fastest at
                 // T = 1 (39.5 us) and T = 64 (627.0), r2p8 at T = 8 (190.8): 2-row tiles
@@ -525,6 +608,9 @@ impl TileCfg {
         m.div_ceil(self.bm()) + e.min(m)
     }
 }
+
+/// The form `v4` takes for prefill-sized m-tiles.
+pub const V4_FORM: &str = "x128";
 
 /// Largest dynamic shared memory a block may opt into on sm_90 (227 KB).
 const MAX_DYN_SMEM: u32 = 227 * 1024;
@@ -720,6 +806,20 @@ pub fn launch_gemm_as(
                     f1.smem(k)
                 )));
             }
+        }
+        TileCfg::X(f) => {
+            let al = k % 128 == 0
+                && [x.data, x.sf, w.data, w.sf].iter().all(|p| p % 16 == 0)
+                && x.nvfp4
+                && w.nvfp4;
+            if !al {
+                return Err(GpuError::Unsupported(format!(
+                    "moe grouped GEMM tile {}: needs NVFP4 activations and weights, K % 128 == 0 \
+                     (K = {k}) and 16-byte aligned codes and scales; use v3 or v1",
+                    f.tag
+                )));
+            }
+            (f.tag, 128, 256u32, f.smem())
         }
         _ => (c.tag(), c.bn(), 128u32, c.smem(k)),
     };
@@ -1458,26 +1558,30 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     let mut tiles_seen = vec![];
     let mut first_out: Option<Vec<f32>> = None;
     // Decode-sized T (<= 8 rows per expert on average): v8, m16, every R form, v3's pick; else
-    // m64 (v1), w64 and v3's pick (= v1).
+    // m64 (v1), w64, every X form, v3's pick (= v1) and v4's (an X form).
     let forced: Vec<String> = R_FORMS
         .iter()
         .filter(|f| !f.general)
         .map(|f| format!("v3_{}", f.tag))
         .collect();
+    let forced_x: Vec<String> = X_FORMS.iter().map(|f| format!("v4_{}", f.tag)).collect();
     let mut list: Vec<&str> = if m <= 8 * e {
         let mut l = vec!["v2", "v1"];
         l.extend(forced.iter().map(|s| s.as_str()));
         l
     } else {
-        vec!["v1", "v1_w64"]
+        let mut l = vec!["v1", "v1_w64"];
+        l.extend(forced_x.iter().map(|s| s.as_str()));
+        l
     };
     list.push("v3");
+    list.push("v4");
     // DUET_MOE_VERSIONS=a,b,...: only these (the first of the list, the reference of
-    // `max_rel_vs_first`, and v3 always run).
+    // `max_rel_vs_first`, v3 and v4 always run).
     if let Ok(keep) = std::env::var("DUET_MOE_VERSIONS") {
         let keep: Vec<&str> = keep.split(',').map(str::trim).collect();
         let first = list.first().copied();
-        list.retain(|v| Some(*v) == first || *v == "v3" || keep.contains(v));
+        list.retain(|v| Some(*v) == first || *v == "v3" || *v == "v4" || keep.contains(v));
     }
     for ver in list {
         // GEMM1 has K = latent, GEMM2 K = width: `v3` may split them differently.
@@ -1635,7 +1739,50 @@ mod tests {
                 f.tag
             );
         }
-        assert_eq!(gemm_versions().len(), 7 + R_FORMS.len());
+        assert_eq!(gemm_versions().len(), 8 + R_FORMS.len() + X_FORMS.len());
+    }
+
+    /// X_FORMS is moe.cu's MOE_X_FORM list (tag, tokens, stages, group), each a `v4_` version,
+    /// and fits the shared memory of one SM.
+    #[test]
+    fn x_forms_match_the_kernel_file() {
+        let src = include_str!("../../kernels/moe.cu");
+        let lines: Vec<&str> = src
+            .lines()
+            .filter(|l| l.starts_with("MOE_X_FORM("))
+            .collect();
+        assert_eq!(lines.len(), X_FORMS.len(), "{lines:?}");
+        for (f, l) in X_FORMS.iter().zip(&lines) {
+            let head = format!("MOE_X_FORM({}, {}, {}, {},", f.tag, f.tokens, f.stages, f.group);
+            assert!(l.starts_with(&head), "{f:?} does not match moe.cu's line {l}");
+            assert!(gemm_versions().contains(&format!("v4_{}", f.tag).as_str()));
+            assert!(f.smem() <= MAX_DYN_SMEM, "{f:?}: {} bytes", f.smem());
+        }
+        assert!(XForm::by_tag(V4_FORM).is_some());
+    }
+
+    /// v4 takes an X form for prefill-sized NVFP4 GEMMs with K % 128 == 0 and v3's pick
+    /// elsewhere; forced X forms fall back to v1's tiles where they cannot run.
+    #[test]
+    fn v4_picks() {
+        let tag = |v: &str, m, k, ff| TileCfg::pick(v, m, 512, k, ff).map(|c| c.tag()).ok();
+        assert_eq!(tag("v4", 90112, 1024, true), Some(V4_FORM));
+        assert_eq!(tag("v4", 90112, 2688, true), Some(V4_FORM));
+        assert_eq!(tag("v4", 90112, 1040, true), Some("m64"));
+        assert_eq!(tag("v4", 90112, 1024, false), Some("m64"));
+        assert_eq!(tag("v4", 1408, 2688, true), Some("r8p4"));
+        assert_eq!(tag("v4", 22, 1024, true), Some("r8p4"));
+        for f in X_FORMS {
+            let v = format!("v4_{}", f.tag);
+            assert_eq!(
+                TileCfg::pick(&v, 10, 4, 256, true).ok(),
+                Some(TileCfg::X(*f))
+            );
+            assert_eq!(tag(&v, 90112, 1024, false), Some("m64"));
+            assert_eq!(tag(&v, 90112, 48, true), Some("m64"));
+            assert_eq!(TileCfg::X(*f).bm(), f.tokens);
+        }
+        assert!(TileCfg::pick("v4_x96", 10, 4, 256, true).is_err());
     }
 
     /// Every forced R version parses to its form; v3 follows the average rows per expert and
