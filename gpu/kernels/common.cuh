@@ -219,6 +219,18 @@ __device__ __forceinline__ u32 f32_to_e2m1(float x) {
     return sign | idx;
 }
 
+// The E2M1 magnitude index of a >= 0 (or +inf / NaN: 7) as the low 3 bits of the result, by
+// three FMAs and integer minima (nvfp4.cu's e2m1_mag_fma: region by region rint on the E2M1
+// grid; reference::num::e2m1::e2m1_index_by_fma, checked against f32_to_e2m1 over all 2^32
+// on the CPU). Shared by nvfp4.cu v7 / v8 and moe.cu's X epilogue.
+__device__ __forceinline__ u32 e2m1_mag_fma_bits(float a) {
+    const float M = 8388608.0f;
+    const u32 r0 = __float_as_uint(__fmaf_rn(a, 2.0f, M));
+    const u32 r1 = __float_as_uint(__fmaf_rn(a, 1.0f, M + 2.0f));
+    const u32 r2 = __float_as_uint(__fmaf_rn(a, 0.5f, M + 4.0f));
+    return min(min(min(r0, r1), r2), 0x4b000007u);
+}
+
 __device__ __forceinline__ float e2m1_to_f32(u32 code) {
     const float v[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     float m = v[code & 7u];

@@ -370,12 +370,27 @@ struct GemmArgs {
 // max |v[i]|, pairwise (NV = 2 or 4).
 template <int NV>
 __device__ __forceinline__ float absmax_pairwise(const float (&v)[NV]) {
-    static_assert(NV == 2 || NV == 4, "2 or 4 values per lane");
-    if (NV == 2) return fmaxf(fabsf(v[0]), fabsf(v[1]));
-    return fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[NV - 2]), fabsf(v[NV - 1])));
+    static_assert(NV == 2 || NV == 4 || NV == 16, "2, 4 or 16 values per lane");
+    if constexpr (NV == 2) {
+        return fmaxf(fabsf(v[0]), fabsf(v[1]));
+    } else if constexpr (NV == 4) {
+        return fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[NV - 2]), fabsf(v[NV - 1])));
+    } else {
+        // 16 (one whole block in a thread): a pairwise tree
+        float m[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) m[i] = fmaxf(fabsf(v[2 * i]), fabsf(v[2 * i + 1]));
+#pragma unroll
+        for (int w = 4; w >= 1; w >>= 1)
+#pragma unroll
+            for (int i = 0; i < w; ++i) m[i] = fmaxf(m[i], m[i + w]);
+        return m[0];
+    }
 }
 
-template <int NV, int X0, int NS>
+// NONNEG: every v is >= +0 (relu^2), so every q is >= +0 or +inf; the kernel mode then takes
+// the FMA index (e2m1_mag_fma_bits: the same codes as f32_to_e2m1 there, sign bit 0).
+template <int NV, int X0, int NS, bool NONNEG = false>
 __device__ __forceinline__ u8 group_nvfp4(const float (&v)[NV], float global, int mode, u32 (&c)[NV]) {
     float vmax, sf_f, rcp_g;
     u8 sf;
@@ -404,6 +419,11 @@ __device__ __forceinline__ u8 group_nvfp4(const float (&v)[NV], float global, in
     float out_scale = 0.0f;
     if (sf_val != 0.0f)
         out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
+    if (NONNEG && mode == MODE_KERNEL) {
+#pragma unroll
+        for (int i = 0; i < NV; ++i) c[i] = e2m1_mag_fma_bits(v[i] * out_scale) & 7u;
+        return sf;
+    }
 #pragma unroll
     for (int i = 0; i < NV; ++i) {
         const float q = v[i] * out_scale;
@@ -1288,13 +1308,13 @@ MOE_R8_FORMU(r2p8u, 1, 4, true, 2, 1, 8, 6, true)
 //   tiles in wgmma's K-major no-swizzle layout: token n, k16 step s, core matrix kc at
 //   (n / 8) * 2048 + s * 256 + kc * 128 + (n % 8) * 16 bytes (LBO 128, SBO 2048); the four
 //   4-byte words of a core-matrix row are the quarters t = 0..3 (A's lane t).
-// - Per step: wgmma's in groups of GK k16 steps (each group's A in its own register set, a
-//   fence, the group, commit, wait until one group is pending); then a barrier (every thread's
-//   next raw x landed, every warpgroup done with the other tile), the next x tile decoded,
-//   a barrier.
-// - Epilogue: the accumulator of warp w is mma m16n8's C fragment for each 8 tokens (rows =
-//   weight rows, columns = tokens), so r8's epilogue (moe_gemv_epilogue) runs per 8 tokens,
-//   after acc * 2^28 (exact: both operands carry 2^-14).
+// - Per step: wgmma's in groups of GK k16 steps (wait until one group is pending, the group's A
+//   into the register set the group before last used, a fence, the group, commit); then a
+//   barrier (every thread's next raw x landed, every warpgroup done with the other tile), the
+//   next x tile decoded while the step's groups run, a barrier.
+// - Epilogue: h = (acc * 2^28) * alpha (the 2^28 exact: both operands carry 2^-14), relu^2 for
+//   q, through an f32 tile in shared memory, then whole 16-feature blocks of one token a thread
+//   (below).
 // Dynamic shared memory: 2 x NT x 256 (x tiles) + P x (NT x 80 + 10240) bytes.
 #define MOE_X_WSTAGE 10240
 #define MOE_X_XROW 80
@@ -1383,19 +1403,20 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
         xq[c] = n * MOE_X_XROW + 16 * q;
         xs_off[c] = q < 2 ? n * MOE_X_XROW + 64 + 4 * q : -1;
     }
-    // Stage s of this thread's bytes into ring slot s % P; one commit group a call.
-    auto issue = [&](i64 s) {
+    // Stage s of this thread's bytes into ring slot `slot` (= s % P); one commit group a call.
+    auto issue = [&](int s, int slot) {
         if (s < ns) {
-            u8* ws = wring + (int)(s % P) * MOE_X_WSTAGE;
-            duet_cp_async16(ws + 16 * tid, gqa + 64 * s);
-            duet_cp_async16(ws + 4096 + 16 * tid, gqb + 64 * s);
-            duet_cp_async4_zfill(ws + 8192 + 8 * tid, gsa + 8 * s, true);
-            duet_cp_async4_zfill(ws + 8192 + 8 * tid + 4, gsb + 8 * s, true);
-            u8* xs = xraw + (int)(s % P) * XRAW;
+            u8* ws = wring + slot * MOE_X_WSTAGE;
+            const i64 o = 64 * (i64)s;
+            duet_cp_async16(ws + 16 * tid, gqa + o);
+            duet_cp_async16(ws + 4096 + 16 * tid, gqb + o);
+            duet_cp_async4_zfill(ws + 8192 + 8 * tid, gsa + (o >> 3), true);
+            duet_cp_async4_zfill(ws + 8192 + 8 * tid + 4, gsb + (o >> 3), true);
+            u8* xs = xraw + slot * XRAW;
 #pragma unroll
             for (int c = 0; c < XU; ++c) {
-                duet_cp_async16(xs + xq[c], gx[c] + 64 * s);
-                if (xs_off[c] >= 0) duet_cp_async4_zfill(xs + xs_off[c], gxs[c] + 8 * s, true);
+                duet_cp_async16(xs + xq[c], gx[c] + o);
+                if (xs_off[c] >= 0) duet_cp_async4_zfill(xs + xs_off[c], gxs[c] + (o >> 3), true);
             }
         }
         duet_cp_async_commit();  // every call: uniform group counting
@@ -1404,9 +1425,9 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
     // tokens a quarter-warp: each 16-byte store fills one core-matrix row set), word j: reads
     // word j of the token's four quarters (row stride 80 bytes: conflict-free), writes the four
     // core-matrix rows of k16 steps 2 j, 2 j + 1.
-    auto stage_x = [&](i64 s) {
-        const u8* xs = xraw + (int)(s % P) * XRAW;
-        u8* xb = xbuf + (int)(s & 1) * XBUF;
+    auto stage_x = [&](int slot, int buf) {
+        const u8* xs = xraw + slot * XRAW;
+        u8* xb = xbuf + buf * XBUF;
 #pragma unroll
         for (int c = 0; c < XU; ++c) {
             const int u = tid + 256 * c;
@@ -1439,25 +1460,33 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
     for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
     u32 af[2][GK][4];
 #pragma unroll 1
-    for (int s = 0; s < P - 1; ++s) issue(s);
+    for (int s = 0; s < P - 1; ++s) issue(s, s);
     duet_cp_async_wait<P - 2>();  // stage 0 (this thread's bytes)
     __syncthreads();              // (everyone's)
-    stage_x(0);
+    stage_x(0, 0);
     wg_fence_smem();
     __syncthreads();
+    const int nsi = (int)ns;  // K / 128 (the host keeps K < 2^31)
+    int slot = 0;             // s % P
 #pragma unroll 1
-    for (i64 s = 0; s < ns; ++s) {
-        issue(s + P - 1);  // into the slot of stage s - 1 (read by this thread / before a barrier)
+    for (int s = 0; s < nsi; ++s) {
+        const int prev = slot == 0 ? P - 1 : slot - 1;  // (s + P - 1) % P
+        const int next = slot == P - 1 ? 0 : slot + 1;  // (s + 1) % P
+        issue(s + P - 1, prev);  // into the slot of stage s - 1 (read by this thread / before a barrier)
         duet_cp_async_wait<P - 2>();  // stages <= s + 1 (this thread's bytes)
-        const u8* ws = wring + (int)(s % P) * MOE_X_WSTAGE;
+        const u8* ws = wring + slot * MOE_X_WSTAGE;
         const uint4 qa = *(const uint4*)(ws + 16 * tid);
         const uint4 qb = *(const uint4*)(ws + 4096 + 16 * tid);
         const uint2 sc = *(const uint2*)(ws + 8192 + 8 * tid);
         const u32 sa = sc.x >> (16 * (t & 1)), sb = sc.y >> (16 * (t & 1));
         const u32 wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
-        const u8* xb = xbuf + (int)(s & 1) * XBUF;
+        const u8* xb = xbuf + (s & 1) * XBUF;
 #pragma unroll
         for (int gi = 0; gi < NG; ++gi) {
+            // Register set gi & 1 was last read by the group before the previous one: wait
+            // until one group is pending (the previous), then overwrite it. The groups of
+            // step s stay in flight through the barriers and the next x tile's decode below.
+            wg_wait1();
             u32(&f)[GK][4] = af[gi & 1];
 #pragma unroll
             for (int jj = 0; jj < GK / 2; ++jj) {
@@ -1480,28 +1509,120 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
             for (int k = 0; k < GK; ++k)
                 moe_x_rs<NT>(acc, f[k], wg_desc(xb + (gi * GK + k) * 256, 128, 2048));
             wg_commit();
-            wg_wait1();
         }
-        __syncthreads();  // every thread's raw x of stage s + 1 landed; tile (s + 1) & 1 free
-        if (s + 1 < ns) {
-            stage_x(s + 1);
+        // Every thread's raw x of stage s + 1 landed; every warpgroup is past its wait before
+        // step s's last group, so step s - 1's groups (which read tile (s + 1) & 1) are done.
+        __syncthreads();
+        if (s + 1 < nsi) {
+            stage_x(next, (s + 1) & 1);
             wg_fence_smem();
         }
         __syncthreads();
+        slot = next;
     }
     wg_wait0();
     moe_x_pin<NT / 2>(acc);
     duet_cp_async_wait<0>();
-    if (n0 >= N) return;  // whole warps (epilogue q: N % 16 == 0)
+    // Epilogue through shared memory (session 20, call 2: the per-8-token shuffle epilogue cost
+    // as many instructions as GEMM1's main loop and thrashed the instruction cache): each thread
+    // writes its h values (acc * 2^28 * alpha, then relu^2 for q) into an f32 tile [token]
+    // [feature] (row stride 132 floats: conflict-free), then each thread takes whole 16-feature
+    // blocks of one token: NVFP4 in registers (nvfp4.cu's block math) and 8-byte code stores,
+    // or 16-byte row stores for o.
+    __syncthreads();  // every warp is done with the x tiles and rings
+    constexpr int TS = 132;
+    static_assert(NT * TS * 4 <= 2 * XBUF + P * (XRAW + MOE_X_WSTAGE), "the f32 tile fits the ring");
+    float* tile = (float*)x_smem;
     const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
     const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
-    const i64 left = row_end - row0;
+    {
+        const int g = lane >> 2;
 #pragma unroll
-    for (int j = 0; j < NT / 8; ++j) {
-        if (8 * j >= left) break;
-        const float c4[4] = {acc[4 * j] * up, acc[4 * j + 1] * up, acc[4 * j + 2] * up, acc[4 * j + 3] * up};
-        const i64 rem = left - 8 * j;
-        moe_gemv_epilogue<EPI>(a, c4, alpha, n0, row0 + 8 * j, rem < 8 ? rem : 8, okA, okB, lane);
+        for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    float h = (acc[4 * j + 2 * hh + q] * up) * alpha;
+                    if (EPI == 0) {
+                        h = fmaxf(h, 0.0f);
+                        h = h * h;
+                        if (a.round_bf16) h = bf16_to_f32(f32_to_bf16(h));
+                    }
+                    tile[(8 * j + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
+                }
+    }
+    __syncthreads();
+    const i64 left = row_end - row0 < NT ? row_end - row0 : NT;
+    const i64 c0 = (i64)blockIdx.y * 128;
+    float amax = 0.0f;
+    // Unit u: block b = (u / 8) % 8 of token n = u % 8 + 8 (u / 64): a quarter-warp reads one
+    // block of 8 tokens (row stride 132: conflict-free 16-byte reads).
+#pragma unroll 1
+    for (int u = tid; u < NT * 8; u += 256) {
+        const int b = (u >> 3) & 7, n = (u & 7) | ((u >> 6) << 3);
+        const i64 col = c0 + 16 * b;
+        if (n >= left || col >= N) continue;
+        const i64 r = row0 + n;
+        const float* src = tile + n * TS + 16 * b;
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float4 f = *(const float4*)(src + 4 * i);
+            v[4 * i] = f.x;
+            v[4 * i + 1] = f.y;
+            v[4 * i + 2] = f.z;
+            v[4 * i + 3] = f.w;
+        }
+        if (EPI == 0) {
+            // N % 16 == 0: the whole block is in range
+            if (a.amax_out) {
+                float m = v[0];
+#pragma unroll
+                for (int i = 1; i < 16; ++i) m = fmaxf(m, v[i]);
+                amax = fmaxf(amax, m);
+                continue;
+            }
+            u32 c[16];
+            const u8 sf = group_nvfp4<16, 1, 0, true>(v, a.out_g[0], a.mode, c);
+            u64 word = 0;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) word |= (u64)c[i] << (4 * i);
+            *(u64*)((u8*)a.out + r * (N >> 1) + (col >> 1)) = word;
+            a.out_sf[r * (N >> 4) + (col >> 4)] = sf;
+            if (a.h_out) {
+                u32 hb[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    hb[i] = (u32)f32_to_bf16(v[2 * i]) | ((u32)f32_to_bf16(v[2 * i + 1]) << 16);
+                uint4* hp = (uint4*)(a.h_out + r * N + col);
+                hp[0] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
+                hp[1] = make_uint4(hb[4], hb[5], hb[6], hb[7]);
+            }
+        } else {
+            const bool whole = col + 16 <= N;
+            if (a.out_dt == DT_BF16 && whole && (N & 7) == 0) {
+                u32 hb[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    hb[i] = (u32)f32_to_bf16(v[2 * i]) | ((u32)f32_to_bf16(v[2 * i + 1]) << 16);
+                uint4* hp = (uint4*)((u16*)a.out + r * N + col);
+                hp[0] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
+                hp[1] = make_uint4(hb[4], hb[5], hb[6], hb[7]);
+            } else if (a.out_dt == DT_F32 && whole && (N & 3) == 0) {
+                float4* fp = (float4*)((float*)a.out + r * N + col);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) fp[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+                    if (col + i < N) store_from_f32(a.out, r * N + col + i, a.out_dt, v[i]);
+            }
+        }
+    }
+    if (EPI == 0 && a.amax_out) {
+        amax = warp_max_f32(amax);
+        if (lane == 0 && amax > 0.0f) atomicMax(a.amax_out, __float_as_uint(amax));
     }
 }
 
@@ -1518,6 +1639,9 @@ MOE_X_FORM(x64, 64, 4, 4, 2)
 MOE_X_FORM(x128, 128, 4, 4, 1)
 MOE_X_FORM(x64p5, 64, 5, 4, 2)
 MOE_X_FORM(x128p6, 128, 6, 4, 1)
+MOE_X_FORM(x64g2, 64, 4, 2, 2)
+MOE_X_FORM(x64p2g2, 64, 2, 2, 3)
+MOE_X_FORM(x128g2, 128, 4, 2, 1)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

@@ -526,15 +526,6 @@ __device__ __forceinline__ float e2m1_mag_fma(float a) {
     return fminf(fminf(fminf(r0, r1), r2), M + 7.0f);
 }
 
-// e2m1_mag_fma's bits (2^23 + index) by integer minima: the r are non-negative floats, whose
-// bit patterns order like the values, and ptxas fuses the chain into two 3-input VIMNMX3.
-__device__ __forceinline__ u32 e2m1_mag_fma_bits(float a) {
-    const float M = 8388608.0f;
-    const u32 r0 = __float_as_uint(__fmaf_rn(a, 2.0f, M));
-    const u32 r1 = __float_as_uint(__fmaf_rn(a, 1.0f, M + 2.0f));
-    const u32 r2 = __float_as_uint(__fmaf_rn(a, 0.5f, M + 4.0f));
-    return min(min(min(r0, r1), r2), 0x4b000007u);
-}
 
 // Saturating E4M3 of x and back by the sm_89+ conversion instructions (one each, instead of
 // f32_to_e4m3_sat / e4m3_to_f32's ~40 integer instructions). cvt.rn.satfinite rounds to

@@ -33,6 +33,17 @@ ncu_src_router() {
         "$B/duet" bench --backend gpu --shape router_t32768 --versions "$1" --out /tmp/ncu_bench.json
     run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/r$1.ncu-rep" --page source --csv --print-source sass
 }
+# ncu_src_moe TAG: ncu warp states, source counters, speed of light and occupancy of one launch of
+# moe_gemm_TAG in the moe_t4096 preset (DUET_MOE_VERSIONS picks the versions that run), its
+# source CSV (ncu-src-TAG-csv.log) and details page (ncu-det-TAG.log).
+ncu_src_moe() {
+    run "ncu-src-$1" 200 "$ncu" --clock-control none -k "regex:^moe_gemm_$1\$" -c 1 \
+        --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy \
+        --import-source no -o "/tmp/m$1" "$B/duet" bench --backend gpu --shape moe_t4096 \
+        --out /tmp/ncu_bench.json
+    run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/m$1.ncu-rep" --page source --csv --print-source sass
+    run "ncu-det-$1" 60 "$ncu" --import "/tmp/m$1.ncu-rep" --page details --csv
+}
 # run_conv_presets: the Super conv1d prefill preset (every version), twice.
 run_conv_presets() {
     local i

@@ -31,7 +31,9 @@ use reference::{DType, Tensor, TensorMap};
 fn gemm_versions() -> &'static [&'static str] {
     static V: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     V.get_or_init(|| {
-        let mut v = vec!["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3", "v4"];
+        let mut v = vec![
+            "v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v2_v8", "v3", "v4",
+        ];
         v.extend(
             R_FORMS
                 .iter()
@@ -157,6 +159,24 @@ pub const X_FORMS: &[XForm] = &[
         tokens: 128,
         stages: 6,
         group: 4,
+    },
+    XForm {
+        tag: "x64g2",
+        tokens: 64,
+        stages: 4,
+        group: 2,
+    },
+    XForm {
+        tag: "x64p2g2",
+        tokens: 64,
+        stages: 2,
+        group: 2,
+    },
+    XForm {
+        tag: "x128g2",
+        tokens: 128,
+        stages: 4,
+        group: 2,
     },
 ];
 
@@ -556,9 +576,9 @@ impl TileCfg {
         };
         let x_fits = ff && k % 128 == 0;
         match version {
-            "v4" if x_fits && m > 8 * e.max(1) => Ok(TileCfg::X(
-                XForm::by_tag(V4_FORM).unwrap_or(X_FORMS[0]),
-            )),
+            "v4" if x_fits && m > 8 * e.max(1) => {
+                Ok(TileCfg::X(XForm::by_tag(V4_FORM).unwrap_or(X_FORMS[0])))
+            }
             "v4" => TileCfg::pick("v3", m, e, k, ff),
             v if v.starts_with("v4_") => match XForm::by_tag(&v[3..]) {
                 Some(f) if x_fits => Ok(TileCfg::X(f)),
@@ -610,7 +630,7 @@ impl TileCfg {
 }
 
 /// The form `v4` takes for prefill-sized m-tiles.
-pub const V4_FORM: &str = "x128";
+pub const V4_FORM: &str = "x64";
 
 /// Largest dynamic shared memory a block may opt into on sm_90 (227 KB).
 const MAX_DYN_SMEM: u32 = 227 * 1024;
@@ -1753,8 +1773,14 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), X_FORMS.len(), "{lines:?}");
         for (f, l) in X_FORMS.iter().zip(&lines) {
-            let head = format!("MOE_X_FORM({}, {}, {}, {},", f.tag, f.tokens, f.stages, f.group);
-            assert!(l.starts_with(&head), "{f:?} does not match moe.cu's line {l}");
+            let head = format!(
+                "MOE_X_FORM({}, {}, {}, {},",
+                f.tag, f.tokens, f.stages, f.group
+            );
+            assert!(
+                l.starts_with(&head),
+                "{f:?} does not match moe.cu's line {l}"
+            );
             assert!(gemm_versions().contains(&format!("v4_{}", f.tag).as_str()));
             assert!(f.smem() <= MAX_DYN_SMEM, "{f:?}: {} bytes", f.smem());
         }
