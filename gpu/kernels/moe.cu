@@ -1635,13 +1635,11 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
 #define MOE_X_FORM(TAG, NT, P, GK, MINB)                                                          \
     MOE_X_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, GK, MINB)                                        \
     MOE_X_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, GK, MINB)
+// Session 20 also measured (and removed) x64p5 / x128p6 (5 / 6 ring stages), x64g2 / x128g2
+// (2-step groups) and x64p2g2 (72 registers, 3 blocks an SM): all slower than x64 (calls 2-5,
+// gpu/NOTES.md).
 MOE_X_FORM(x64, 64, 4, 4, 2)
 MOE_X_FORM(x128, 128, 4, 4, 1)
-MOE_X_FORM(x64p5, 64, 5, 4, 2)
-MOE_X_FORM(x128p6, 128, 6, 4, 1)
-MOE_X_FORM(x64g2, 64, 4, 2, 2)
-MOE_X_FORM(x64p2g2, 64, 2, 2, 3)
-MOE_X_FORM(x128g2, 128, 4, 2, 1)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

@@ -148,36 +148,6 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
     },
-    XForm {
-        tag: "x64p5",
-        tokens: 64,
-        stages: 5,
-        group: 4,
-    },
-    XForm {
-        tag: "x128p6",
-        tokens: 128,
-        stages: 6,
-        group: 4,
-    },
-    XForm {
-        tag: "x64g2",
-        tokens: 64,
-        stages: 4,
-        group: 2,
-    },
-    XForm {
-        tag: "x64p2g2",
-        tokens: 64,
-        stages: 2,
-        group: 2,
-    },
-    XForm {
-        tag: "x128g2",
-        tokens: 128,
-        stages: 4,
-        group: 2,
-    },
 ];
 
 impl XForm {
