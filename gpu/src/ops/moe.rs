@@ -533,16 +533,18 @@ impl TileCfg {
         k: usize,
         ff: bool,
     ) -> Result<TileCfg, GpuError> {
+        // The one error for a version no table knows.
+        let unknown = || GpuError::NoVersion {
+            op: "moe grouped GEMM".into(),
+            version: version.into(),
+            known: gemm_versions().join(", "),
+        };
         let r = |tag: &str| match RForm::by_tag(tag) {
             Some(f) if ff => Ok(TileCfg::R(f)),
             Some(_) => Err(GpuError::Unsupported(format!(
                 "moe grouped GEMM {version}: needs NVFP4 activations and weights"
             ))),
-            None => Err(GpuError::NoVersion {
-                op: "moe grouped GEMM".into(),
-                version: version.into(),
-                known: gemm_versions().join(", "),
-            }),
+            None => Err(unknown()),
         };
         let x_fits = ff && k % 128 == 0;
         match version {
@@ -553,11 +555,7 @@ impl TileCfg {
             v if v.starts_with("v4_") => match XForm::by_tag(&v[3..]) {
                 Some(f) if x_fits => Ok(TileCfg::X(f)),
                 Some(_) => TileCfg::pick("v1", m, e, k, ff),
-                None => Err(GpuError::NoVersion {
-                    op: "moe grouped GEMM".into(),
-                    version: v.into(),
-                    known: gemm_versions().join(", "),
-                }),
+                None => Err(unknown()),
             },
             "v3" if ff && m <= 8 * e.max(1) => {
                 // Session 14 call 3 (Super shapes, both GEMMs on one form): r8p4 fastest at
@@ -586,11 +584,7 @@ impl TileCfg {
             "v1_m16" => Ok(TileCfg::M16),
             "v1_m64" => Ok(TileCfg::M64),
             "v1_w64" => Ok(TileCfg::W64),
-            other => Err(GpuError::NoVersion {
-                op: "moe grouped GEMM".into(),
-                version: other.into(),
-                known: gemm_versions().join(", "),
-            }),
+            _ => Err(unknown()),
         }
     }
     /// Upper bound of the m-tiles of `m` rows over `e` experts: `ceil(m/BM) + min(e, m)`.
