@@ -1356,6 +1356,116 @@ __device__ __forceinline__ void moe_x_rs(float* d, const u32* a, u64 db) {
         moe_x_rs128(d, a, db);
 }
 
+// The X / S forms' epilogue (acc: the warpgroup's m64 x NT f32 fragments, warp w holding
+// features c0 + 16 w .. c0 + 16 w + 15, tokens past ncols unwritten; smem: at least NT x 132
+// floats, free).
+// Epilogue through shared memory (session 20, call 2: the per-8-token shuffle epilogue cost
+// as many instructions as GEMM1's main loop and thrashed the instruction cache): each thread
+// writes its h values (acc * 2^28 * alpha, then relu^2 for q) into an f32 tile [token]
+// [feature] (row stride 132 floats: conflict-free), then each thread takes whole 16-feature
+// blocks of one token: NVFP4 in registers (nvfp4.cu's block math) and 8-byte code stores,
+// or 16-byte row stores for o.
+template <int EPI, int NT>
+__device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* acc, u8* smem,
+                                               int e, i64 row0, i64 row_end, i64 c0,
+                                               int ncols) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, t = lane & 3;
+    const i64 N = a.N;
+    constexpr int TS = 132;
+    float* tile = (float*)smem;
+    const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
+    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
+    {
+        const int g = lane >> 2;
+#pragma unroll
+        for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                for (int q = 0; q < 2; ++q) {
+                    if (8 * j >= ncols) continue;  // tokens no wgmma wrote (S forms)
+                    float h = (acc[4 * j + 2 * hh + q] * up) * alpha;
+                    if (EPI == 0) {
+                        h = fmaxf(h, 0.0f);
+                        h = h * h;
+                        if (a.round_bf16) h = bf16_to_f32(f32_to_bf16(h));
+                    }
+                    tile[(8 * j + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
+                }
+    }
+    __syncthreads();
+    const i64 left = row_end - row0 < NT ? row_end - row0 : NT;
+    float amax = 0.0f;
+    // Unit u: block b = (u / 8) % 8 of token n = u % 8 + 8 (u / 64): a quarter-warp reads one
+    // block of 8 tokens (row stride 132: conflict-free 16-byte reads).
+#pragma unroll 1
+    for (int u = tid; u < NT * 8; u += 256) {
+        const int b = (u >> 3) & 7, n = (u & 7) | ((u >> 6) << 3);
+        const i64 col = c0 + 16 * b;
+        if (n >= left || col >= N) continue;
+        const i64 r = row0 + n;
+        const float* src = tile + n * TS + 16 * b;
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float4 f = *(const float4*)(src + 4 * i);
+            v[4 * i] = f.x;
+            v[4 * i + 1] = f.y;
+            v[4 * i + 2] = f.z;
+            v[4 * i + 3] = f.w;
+        }
+        if (EPI == 0) {
+            // N % 16 == 0: the whole block is in range
+            if (a.amax_out) {
+                float m = v[0];
+#pragma unroll
+                for (int i = 1; i < 16; ++i) m = fmaxf(m, v[i]);
+                amax = fmaxf(amax, m);
+                continue;
+            }
+            u32 c[16];
+            const u8 sf = group_nvfp4<16, 1, 0, true>(v, a.out_g[0], a.mode, c);
+            u64 word = 0;
+#pragma unroll
+            for (int i = 0; i < 16; ++i) word |= (u64)c[i] << (4 * i);
+            *(u64*)((u8*)a.out + r * (N >> 1) + (col >> 1)) = word;
+            a.out_sf[r * (N >> 4) + (col >> 4)] = sf;
+            if (a.h_out) {
+                u32 hb[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    hb[i] = (u32)f32_to_bf16(v[2 * i]) | ((u32)f32_to_bf16(v[2 * i + 1]) << 16);
+                uint4* hp = (uint4*)(a.h_out + r * N + col);
+                hp[0] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
+                hp[1] = make_uint4(hb[4], hb[5], hb[6], hb[7]);
+            }
+        } else {
+            const bool whole = col + 16 <= N;
+            if (a.out_dt == DT_BF16 && whole && (N & 7) == 0) {
+                u32 hb[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    hb[i] = (u32)f32_to_bf16(v[2 * i]) | ((u32)f32_to_bf16(v[2 * i + 1]) << 16);
+                uint4* hp = (uint4*)((u16*)a.out + r * N + col);
+                hp[0] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
+                hp[1] = make_uint4(hb[4], hb[5], hb[6], hb[7]);
+            } else if (a.out_dt == DT_F32 && whole && (N & 3) == 0) {
+                float4* fp = (float4*)((float*)a.out + r * N + col);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) fp[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+            } else {
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+                    if (col + i < N) store_from_f32(a.out, r * N + col + i, a.out_dt, v[i]);
+            }
+        }
+    }
+    if (EPI == 0 && a.amax_out) {
+        amax = warp_max_f32(amax);
+        if (lane == 0 && amax > 0.0f) atomicMax(a.amax_out, __float_as_uint(amax));
+    }
+}
+
 template <int EPI, int NT, int P, int GK>
 __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
     static_assert(NT == 64 || NT == 128, "wgmma N of the token tile");
@@ -1523,107 +1633,10 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
     wg_wait0();
     moe_x_pin<NT / 2>(acc);
     duet_cp_async_wait<0>();
-    // Epilogue through shared memory (session 20, call 2: the per-8-token shuffle epilogue cost
-    // as many instructions as GEMM1's main loop and thrashed the instruction cache): each thread
-    // writes its h values (acc * 2^28 * alpha, then relu^2 for q) into an f32 tile [token]
-    // [feature] (row stride 132 floats: conflict-free), then each thread takes whole 16-feature
-    // blocks of one token: NVFP4 in registers (nvfp4.cu's block math) and 8-byte code stores,
-    // or 16-byte row stores for o.
     __syncthreads();  // every warp is done with the x tiles and rings
     constexpr int TS = 132;
     static_assert(NT * TS * 4 <= 2 * XBUF + P * (XRAW + MOE_X_WSTAGE), "the f32 tile fits the ring");
-    float* tile = (float*)x_smem;
-    const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
-    const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
-    {
-        const int g = lane >> 2;
-#pragma unroll
-        for (int j = 0; j < NT / 8; ++j)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    float h = (acc[4 * j + 2 * hh + q] * up) * alpha;
-                    if (EPI == 0) {
-                        h = fmaxf(h, 0.0f);
-                        h = h * h;
-                        if (a.round_bf16) h = bf16_to_f32(f32_to_bf16(h));
-                    }
-                    tile[(8 * j + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
-                }
-    }
-    __syncthreads();
-    const i64 left = row_end - row0 < NT ? row_end - row0 : NT;
-    const i64 c0 = (i64)blockIdx.y * 128;
-    float amax = 0.0f;
-    // Unit u: block b = (u / 8) % 8 of token n = u % 8 + 8 (u / 64): a quarter-warp reads one
-    // block of 8 tokens (row stride 132: conflict-free 16-byte reads).
-#pragma unroll 1
-    for (int u = tid; u < NT * 8; u += 256) {
-        const int b = (u >> 3) & 7, n = (u & 7) | ((u >> 6) << 3);
-        const i64 col = c0 + 16 * b;
-        if (n >= left || col >= N) continue;
-        const i64 r = row0 + n;
-        const float* src = tile + n * TS + 16 * b;
-        float v[16];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const float4 f = *(const float4*)(src + 4 * i);
-            v[4 * i] = f.x;
-            v[4 * i + 1] = f.y;
-            v[4 * i + 2] = f.z;
-            v[4 * i + 3] = f.w;
-        }
-        if (EPI == 0) {
-            // N % 16 == 0: the whole block is in range
-            if (a.amax_out) {
-                float m = v[0];
-#pragma unroll
-                for (int i = 1; i < 16; ++i) m = fmaxf(m, v[i]);
-                amax = fmaxf(amax, m);
-                continue;
-            }
-            u32 c[16];
-            const u8 sf = group_nvfp4<16, 1, 0, true>(v, a.out_g[0], a.mode, c);
-            u64 word = 0;
-#pragma unroll
-            for (int i = 0; i < 16; ++i) word |= (u64)c[i] << (4 * i);
-            *(u64*)((u8*)a.out + r * (N >> 1) + (col >> 1)) = word;
-            a.out_sf[r * (N >> 4) + (col >> 4)] = sf;
-            if (a.h_out) {
-                u32 hb[8];
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    hb[i] = (u32)f32_to_bf16(v[2 * i]) | ((u32)f32_to_bf16(v[2 * i + 1]) << 16);
-                uint4* hp = (uint4*)(a.h_out + r * N + col);
-                hp[0] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
-                hp[1] = make_uint4(hb[4], hb[5], hb[6], hb[7]);
-            }
-        } else {
-            const bool whole = col + 16 <= N;
-            if (a.out_dt == DT_BF16 && whole && (N & 7) == 0) {
-                u32 hb[8];
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    hb[i] = (u32)f32_to_bf16(v[2 * i]) | ((u32)f32_to_bf16(v[2 * i + 1]) << 16);
-                uint4* hp = (uint4*)((u16*)a.out + r * N + col);
-                hp[0] = make_uint4(hb[0], hb[1], hb[2], hb[3]);
-                hp[1] = make_uint4(hb[4], hb[5], hb[6], hb[7]);
-            } else if (a.out_dt == DT_F32 && whole && (N & 3) == 0) {
-                float4* fp = (float4*)((float*)a.out + r * N + col);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) fp[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
-            } else {
-#pragma unroll
-                for (int i = 0; i < 16; ++i)
-                    if (col + i < N) store_from_f32(a.out, r * N + col + i, a.out_dt, v[i]);
-            }
-        }
-    }
-    if (EPI == 0 && a.amax_out) {
-        amax = warp_max_f32(amax);
-        if (lane == 0 && amax > 0.0f) atomicMax(a.amax_out, __float_as_uint(amax));
-    }
+    moe_x_epilogue<EPI, NT>(a, acc, x_smem, e, row0, row_end, (i64)blockIdx.y * 128, NT);
 }
 
 #define MOE_X_KERNEL(NAME, EPI, NT, P, GK, MINB)                                                  \
@@ -1640,6 +1653,237 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
 // gpu/NOTES.md).
 MOE_X_FORM(x64, 64, 4, 4, 2)
 MOE_X_FORM(x128, 128, 4, 4, 1)
+
+// ---------------------------------------------------------------------------------------------
+// S forms (session 21): prefill with both operands decoded into shared memory once a block and
+// wgmma from two descriptors (SS), so that each weight is decoded once per m-tile of up to NT
+// tokens (the X forms decode it once per 64 / 128 tokens, and the decode is what bounds them:
+// gpu/NOTES.md "Session 20").
+// - A block: 128 weight rows (two warpgroups, m64 each) x an m-tile of up to NT tokens; wgmma's
+//   N is 64 nsel for the tile's ceil(rows / 64) = nsel quarters (n64 / n128 / n192 / n256), so
+//   an expert of 176 rows runs one n192 tile. The grid is flat with the weight-row block
+//   fastest: the blocks of one m-tile run together and share its x in L2.
+// - Steps of 64 k. Raw rows (32 bytes of codes, 4 scale bytes; 48-byte stride) of the 128
+//   weight rows, then the 64 nsel tokens, by cp.async into a P-stage ring; tokens past the
+//   tile's rows copy its last row (their columns are never stored).
+// - Decode: unit (row, word w): 8 codes and their block's scale -> four f16x2 (value * 2^-14
+//   times the E4M3 scale, r8's exact decode) = one core-matrix row: k16 step w / 2, core matrix
+//   w % 2, at (row / 8) * 1024 + (w / 2) * 256 + (w % 2) * 128 + (row % 8) * 16 (K-major, no
+//   swizzle: LBO 128, SBO 1024). A warp takes 8 rows x 4 words (conflict-free 4-byte reads at
+//   the 48-byte stride; each quarter-warp stores one 128-byte core matrix). The k order inside
+//   a word is permuted (slotm_decode8's pairs), the same way on both operands.
+// - Per step s: the step's four wgmma (tile s & 1), commit; wait until one group is pending
+//   (step s - 1's, which read tile (s + 1) & 1, is done); a barrier (everyone's wait, everyone's
+//   raw stage s + 1); the next copies; stage s + 1 decoded into tile (s + 1) & 1 while step s's
+//   wgmma run; a barrier.
+// - Epilogue: moe_x_epilogue (through an f32 tile over the ring).
+// Dynamic shared memory: 2 x (128 + NT) x 128 (tiles) + P x (128 + NT) x 48 (ring) bytes.
+#define MOE_S_ROW 48
+__device__ __forceinline__ void moe_s_ss64(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db)
+        : "memory");
+}
+__device__ __forceinline__ void moe_s_ss128(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+        "%64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db)
+        : "memory");
+}
+__device__ __forceinline__ void moe_s_ss192(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, "
+        "%96, %97, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(da), "l"(db)
+        : "memory");
+}
+__device__ __forceinline__ void moe_s_ss256(float* d, u64 da, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, "
+        "%128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db)
+        : "memory");
+}
+
+template <int V>
+struct moe_ic {
+    static constexpr int value = V;
+};
+// One k16 step at wgmma N = 64 NS.
+template <int NS>
+__device__ __forceinline__ void moe_s_mma(float* acc, u64 da, u64 db) {
+    if constexpr (NS == 4)
+        moe_s_ss256(acc, da, db);
+    else if constexpr (NS == 3)
+        moe_s_ss192(acc, da, db);
+    else if constexpr (NS == 2)
+        moe_s_ss128(acc, da, db);
+    else
+        moe_s_ss64(acc, da, db);
+}
+
+template <int EPI, int NT, int P>
+__device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
+    static_assert(NT % 64 == 0 && NT >= 64 && NT <= 256, "wgmma N of the token tile");
+    static_assert(P >= 3, "ring stages (stage s + 1 lands before step s's copies)");
+    constexpr int R = 128;                  // weight rows a block
+    constexpr int TBUF = (R + NT) * 128;    // one 64-k step of both operands, f16
+    constexpr int RAW = (R + NT) * MOE_S_ROW;
+    constexpr int TS = 132;
+    static_assert(NT * TS * 4 <= 2 * TBUF + P * RAW, "the f32 tile fits the ring");
+    extern __shared__ __align__(128) u8 s_smem[];
+    u8* tbuf = s_smem;
+    u8* raw = s_smem + 2 * TBUF;
+    const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
+    const i64 N = a.N, K = a.K;
+    const i64 RB = (N + R - 1) / R;
+    const i64 bid = blockIdx.x;
+    const i64 mt = bid / RB, rb = bid - mt * RB;
+    const int e = a.t_exp[mt];
+    if (e < 0) return;  // the whole block
+    const i64 row0 = a.t_row[mt];
+    const i64 row_end = a.off[e + 1];
+    const int left = (int)(row_end - row0 < NT ? row_end - row0 : NT);
+    const int nsel = (left + 63) >> 6;
+    const int rows = R + 64 * nsel;  // rows staged and decoded
+    const int nsi = (int)(K >> 6);   // the host keeps K < 2^31
+    const u8* wq = a.w + (i64)e * N * (K >> 1);
+    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    // Copy units: u = tid + 256 c < 2 rows: row u / 2, 16-byte half u % 2 = tid % 2 (half 0
+    // also copies the row's 4 scale bytes).
+    constexpr int CU = (2 * (R + NT) + 255) / 256;
+    const bool h0 = (tid & 1) == 0;
+    const u8* gq[CU];
+    const u8* gs[CU];
+    int dq[CU];
+#pragma unroll
+    for (int c = 0; c < CU; ++c) {
+        const int u = tid + 256 * c, r = u >> 1, h = u & 1;
+        dq[c] = u < 2 * rows ? r * MOE_S_ROW + 16 * h : -1;
+        if (r < R) {
+            const i64 n = rb * R + r < N ? rb * R + r : N - 1;  // rows past N: row N - 1
+            gq[c] = wq + n * (K >> 1) + 16 * h;
+            gs[c] = wsf + n * (K >> 4);
+        } else {
+            const i64 x = row0 + (r - R) < row_end ? row0 + (r - R) : row_end - 1;
+            gq[c] = a.x + x * (K >> 1) + 16 * h;
+            gs[c] = a.x_sf + x * (K >> 4);
+        }
+    }
+    auto issue = [&](int s, int slot) {
+        if (s < nsi) {
+            u8* rs = raw + slot * RAW;
+            const i64 o = 32 * (i64)s;
+#pragma unroll
+            for (int c = 0; c < CU; ++c) {
+                if (dq[c] < 0) continue;
+                duet_cp_async16(rs + dq[c], gq[c] + o);
+                if (h0) duet_cp_async4_zfill(rs + dq[c] + 32, gs[c] + (o >> 3), true);
+            }
+        }
+        duet_cp_async_commit();  // every call: uniform group counting
+    };
+    // Decodes ring slot `slot` into tile `buf`: rows / 32 units a thread. Unit u = tid + 256 i
+    // (i < rows / 32): warp chunk c = u / 32 = warp + 8 i, row 8 (c / 2) + lane % 8 = r0 + 32 i,
+    // word w = 4 (c % 2) + lane / 8 (the same for every i).
+    const int r0 = 8 * (warp >> 1) + (tid & 7), w0 = 4 * (warp & 1) + ((tid >> 3) & 3);
+    const int q_off = r0 * MOE_S_ROW + 4 * w0, s_off = r0 * MOE_S_ROW + 32 + (w0 >> 1);
+    const int d_off = (r0 >> 3) * 1024 + (w0 >> 1) * 256 + (w0 & 1) * 128 + (r0 & 7) * 16;
+    const int nu = rows >> 5;
+    auto decode = [&](int slot, int buf) {
+        const u8* rq = raw + slot * RAW + q_off;
+        const u8* rsc = raw + slot * RAW + s_off;
+        u8* tb = tbuf + buf * TBUF + d_off;
+#pragma unroll
+        for (int i = 0; i < (R + NT) / 32; ++i) {
+            if (i >= nu) break;
+            const u32 q = *(const u32*)(rq + i * 32 * MOE_S_ROW);
+            const u32 s2 = slotm_scale2((u32)rsc[i * 32 * MOE_S_ROW]);
+            u32 d[4];
+            slotm_decode8(q, d);
+            *(uint4*)(tb + i * 4 * 1024) =
+                make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2), slotm_hmul2(d[2], s2),
+                           slotm_hmul2(d[3], s2));
+        }
+    };
+    float acc[NT / 2];
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+#pragma unroll 1
+    for (int s = 0; s < P - 1; ++s) issue(s, s);
+    duet_cp_async_wait<P - 2>();  // stage 0 (this thread's bytes)
+    __syncthreads();              // (everyone's)
+    decode(0, 0);
+    wg_fence_smem();
+    __syncthreads();
+    // The main loop, one instance per wgmma N (a uniform choice per block: one set of
+    // accumulator registers per instance, no fences injected between the wgmma's).
+    auto run = [&](auto ns_c) {
+        constexpr int NS = decltype(ns_c)::value;
+        int slot = 0;  // s % P
+#pragma unroll 1
+        for (int s = 0; s < nsi; ++s) {
+            const int prev = slot == 0 ? P - 1 : slot - 1;  // (s + P - 1) % P
+            const int next = slot == P - 1 ? 0 : slot + 1;  // (s + 1) % P
+            const u8* tb = tbuf + (s & 1) * TBUF;
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                moe_s_mma<NS>(acc, wg_desc(tb + wg * 8 * 1024 + k * 256, 128, 1024),
+                              wg_desc(tb + (R / 8) * 1024 + k * 256, 128, 1024));
+            wg_commit();
+            wg_wait1();                   // step s - 1's wgmma (tile (s + 1) & 1) done
+            duet_cp_async_wait<P - 3>();  // stage s + 1 (this thread's bytes)
+            __syncthreads();
+            issue(s + P - 1, prev);       // slot of stage s - 1 (decoded at step s - 2)
+            if (s + 1 < nsi) {
+                decode(next, (s + 1) & 1);
+                wg_fence_smem();
+            }
+            __syncthreads();
+            slot = next;
+        }
+    };
+    if (NT >= 256 && nsel == 4)
+        run(moe_ic<4>{});
+    else if (NT >= 192 && nsel == 3)
+        run(moe_ic<3>{});
+    else if (NT >= 128 && nsel == 2)
+        run(moe_ic<2>{});
+    else
+        run(moe_ic<1>{});
+    wg_wait0();
+    moe_x_pin<NT / 2>(acc);
+    duet_cp_async_wait<0>();
+    __syncthreads();  // every warp is done with the tiles and the ring
+    moe_x_epilogue<EPI, NT>(a, acc, s_smem, e, row0, row_end, rb * R, 64 * nsel);
+}
+
+#define MOE_S_KERNEL(NAME, EPI, NT, P)                                                            \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(MOE_GEMM_PARAMS) {                   \
+        MOE_GEMM_ARGS                                                                              \
+        moe_s_body<EPI, NT, P>(a);                                                                 \
+    }
+// Forms s{NT}[p{P}] (host: gpu/src/ops/moe.rs X_FORMS, after the X forms, same order).
+#define MOE_S_FORM(TAG, NT, P)                                                                    \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P)                                                  \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P)
+MOE_S_FORM(s256, 256, 4)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

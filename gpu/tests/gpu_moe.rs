@@ -357,7 +357,8 @@ fn gemm_inputs(c: &GemmCase, prefix: &str) -> TensorMap {
 
 /// Shapes: every T of the issue, empty experts, K below / across one K step of each tile
 /// shape (16, 48, 64, 272 = 256 + 16), N not a multiple of the tile width, K = 384 (more
-/// k-tiles than w64's ring has stages) and prefill-sized experts for the wgmma forms.
+/// k-tiles than w64's ring has stages) and prefill-sized experts for the wgmma forms (every
+/// token-tile width of the S forms).
 fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
     vec![
         // (T, k, E, K, N)
@@ -376,6 +377,10 @@ fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
         // the wgmma forms' prefill tiles: hundreds of rows an expert (full and partial 64- and
         // 128-token m-tiles), K = 512 (4 steps through a 4-stage ring), two weight slices
         (256, 2, 3, 512, 256),
+        // the S forms' token tiles (up to 256 rows, wgmma N = 64 x its 64-row quarters): experts
+        // of ~400 rows (a full tile and a partial one) and of ~50 (one or two quarters)
+        (600, 2, 3, 256, 384),
+        (100, 4, 8, 256, 128),
     ]
 }
 

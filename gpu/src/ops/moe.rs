@@ -119,9 +119,11 @@ pub const R_FORMS: &[RForm] = &[
     rp("r2p8u", 2, 1, 4, 8),
 ];
 
-/// One form of moe.cu's wgmma grouped GEMM with the weights as A from registers
-/// (MOE_X_FORM, same names; session 20): 256 threads, 128 weight rows a block, m-tiles of
-/// `tokens` rows as wgmma's N. NVFP4 x NVFP4, K % 128 == 0, 16-byte aligned operands.
+/// One form of moe.cu's wgmma grouped GEMMs for prefill: 256 threads, 128 weight rows a block,
+/// m-tiles of up to `tokens` rows as wgmma's N; NVFP4 x NVFP4, K % 128 == 0, 16-byte aligned
+/// operands. X forms (MOE_X_FORM, session 20): the weights decoded in registers as wgmma's A.
+/// S forms (MOE_S_FORM, session 21, `shared_a`): both operands decoded into shared memory once
+/// a block, wgmma N = 64 x the tile's 64-token quarters, a flat grid (weight-row block fastest).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XForm {
     /// Kernel tag: `moe_gemm_<tag>_ff_{q,o}`.
@@ -132,6 +134,8 @@ pub struct XForm {
     pub stages: usize,
     /// k16 steps a wgmma commit group.
     pub group: usize,
+    /// An S form: A (the weights) from shared memory too.
+    pub shared_a: bool,
 }
 
 /// moe.cu's MOE_X_FORM list, in its order.
@@ -141,20 +145,35 @@ pub const X_FORMS: &[XForm] = &[
         tokens: 64,
         stages: 4,
         group: 4,
+        shared_a: false,
     },
     XForm {
         tag: "x128",
         tokens: 128,
         stages: 4,
         group: 4,
+        shared_a: false,
+    },
+    XForm {
+        tag: "s256",
+        tokens: 256,
+        stages: 4,
+        group: 4,
+        shared_a: true,
     },
 ];
 
 impl XForm {
-    /// Dynamic shared memory: two f16 x tiles of one 128-k step (256 bytes a token), then
-    /// the ring (a stage: 80 bytes a token of raw x, 10240 bytes of raw weights).
+    /// Dynamic shared memory. X: two f16 x tiles of one 128-k step (256 bytes a token), then
+    /// the ring (a stage: 80 bytes a token of raw x, 10240 bytes of raw weights). S: two f16
+    /// tiles of one 64-k step (128 bytes a row of 128 weight rows and the tokens), then the
+    /// ring (48 bytes a row).
     pub fn smem(self) -> u32 {
-        (2 * self.tokens * 256 + self.stages * (self.tokens * 80 + 10240)) as u32
+        if self.shared_a {
+            ((128 + self.tokens) * (2 * 128 + self.stages * 48)) as u32
+        } else {
+            (2 * self.tokens * 256 + self.stages * (self.tokens * 80 + 10240)) as u32
+        }
     }
     fn by_tag(tag: &str) -> Option<XForm> {
         X_FORMS.iter().copied().find(|f| f.tag == tag)
@@ -810,7 +829,14 @@ pub fn launch_gemm_as(
     let name = format!("moe_gemm_{tag}_{fmt}_{epi_tag}");
     let f = g.function("moe", &name)?;
     let grid_y = n.div_ceil(bn);
-    if grid_y > 65535 || sched.tiles > i32::MAX as usize {
+    // S forms: one flat grid dimension, the n-tile fastest (moe.cu moe_s_body).
+    let flat = matches!(c, TileCfg::X(f) if f.shared_a);
+    let grid = if flat {
+        (sched.tiles * grid_y, 1)
+    } else {
+        (sched.tiles, grid_y)
+    };
+    if grid.1 > 65535 || grid.0 > i32::MAX as usize {
         return Err(GpuError::Unsupported(format!(
             "{name}: {} m-tiles x {grid_y} n-tiles exceed the launch grid (N = {n})",
             sched.tiles
@@ -834,7 +860,7 @@ pub fn launch_gemm_as(
         .map_err(|e| GpuError::Driver(format!("{name} shared memory attribute: {e}")))?;
     }
     let lc = LaunchConfig {
-        grid_dim: (sched.tiles as u32, grid_y as u32, 1),
+        grid_dim: (grid.0 as u32, grid.1 as u32, 1),
         block_dim: (threads, 1, 1),
         shared_mem_bytes: smem,
     };
@@ -1726,21 +1752,26 @@ mod tests {
         assert_eq!(gemm_versions().len(), 8 + R_FORMS.len() + X_FORMS.len());
     }
 
-    /// X_FORMS is moe.cu's MOE_X_FORM list (tag, tokens, stages, group), each a `v4_` version,
-    /// and fits the shared memory of one SM.
+    /// X_FORMS is moe.cu's MOE_X_FORM list (tag, tokens, stages, group), then its MOE_S_FORM
+    /// list (tag, tokens, stages), each a `v4_` version, and fits the shared memory of one SM.
     #[test]
     fn x_forms_match_the_kernel_file() {
         let src = include_str!("../../kernels/moe.cu");
         let lines: Vec<&str> = src
             .lines()
-            .filter(|l| l.starts_with("MOE_X_FORM("))
+            .filter(|l| l.starts_with("MOE_X_FORM(") || l.starts_with("MOE_S_FORM("))
             .collect();
         assert_eq!(lines.len(), X_FORMS.len(), "{lines:?}");
         for (f, l) in X_FORMS.iter().zip(&lines) {
-            let head = format!(
-                "MOE_X_FORM({}, {}, {}, {},",
-                f.tag, f.tokens, f.stages, f.group
-            );
+            let head = if f.shared_a {
+                assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");
+                format!("MOE_S_FORM({}, {}, {})", f.tag, f.tokens, f.stages)
+            } else {
+                format!(
+                    "MOE_X_FORM({}, {}, {}, {},",
+                    f.tag, f.tokens, f.stages, f.group
+                )
+            };
             assert!(
                 l.starts_with(&head),
                 "{f:?} does not match moe.cu's line {l}"
