@@ -1666,11 +1666,11 @@ MOE_X_FORM(x128, 128, 4, 4, 1)
 // - Steps of 64 k. Raw rows (32 bytes of codes, 4 scale bytes; 48-byte stride) of the 128
 //   weight rows, then the 64 nsel tokens, by cp.async into a P-stage ring; tokens past the
 //   tile's rows copy its last row (their columns are never stored).
-// - Decode: unit (row, word w): 8 codes and their block's scale -> four f16x2 (value * 2^-14
-//   times the E4M3 scale, r8's exact decode) = one core-matrix row: k16 step w / 2, core matrix
-//   w % 2, at (row / 8) * 1024 + (w / 2) * 256 + (w % 2) * 128 + (row % 8) * 16 (K-major, no
-//   swizzle: LBO 128, SBO 1024). A warp takes 8 rows x 4 words (conflict-free 4-byte reads at
-//   the 48-byte stride; each quarter-warp stores one 128-byte core matrix). The k order inside
+// - Decode: unit (row, 16-code block p): each of its two words w = 2 p + h (8 codes, the block's
+//   scale) -> four f16x2 (value * 2^-14 times the E4M3 scale, r8's exact decode) = one
+//   core-matrix row: k16 step p, core matrix h, at (row / 8) * 1024 + p * 256 + h * 128 +
+//   (row % 8) * 16 (K-major, no swizzle: LBO 128, SBO 1024). A warp takes 8 rows x 4 blocks;
+//   every unit's bytes are read before any is decoded (independent chains). The k order inside
 //   a word is permuted (slotm_decode8's pairs), the same way on both operands.
 // - Per step s: the step's four wgmma (tile s & 1), commit; wait until one group is pending
 //   (step s - 1's, which read tile (s + 1) & 1, is done); a barrier (everyone's wait, everyone's
@@ -1741,8 +1741,8 @@ template <int EPI, int NT, int P>
 __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
     static_assert(NT % 64 == 0 && NT >= 64 && NT <= 256, "wgmma N of the token tile");
     static_assert(P >= 3, "ring stages (stage s + 1 lands before step s's copies)");
-    constexpr int R = 128;                  // weight rows a block
-    constexpr int TBUF = (R + NT) * 128;    // one 64-k step of both operands, f16
+    constexpr int R = 128;                // weight rows a block
+    constexpr int TBUF = (R + NT) * 128;  // one 64-k step of both operands, f16
     constexpr int RAW = (R + NT) * MOE_S_ROW;
     constexpr int TS = 132;
     static_assert(NT * TS * 4 <= 2 * TBUF + P * RAW, "the f32 tile fits the ring");
@@ -1760,81 +1760,105 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
     const i64 row_end = a.off[e + 1];
     const int left = (int)(row_end - row0 < NT ? row_end - row0 : NT);
     const int nsel = (left + 63) >> 6;
-    const int rows = R + 64 * nsel;  // rows staged and decoded
-    const int nsi = (int)(K >> 6);   // the host keeps K < 2^31
+    const int nsi = (int)(K >> 6);  // the host keeps K < 2^31
     const u8* wq = a.w + (i64)e * N * (K >> 1);
     const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
-    // Copy units: u = tid + 256 c < 2 rows: row u / 2, 16-byte half u % 2 = tid % 2 (half 0
-    // also copies the row's 4 scale bytes).
-    constexpr int CU = (2 * (R + NT) + 255) / 256;
-    const bool h0 = (tid & 1) == 0;
-    const u8* gq[CU];
-    const u8* gs[CU];
-    int dq[CU];
-#pragma unroll
-    for (int c = 0; c < CU; ++c) {
-        const int u = tid + 256 * c, r = u >> 1, h = u & 1;
-        dq[c] = u < 2 * rows ? r * MOE_S_ROW + 16 * h : -1;
+    // Global row r of the block's staging (weight rows, then tokens): rows past N load row
+    // N - 1, tokens past the tile's rows the expert's last row (neither is ever stored).
+    auto grow = [&](int r, bool scales) -> const u8* {
         if (r < R) {
-            const i64 n = rb * R + r < N ? rb * R + r : N - 1;  // rows past N: row N - 1
-            gq[c] = wq + n * (K >> 1) + 16 * h;
-            gs[c] = wsf + n * (K >> 4);
-        } else {
-            const i64 x = row0 + (r - R) < row_end ? row0 + (r - R) : row_end - 1;
-            gq[c] = a.x + x * (K >> 1) + 16 * h;
-            gs[c] = a.x_sf + x * (K >> 4);
+            const i64 n = rb * R + r < N ? rb * R + r : N - 1;
+            return scales ? wsf + n * (K >> 4) : wq + n * (K >> 1);
         }
+        const i64 x = row0 + (r - R) < row_end ? row0 + (r - R) : row_end - 1;
+        return scales ? a.x_sf + x * (K >> 4) : a.x + x * (K >> 1);
+    };
+    // Copy units: codes u = tid + 256 c: row u / 2, 16-byte half u % 2 = tid % 2; scales: row
+    // tid + 256 c (4 bytes).
+    constexpr int CQ = (2 * (R + NT) + 255) / 256, CS = (R + NT + 255) / 256;
+    const u8* gq[CQ];
+    const u8* gs[CS];
+#pragma unroll
+    for (int c = 0; c < CQ; ++c) {
+        const int r = (tid + 256 * c) >> 1;
+        gq[c] = grow(r < R + NT ? r : R + NT - 1, false) + 16 * (tid & 1);
     }
-    auto issue = [&](int s, int slot) {
-        if (s < nsi) {
-            u8* rs = raw + slot * RAW;
-            const i64 o = 32 * (i64)s;
 #pragma unroll
-            for (int c = 0; c < CU; ++c) {
-                if (dq[c] < 0) continue;
-                duet_cp_async16(rs + dq[c], gq[c] + o);
-                if (h0) duet_cp_async4_zfill(rs + dq[c] + 32, gs[c] + (o >> 3), true);
-            }
-        }
-        duet_cp_async_commit();  // every call: uniform group counting
-    };
-    // Decodes ring slot `slot` into tile `buf`: rows / 32 units a thread. Unit u = tid + 256 i
-    // (i < rows / 32): warp chunk c = u / 32 = warp + 8 i, row 8 (c / 2) + lane % 8 = r0 + 32 i,
-    // word w = 4 (c % 2) + lane / 8 (the same for every i).
-    const int r0 = 8 * (warp >> 1) + (tid & 7), w0 = 4 * (warp & 1) + ((tid >> 3) & 3);
-    const int q_off = r0 * MOE_S_ROW + 4 * w0, s_off = r0 * MOE_S_ROW + 32 + (w0 >> 1);
-    const int d_off = (r0 >> 3) * 1024 + (w0 >> 1) * 256 + (w0 & 1) * 128 + (r0 & 7) * 16;
-    const int nu = rows >> 5;
-    auto decode = [&](int slot, int buf) {
-        const u8* rq = raw + slot * RAW + q_off;
-        const u8* rsc = raw + slot * RAW + s_off;
-        u8* tb = tbuf + buf * TBUF + d_off;
-#pragma unroll
-        for (int i = 0; i < (R + NT) / 32; ++i) {
-            if (i >= nu) break;
-            const u32 q = *(const u32*)(rq + i * 32 * MOE_S_ROW);
-            const u32 s2 = slotm_scale2((u32)rsc[i * 32 * MOE_S_ROW]);
-            u32 d[4];
-            slotm_decode8(q, d);
-            *(uint4*)(tb + i * 4 * 1024) =
-                make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2), slotm_hmul2(d[2], s2),
-                           slotm_hmul2(d[3], s2));
-        }
-    };
+    for (int c = 0; c < CS; ++c) {
+        const int r = tid + 256 * c;
+        gs[c] = grow(r < R + NT ? r : R + NT - 1, true);
+    }
+    // Decode units (row, block p of the step's four 16-code blocks): u = tid + 256 i: warp
+    // chunk c = u / 32 = warp + 8 i, row 8 c + lane % 8 = r0 + 64 i, block p = lane / 8 (the
+    // same for every i). An 8-byte read of the two code words (conflict-free per half-warp at the
+    // 48-byte stride), one scale byte, two 16-byte stores (core matrices 0 and 1 of k16 step p).
+    const int r0 = 8 * warp + (tid & 7), p0 = (tid >> 3) & 3;
+    const int q_off = r0 * MOE_S_ROW + 8 * p0, s_off = r0 * MOE_S_ROW + 32 + p0;
+    const int d_off = (r0 >> 3) * 1024 + p0 * 256 + (r0 & 7) * 16;
     float acc[NT / 2];
-#pragma unroll
-    for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
-#pragma unroll 1
-    for (int s = 0; s < P - 1; ++s) issue(s, s);
-    duet_cp_async_wait<P - 2>();  // stage 0 (this thread's bytes)
-    __syncthreads();              // (everyone's)
-    decode(0, 0);
-    wg_fence_smem();
-    __syncthreads();
-    // The main loop, one instance per wgmma N (a uniform choice per block: one set of
-    // accumulator registers per instance, no fences injected between the wgmma's).
+    // Everything from the first copy to the last wgmma's wait, one instance per wgmma N = 64 NS
+    // (a uniform choice per block: compile-time unit counts, one set of accumulator registers
+    // per instance). The accumulators are zeroed, waited for and pinned inside the instance:
+    // no other instruction may define them while a wgmma group is pending (ptxas C7515
+    // serializes every wgmma otherwise).
     auto run = [&](auto ns_c) {
         constexpr int NS = decltype(ns_c)::value;
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+        constexpr int ROWS = R + 64 * NS;  // rows staged and decoded
+        constexpr int NU = ROWS / 64;      // decode units a thread
+        auto issue = [&](int s, int slot) {
+            if (s < nsi) {
+                u8* rs = raw + slot * RAW;
+                const i64 o = 32 * (i64)s;
+#pragma unroll
+                for (int c = 0; c < CQ; ++c) {
+                    const int u = tid + 256 * c;
+                    if (256 * (c + 1) <= 2 * ROWS || u < 2 * ROWS)
+                        duet_cp_async16(rs + (u >> 1) * MOE_S_ROW + 16 * (tid & 1), gq[c] + o);
+                }
+#pragma unroll
+                for (int c = 0; c < CS; ++c) {
+                    const int r = tid + 256 * c;
+                    if (256 * (c + 1) <= ROWS || r < ROWS)
+                        duet_cp_async4_zfill(rs + r * MOE_S_ROW + 32, gs[c] + (o >> 3), true);
+                }
+            }
+            duet_cp_async_commit();  // every call: uniform group counting
+        };
+        // Ring slot `slot` into tile `buf`: every unit's words first (independent chains).
+        auto decode = [&](int slot, int buf) {
+            const u8* rq = raw + slot * RAW + q_off;
+            const u8* rsc = raw + slot * RAW + s_off;
+            u8* tb = tbuf + buf * TBUF + d_off;
+            uint2 q[NU];
+            u32 sc[NU];
+#pragma unroll
+            for (int i = 0; i < NU; ++i) {
+                q[i] = *(const uint2*)(rq + i * 64 * MOE_S_ROW);
+                sc[i] = rsc[i * 64 * MOE_S_ROW];
+            }
+#pragma unroll
+            for (int i = 0; i < NU; ++i) {
+                const u32 s2 = slotm_scale2(sc[i]);
+                u32 d[4], f[4];
+                slotm_decode8(q[i].x, d);
+                slotm_decode8(q[i].y, f);
+                *(uint4*)(tb + i * 8 * 1024) =
+                    make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2),
+                               slotm_hmul2(d[2], s2), slotm_hmul2(d[3], s2));
+                *(uint4*)(tb + i * 8 * 1024 + 128) =
+                    make_uint4(slotm_hmul2(f[0], s2), slotm_hmul2(f[1], s2),
+                               slotm_hmul2(f[2], s2), slotm_hmul2(f[3], s2));
+            }
+        };
+#pragma unroll 1
+        for (int s = 0; s < P - 1; ++s) issue(s, s);
+        duet_cp_async_wait<P - 2>();  // stage 0 (this thread's bytes)
+        __syncthreads();              // (everyone's)
+        decode(0, 0);
+        wg_fence_smem();
+        __syncthreads();
         int slot = 0;  // s % P
 #pragma unroll 1
         for (int s = 0; s < nsi; ++s) {
@@ -1850,7 +1874,7 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
             wg_wait1();                   // step s - 1's wgmma (tile (s + 1) & 1) done
             duet_cp_async_wait<P - 3>();  // stage s + 1 (this thread's bytes)
             __syncthreads();
-            issue(s + P - 1, prev);       // slot of stage s - 1 (decoded at step s - 2)
+            issue(s + P - 1, prev);  // slot of stage s - 1 (decoded at step s - 2)
             if (s + 1 < nsi) {
                 decode(next, (s + 1) & 1);
                 wg_fence_smem();
@@ -1858,6 +1882,8 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
             __syncthreads();
             slot = next;
         }
+        wg_wait0();
+        moe_x_pin<NT / 2>(acc);
     };
     if (NT >= 256 && nsel == 4)
         run(moe_ic<4>{});
@@ -1867,23 +1893,22 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
         run(moe_ic<2>{});
     else
         run(moe_ic<1>{});
-    wg_wait0();
-    moe_x_pin<NT / 2>(acc);
     duet_cp_async_wait<0>();
     __syncthreads();  // every warp is done with the tiles and the ring
     moe_x_epilogue<EPI, NT>(a, acc, s_smem, e, row0, row_end, rb * R, 64 * nsel);
 }
 
-#define MOE_S_KERNEL(NAME, EPI, NT, P)                                                            \
-    extern "C" __global__ void __launch_bounds__(256, 1) NAME(MOE_GEMM_PARAMS) {                   \
+#define MOE_S_KERNEL(NAME, EPI, NT, P, MINB)                                                      \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS) {                \
         MOE_GEMM_ARGS                                                                              \
         moe_s_body<EPI, NT, P>(a);                                                                 \
     }
 // Forms s{NT}[p{P}] (host: gpu/src/ops/moe.rs X_FORMS, after the X forms, same order).
-#define MOE_S_FORM(TAG, NT, P)                                                                    \
-    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P)                                                  \
-    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P)
-MOE_S_FORM(s256, 256, 4)
+#define MOE_S_FORM(TAG, NT, P, MINB)                                                              \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, MINB)                                            \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, MINB)
+MOE_S_FORM(s256, 256, 4, 1)
+MOE_S_FORM(s128, 128, 3, 2)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

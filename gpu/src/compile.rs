@@ -276,6 +276,10 @@ pub struct KernelResources {
     pub spill_loads_bytes: u32,
     pub stack_bytes: u32,
     pub smem_bytes: u32,
+    /// ptxas serialized the kernel's wgmma's (C7515: a non-wgmma instruction defines an
+    /// accumulator register while a wgmma group is pending): every wgmma then waits for the
+    /// previous one.
+    pub wgmma_serialized: bool,
 }
 
 /// Compiles kernel file `name` for `arch` with `--ptxas-options=-v` and parses ptxas' report:
@@ -300,12 +304,18 @@ pub fn parse_ptxas_log(log: &str) -> Vec<KernelResources> {
     };
     let mut out: Vec<KernelResources> = vec![];
     let mut in_entry = false;
+    let serialized: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("wgmma.mma_async instructions are serialized"))
+        .filter_map(|l| l.split("in the function '").nth(1)?.split('\'').next())
+        .collect();
     for line in log.lines() {
         if let Some(i) = line.find("Compiling entry function '") {
             let rest = &line[i + "Compiling entry function '".len()..];
             let name = rest.split('\'').next().unwrap_or_default();
             out.push(KernelResources {
                 kernel: name.into(),
+                wgmma_serialized: serialized.contains(&name),
                 ..Default::default()
             });
             in_entry = true;
@@ -502,9 +512,11 @@ ptxas info    : Compiling entry function 'k_b' for 'sm_90a'
 ptxas info    : Function properties for k_b
 ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 32 registers, used 0 barriers
+ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in the function 'k_b'
 ";
         let r = parse_ptxas_log(log);
         assert_eq!(r.len(), 2, "{r:?}");
+        assert!(!r[0].wgmma_serialized && r[1].wgmma_serialized, "{r:?}");
         assert_eq!(
             (r[0].kernel.as_str(), r[0].registers, r[0].stack_bytes),
             ("k_a", 80, 184)

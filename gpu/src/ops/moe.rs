@@ -161,6 +161,13 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
     },
+    XForm {
+        tag: "s128",
+        tokens: 128,
+        stages: 3,
+        group: 4,
+        shared_a: true,
+    },
 ];
 
 impl XForm {
@@ -543,7 +550,7 @@ impl TileCfg {
     /// at 0.1 < rows per expert <= 1, else `r8p4`: session 14's measurements), else as `v1`;
     /// `v3_<form>` forces one of [`R_FORMS`].
     /// `v4`: NVFP4 x NVFP4 with K % 128 == 0 and more than 8 rows per expert on average takes
-    /// [`V4_FORM`] of [`X_FORMS`], else as `v3`; `v4_<form>` forces one of [`X_FORMS`] where it
+    /// [`V4_FORM`] of [`X_FORMS`] (or [`V4_LONG_FORM`] at K >= [`V4_LONG_K`]), else as `v3`; `v4_<form>` forces one of [`X_FORMS`] where it
     /// applies (NVFP4 x NVFP4, K % 128 == 0) and runs `v1`'s tiles elsewhere.
     pub fn pick(
         version: &str,
@@ -568,7 +575,11 @@ impl TileCfg {
         let x_fits = ff && k % 128 == 0;
         match version {
             "v4" if x_fits && m > 8 * e.max(1) => {
-                Ok(TileCfg::X(XForm::by_tag(V4_FORM).unwrap_or(X_FORMS[0])))
+                // Session 21 call 3 (Super shapes): s256 takes GEMM2 (K = 2688: 1592.9 vs x64
+                // 1697.4 us), x64 GEMM1 (K = 1024: 1964.8 vs 2141.9; with one block an SM the
+                // S form's prologue and epilogue weigh more on a short K).
+                let tag = if k >= V4_LONG_K { V4_LONG_FORM } else { V4_FORM };
+                Ok(TileCfg::X(XForm::by_tag(tag).unwrap_or(X_FORMS[0])))
             }
             "v4" => TileCfg::pick("v3", m, e, k, ff),
             v if v.starts_with("v4_") => match XForm::by_tag(&v[3..]) {
@@ -612,8 +623,12 @@ impl TileCfg {
     }
 }
 
-/// The form `v4` takes for prefill-sized m-tiles.
+/// The form `v4` takes for prefill-sized m-tiles with K < [`V4_LONG_K`].
 pub const V4_FORM: &str = "x64";
+/// The form `v4` takes for prefill-sized m-tiles with K >= [`V4_LONG_K`].
+pub const V4_LONG_FORM: &str = "s256";
+/// The K from which `v4` takes [`V4_LONG_FORM`].
+pub const V4_LONG_K: usize = 2048;
 
 /// Largest dynamic shared memory a block may opt into on sm_90 (227 KB).
 const MAX_DYN_SMEM: u32 = 227 * 1024;
@@ -1603,9 +1618,23 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         tiles_seen.push((cfgc.tag(), cfg2.tag()));
         let sched = Schedule::new(g, cfgc, m, e)?;
         sched.launch(g, offp, e)?;
+        // GEMM2 on m-tiles of its own height (v4: x64 for GEMM1, s256 for GEMM2) needs a
+        // schedule of its own, launched in the layer too.
+        let sched2 = if cfg2.bm() != cfgc.bm() {
+            let s2 = Schedule::new(g, cfg2, m, e)?;
+            s2.launch(g, offp, e)?;
+            Some(s2)
+        } else {
+            None
+        };
+        let s2 = sched2.as_ref().unwrap_or(&sched);
+        let launch_sched2 = || match &sched2 {
+            Some(s2) => s2.launch(g, offp, e),
+            None => Ok(()),
+        };
         g.sync()?;
         let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
-        let gemm2 = || launch_gemm_as(g, &sched, cfg2, &yo, &w2o, offp, l, i, &epi2);
+        let gemm2 = || launch_gemm_as(g, s2, cfg2, &yo, &w2o, offp, l, i, &epi2);
         gemm1()?;
         gemm2()?;
         g.sync()?;
@@ -1643,6 +1672,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         let (t2, t2g) = crate::bench::time_launch(g, small, gemm2)?;
         let (tl, tlg) = crate::bench::time_launch(g, small, || {
             sched.launch(g, offp, e)?;
+            launch_sched2()?;
             gemm1()?;
             gemm2()
         })?;
@@ -1660,8 +1690,10 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         g.sync()?;
         let tiles_match = sched_p.download(g)? == sched.download(g)?;
         let gemm1p = || launch_gemm(g, &sched_p, &xo, &w1o, offp, i, l, &epi1);
-        let gemm2p = || launch_gemm_as(g, &sched_p, cfg2, &yo, &w2o, offp, l, i, &epi2);
+        let s2p = sched2.as_ref().unwrap_or(&sched_p);
+        let gemm2p = || launch_gemm_as(g, s2p, cfg2, &yo, &w2o, offp, l, i, &epi2);
         let (tf, tfg) = crate::bench::time_launch(g, small, || {
+            launch_sched2()?;
             gemm1p()?;
             gemm2p()
         })?;
@@ -1765,7 +1797,7 @@ mod tests {
         for (f, l) in X_FORMS.iter().zip(&lines) {
             let head = if f.shared_a {
                 assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");
-                format!("MOE_S_FORM({}, {}, {})", f.tag, f.tokens, f.stages)
+                format!("MOE_S_FORM({}, {}, {},", f.tag, f.tokens, f.stages)
             } else {
                 format!(
                     "MOE_X_FORM({}, {}, {}, {},",
@@ -1780,6 +1812,7 @@ mod tests {
             assert!(f.smem() <= MAX_DYN_SMEM, "{f:?}: {} bytes", f.smem());
         }
         assert!(XForm::by_tag(V4_FORM).is_some());
+        assert!(XForm::by_tag(V4_LONG_FORM).is_some_and(|f| f.shared_a));
     }
 
     /// v4 takes an X form for prefill-sized NVFP4 GEMMs with K % 128 == 0 and v3's pick
@@ -1788,7 +1821,9 @@ mod tests {
     fn v4_picks() {
         let tag = |v: &str, m, k, ff| TileCfg::pick(v, m, 512, k, ff).map(|c| c.tag()).ok();
         assert_eq!(tag("v4", 90112, 1024, true), Some(V4_FORM));
-        assert_eq!(tag("v4", 90112, 2688, true), Some(V4_FORM));
+        assert_eq!(tag("v4", 90112, 2688, true), Some(V4_LONG_FORM));
+        assert_eq!(tag("v4", 90112, 2048, true), Some(V4_LONG_FORM));
+        assert_eq!(tag("v4", 90112, 1920, true), Some(V4_FORM));
         assert_eq!(tag("v4", 90112, 1040, true), Some("m64"));
         assert_eq!(tag("v4", 90112, 1024, false), Some("m64"));
         assert_eq!(tag("v4", 1408, 2688, true), Some("r8p4"));
