@@ -88,7 +88,11 @@ fn moe_kernels_compile_without_spills() {
         );
         // Session 21: a zeroing of accumulators left inside a pending wgmma group made ptxas
         // wait after every wgmma (C7515) without any other sign.
-        assert!(!r.wgmma_serialized, "{}: ptxas serialized its wgmma's", r.kernel);
+        assert!(
+            !r.wgmma_serialized,
+            "{}: ptxas serialized its wgmma's",
+            r.kernel
+        );
     }
 }
 

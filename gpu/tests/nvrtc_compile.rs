@@ -225,7 +225,10 @@ fn assert_register_resident(r: &[compile::KernelResources], names: &[&str]) {
             (0, 0, 0),
             "{name} spills or uses a stack frame: {k:?}"
         );
-        assert!(!k.wgmma_serialized, "{name}: ptxas serialized its wgmma's (C7515)");
+        assert!(
+            !k.wgmma_serialized,
+            "{name}: ptxas serialized its wgmma's (C7515)"
+        );
     }
 }
 

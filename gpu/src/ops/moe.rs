@@ -578,7 +578,11 @@ impl TileCfg {
                 // Session 21 call 3 (Super shapes): s256 takes GEMM2 (K = 2688: 1592.9 vs x64
                 // 1697.4 us), x64 GEMM1 (K = 1024: 1964.8 vs 2141.9; with one block an SM the
                 // S form's prologue and epilogue weigh more on a short K).
-                let tag = if k >= V4_LONG_K { V4_LONG_FORM } else { V4_FORM };
+                let tag = if k >= V4_LONG_K {
+                    V4_LONG_FORM
+                } else {
+                    V4_FORM
+                };
                 Ok(TileCfg::X(XForm::by_tag(tag).unwrap_or(X_FORMS[0])))
             }
             "v4" => TileCfg::pick("v3", m, e, k, ff),
