@@ -1365,10 +1365,12 @@ __device__ __forceinline__ void moe_x_rs(float* d, const u32* a, u64 db) {
 // [feature] (row stride 132 floats: conflict-free), then each thread takes whole 16-feature
 // blocks of one token: NVFP4 in registers (nvfp4.cu's block math) and 8-byte code stores,
 // or 16-byte row stores for o.
-template <int EPI, int NT>
+template <int EPI, int NT, int WIN = NT>
 __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* acc, u8* smem,
                                                int e, i64 row0, i64 row_end, i64 c0,
-                                               int ncols) {
+                                               int ncols, int t0_arg = 0) {
+    static_assert(WIN % 8 == 0 && WIN <= NT, "token window");
+    const int t0 = WIN < NT ? t0_arg : 0;  // (a constant for whole-tile epilogues)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, t = lane & 3;
     const i64 N = a.N;
     constexpr int TS = 132;
@@ -1383,14 +1385,16 @@ __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* a
             for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
                 for (int q = 0; q < 2; ++q) {
-                    if (8 * j >= ncols) continue;  // tokens no wgmma wrote (S forms)
+                    // tokens no wgmma wrote (S forms), tokens outside the window [t0, t0 + WIN)
+                    if (8 * j >= ncols) continue;
+                    if (WIN < NT && (8 * j < t0 || 8 * j >= t0 + WIN)) continue;
                     float h = (acc[4 * j + 2 * hh + q] * up) * alpha;
                     if (EPI == 0) {
                         h = fmaxf(h, 0.0f);
                         h = h * h;
                         if (a.round_bf16) h = bf16_to_f32(f32_to_bf16(h));
                     }
-                    tile[(8 * j + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
+                    tile[(8 * j - t0 + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
                 }
     }
     __syncthreads();
@@ -1399,12 +1403,12 @@ __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* a
     // Unit u: block b = (u / 8) % 8 of token n = u % 8 + 8 (u / 64): a quarter-warp reads one
     // block of 8 tokens (row stride 132: conflict-free 16-byte reads).
 #pragma unroll 1
-    for (int u = tid; u < NT * 8; u += 256) {
-        const int b = (u >> 3) & 7, n = (u & 7) | ((u >> 6) << 3);
+    for (int u = tid; u < WIN * 8; u += 256) {
+        const int b = (u >> 3) & 7, nl = (u & 7) | ((u >> 6) << 3), n = t0 + nl;
         const i64 col = c0 + 16 * b;
         if (n >= left || col >= N) continue;
         const i64 r = row0 + n;
-        const float* src = tile + n * TS + 16 * b;
+        const float* src = tile + nl * TS + 16 * b;
         float v[16];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -1898,17 +1902,229 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
     moe_x_epilogue<EPI, NT>(a, acc, s_smem, e, row0, row_end, rb * R, 64 * nsel);
 }
 
-#define MOE_S_KERNEL(NAME, EPI, NT, P, MINB)                                                      \
-    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS) {                \
-        MOE_GEMM_ARGS                                                                              \
-        moe_s_body<EPI, NT, P>(a);                                                                 \
+// The persistent S form (session 21, not yet run on the device): moe_s_body's algorithm with
+// blocks looping over items (m-tile x weight-row block, blockIdx.x + k gridDim.x; the host
+// launches one block an SM), the ring before the f16 tiles and the f32 epilogue tile over the
+// f16 tiles only (128 tokens at a time), so the next item's first P - 1 stages are in flight
+// during this item's epilogue (GEMM1's 16 steps a block pay the prologue's latency once per
+// item otherwise). Merge with moe_s_body once measured.
+template <int EPI, int NT, int P>
+__device__ __forceinline__ void moe_sp_body(const GemmArgs& a, i64 items) {
+    constexpr bool PERS = true;
+    static_assert(NT % 64 == 0 && NT >= 64 && NT <= 256, "wgmma N of the token tile");
+    static_assert(P >= 3, "ring stages (stage s + 1 lands before step s's copies)");
+    constexpr int R = 128;                // weight rows a block
+    constexpr int TBUF = (R + NT) * 128;  // one 64-k step of both operands, f16
+    constexpr int RAW = (R + NT) * MOE_S_ROW;
+    constexpr int TS = 132;
+    // Epilogue token window: the whole tile over tiles and ring, or (persistent) 128 tokens at
+    // a time over the f16 tiles only, so the next item's first stages land during the epilogue.
+    constexpr int WIN = PERS ? 128 : NT;
+    static_assert(PERS ? WIN * TS * 4 <= 2 * TBUF : NT * TS * 4 <= 2 * TBUF + P * RAW,
+                  "the f32 tile fits");
+    extern __shared__ __align__(128) u8 s_smem[];
+    u8* raw = PERS ? s_smem : s_smem + 2 * TBUF;
+    u8* tbuf = PERS ? s_smem + P * RAW : s_smem;
+    const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
+    const i64 N = a.N, K = a.K;
+    const i64 RB = (N + R - 1) / R;
+    const int nsi = (int)(K >> 6);  // the host keeps K < 2^31
+    // Copy units: codes u = tid + 256 c: row u / 2, 16-byte half u % 2 = tid % 2; scales: row
+    // tid + 256 c (4 bytes).
+    constexpr int CQ = (2 * (R + NT) + 255) / 256, CS = (R + NT + 255) / 256;
+    const u8* gq[CQ];
+    const u8* gs[CS];
+    // The current item: weight-row block rb of m-tile mt (item w = mt * RB + rb), its expert,
+    // rows, 64-row quarters and copy pointers. false: a padding m-tile.
+    i64 rb = 0, row0 = 0, row_end = 0;
+    int e = -1, nsel = 1;
+    auto setup = [&](i64 w) -> bool {
+        const i64 mt = w / RB;
+        rb = w - mt * RB;
+        e = a.t_exp[mt];
+        if (e < 0) return false;
+        row0 = a.t_row[mt];
+        row_end = a.off[e + 1];
+        const int left = (int)(row_end - row0 < NT ? row_end - row0 : NT);
+        nsel = (left + 63) >> 6;
+        const u8* wq = a.w + (i64)e * N * (K >> 1);
+        const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+        // Staging row r (weight rows, then tokens): rows past N load row N - 1, tokens past the
+        // tile's rows the expert's last row (neither is ever stored).
+        auto grow = [&](int r, bool scales) -> const u8* {
+            if (r < R) {
+                const i64 n = rb * R + r < N ? rb * R + r : N - 1;
+                return scales ? wsf + n * (K >> 4) : wq + n * (K >> 1);
+            }
+            const i64 x = row0 + (r - R) < row_end ? row0 + (r - R) : row_end - 1;
+            return scales ? a.x_sf + x * (K >> 4) : a.x + x * (K >> 1);
+        };
+#pragma unroll
+        for (int c = 0; c < CQ; ++c) {
+            const int r = (tid + 256 * c) >> 1;
+            gq[c] = grow(r < R + NT ? r : R + NT - 1, false) + 16 * (tid & 1);
+        }
+#pragma unroll
+        for (int c = 0; c < CS; ++c) {
+            const int r = tid + 256 * c;
+            gs[c] = grow(r < R + NT ? r : R + NT - 1, true);
+        }
+        return true;
+    };
+    // Stage s of the first `rows` staging rows into ring slot `slot`; one commit group a call.
+    auto issue = [&](int s, int slot, int rows) {
+        if (s < nsi) {
+            u8* rs = raw + slot * RAW;
+            const i64 o = 32 * (i64)s;
+#pragma unroll
+            for (int c = 0; c < CQ; ++c) {
+                const int u = tid + 256 * c;
+                if (u < 2 * rows) duet_cp_async16(rs + (u >> 1) * MOE_S_ROW + 16 * (tid & 1), gq[c] + o);
+            }
+#pragma unroll
+            for (int c = 0; c < CS; ++c) {
+                const int r = tid + 256 * c;
+                if (r < rows) duet_cp_async4_zfill(rs + r * MOE_S_ROW + 32, gs[c] + (o >> 3), true);
+            }
+        }
+        duet_cp_async_commit();  // every call: uniform group counting
+    };
+    // Decode units (row, block p of the step's four 16-code blocks): u = tid + 256 i: warp
+    // chunk c = u / 32 = warp + 8 i, row 8 c + lane % 8 = r0 + 64 i, block p = lane / 8 (the
+    // same for every i). An 8-byte read of the two code words (conflict-free per half-warp at the
+    // 48-byte stride), one scale byte, two 16-byte stores (core matrices 0 and 1 of k16 step p).
+    const int r0 = 8 * warp + (tid & 7), p0 = (tid >> 3) & 3;
+    const int q_off = r0 * MOE_S_ROW + 8 * p0, s_off = r0 * MOE_S_ROW + 32 + p0;
+    const int d_off = (r0 >> 3) * 1024 + p0 * 256 + (r0 & 7) * 16;
+    float acc[NT / 2];
+    // From the first stage's wait to the last wgmma's wait, one instance per wgmma N = 64 NS (a
+    // uniform choice per item: compile-time unit counts, one set of accumulator registers per
+    // instance). The accumulators are zeroed, waited for and pinned inside the instance: no
+    // other instruction may define them while a wgmma group is pending (ptxas C7515 serializes
+    // every wgmma otherwise). The item's first P - 1 stages are in flight on entry.
+    auto run = [&](auto ns_c) {
+        constexpr int NS = decltype(ns_c)::value;
+        constexpr int ROWS = R + 64 * NS;  // rows staged and decoded
+        constexpr int NU = ROWS / 64;      // decode units a thread
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+        // Ring slot `slot` into tile `buf`: every unit's bytes first (independent chains).
+        auto decode = [&](int slot, int buf) {
+            const u8* rq = raw + slot * RAW + q_off;
+            const u8* rsc = raw + slot * RAW + s_off;
+            u8* tb = tbuf + buf * TBUF + d_off;
+            uint2 q[NU];
+            u32 sc[NU];
+#pragma unroll
+            for (int i = 0; i < NU; ++i) {
+                q[i] = *(const uint2*)(rq + i * 64 * MOE_S_ROW);
+                sc[i] = rsc[i * 64 * MOE_S_ROW];
+            }
+#pragma unroll
+            for (int i = 0; i < NU; ++i) {
+                const u32 s2 = slotm_scale2(sc[i]);
+                u32 d[4], f[4];
+                slotm_decode8(q[i].x, d);
+                slotm_decode8(q[i].y, f);
+                *(uint4*)(tb + i * 8 * 1024) =
+                    make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2),
+                               slotm_hmul2(d[2], s2), slotm_hmul2(d[3], s2));
+                *(uint4*)(tb + i * 8 * 1024 + 128) =
+                    make_uint4(slotm_hmul2(f[0], s2), slotm_hmul2(f[1], s2),
+                               slotm_hmul2(f[2], s2), slotm_hmul2(f[3], s2));
+            }
+        };
+        duet_cp_async_wait<P - 2>();  // stage 0 (this thread's bytes)
+        __syncthreads();              // (everyone's)
+        decode(0, 0);
+        wg_fence_smem();
+        __syncthreads();
+        int slot = 0;  // s % P
+#pragma unroll 1
+        for (int s = 0; s < nsi; ++s) {
+            const int prev = slot == 0 ? P - 1 : slot - 1;  // (s + P - 1) % P
+            const int next = slot == P - 1 ? 0 : slot + 1;  // (s + 1) % P
+            const u8* tb = tbuf + (s & 1) * TBUF;
+            wg_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                moe_s_mma<NS>(acc, wg_desc(tb + wg * 8 * 1024 + k * 256, 128, 1024),
+                              wg_desc(tb + (R / 8) * 1024 + k * 256, 128, 1024));
+            wg_commit();
+            wg_wait1();                   // step s - 1's wgmma (tile (s + 1) & 1) done
+            duet_cp_async_wait<P - 3>();  // stage s + 1 (this thread's bytes)
+            __syncthreads();
+            issue(s + P - 1, prev, ROWS);  // slot of stage s - 1 (decoded at step s - 2)
+            if (s + 1 < nsi) {
+                decode(next, (s + 1) & 1);
+                wg_fence_smem();
+            }
+            __syncthreads();
+            slot = next;
+        }
+        wg_wait0();
+        moe_x_pin<NT / 2>(acc);
+    };
+    // Items: one a block (the flat grid), or (persistent) blockIdx.x, + gridDim.x, ...
+    const i64 step = PERS ? (i64)gridDim.x : items;
+    i64 w = blockIdx.x;
+    while (w < items && !setup(w)) w += step;
+    if (w >= items) return;  // the whole block
+#pragma unroll 1
+    for (int s = 0; s < P - 1; ++s) issue(s, s, R + 64 * nsel);
+#pragma unroll 1
+    while (true) {
+        if (NT >= 256 && nsel == 4)
+            run(moe_ic<4>{});
+        else if (NT >= 192 && nsel == 3)
+            run(moe_ic<3>{});
+        else if (NT >= 128 && nsel == 2)
+            run(moe_ic<2>{});
+        else
+            run(moe_ic<1>{});
+        const int e_c = e, nsel_c = nsel;
+        const i64 rb_c = rb, row0_c = row0, end_c = row_end;
+        // The next item's first stages go out before this item's epilogue (persistent only:
+        // its f32 tile lies over the f16 tiles, not the ring).
+        i64 wn = w + step;
+        bool more = false;
+        if (PERS) {
+            while (wn < items && !(more = setup(wn))) wn += step;
+            if (more) {
+#pragma unroll 1
+                for (int s = 0; s < P - 1; ++s) issue(s, s, R + 64 * nsel);
+            }
+        } else {
+            duet_cp_async_wait<0>();
+        }
+        __syncthreads();  // every warp is done with the tiles (and the ring)
+#pragma unroll 1
+        for (int t0 = 0; t0 < 64 * nsel_c; t0 += WIN) {
+            moe_x_epilogue<EPI, NT, WIN>(a, acc, tbuf, e_c, row0_c, end_c, rb_c * R, 64 * nsel_c, t0);
+            __syncthreads();  // the tile's reads before the next window's writes / next item
+        }
+        if (!more) break;
+        w = wn;
     }
-// Forms s{NT}[p{P}] (host: gpu/src/ops/moe.rs X_FORMS, after the X forms, same order).
-#define MOE_S_FORM(TAG, NT, P, MINB)                                                              \
-    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, MINB)                                            \
-    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, MINB)
-MOE_S_FORM(s256, 256, 4, 1)
-MOE_S_FORM(s128, 128, 3, 2)
+    duet_cp_async_wait<0>();
+}
+
+#define MOE_S_KERNEL(NAME, EPI, NT, P, MINB, PERS)                                                \
+    extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS, i64 items) {     \
+        MOE_GEMM_ARGS                                                                              \
+        if constexpr (PERS)                                                                        \
+            moe_sp_body<EPI, NT, P>(a, items);                                                     \
+        else                                                                                       \
+            moe_s_body<EPI, NT, P>(a);                                                             \
+    }
+// Forms s{NT}[p] (host: gpu/src/ops/moe.rs X_FORMS, after the X forms, same order); `items` =
+// m-tiles x weight-row blocks; PERS 1: persistent blocks (the host launches at most one an SM).
+#define MOE_S_FORM(TAG, NT, P, MINB, PERS)                                                        \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, MINB, PERS)                                      \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, MINB, PERS)
+MOE_S_FORM(s256, 256, 4, 1, 0)
+MOE_S_FORM(s128, 128, 3, 2, 0)
+MOE_S_FORM(s256p, 256, 4, 1, 1)
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

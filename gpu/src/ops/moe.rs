@@ -123,7 +123,8 @@ pub const R_FORMS: &[RForm] = &[
 /// m-tiles of up to `tokens` rows as wgmma's N; NVFP4 x NVFP4, K % 128 == 0, 16-byte aligned
 /// operands. X forms (MOE_X_FORM, session 20): the weights decoded in registers as wgmma's A.
 /// S forms (MOE_S_FORM, session 21, `shared_a`): both operands decoded into shared memory once
-/// a block, wgmma N = 64 x the tile's 64-token quarters, a flat grid (weight-row block fastest).
+/// a block, wgmma N = 64 x the tile's 64-token quarters, a flat grid (weight-row block fastest)
+/// or persistent blocks (`persistent`: s256p, not yet run on the device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XForm {
     /// Kernel tag: `moe_gemm_<tag>_ff_{q,o}`.
@@ -136,6 +137,8 @@ pub struct XForm {
     pub group: usize,
     /// An S form: A (the weights) from shared memory too.
     pub shared_a: bool,
+    /// An S form in persistent blocks (one an SM, looping over the m-tile x weight-row items).
+    pub persistent: bool,
 }
 
 /// moe.cu's MOE_X_FORM list, in its order.
@@ -146,6 +149,7 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: false,
+        persistent: false,
     },
     XForm {
         tag: "x128",
@@ -153,6 +157,7 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: false,
+        persistent: false,
     },
     XForm {
         tag: "s256",
@@ -160,6 +165,7 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: true,
+        persistent: false,
     },
     XForm {
         tag: "s128",
@@ -167,6 +173,15 @@ pub const X_FORMS: &[XForm] = &[
         stages: 3,
         group: 4,
         shared_a: true,
+        persistent: false,
+    },
+    XForm {
+        tag: "s256p",
+        tokens: 256,
+        stages: 4,
+        group: 4,
+        shared_a: true,
+        persistent: true,
     },
 ];
 
@@ -848,10 +863,17 @@ pub fn launch_gemm_as(
     let name = format!("moe_gemm_{tag}_{fmt}_{epi_tag}");
     let f = g.function("moe", &name)?;
     let grid_y = n.div_ceil(bn);
-    // S forms: one flat grid dimension, the n-tile fastest (moe.cu moe_s_body).
-    let flat = matches!(c, TileCfg::X(f) if f.shared_a);
-    let grid = if flat {
-        (sched.tiles * grid_y, 1)
+    // S forms: one flat grid dimension over the items (m-tile x n-tile, the n-tile fastest;
+    // moe.cu moe_s_body), or one persistent block an SM looping over them (moe_sp_body).
+    let items = (sched.tiles * grid_y) as i64;
+    let (flat, persistent) = match c {
+        TileCfg::X(f) => (f.shared_a, f.persistent),
+        _ => (false, false),
+    };
+    let grid = if persistent {
+        ((items as usize).min(g.sm_count.max(1) as usize), 1)
+    } else if flat {
+        (items as usize, 1)
     } else {
         (sched.tiles, grid_y)
     };
@@ -869,6 +891,9 @@ pub fn launch_gemm_as(
     a.arg(&off64).arg(&te).arg(&tr).arg(&n64).arg(&k64);
     a.arg(&codes).arg(&sfp).arg(&og).arg(&mode).arg(&round);
     a.arg(&h).arg(&amax).arg(&out_dt);
+    if flat {
+        a.arg(&items);
+    }
     // W64's two buffers (48 KB) and the static 1 KB table, R8's x at K > 2816 pass the
     // default 48 KB.
     if smem > 46 * 1024 {
@@ -1801,6 +1826,10 @@ mod tests {
         for (f, l) in X_FORMS.iter().zip(&lines) {
             let head = if f.shared_a {
                 assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");
+                assert!(
+                    l.ends_with(&format!(", {})", f.persistent as u8)),
+                    "{f:?}: persistence differs from moe.cu's line {l}"
+                );
                 format!("MOE_S_FORM({}, {}, {},", f.tag, f.tokens, f.stages)
             } else {
                 format!(
