@@ -1058,8 +1058,9 @@ __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __r
         }
     }
 }
-template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false>
+template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false, int CG = 1>
 __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
+    static_assert(CG == 1 || (P > 0 && SK == 1 && !U), "column groups: the ring forms, no split");
     extern __shared__ __align__(16) u8 r8_smem[];
     constexpr int RG = W / SK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1076,7 +1077,9 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     uint4* xb = (uint4*)r8_smem;
     // R < 8: the lanes g >= R (B columns past the tile's rows) read one zero uint4 a t here.
     uint4* zb = xb + ns * 16 * R;
-    const i64 n0 = ((i64)blockIdx.y * RG + rg) * 16;
+    // CG > 1: the warp's column groups c = 0 .. CG - 1 are n0 + 16 RG c (the block's 16 RG CG
+    // columns), one weight stream through the ring.
+    const i64 n0 = ((i64)blockIdx.y * RG * CG + rg) * 16;
     const i64 nA = n0 + g, nB = n0 + g + 8;
     const bool okA = nA < N, okB = nB < N;
     const i64 na = okA ? nA : N - 1, nbr = okB ? nB : N - 1;  // clamped: loads stay in bounds
@@ -1097,8 +1100,28 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     u8* ring = r8_smem + ns * 256 * R + 64 + (SK > 1 ? W * 512 : 0) + warp * P * 1152;
     const i64 srow = min(n0 + (lane >> 1), N - 1);
     const u8* rsl = wsf + srow * (K >> 4) + 4 * (lane & 1);
+    // CG > 1: stream position j = (group j / ns, step j % ns) of the warp's live groups (gl).
+    const i64 gl = n0 < N ? min((i64)CG, (N - n0 + 16 * RG - 1) / (16 * RG)) : 0;
+    auto issue_cg = [&](i64 j) {
+        if (j < gl * ns) {
+            const i64 c = j / ns, i = j - c * ns;
+            const i64 nc = n0 + 16 * RG * c;
+            const i64 ra_ = min(nc + g, N - 1), rb_ = min(nc + g + 8, N - 1);
+            const i64 rs_ = min(nc + (lane >> 1), N - 1);
+            u8* st = ring + (int)(j % P) * 1152;
+            duet_cp_async16(st + 16 * lane, wq + ra_ * (K >> 1) + 64 * i + 16 * t);
+            duet_cp_async16(st + 512 + 16 * lane, wq + rb_ * (K >> 1) + 64 * i + 16 * t);
+            duet_cp_async4_zfill(st + 1024 + 4 * lane, wsf + rs_ * (K >> 4) + 4 * (lane & 1) + 8 * i,
+                                 true);
+        }
+        duet_cp_async_commit();
+    };
     // Stage j of this warp (its step ks + j SK) into ring slot j % P; one commit group a call.
     auto issue = [&](i64 j) {
+        if constexpr (CG > 1) {
+            issue_cg(j);
+            return;
+        }
         const i64 i = ks + j * SK;
         if (i < ns) {
             u8* st = ring + (int)(j % (P > 0 ? P : 1)) * 1152;
@@ -1172,6 +1195,36 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
         // lanes). Then stage j + P - 1 goes into the slot of stage j - 1, which every lane has
         // finished reading (they are past this __syncwarp).
         const i64 nj = ks < ns ? (ns - ks + SK - 1) / SK : 0;
+        if constexpr (CG > 1) {
+            // One stream over the live groups; each group's epilogue as its last step is done
+            // (the next group's stages are in flight meanwhile).
+            const float alpha = 1.0f / (a.x_g[0] * a.w_g[e]);
+            const i64 row0e = a.t_row[mt];
+            const i64 left = a.off[e + 1] - row0e;
+            i64 i = 0, nc = n0;
+            for (i64 j = 0; j < gl * ns; ++j) {
+                duet_cp_async_wait<P - 2>();
+                __syncwarp();
+                issue(j + P - 1);
+                const u8* st = ring + (int)(j % P) * 1152;
+                const uint4 wa = *(const uint4*)(st + 16 * lane);
+                const uint4 wb = *(const uint4*)(st + 512 + 16 * lane);
+                const u32 sa = *(const unsigned short*)(st + 1024 + 8 * g + 2 * t);
+                const u32 sb = *(const unsigned short*)(st + 1024 + 8 * (g + 8) + 2 * t);
+                step(i, wa, wb, sa, sb);
+                if (++i == ns) {
+                    const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
+                    const float acc[4] = {c[0] * up, c[1] * up, c[2] * up, c[3] * up};
+                    moe_gemv_epilogue<EPI>(a, acc, alpha, nc, row0e, left < R ? left : R,
+                                           nc + g < N, nc + g + 8 < N, lane);
+                    c[0] = c[1] = c[2] = c[3] = 0.0f;
+                    i = 0;
+                    nc += 16 * RG;
+                }
+            }
+            duet_cp_async_wait<0>();
+            return;
+        }
         // U: the loop unrolled by P, so every ring slot is a constant offset (fewer address
         // instructions a step).
         for (i64 j0 = 0; U && j0 < nj; j0 += P) {
@@ -1242,11 +1295,11 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < R ? left : R, okA, okB, lane);
 }
 
-#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U)                                    \
+#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U, CG)                                \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
         NAME(MOE_GEMM_PARAMS) {                                                                    \
         MOE_GEMM_ARGS                                                                              \
-        moe_r8_body<EPI, SK, W, AL, R, D, P, U>(a);                                                \
+        moe_r8_body<EPI, SK, W, AL, R, D, P, U, CG>(a);                                            \
     }
 // Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
 // 64 columns a block; 2: 8 warps, 64 columns; 4: 8 warps, 32 columns), D steps in flight a
@@ -1256,8 +1309,14 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
 #define MOE_R8_FORM(TAG, SK, W, AL, R, D, MINB) MOE_R8_FORMU(TAG, SK, W, AL, R, D, 0, MINB, false)
 #define MOE_R8_FORMP(TAG, SK, W, AL, R, D, P, MINB) MOE_R8_FORMU(TAG, SK, W, AL, R, D, P, MINB, false)
 #define MOE_R8_FORMU(TAG, SK, W, AL, R, D, P, MINB, U)                                             \
-    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, P, MINB, U)                           \
-    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, P, MINB, U)
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, P, MINB, U, 1)                        \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, P, MINB, U, 1)
+// c{CG} (session 22): a p form whose warps take CG column groups each (a block 64 CG columns),
+// the weights of all of them one stream through the warp's ring (no pipeline refill per group)
+// and x staged once for them; each group's epilogue runs with the next group's loads in flight.
+#define MOE_R8_FORMC(TAG, R, P, CG, MINB)                                                          \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_q, 0, 1, 4, true, R, 1, P, MINB, false, CG)                  \
+    MOE_R8_KERNEL(moe_gemm_##TAG##_ff_o, 1, 1, 4, true, R, 1, P, MINB, false, CG)
 MOE_R8_FORM(r8, 1, 4, true, 8, 2, 6)
 MOE_R8_FORM(r8s2, 2, 8, true, 8, 2, 3)
 MOE_R8_FORM(r8s4, 4, 8, true, 8, 2, 3)
@@ -1289,6 +1348,10 @@ MOE_R8_FORMP(r2p8, 1, 4, true, 2, 1, 8, 6)
 MOE_R8_FORMU(r8p4u, 1, 4, true, 8, 1, 4, 6, true)
 MOE_R8_FORMU(r2p4u, 1, 4, true, 2, 1, 4, 6, true)
 MOE_R8_FORMU(r2p8u, 1, 4, true, 2, 1, 8, 6, true)
+MOE_R8_FORMC(r2p8c2, 2, 8, 2, 6)
+MOE_R8_FORMC(r2p8c4, 2, 8, 4, 6)
+MOE_R8_FORMC(r8p4c2, 8, 4, 2, 6)
+MOE_R8_FORMC(r8p4c4, 8, 4, 4, 6)
 
 // ---------------------------------------------------------------------------------------------
 // x (session 20): the prefill grouped GEMM on wgmma, weights as A from registers. NVFP4 x
@@ -1741,18 +1804,21 @@ __device__ __forceinline__ void moe_s_mma(float* acc, u64 da, u64 db) {
         moe_s_ss64(acc, da, db);
 }
 
-template <int EPI, int NT, int P>
+template <int EPI, int NT, int P, bool XH = false>
 __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
     static_assert(NT % 64 == 0 && NT >= 64 && NT <= 256, "wgmma N of the token tile");
     static_assert(P >= 3, "ring stages (stage s + 1 lands before step s's copies)");
     constexpr int R = 128;                // weight rows a block
-    constexpr int TBUF = (R + NT) * 128;  // one 64-k step of both operands, f16
-    constexpr int RAW = (R + NT) * MOE_S_ROW;
+    constexpr int NTD = XH ? 0 : NT;      // token rows decoded here (XH: none, a.x is f16)
+    constexpr int TBUF = (R + NTD) * 128;  // one 64-k step of the decoded operands, f16
+    constexpr int RAW = (R + NTD) * MOE_S_ROW;
+    constexpr int XT = XH ? NT * 128 : 0;  // XH: one 64-k step of the f16 tokens a ring stage
     constexpr int TS = 132;
-    static_assert(NT * TS * 4 <= 2 * TBUF + P * RAW, "the f32 tile fits the ring");
+    static_assert(NT * TS * 4 <= 2 * TBUF + P * RAW + P * XT, "the f32 tile fits the ring");
     extern __shared__ __align__(128) u8 s_smem[];
     u8* tbuf = s_smem;
     u8* raw = s_smem + 2 * TBUF;
+    u8* xring = raw + P * RAW;  // XH only
     const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
     const i64 N = a.N, K = a.K;
     const i64 RB = (N + R - 1) / R;
@@ -1779,19 +1845,29 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
     };
     // Copy units: codes u = tid + 256 c: row u / 2, 16-byte half u % 2 = tid % 2; scales: row
     // tid + 256 c (4 bytes).
-    constexpr int CQ = (2 * (R + NT) + 255) / 256, CS = (R + NT + 255) / 256;
+    constexpr int CQ = (2 * (R + NTD) + 255) / 256, CS = (R + NTD + 255) / 256;
     const u8* gq[CQ];
     const u8* gs[CS];
 #pragma unroll
     for (int c = 0; c < CQ; ++c) {
         const int r = (tid + 256 * c) >> 1;
-        gq[c] = grow(r < R + NT ? r : R + NT - 1, false) + 16 * (tid & 1);
+        gq[c] = grow(r < R + NTD ? r : R + NTD - 1, false) + 16 * (tid & 1);
     }
 #pragma unroll
     for (int c = 0; c < CS; ++c) {
         const int r = tid + 256 * c;
-        gs[c] = grow(r < R + NT ? r : R + NT - 1, true);
+        gs[c] = grow(r < R + NTD ? r : R + NTD - 1, true);
     }
+    // XH: the tokens are f16 rows of K (2K bytes; moe_x_f16_v1's decode, the k order of
+    // slotm_decode8 kept) copied straight into the core-matrix layout: unit c = row
+    // 8 (tid / 64) + tid % 8 + 32 c, 16-byte chunk j = (tid / 8) % 8 (k16 step j / 2, core
+    // matrix j % 2) of the step's 128 bytes (8 threads in a row: 8 rows of one core matrix, 128
+    // contiguous bytes); rows past the tile copy its last row (never stored).
+    const i64 xpitch = 2 * K;
+    const u8* xh0 = a.x + row0 * xpitch + 16 * ((tid >> 3) & 7);
+    const int xr0 = 8 * (tid >> 6) + (tid & 7), xlast = left - 1;
+    const int xd_off =
+        (tid >> 6) * 1024 + ((tid >> 4) & 3) * 256 + ((tid >> 3) & 1) * 128 + (tid & 7) * 16;
     // Decode units (row, block p of the step's four 16-code blocks): u = tid + 256 i: warp
     // chunk c = u / 32 = warp + 8 i, row 8 c + lane % 8 = r0 + 64 i, block p = lane / 8 (the
     // same for every i). An 8-byte read of the two code words (conflict-free per half-warp at the
@@ -1809,12 +1885,21 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
         constexpr int NS = decltype(ns_c)::value;
 #pragma unroll
         for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
-        constexpr int ROWS = R + 64 * NS;  // rows staged and decoded
-        constexpr int NU = ROWS / 64;      // decode units a thread
+        constexpr int ROWS = XH ? R : R + 64 * NS;  // rows staged and decoded
+        constexpr int NU = ROWS / 64;               // decode units a thread
         auto issue = [&](int s, int slot) {
             if (s < nsi) {
                 u8* rs = raw + slot * RAW;
                 const i64 o = 32 * (i64)s;
+                if constexpr (XH) {
+                    u8* xs = xring + slot * XT + xd_off;
+#pragma unroll
+                    for (int c = 0; c < 2 * NS; ++c) {
+                        const int r = xr0 + 32 * c;
+                        duet_cp_async16(xs + c * 4096,
+                                        xh0 + (i64)(r < xlast ? r : xlast) * xpitch + 128 * (i64)s);
+                    }
+                }
 #pragma unroll
                 for (int c = 0; c < CQ; ++c) {
                     const int u = tid + 256 * c;
@@ -1873,7 +1958,8 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
 #pragma unroll
             for (int k = 0; k < 4; ++k)
                 moe_s_mma<NS>(acc, wg_desc(tb + wg * 8 * 1024 + k * 256, 128, 1024),
-                              wg_desc(tb + (R / 8) * 1024 + k * 256, 128, 1024));
+                              wg_desc(XH ? xring + slot * XT + k * 256 : tb + (R / 8) * 1024 + k * 256,
+                                      128, 1024));
             wg_commit();
             wg_wait1();                   // step s - 1's wgmma (tile (s + 1) & 1) done
             duet_cp_async_wait<P - 3>();  // stage s + 1 (this thread's bytes)
@@ -2109,22 +2195,44 @@ __device__ __forceinline__ void moe_sp_body(const GemmArgs& a, i64 items) {
     duet_cp_async_wait<0>();
 }
 
-#define MOE_S_KERNEL(NAME, EPI, NT, P, MINB, PERS)                                                \
+#define MOE_S_KERNEL(NAME, EPI, NT, P, MINB, PERS, XH)                                            \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS, i64 items) {     \
         MOE_GEMM_ARGS                                                                              \
         if constexpr (PERS)                                                                        \
             moe_sp_body<EPI, NT, P>(a, items);                                                     \
         else                                                                                       \
-            moe_s_body<EPI, NT, P>(a);                                                             \
+            moe_s_body<EPI, NT, P, XH>(a);                                                         \
     }
-// Forms s{NT}[p] (host: gpu/src/ops/moe.rs X_FORMS, after the X forms, same order); `items` =
-// m-tiles x weight-row blocks; PERS 1: persistent blocks (the host launches at most one an SM).
-#define MOE_S_FORM(TAG, NT, P, MINB, PERS)                                                        \
-    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, MINB, PERS)                                      \
-    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, MINB, PERS)
-MOE_S_FORM(s256, 256, 4, 1, 0)
-MOE_S_FORM(s128, 128, 3, 2, 0)
-MOE_S_FORM(s256p, 256, 4, 1, 1)
+// Forms s{NT}[p|h] (host: gpu/src/ops/moe.rs X_FORMS, after the X forms, same order); `items` =
+// m-tiles x weight-row blocks; PERS 1: persistent blocks (the host launches at most one an SM);
+// XH 1: x is moe_x_f16_v1's f16 decode of the NVFP4 tokens (the host runs it first).
+#define MOE_S_FORM(TAG, NT, P, MINB, PERS, XH)                                                    \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, MINB, PERS, XH)                                  \
+    MOE_S_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, MINB, PERS, XH)
+MOE_S_FORM(s256, 256, 4, 1, 0, 0)
+MOE_S_FORM(s128, 128, 3, 2, 0, 0)
+MOE_S_FORM(s256p, 256, 4, 1, 1, 0)
+MOE_S_FORM(s256h, 256, 4, 1, 0, 1)
+
+// The XH forms' token operand: NVFP4 rows [M, K] (codes + E4M3 block scales) to f16 [M, K]
+// = code x block scale (exact in f16; the global scale stays for the epilogue), each 8-code
+// word in slotm_decode8's k order: the bytes the S forms' decode writes into a tile row.
+// One thread a 16-code block (8 bytes of codes, 1 scale byte, 32 bytes out).
+extern "C" __global__ void moe_x_f16_v1(const u8* __restrict__ codes, const u8* __restrict__ sf,
+                                        i64 blocks, u8* __restrict__ out) {
+    for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
+         b += (i64)gridDim.x * blockDim.x) {
+        const uint2 q = *(const uint2*)(codes + 8 * b);
+        const u32 s2 = slotm_scale2(sf[b]);
+        u32 d[4], f[4];
+        slotm_decode8(q.x, d);
+        slotm_decode8(q.y, f);
+        *(uint4*)(out + 32 * b) = make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2),
+                                             slotm_hmul2(d[2], s2), slotm_hmul2(d[3], s2));
+        *(uint4*)(out + 32 * b + 16) = make_uint4(slotm_hmul2(f[0], s2), slotm_hmul2(f[1], s2),
+                                                  slotm_hmul2(f[2], s2), slotm_hmul2(f[3], s2));
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // moe_finalize

@@ -63,6 +63,9 @@ pub struct RForm {
     pub general: bool,
     /// Stages of the warp's cp.async weight ring (0: the weights go through registers).
     pub stages: usize,
+    /// Column groups of 16 a warp (MOE_R8_FORMC, session 22: one weight stream through the
+    /// ring for all of them); 1 elsewhere.
+    pub cg: usize,
 }
 
 const fn rf(tag: &'static str, rows: usize, sk: usize, warps: usize, general: bool) -> RForm {
@@ -73,6 +76,7 @@ const fn rf(tag: &'static str, rows: usize, sk: usize, warps: usize, general: bo
         warps,
         general,
         stages: 0,
+        cg: 1,
     }
 }
 
@@ -84,6 +88,19 @@ const fn rp(tag: &'static str, rows: usize, sk: usize, warps: usize, stages: usi
         warps,
         general: false,
         stages,
+        cg: 1,
+    }
+}
+
+const fn rc(tag: &'static str, rows: usize, stages: usize, cg: usize) -> RForm {
+    RForm {
+        tag,
+        rows,
+        sk: 1,
+        warps: 4,
+        general: false,
+        stages,
+        cg,
     }
 }
 
@@ -117,6 +134,10 @@ pub const R_FORMS: &[RForm] = &[
     rp("r8p4u", 8, 1, 4, 4),
     rp("r2p4u", 2, 1, 4, 4),
     rp("r2p8u", 2, 1, 4, 8),
+    rc("r2p8c2", 2, 8, 2),
+    rc("r2p8c4", 2, 8, 4),
+    rc("r8p4c2", 8, 4, 2),
+    rc("r8p4c4", 8, 4, 4),
 ];
 
 /// One form of moe.cu's wgmma grouped GEMMs for prefill: 256 threads, 128 weight rows a block,
@@ -139,6 +160,9 @@ pub struct XForm {
     pub shared_a: bool,
     /// An S form in persistent blocks (one an SM, looping over the m-tile x weight-row items).
     pub persistent: bool,
+    /// An S form whose tokens come f16 from global memory (`moe_x_f16_v1`'s decode of the
+    /// NVFP4 x, run first into [`DevOperand::f16`]): only the weights are decoded in the GEMM.
+    pub f16_tokens: bool,
 }
 
 /// moe.cu's MOE_X_FORM list, in its order.
@@ -150,6 +174,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: false,
         persistent: false,
+        f16_tokens: false,
     },
     XForm {
         tag: "x128",
@@ -158,6 +183,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: false,
         persistent: false,
+        f16_tokens: false,
     },
     XForm {
         tag: "s256",
@@ -166,6 +192,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
         persistent: false,
+        f16_tokens: false,
     },
     XForm {
         tag: "s128",
@@ -174,6 +201,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
         persistent: false,
+        f16_tokens: false,
     },
     XForm {
         tag: "s256p",
@@ -182,6 +210,16 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
         persistent: true,
+        f16_tokens: false,
+    },
+    XForm {
+        tag: "s256h",
+        tokens: 256,
+        stages: 4,
+        group: 4,
+        shared_a: true,
+        persistent: false,
+        f16_tokens: true,
     },
 ];
 
@@ -189,9 +227,12 @@ impl XForm {
     /// Dynamic shared memory. X: two f16 x tiles of one 128-k step (256 bytes a token), then
     /// the ring (a stage: 80 bytes a token of raw x, 10240 bytes of raw weights). S: two f16
     /// tiles of one 64-k step (128 bytes a row of 128 weight rows and the tokens), then the
-    /// ring (48 bytes a row).
+    /// ring (48 bytes a row). S with f16 tokens: the two tiles and the ring hold the 128 weight
+    /// rows only, then a ring of f16 token steps (128 bytes a token a stage).
     pub fn smem(self) -> u32 {
-        if self.shared_a {
+        if self.f16_tokens {
+            (128 * (2 * 128 + self.stages * 48) + self.stages * self.tokens * 128) as u32
+        } else if self.shared_a {
             ((128 + self.tokens) * (2 * 128 + self.stages * 48)) as u32
         } else {
             (2 * self.tokens * 256 + self.stages * (self.tokens * 80 + 10240)) as u32
@@ -205,7 +246,7 @@ impl XForm {
 impl RForm {
     /// Columns a block.
     pub fn bn(self) -> usize {
-        16 * self.warps / self.sk
+        16 * self.warps / self.sk * self.cg
     }
     /// Dynamic shared memory at K = `k`: x (256 bytes a row and 128-k step), 64 bytes of
     /// zeros, the split-K partial fragments, the warps' cp.async rings (1152 bytes a stage).
@@ -724,6 +765,25 @@ pub struct DevOperand {
     pub sf: u64,
     pub global: u64,
     pub nvfp4: bool,
+    /// Rows of the operand (x: M).
+    pub rows: usize,
+    /// x of an f16-token S form ([`XForm::f16_tokens`]): a workspace of `rows` x K f16
+    /// ([`token_workspace`]) the launch fills with the decoded tokens; 0 for every other form.
+    pub f16: u64,
+}
+
+/// The f16 token workspace tile config `c` needs for an x of `rows` x `k` ([`DevOperand::f16`]),
+/// or None.
+pub fn token_workspace(
+    g: &Gpu,
+    c: TileCfg,
+    rows: usize,
+    k: usize,
+) -> Result<Option<CudaSlice<u8>>, GpuError> {
+    match c {
+        TileCfg::X(f) if f.f16_tokens => Ok(Some(g.alloc_raw::<u8>(rows * k * 2)?)),
+        _ => Ok(None),
+    }
 }
 
 /// What the grouped GEMM writes.
@@ -856,6 +916,16 @@ pub fn launch_gemm_as(
                     f.tag
                 )));
             }
+            if f.f16_tokens {
+                if x.f16 == 0 {
+                    return Err(GpuError::Unsupported(format!(
+                        "moe grouped GEMM tile {}: the tokens' f16 workspace is missing \
+                         (DevOperand::f16, {} x {k} f16: token_workspace)",
+                        f.tag, x.rows
+                    )));
+                }
+                launch_x_f16(g, x, k)?;
+            }
             (f.tag, 128, 256u32, f.smem())
         }
         _ => (c.tag(), c.bn(), 128u32, c.smem(k)),
@@ -886,7 +956,11 @@ pub fn launch_gemm_as(
     let (te, tr) = (ptr(g, &sched.t_exp), ptr(g, &sched.t_row));
     let (n64, k64) = (n as i64, k as i64);
     let mut a = g.stream.launch_builder(&f);
-    a.arg(&x.data).arg(&x.sf).arg(&x.global);
+    let x_data = match c {
+        TileCfg::X(f) if f.f16_tokens => x.f16,
+        _ => x.data,
+    };
+    a.arg(&x_data).arg(&x.sf).arg(&x.global);
     a.arg(&w.data).arg(&w.sf).arg(&w.global);
     a.arg(&off64).arg(&te).arg(&tr).arg(&n64).arg(&k64);
     a.arg(&codes).arg(&sfp).arg(&og).arg(&mode).arg(&round);
@@ -912,6 +986,30 @@ pub fn launch_gemm_as(
     // bf16), w E x N x K, off64 E+1 rows with off64[E] = M, outputs M x N (codes M x N/2 and
     // scales M x N/16); the schedule covers exactly the rows of the offsets.
     unsafe { a.launch(lc) }.map_err(|e| GpuError::Driver(format!("launch {name}: {e}")))?;
+    Ok(())
+}
+
+/// `moe_x_f16_v1`: x's NVFP4 rows (`x.rows` x `k`) decoded to f16 (code x block scale, the
+/// S forms' k order) into `x.f16`.
+fn launch_x_f16(g: &Gpu, x: &DevOperand, k: usize) -> Result<(), GpuError> {
+    let blocks = (x.rows * k / 16) as i64;
+    if blocks == 0 {
+        return Ok(());
+    }
+    let f = g.function("moe", "moe_x_f16_v1")?;
+    let grid = (blocks as usize)
+        .div_ceil(256)
+        .min(g.sm_count.max(1) as usize * 16);
+    let mut a = g.stream.launch_builder(&f);
+    a.arg(&x.data).arg(&x.sf).arg(&blocks).arg(&x.f16);
+    let lc = LaunchConfig {
+        grid_dim: (grid as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: x.data holds rows x k / 2 code bytes, x.sf rows x k / 16 scale bytes (16-byte
+    // aligned: checked by the caller), x.f16 rows x k f16 (token_workspace).
+    unsafe { a.launch(lc) }.map_err(|e| GpuError::Driver(format!("launch moe_x_f16_v1: {e}")))?;
     Ok(())
 }
 
@@ -1147,6 +1245,8 @@ fn upload_operand(g: &Gpu, h: &HostOperand) -> Result<Uploaded, GpuError> {
                 sf: 0,
                 global: 0,
                 nvfp4: false,
+                rows: t.shape.first().copied().unwrap_or(0),
+                f16: 0,
             };
             Ok(Uploaded { _bufs: vec![d], op })
         }
@@ -1159,6 +1259,8 @@ fn upload_operand(g: &Gpu, h: &HostOperand) -> Result<Uploaded, GpuError> {
                 sf: s.ptr(st),
                 global: gl.ptr(st),
                 nvfp4: true,
+                rows: codes.shape.first().copied().unwrap_or(0),
+                f16: 0,
             };
             Ok(Uploaded {
                 _bufs: vec![c, s, gl],
@@ -1171,6 +1273,7 @@ fn upload_operand(g: &Gpu, h: &HostOperand) -> Result<Uploaded, GpuError> {
 struct Prepared {
     _x: Uploaded,
     _w: Uploaded,
+    _xh: Option<CudaSlice<u8>>,
     x: DevOperand,
     w: DevOperand,
     _off: crate::runtime::DevTensor,
@@ -1186,8 +1289,12 @@ fn prepare(g: &Gpu, version: &str, gi: &GemmInputs) -> Result<Prepared, GpuError
         gi.k,
         gi.x.is_nvfp4() && gi.w.is_nvfp4(),
     )?;
-    let x = upload_operand(g, &gi.x)?;
+    let mut x = upload_operand(g, &gi.x)?;
     let w = upload_operand(g, &gi.w)?;
+    let xh = token_workspace(g, c, gi.m, gi.k)?;
+    if let Some(b) = &xh {
+        x.op.f16 = ptr(g, b);
+    }
     let off = g.upload(&Tensor::from_i64(&[gi.e + 1], gi.offsets.clone()))?;
     let off64 = off.ptr(&g.stream);
     let sched = Schedule::new(g, c, gi.m, gi.e)?;
@@ -1197,6 +1304,7 @@ fn prepare(g: &Gpu, version: &str, gi: &GemmInputs) -> Result<Prepared, GpuError
         w: w.op,
         _x: x,
         _w: w,
+        _xh: xh,
         _off: off,
         off64,
         sched,
@@ -1570,6 +1678,8 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         sf: ptr(g, sf),
         global,
         nvfp4: true,
+        rows: m,
+        f16: 0,
     };
     let xo = fp4(&x, &xs, one.ptr(st));
     let w1o = fp4(&w1, &w1s, wg.ptr(st));
@@ -1660,6 +1770,17 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         let launch_sched2 = || match &sched2 {
             Some(s2) => s2.launch(g, offp, e),
             None => Ok(()),
+        };
+        // f16-token forms: the decoded tokens' workspaces (filled in each launch).
+        let xh1 = token_workspace(g, cfgc, m, l)?;
+        let xh2 = token_workspace(g, cfg2, m, i)?;
+        let xo = DevOperand {
+            f16: xh1.as_ref().map_or(0, |b| ptr(g, b)),
+            ..xo
+        };
+        let yo = DevOperand {
+            f16: xh2.as_ref().map_or(0, |b| ptr(g, b)),
+            ..yo
         };
         g.sync()?;
         let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
@@ -1786,9 +1907,14 @@ mod tests {
         let lines: Vec<&str> = src
             .lines()
             .filter(|l| {
-                ["MOE_R8_FORM(", "MOE_R8_FORMP(", "MOE_R8_FORMU("]
-                    .iter()
-                    .any(|p| l.starts_with(p))
+                [
+                    "MOE_R8_FORM(",
+                    "MOE_R8_FORMP(",
+                    "MOE_R8_FORMU(",
+                    "MOE_R8_FORMC(",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
             })
             .collect();
         assert_eq!(lines.len(), R_FORMS.len(), "{lines:?}");
@@ -1797,7 +1923,13 @@ mod tests {
                 "{}, {}, {}, {}, {},",
                 f.tag, f.sk, f.warps, !f.general, f.rows
             );
-            let ok = if f.stages == 0 {
+            let ok = if f.cg > 1 {
+                assert!(f.sk == 1 && f.warps == 4 && !f.general, "{f:?}");
+                l.starts_with(&format!(
+                    "MOE_R8_FORMC({}, {}, {}, {},",
+                    f.tag, f.rows, f.stages, f.cg
+                ))
+            } else if f.stages == 0 {
                 l.starts_with(&format!("MOE_R8_FORM({head}"))
             } else {
                 l.starts_with(&format!("MOE_R8_FORMP({head} 1, {},", f.stages))
@@ -1827,8 +1959,15 @@ mod tests {
             let head = if f.shared_a {
                 assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");
                 assert!(
-                    l.ends_with(&format!(", {})", f.persistent as u8)),
-                    "{f:?}: persistence differs from moe.cu's line {l}"
+                    l.ends_with(&format!(
+                        ", {}, {})",
+                        f.persistent as u8, f.f16_tokens as u8
+                    )),
+                    "{f:?}: persistence or f16 tokens differ from moe.cu's line {l}"
+                );
+                assert!(
+                    !(f.persistent && f.f16_tokens),
+                    "{f:?}: no persistent f16-token form"
                 );
                 format!("MOE_S_FORM({}, {}, {},", f.tag, f.tokens, f.stages)
             } else {
