@@ -1577,7 +1577,14 @@ __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, floa
         u32 fa[2][2][4];  // [k-step parity][hi / lo][fragment]
         const unsigned char* cb = st->c + lh * 8 * 2048;
         // Row warpgroup lh is done with the previous chunk's half (arrived on barrier 3 + lh).
-        if (!first) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + lh) : "memory");
+        // Every barrier id an immediate (session 22; session 19 passed 1 + lh / 3 + lh in a
+        // register and racecheck reported the xch hand-over; the loop unrolled spills).
+        if (!first) {
+            if (lh == 0)
+                asm volatile("bar.sync 3, 256;\n" ::: "memory");
+            else
+                asm volatile("bar.sync 4, 256;\n" ::: "memory");
+        }
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
             u32* fh = fa[kk & 1][0];
@@ -1609,7 +1616,10 @@ __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, floa
             xch[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
             xch[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
         }
-        asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + lh) : "memory");
+        if (lh == 0)
+            asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+        else
+            asm volatile("bar.arrive 2, 256;\n" ::: "memory");
     }
     ssd3_state(st, S, w, lane);
 }
