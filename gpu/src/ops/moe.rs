@@ -144,8 +144,8 @@ pub const R_FORMS: &[RForm] = &[
 /// m-tiles of up to `tokens` rows as wgmma's N; NVFP4 x NVFP4, K % 128 == 0, 16-byte aligned
 /// operands. X forms (MOE_X_FORM, session 20): the weights decoded in registers as wgmma's A.
 /// S forms (MOE_S_FORM, session 21, `shared_a`): both operands decoded into shared memory once
-/// a block, wgmma N = 64 x the tile's 64-token quarters, a flat grid (weight-row block fastest)
-/// or persistent blocks (`persistent`: s256p, not yet run on the device).
+/// a block, wgmma N = 64 x the tile's 64-token quarters, a flat grid (weight-row block fastest);
+/// s256h takes the tokens f16 from a decode pass first (`f16_tokens`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct XForm {
     /// Kernel tag: `moe_gemm_<tag>_ff_{q,o}`.
@@ -158,8 +158,6 @@ pub struct XForm {
     pub group: usize,
     /// An S form: A (the weights) from shared memory too.
     pub shared_a: bool,
-    /// An S form in persistent blocks (one an SM, looping over the m-tile x weight-row items).
-    pub persistent: bool,
     /// An S form whose tokens come f16 from global memory (`moe_x_f16_v1`'s decode of the
     /// NVFP4 x, run first into [`DevOperand::f16`]): only the weights are decoded in the GEMM.
     pub f16_tokens: bool,
@@ -173,7 +171,6 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: false,
-        persistent: false,
         f16_tokens: false,
     },
     XForm {
@@ -182,7 +179,6 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: false,
-        persistent: false,
         f16_tokens: false,
     },
     XForm {
@@ -191,7 +187,6 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: true,
-        persistent: false,
         f16_tokens: false,
     },
     XForm {
@@ -200,16 +195,6 @@ pub const X_FORMS: &[XForm] = &[
         stages: 3,
         group: 4,
         shared_a: true,
-        persistent: false,
-        f16_tokens: false,
-    },
-    XForm {
-        tag: "s256p",
-        tokens: 256,
-        stages: 4,
-        group: 4,
-        shared_a: true,
-        persistent: true,
         f16_tokens: false,
     },
     XForm {
@@ -218,7 +203,6 @@ pub const X_FORMS: &[XForm] = &[
         stages: 4,
         group: 4,
         shared_a: true,
-        persistent: false,
         f16_tokens: true,
     },
 ];
@@ -934,15 +918,10 @@ pub fn launch_gemm_as(
     let f = g.function("moe", &name)?;
     let grid_y = n.div_ceil(bn);
     // S forms: one flat grid dimension over the items (m-tile x n-tile, the n-tile fastest;
-    // moe.cu moe_s_body), or one persistent block an SM looping over them (moe_sp_body).
+    // moe.cu moe_s_body).
     let items = (sched.tiles * grid_y) as i64;
-    let (flat, persistent) = match c {
-        TileCfg::X(f) => (f.shared_a, f.persistent),
-        _ => (false, false),
-    };
-    let grid = if persistent {
-        ((items as usize).min(g.sm_count.max(1) as usize), 1)
-    } else if flat {
+    let flat = matches!(c, TileCfg::X(f) if f.shared_a);
+    let grid = if flat {
         (items as usize, 1)
     } else {
         (sched.tiles, grid_y)
@@ -1959,15 +1938,8 @@ mod tests {
             let head = if f.shared_a {
                 assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");
                 assert!(
-                    l.ends_with(&format!(
-                        ", {}, {})",
-                        f.persistent as u8, f.f16_tokens as u8
-                    )),
-                    "{f:?}: persistence or f16 tokens differ from moe.cu's line {l}"
-                );
-                assert!(
-                    !(f.persistent && f.f16_tokens),
-                    "{f:?}: no persistent f16-token form"
+                    l.ends_with(&format!(", {})", f.f16_tokens as u8)),
+                    "{f:?}: f16 tokens differ from moe.cu's line {l}"
                 );
                 format!("MOE_S_FORM({}, {}, {},", f.tag, f.tokens, f.stages)
             } else {
