@@ -1705,3 +1705,56 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             ssd4_row_loop<1>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
     }
 }
+
+// Racecheck calibration (session 22): v4's xch hand-over pattern alone. One block of 384
+// threads, `chunks` rounds: every thread at the non-aligned barrier 0; the "state" warpgroup
+// (threads 256..383) writes half lh of xch (64 rows x 64 of 68 columns), arrives on barrier
+// 1 + lh (256 threads) and, from round 1 on, first waits on barrier 3 + lh; "row" warpgroup R
+// (threads 128 R ..) waits on barrier 1 + R, sums its half, and arrives on barrier 3 + R when
+// another round follows. out[tid] (row threads): the sum of the values it read.
+extern "C" __global__ void __launch_bounds__(384, 1) ssd4_handover_probe(int chunks, float* out) {
+    __shared__ float xch[128 * 68];
+    const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
+    if (wg == 2) {
+        for (int c = 0; c < chunks; ++c) {
+            asm volatile("barrier.sync 0;\n" ::: "memory");
+#pragma unroll 1
+            for (int lh = 0; lh < 2; ++lh) {
+                if (c > 0) {
+                    if (lh == 0)
+                        asm volatile("bar.sync 3, 256;\n" ::: "memory");
+                    else
+                        asm volatile("bar.sync 4, 256;\n" ::: "memory");
+                }
+                for (int i = 0; i < 32; ++i) {
+                    const int e = lt + 128 * i, row = 64 * lh + (e >> 6), col = e & 63;
+                    xch[row * 68 + col] = (float)(c * 16384 + row * 64 + col);
+                }
+                if (lh == 0)
+                    asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+                else
+                    asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+            }
+        }
+    } else {
+        float acc = 0.0f;
+        for (int c = 0; c < chunks; ++c) {
+            asm volatile("barrier.sync 0;\n" ::: "memory");
+            if (wg == 0)
+                asm volatile("bar.sync 1, 256;\n" ::: "memory");
+            else
+                asm volatile("bar.sync 2, 256;\n" ::: "memory");
+            for (int i = 0; i < 32; ++i) {
+                const int e = lt + 128 * i, row = 64 * wg + (e >> 6), col = e & 63;
+                acc += xch[row * 68 + col];
+            }
+            if (c + 1 < chunks) {
+                if (wg == 0)
+                    asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+                else
+                    asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+            }
+        }
+        out[tid] = acc;
+    }
+}

@@ -470,3 +470,47 @@ proptest! {
         run_case(&c, seed);
     }
 }
+
+/// Racecheck calibration (session 22): `ssd4_handover_probe` runs v4's xch hand-over alone
+/// (named barriers 1 / 2 from the state warpgroup to one row warpgroup each, 3 / 4 back, the
+/// non-aligned barrier 0 every round). Its sums are checked here; under
+/// `compute-sanitizer --tool racecheck` it tells whether the tool orders this pattern (v4's
+/// report of the epilogue's xch reads against the state's writes, sessions 19 and 22).
+#[test]
+#[ignore = "gpu"]
+fn v4_handover_probe() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = gpu::runtime::gpu().unwrap_or_else(|e| panic!("{e}"));
+    let chunks = 3i32;
+    let mut out = g.alloc_raw::<f32>(384).expect("alloc");
+    g.stream
+        .memcpy_htod(&vec![-1.0f32; 384], &mut out)
+        .expect("poison");
+    let f = g
+        .function("ssd_chunk_scan", "ssd4_handover_probe")
+        .expect("kernel");
+    {
+        let (op, _s) = out.device_ptr(&g.stream);
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&chunks).arg(&op);
+        // SAFETY: one block of 384 threads; out holds 384 f32.
+        unsafe { a.launch(gpu::runtime::cfg(1, 384, 0)) }.expect("launch");
+    }
+    let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+    for tid in 0..256usize {
+        let (wg, lt) = (tid / 128, tid % 128);
+        let mut want = 0f64;
+        for c in 0..chunks as usize {
+            for i in 0..32 {
+                let e = lt + 128 * i;
+                let (row, col) = (64 * wg + e / 64, e % 64);
+                want += (c * 16384 + row * 64 + col) as f64;
+            }
+        }
+        assert_eq!(got[tid] as f64, want, "thread {tid}");
+    }
+    assert!(
+        got[256..].iter().all(|&v| v == -1.0),
+        "state threads write nothing"
+    );
+}
