@@ -1706,14 +1706,16 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
     }
 }
 
-// Racecheck calibration (session 22): v4's xch hand-over pattern alone. One block of 384
+// Racecheck calibration (session 22): v4's xch hand-over pattern alone. Blocks of 384
 // threads, `chunks` rounds: every thread at the non-aligned barrier 0; the "state" warpgroup
 // (threads 256..383) writes half lh of xch (64 rows x 64 of 68 columns), arrives on barrier
 // 1 + lh (256 threads) and, from round 1 on, first waits on barrier 3 + lh; "row" warpgroup R
 // (threads 128 R ..) waits on barrier 1 + R, sums its half, and arrives on barrier 3 + R when
-// another round follows. out[tid] (row threads): the sum of the values it read.
-extern "C" __global__ void __launch_bounds__(384, 1) ssd4_handover_probe(int chunks, float* out) {
-    __shared__ float xch[128 * 68];
+// another round follows. out[384 block + tid] (row threads): the u32 sum of the values it
+// read, as f32 bits.
+// ssd4_handover_probe: xch static (34 KB); ssd4_handover_probe_dyn: xch where v4 has it, in
+// dynamic shared memory of sizeof(Ssd4Smem) (the host launches v4's grid).
+__device__ __forceinline__ void ssd4_probe_body(float* xch, int chunks, float* out) {
     const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
     if (wg == 2) {
         for (int c = 0; c < chunks; ++c) {
@@ -1737,7 +1739,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) ssd4_handover_probe(int chu
             }
         }
     } else {
-        float acc = 0.0f;
+        u32 acc = 0u;  // exact: the values are integers < 2^24
         for (int c = 0; c < chunks; ++c) {
             asm volatile("barrier.sync 0;\n" ::: "memory");
             if (wg == 0)
@@ -1746,7 +1748,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) ssd4_handover_probe(int chu
                 asm volatile("bar.sync 2, 256;\n" ::: "memory");
             for (int i = 0; i < 32; ++i) {
                 const int e = lt + 128 * i, row = 64 * wg + (e >> 6), col = e & 63;
-                acc += xch[row * 68 + col];
+                acc += (u32)xch[row * 68 + col];
             }
             if (c + 1 < chunks) {
                 if (wg == 0)
@@ -1755,6 +1757,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) ssd4_handover_probe(int chu
                     asm volatile("bar.arrive 4, 256;\n" ::: "memory");
             }
         }
-        out[tid] = acc;
+        out[(i64)blockIdx.x * 384 + tid] = __uint_as_float(acc);
     }
+}
+extern "C" __global__ void __launch_bounds__(384, 1) ssd4_handover_probe(int chunks, float* out) {
+    __shared__ float xch[128 * 68];
+    ssd4_probe_body(xch, chunks, out);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    ssd4_handover_probe_dyn(int chunks, float* out) {
+    extern __shared__ __align__(128) unsigned char ssd4_probe_raw[];
+    ssd4_probe_body(reinterpret_cast<Ssd4Smem*>(ssd4_probe_raw)->xch, chunks, out);
 }

@@ -473,44 +473,66 @@ proptest! {
 
 /// Racecheck calibration (session 22): `ssd4_handover_probe` runs v4's xch hand-over alone
 /// (named barriers 1 / 2 from the state warpgroup to one row warpgroup each, 3 / 4 back, the
-/// non-aligned barrier 0 every round). Its sums are checked here; under
-/// `compute-sanitizer --tool racecheck` it tells whether the tool orders this pattern (v4's
-/// report of the epilogue's xch reads against the state's writes, sessions 19 and 22).
+/// non-aligned barrier 0 every round), on one block with static shared memory and on v4's
+/// shape (`_dyn`: xch where v4 has it in 204 KB of dynamic shared memory, 128 blocks, 8
+/// rounds). Its sums are checked here; under `compute-sanitizer --tool racecheck` it tells
+/// whether the tool orders this pattern (v4's report of the epilogue's xch reads against the
+/// state's writes, sessions 19 and 22).
 #[test]
 #[ignore = "gpu"]
 fn v4_handover_probe() {
     use cudarc::driver::{DevicePtr, PushKernelArg};
     let g = gpu::runtime::gpu().unwrap_or_else(|e| panic!("{e}"));
-    let chunks = 3i32;
-    let mut out = g.alloc_raw::<f32>(384).expect("alloc");
-    g.stream
-        .memcpy_htod(&vec![-1.0f32; 384], &mut out)
-        .expect("poison");
-    let f = g
-        .function("ssd_chunk_scan", "ssd4_handover_probe")
-        .expect("kernel");
-    {
-        let (op, _s) = out.device_ptr(&g.stream);
-        let mut a = g.stream.launch_builder(&f);
-        a.arg(&chunks).arg(&op);
-        // SAFETY: one block of 384 threads; out holds 384 f32.
-        unsafe { a.launch(gpu::runtime::cfg(1, 384, 0)) }.expect("launch");
-    }
-    let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
-    for tid in 0..256usize {
-        let (wg, lt) = (tid / 128, tid % 128);
-        let mut want = 0f64;
-        for c in 0..chunks as usize {
-            for i in 0..32 {
-                let e = lt + 128 * i;
-                let (row, col) = (64 * wg + e / 64, e % 64);
-                want += (c * 16384 + row * 64 + col) as f64;
-            }
+    // v4's dynamic shared memory (Ssd4Smem, static_assert in ssd_chunk_scan.cu).
+    const V4_SMEM: u32 = 204064;
+    for (name, blocks, chunks, smem) in [
+        ("ssd4_handover_probe", 1usize, 3i32, 0u32),
+        ("ssd4_handover_probe_dyn", 128, 8, V4_SMEM),
+    ] {
+        let n = 384 * blocks;
+        let mut out = g.alloc_raw::<f32>(n).expect("alloc");
+        g.stream
+            .memcpy_htod(&vec![-1.0f32; n], &mut out)
+            .expect("poison");
+        let f = g.function("ssd_chunk_scan", name).expect("kernel");
+        if smem > 0 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .expect("shared memory attribute");
         }
-        assert_eq!(got[tid] as f64, want, "thread {tid}");
+        {
+            let (op, _s) = out.device_ptr(&g.stream);
+            let mut a = g.stream.launch_builder(&f);
+            a.arg(&chunks).arg(&op);
+            // SAFETY: blocks of 384 threads; out holds 384 f32 a block.
+            unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 384, smem)) }.expect("launch");
+        }
+        let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+        for b in 0..blocks {
+            for tid in 0..256usize {
+                let (wg, lt) = (tid / 128, tid % 128);
+                let mut want = 0u32;
+                for c in 0..chunks as usize {
+                    for i in 0..32 {
+                        let e = lt + 128 * i;
+                        let (row, col) = (64 * wg + e / 64, e % 64);
+                        want = want.wrapping_add((c * 16384 + row * 64 + col) as u32);
+                    }
+                }
+                assert_eq!(
+                    got[384 * b + tid].to_bits(),
+                    want,
+                    "{name}: block {b} thread {tid}"
+                );
+            }
+            assert!(
+                got[384 * b + 256..384 * b + 384]
+                    .iter()
+                    .all(|&v| v.to_bits() == (-1.0f32).to_bits()),
+                "{name}: state threads write nothing"
+            );
+        }
     }
-    assert!(
-        got[256..].iter().all(|&v| v == -1.0),
-        "state threads write nothing"
-    );
 }
