@@ -1804,6 +1804,21 @@ __device__ __forceinline__ void moe_s_mma(float* acc, u64 da, u64 db) {
         moe_s_ss64(acc, da, db);
 }
 
+// One 16-code NVFP4 block (two code words q, E4M3 scale byte sc) as 16 f16 = code x scale,
+// slotm_decode8's k order: word 0's eight values at dst, word 1's at dst + gap (16-byte
+// stores). The S forms' decode (gap 128: core matrices 0 and 1 of a k16 step) and
+// moe_x_f16_v1 (gap 16: a plain row) write the same values.
+__device__ __forceinline__ void moe_s_decode16(uint2 q, u32 sc, u8* dst, int gap) {
+    const u32 s2 = slotm_scale2(sc);
+    u32 d[4], f[4];
+    slotm_decode8(q.x, d);
+    slotm_decode8(q.y, f);
+    *(uint4*)dst = make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2), slotm_hmul2(d[2], s2),
+                              slotm_hmul2(d[3], s2));
+    *(uint4*)(dst + gap) = make_uint4(slotm_hmul2(f[0], s2), slotm_hmul2(f[1], s2),
+                                      slotm_hmul2(f[2], s2), slotm_hmul2(f[3], s2));
+}
+
 template <int EPI, int NT, int P, bool XH = false>
 __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
     static_assert(NT % 64 == 0 && NT >= 64 && NT <= 256, "wgmma N of the token tile");
@@ -1928,18 +1943,7 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
                 sc[i] = rsc[i * 64 * MOE_S_ROW];
             }
 #pragma unroll
-            for (int i = 0; i < NU; ++i) {
-                const u32 s2 = slotm_scale2(sc[i]);
-                u32 d[4], f[4];
-                slotm_decode8(q[i].x, d);
-                slotm_decode8(q[i].y, f);
-                *(uint4*)(tb + i * 8 * 1024) =
-                    make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2),
-                               slotm_hmul2(d[2], s2), slotm_hmul2(d[3], s2));
-                *(uint4*)(tb + i * 8 * 1024 + 128) =
-                    make_uint4(slotm_hmul2(f[0], s2), slotm_hmul2(f[1], s2),
-                               slotm_hmul2(f[2], s2), slotm_hmul2(f[3], s2));
-            }
+            for (int i = 0; i < NU; ++i) moe_s_decode16(q[i], sc[i], tb + i * 8 * 1024, 128);
         };
 #pragma unroll 1
         for (int s = 0; s < P - 1; ++s) issue(s, s);
@@ -2013,15 +2017,7 @@ extern "C" __global__ void moe_x_f16_v1(const u8* __restrict__ codes, const u8* 
                                         i64 blocks, u8* __restrict__ out) {
     for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
          b += (i64)gridDim.x * blockDim.x) {
-        const uint2 q = *(const uint2*)(codes + 8 * b);
-        const u32 s2 = slotm_scale2(sf[b]);
-        u32 d[4], f[4];
-        slotm_decode8(q.x, d);
-        slotm_decode8(q.y, f);
-        *(uint4*)(out + 32 * b) = make_uint4(slotm_hmul2(d[0], s2), slotm_hmul2(d[1], s2),
-                                             slotm_hmul2(d[2], s2), slotm_hmul2(d[3], s2));
-        *(uint4*)(out + 32 * b + 16) = make_uint4(slotm_hmul2(f[0], s2), slotm_hmul2(f[1], s2),
-                                                  slotm_hmul2(f[2], s2), slotm_hmul2(f[3], s2));
+        moe_s_decode16(*(const uint2*)(codes + 8 * b), sf[b], out + 32 * b, 16);
     }
 }
 
