@@ -18,6 +18,43 @@ __device__ __forceinline__ float ldg_f32(const void* p, i64 i, int dt) {
 __device__ __forceinline__ float silu_exact(float v) { return v / (1.0f + expf(-v)); }
 // Fast silu: SFU exp and approximate division (a few ulp off the reference; -0 for v < -88).
 __device__ __forceinline__ float silu_fast(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
+// silu_fast on the flush-to-zero SFU forms (ex2 / rcp .approx.ftz; session 23): the same values
+// but for denormal inputs and results, which flush to zero; the non-ftz forms' range fix-ups
+// cost a compare and a select or two an element (v5 / v6 / v8 / v9).
+__device__ __forceinline__ float silu_ftz(float v) {
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(__fmul_rn(v, -1.4426950408889634f)));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fadd_rn(1.0f, e)));
+    return __fmul_rn(v, r);
+}
+
+// Runs f(act) with the activation flag as a compile-time constant (ConvK<...>::value; session
+// 23). The v5 / v6 / v8 / v9 entries are compiled per x dtype (DT: _f32 / _bf16 / _f16, not one
+// 16-bit entry taking xdt), so inlined into a kernel the per-element conversions and the silu
+// branch fold away.
+template <int V> struct ConvK { static constexpr int value = V; };
+
+template <typename F>
+__device__ __forceinline__ void conv_specialize(int act, F f) {
+    if (act) f(ConvK<1>{});
+    else f(ConvK<0>{});
+}
+
+// The W taps and the bias of row d in every lane of a warp (d warp-uniform; session 23): lane k
+// < W loads tap k, lane W the bias, shuffles broadcast them. One dtype-branching load a lane
+// instead of W + 1 in every thread.
+template <int W>
+__device__ __forceinline__ void conv_row_weights(const void* __restrict__ w, int wdt,
+                                                 const void* __restrict__ bias, int bdt, i64 d,
+                                                 float* wk, float& b0) {
+    const int lane = threadIdx.x & 31;
+    float mine = 0.0f;
+    if (lane < W) mine = ldg_f32(w, d * W + lane, wdt);
+    else if (lane == W && bias) mine = ldg_f32(bias, d, bdt);
+#pragma unroll
+    for (int k = 0; k < W; ++k) wk[k] = __shfl_sync(DUET_FULL_MASK, mine, k);
+    b0 = __shfl_sync(DUET_FULL_MASK, mine, W);
+}
 
 // ---------------------------------------------------------------------------------------------
 // v1: one thread per output element (any width, any L, any alignment), plus final states.
@@ -452,10 +489,8 @@ __device__ __forceinline__ void conv1d_fn_v5_impl(const void* __restrict__ x, in
                 for (int k = 0; k < H; ++k) carry[k] = load_as_f32(init, r * H + k, idt);
             }
         }
-        float wk[W];
-#pragma unroll
-        for (int k = 0; k < W; ++k) wk[k] = ldg_f32(w, d * W + k, wdt);
-        const float b0 = bias ? ldg_f32(bias, d, bdt) : 0.0f;
+        float wk[W], b0;
+        conv_row_weights<W>(w, wdt, bias, bdt, d, wk, b0);
 #pragma unroll
         for (int q = 0; q < U; ++q) {
             const i64 v = wv0 + (i64)q * 32 + lane;
@@ -478,8 +513,8 @@ __device__ __forceinline__ void conv1d_fn_v5_impl(const void* __restrict__ x, in
                     acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
                     acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
                 }
-                o[j] = act ? silu_fast(acc0) : acc0;
-                o[j + 1] = act ? silu_fast(acc1) : acc1;
+                o[j] = act ? silu_ftz(acc0) : acc0;
+                o[j + 1] = act ? silu_ftz(acc1) : acc1;
             }
             if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
             if (H > 0 && v == nv - 1) {
@@ -490,20 +525,28 @@ __device__ __forceinline__ void conv1d_fn_v5_impl(const void* __restrict__ x, in
     }
 }
 
-#define CONV1D_FN_V5(S, SN, W, U)                                                                \
-    extern "C" __global__ void __launch_bounds__(256)                                           \
+// v5 is held to 4 blocks of 256 an SM (64 registers; session 23): compiled per dtype it took
+// 75-79 registers (3 blocks) and ran the Super prefill (bf16, width 4) in 633-641 us; held to
+// 64 (ptxas spills 32-64 bytes) 577-583 us.
+#define CONV_LB_M4 256, 4
+#define CONV1D_FN_V5(S, SN, DT, W, U)                                                               \
+    extern "C" __global__ void __launch_bounds__(CONV_LB_M4)                                           \
         conv1d_fn_v5u##U##_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,          \
                                         const void* bias, int bdt, const void* init, int idt,   \
                                         i64 rows, i64 dim, i64 L, int act, void* out,           \
                                         void* fin) {                                            \
         DUET_PDL_ENTRY();                                                                       \
-        conv1d_fn_v5_impl<S, W, U>(x, xdt, w, wdt, bias, bdt, init, idt, rows, dim, L, act,     \
-                                   out, fin);                                                   \
+        conv_specialize(act, [&](auto a) {                                   \
+            conv1d_fn_v5_impl<S, W, U>(x, DT, w, wdt, bias, bdt, init, idt, rows, dim, \
+                                 L, decltype(a)::value, out, fin);                         \
+        });                                                   \
     }
+#define CONV1D_FN_V5_DT(S, SN, DT, U)                                                            \
+    CONV1D_FN_V5(S, SN, DT, 1, U) CONV1D_FN_V5(S, SN, DT, 2, U) CONV1D_FN_V5(S, SN, DT, 3, U)    \
+    CONV1D_FN_V5(S, SN, DT, 4, U)
 #define CONV1D_FN_V5_ALL(U)                                                                      \
-    CONV1D_FN_V5(float, f32, 1, U) CONV1D_FN_V5(float, f32, 2, U) CONV1D_FN_V5(float, f32, 3, U) \
-    CONV1D_FN_V5(float, f32, 4, U) CONV1D_FN_V5(u16, h16, 1, U) CONV1D_FN_V5(u16, h16, 2, U)     \
-    CONV1D_FN_V5(u16, h16, 3, U) CONV1D_FN_V5(u16, h16, 4, U)
+    CONV1D_FN_V5_DT(float, f32, DT_F32, U) CONV1D_FN_V5_DT(u16, bf16, DT_BF16, U)                \
+    CONV1D_FN_V5_DT(u16, f16, DT_F16, U)
 // (U = 2 measured slower: 696-700 us vs 617-622 at U = 4 on the Super prefill, session 17.)
 CONV1D_FN_V5_ALL(4)
 
@@ -594,7 +637,7 @@ __device__ __forceinline__ void conv1d_fn_v6_impl(const void* __restrict__ x, in
 #pragma unroll
                     for (int k = 0; k < H; ++k) acc = __fmaf_rn(wk[k][j], win[k][j], acc);
                     acc = __fmaf_rn(wk[H][j], xj, acc);
-                    o[j] = act ? silu_fast(acc) : acc;
+                    o[j] = act ? silu_ftz(acc) : acc;
 #pragma unroll
                     for (int k = 0; k + 1 < H; ++k) win[k][j] = win[k + 1][j];
                     if (H > 0) win[H - 1 > 0 ? H - 1 : 0][j] = xj;
@@ -612,23 +655,306 @@ __device__ __forceinline__ void conv1d_fn_v6_impl(const void* __restrict__ x, in
     }
 }
 
-#define CONV1D_FN_V6(S, SN, W, U)                                                                \
+#define CONV1D_FN_V6(S, SN, DT, W, U)                                                                \
     extern "C" __global__ void __launch_bounds__(256)                                           \
         conv1d_fn_v6_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
                                  const void* bias, int bdt, const void* init, int idt,          \
                                  i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {    \
         DUET_PDL_ENTRY();                                                                       \
-        conv1d_fn_v6_impl<S, W, U>(x, xdt, w, wdt, bias, bdt, init, idt, batch, dim, L, act, out, \
-                                fin);                                                           \
+        conv_specialize(act, [&](auto a) {                                   \
+            conv1d_fn_v6_impl<S, W, U>(x, DT, w, wdt, bias, bdt, init, idt, batch, dim, \
+                                 L, decltype(a)::value, out, fin);                         \
+        });                                                           \
     }
-CONV1D_FN_V6(float, f32, 1, 8)
-CONV1D_FN_V6(float, f32, 2, 8)
-CONV1D_FN_V6(float, f32, 3, 8)
-CONV1D_FN_V6(float, f32, 4, 8)
-CONV1D_FN_V6(u16, h16, 1, 4)
-CONV1D_FN_V6(u16, h16, 2, 4)
-CONV1D_FN_V6(u16, h16, 3, 4)
-CONV1D_FN_V6(u16, h16, 4, 4)
+CONV1D_FN_V6(float, f32, DT_F32, 1, 8)
+CONV1D_FN_V6(float, f32, DT_F32, 2, 8)
+CONV1D_FN_V6(float, f32, DT_F32, 3, 8)
+CONV1D_FN_V6(float, f32, DT_F32, 4, 8)
+CONV1D_FN_V6(u16, bf16, DT_BF16, 1, 4)
+CONV1D_FN_V6(u16, f16, DT_F16, 1, 4)
+CONV1D_FN_V6(u16, bf16, DT_BF16, 2, 4)
+CONV1D_FN_V6(u16, f16, DT_F16, 2, 4)
+CONV1D_FN_V6(u16, bf16, DT_BF16, 3, 4)
+CONV1D_FN_V6(u16, f16, DT_F16, 3, 4)
+CONV1D_FN_V6(u16, bf16, DT_BF16, 4, 4)
+CONV1D_FN_V6(u16, f16, DT_F16, 4, 4)
+
+// ---------------------------------------------------------------------------------------------
+// v8 / v9 (session 23): the prefill through the bulk copy engine. A persistent block keeps
+// CONV_TMA_ST stages of x in flight in shared memory (cp.async.bulk global -> shared, one
+// mbarrier a stage, issued by thread 0), so the bytes in flight are not held in registers and
+// no thread waits on its own loads; every thread reads its 16-byte vectors from the stage,
+// computes v2's arithmetic (FMA in the taps' order, fast silu) and stores straight to global
+// memory (.cs). After a barrier (every thread done with the stage) thread 0 refills it with the
+// block's tile ST ahead. Shared memory: 128 bytes of barriers + ST stages.
+//
+// v8, channel-first (x, out (batch, dim, L)): a tile is CONV8_TV vectors of one row plus the
+// 16-byte vector before it (the halo; initial_states / zero at the row start), tiles (row,
+// tile) walked by the persistent blocks in a grid stride. v2's conditions (L * sizeof(x) % 16
+// == 0, width <= 4).
+#define CONV_TMA_ST 4
+#define CONV8_THREADS 256
+#define CONV8_VPT 2
+#define CONV8_TV (CONV8_THREADS * CONV8_VPT)
+// a / b with a 32-bit division when both fit (the tile walk divides once a tile).
+__device__ __forceinline__ i64 conv_div(i64 a, i64 b) {
+    return ((a | b) >> 32) == 0 ? (i64)((u32)a / (u32)b) : a / b;
+}
+template <typename S, int W>
+__device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, int xdt,
+                                                  const void* __restrict__ w, int wdt,
+                                                  const void* __restrict__ bias, int bdt,
+                                                  const void* __restrict__ init, int idt,
+                                                  i64 rows, i64 dim, i64 L, int act,
+                                                  void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int VE = VecIO<S>::VE;
+    constexpr int H = W - 1;
+    constexpr int TV = CONV8_TV;
+    extern __shared__ __align__(128) unsigned char conv8_sm[];
+    u64* full = (u64*)conv8_sm;
+    uint4* ring = (uint4*)(conv8_sm + 128);
+    const int tid = threadIdx.x;
+    const i64 nv = L / VE;
+    const i64 tpr = (nv + TV - 1) / TV;
+    const i64 items = rows * tpr;
+    const uint4* xv = (const uint4*)x;
+    uint4* ov = (uint4*)out;
+    // Stage s: slot 0 the vector before the tile (absent at a row start), slots 1.. the tile.
+    auto issue = [&](i64 it, int s) {
+        const i64 r = conv_div(it, tpr), v0 = (it - r * tpr) * TV;
+        const i64 n = min((i64)TV, nv - v0);
+        const i64 h = v0 > 0 ? 1 : 0;
+        const u32 bytes = (u32)((n + h) * 16);
+        duet_mbar_expect_tx(&full[s], bytes);
+        duet_bulk_g2s(ring + (i64)s * (TV + 1) + (1 - h), xv + r * nv + v0 - h, bytes, &full[s]);
+        duet_mbar_arrive(&full[s]);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < CONV_TMA_ST; ++s) duet_mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (tid == 0) {
+        for (int s = 0; s < CONV_TMA_ST; ++s) {
+            const i64 it = (i64)blockIdx.x + (i64)s * gridDim.x;
+            if (it < items) issue(it, s);
+        }
+    }
+    for (i64 k = 0;; ++k) {
+        const i64 it = (i64)blockIdx.x + k * gridDim.x;
+        if (it >= items) break;
+        const int s = (int)(k % CONV_TMA_ST);
+        const i64 r = conv_div(it, tpr), v0 = (it - r * tpr) * TV;
+        const i64 n = min((i64)TV, nv - v0);
+        const i64 d = r - conv_div(r, dim) * dim;
+        float wk[W], b0;
+        conv_row_weights<W>(w, wdt, bias, bdt, d, wk, b0);
+        const uint4* st = ring + (i64)s * (TV + 1);
+        duet_mbar_wait(&full[s], (u32)((k / CONV_TMA_ST) & 1));
+#pragma unroll
+        for (int q = 0; q < CONV8_VPT; ++q) {
+            const int j = q * CONV8_THREADS + tid;
+            if (j >= n) break;
+            float a[H + VE];
+            VecIO<S>::unpack(st[1 + j], a + H, xdt);
+            if (H > 0) {
+                if (j > 0 || v0 > 0) {
+                    float pv[VE];
+                    VecIO<S>::unpack(st[j], pv, xdt);
+#pragma unroll
+                    for (int m = 0; m < H; ++m) a[m] = pv[VE - H + m];
+                } else {
+#pragma unroll
+                    for (int m = 0; m < H; ++m) a[m] = init ? load_as_f32(init, r * H + m, idt) : 0.0f;
+                }
+            }
+            float o[VE];
+#pragma unroll
+            for (int e = 0; e < VE; ++e) {
+                float acc = b0;
+#pragma unroll
+                for (int m = 0; m < W; ++m) acc = __fmaf_rn(wk[m], a[e + m], acc);
+                o[e] = act ? silu_ftz(acc) : acc;
+            }
+            __stcs(ov + r * nv + v0 + j, VecIO<S>::pack(o, xdt));
+            if (H > 0 && v0 + j == nv - 1) {
+#pragma unroll
+                for (int m = 0; m < H; ++m) store_from_f32(fin, r * H + m, xdt, a[VE + m]);
+            }
+        }
+        __syncthreads();  // every thread is done with stage s
+        if (tid == 0) {
+            const i64 nx = it + (i64)CONV_TMA_ST * gridDim.x;
+            if (nx < items) issue(nx, s);
+        }
+    }
+}
+
+#define CONV1D_FN_V8(S, SN, DT, W)                                                                   \
+    extern "C" __global__ void __launch_bounds__(CONV8_THREADS)                                 \
+        conv1d_fn_v8_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
+                                 const void* bias, int bdt, const void* init, int idt,          \
+                                 i64 rows, i64 dim, i64 L, int act, void* out, void* fin) {     \
+        DUET_PDL_ENTRY();                                                                       \
+        conv_specialize(act, [&](auto a) {                                   \
+            conv1d_fn_v8_impl<S, W>(x, DT, w, wdt, bias, bdt, init, idt, rows, dim, \
+                                 L, decltype(a)::value, out, fin);                         \
+        });                                                           \
+    }
+CONV1D_FN_V8(float, f32, DT_F32, 1)
+CONV1D_FN_V8(float, f32, DT_F32, 2)
+CONV1D_FN_V8(float, f32, DT_F32, 3)
+CONV1D_FN_V8(float, f32, DT_F32, 4)
+CONV1D_FN_V8(u16, bf16, DT_BF16, 1)
+CONV1D_FN_V8(u16, f16, DT_F16, 1)
+CONV1D_FN_V8(u16, bf16, DT_BF16, 2)
+CONV1D_FN_V8(u16, f16, DT_F16, 2)
+CONV1D_FN_V8(u16, bf16, DT_BF16, 3)
+CONV1D_FN_V8(u16, f16, DT_F16, 3)
+CONV1D_FN_V8(u16, bf16, DT_BF16, 4)
+CONV1D_FN_V8(u16, f16, DT_F16, 4)
+
+// v9, channel-last (x, out (batch, L, dim)): a block owns a strip of CONV9_THREADS 16-byte
+// channel vectors and one segment of tokens of one batch row (blockIdx.y = b * nseg + seg,
+// nseg = gridDim.y / batch: the host sizes the grid to the resident blocks, so every block
+// runs in the one wave); a stage holds CONV9_TT token rows of the strip (one bulk copy a row).
+// Every thread owns one vector of channels: weights, bias and the window of the width-1 previous
+// tokens in registers (v6's), the window started from x (or initial_states before token 0) by
+// plain loads. The block whose segment ends at L writes final_states from its window.
+// dim * sizeof(x) % 16 == 0 (v6's condition).
+#define CONV9_THREADS 128
+#define CONV9_TT 4
+template <typename S, int W>
+__device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, int xdt,
+                                                  const void* __restrict__ w, int wdt,
+                                                  const void* __restrict__ bias, int bdt,
+                                                  const void* __restrict__ init, int idt,
+                                                  i64 batch, i64 dim, i64 L, int act,
+                                                  void* __restrict__ out, void* __restrict__ fin) {
+    constexpr int VE = V6IO<S>::VE;
+    constexpr int H = W - 1;
+    constexpr int HA = H > 0 ? H : 1;
+    constexpr int ES = 16 / VE;
+    constexpr int SV = CONV9_THREADS * CONV9_TT;  // vectors a stage
+    extern __shared__ __align__(128) unsigned char conv9_sm[];
+    u64* full = (u64*)conv9_sm;
+    uint4* ring = (uint4*)(conv9_sm + 128);
+    const int tid = threadIdx.x;
+    const i64 nseg = max((i64)1, (i64)gridDim.y / max(batch, (i64)1));
+    const i64 b = (i64)blockIdx.y / nseg, seg = (i64)blockIdx.y - b * nseg;
+    if (b >= batch) return;
+    const i64 sl = (L + nseg - 1) / nseg;
+    const i64 t0 = min(L, seg * sl), t1 = min(L, t0 + sl);
+    if (t0 >= t1 && !(L == 0 && seg == 0)) return;  // an empty segment (L = 0: states only)
+    const i64 dvv = dim / VE;
+    const i64 cv0 = (i64)blockIdx.x * CONV9_THREADS;
+    const i64 nvec = min((i64)CONV9_THREADS, dvv - cv0);
+    const bool on = tid < nvec;
+    const i64 d0 = (cv0 + tid) * VE;
+    const i64 ntile = (t1 - t0 + CONV9_TT - 1) / CONV9_TT;
+    const unsigned char* xb = (const unsigned char*)x;
+    auto issue = [&](i64 i, int s) {
+        const i64 tok = t0 + i * CONV9_TT;
+        const int nt = (int)min((i64)CONV9_TT, t1 - tok);
+        const u32 rb = (u32)(nvec * 16);
+        duet_mbar_expect_tx(&full[s], rb * (u32)nt);
+        for (int u = 0; u < nt; ++u)
+            duet_bulk_g2s(ring + (i64)s * SV + u * CONV9_THREADS,
+                          xb + ((b * L + tok + u) * dim + cv0 * VE) * ES, rb, &full[s]);
+        duet_mbar_arrive(&full[s]);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < CONV_TMA_ST; ++s) duet_mbar_init(&full[s], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    if (tid == 0) {
+        for (int s = 0; s < CONV_TMA_ST && s < ntile; ++s) issue(s, s);
+    }
+    float wk[W][VE], b0[VE], win[HA][VE];
+    if (on) {
+#pragma unroll
+        for (int j = 0; j < VE; ++j) {
+            b0[j] = bias ? ldg_f32(bias, d0 + j, bdt) : 0.0f;
+#pragma unroll
+            for (int m = 0; m < W; ++m) wk[m][j] = ldg_f32(w, (d0 + j) * W + m, wdt);
+        }
+#pragma unroll
+        for (int m = 0; m < H; ++m) {
+            const i64 pos = t0 - H + m;
+            if (pos >= 0) {
+                const uint4 u = __ldg((const uint4*)(xb + ((b * L + pos) * dim + d0) * ES));
+#pragma unroll
+                for (int j = 0; j < VE; ++j) win[m][j] = V6IO<S>::get(u, j, xdt);
+            } else {
+#pragma unroll
+                for (int j = 0; j < VE; ++j)
+                    win[m][j] = init ? load_as_f32(init, (b * H + H + pos) * dim + d0 + j, idt) : 0.0f;
+            }
+        }
+    }
+    uint4* ob = (uint4*)out;
+    for (i64 i = 0; i < ntile; ++i) {
+        const int s = (int)(i % CONV_TMA_ST);
+        const i64 tok = t0 + i * CONV9_TT;
+        const int nt = (int)min((i64)CONV9_TT, t1 - tok);
+        duet_mbar_wait(&full[s], (u32)((i / CONV_TMA_ST) & 1));
+        if (on) {
+            const uint4* st = ring + (i64)s * SV + tid;
+#pragma unroll
+            for (int u = 0; u < CONV9_TT; ++u) {
+                if (u >= nt) break;
+                const uint4 q = st[u * CONV9_THREADS];
+                float o[VE];
+#pragma unroll
+                for (int j = 0; j < VE; ++j) {
+                    const float xj = V6IO<S>::get(q, j, xdt);
+                    float acc = b0[j];
+#pragma unroll
+                    for (int m = 0; m < H; ++m) acc = __fmaf_rn(wk[m][j], win[m][j], acc);
+                    acc = __fmaf_rn(wk[H][j], xj, acc);
+                    o[j] = act ? silu_ftz(acc) : acc;
+#pragma unroll
+                    for (int m = 0; m + 1 < H; ++m) win[m][j] = win[m + 1][j];
+                    if (H > 0) win[H - 1 > 0 ? H - 1 : 0][j] = xj;
+                }
+                __stcs(ob + (((b * L + tok + u) * dim + d0) / VE), VecIO<S>::pack(o, xdt));
+            }
+        }
+        __syncthreads();  // every thread is done with stage s
+        if (tid == 0 && i + CONV_TMA_ST < ntile) issue(i + CONV_TMA_ST, s);
+    }
+    if (on && t1 == L) {
+#pragma unroll
+        for (int m = 0; m < H; ++m)
+#pragma unroll
+            for (int j = 0; j < VE; ++j) store_from_f32(fin, (b * H + m) * dim + d0 + j, xdt, win[m][j]);
+    }
+}
+
+#define CONV1D_FN_V9(S, SN, DT, W)                                                                   \
+    extern "C" __global__ void __launch_bounds__(CONV9_THREADS)                                 \
+        conv1d_fn_v9_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
+                                 const void* bias, int bdt, const void* init, int idt,          \
+                                 i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {    \
+        DUET_PDL_ENTRY();                                                                       \
+        conv_specialize(act, [&](auto a) {                                   \
+            conv1d_fn_v9_impl<S, W>(x, DT, w, wdt, bias, bdt, init, idt, batch, dim, \
+                                 L, decltype(a)::value, out, fin);                         \
+        });                                                           \
+    }
+CONV1D_FN_V9(float, f32, DT_F32, 1)
+CONV1D_FN_V9(float, f32, DT_F32, 2)
+CONV1D_FN_V9(float, f32, DT_F32, 3)
+CONV1D_FN_V9(float, f32, DT_F32, 4)
+CONV1D_FN_V9(u16, bf16, DT_BF16, 1)
+CONV1D_FN_V9(u16, f16, DT_F16, 1)
+CONV1D_FN_V9(u16, bf16, DT_BF16, 2)
+CONV1D_FN_V9(u16, f16, DT_F16, 2)
+CONV1D_FN_V9(u16, bf16, DT_BF16, 3)
+CONV1D_FN_V9(u16, f16, DT_F16, 3)
+CONV1D_FN_V9(u16, bf16, DT_BF16, 4)
+CONV1D_FN_V9(u16, f16, DT_F16, 4)
 
 // ---------------------------------------------------------------------------------------------
 // causal_conv1d_update v1: one thread per (batch row, channel); the width-1 window lives in

@@ -64,6 +64,36 @@ __device__ __forceinline__ void duet_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(NPENDING) : "memory");
 }
 
+// ---- mbarrier + bulk copy engine (sm_90): cp.async.bulk global -> shared completing on an
+// mbarrier (16-byte aligned addresses, sizes a multiple of 16); a phase completes when its
+// arrivals are in and the expected bytes have landed (wait on the phase parity) ----
+__device__ __forceinline__ u32 duet_smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void duet_mbar_init(u64* bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(duet_smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void duet_mbar_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(duet_smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void duet_mbar_arrive(u64* bar) {
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(duet_smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void duet_mbar_wait(u64* bar, u32 parity) {
+    asm volatile(
+        "{\n .reg .pred done;\n DUET_MBAR_WAIT_%=:\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        " @!done bra DUET_MBAR_WAIT_%=;\n}" ::"r"(duet_smem_u32(bar)),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void duet_bulk_g2s(void* dst, const void* src, u32 bytes, u64* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     duet_smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(duet_smem_u32(bar))
+                 : "memory");
+}
+
+
 // ---- bf16 / f16 (reference/src/num/{bf16,f16}.rs: the `half` crate's semantics) ----
 
 __device__ __forceinline__ float bf16_to_f32(u16 b) { return __uint_as_float(((u32)b) << 16); }

@@ -717,32 +717,6 @@ SSU3_ENTRY_Z(ssu_v10_i16, ST_I16, false, 2, true, false, true, 6, true, true)
 // 16-byte aligned addresses and sizes (dstate * element size and dstate * 4 are multiples of
 // 16 under v3_ok; cudarc's allocations are 256-byte aligned).
 
-__device__ __forceinline__ u32 ssu7_smem(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ssu7_bar_init(u64* bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(ssu7_smem(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ssu7_expect_tx(u64* bar, u32 bytes) {
-    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(ssu7_smem(bar)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void ssu7_arrive(u64* bar) {
-    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(ssu7_smem(bar)) : "memory");
-}
-__device__ __forceinline__ void ssu7_wait(u64* bar, u32 parity) {
-    asm volatile(
-        "{\n .reg .pred done;\n SSU7_WAIT_%=:\n"
-        " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        " @!done bra SSU7_WAIT_%=;\n}" ::"r"(ssu7_smem(bar)),
-        "r"(parity)
-        : "memory");
-}
-__device__ __forceinline__ void ssu7_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     ssu7_smem(dst)),
-                 "l"(src), "r"(bytes), "r"(ssu7_smem(bar))
-                 : "memory");
-}
-
 // Byte offsets inside one stage (the host's ssu7_plan computes the same): state tile, B, C
 // (f32, dstate each), then per row dt, dA, x, z, D, decode (f32, dim each), then the tile's slot.
 struct Ssu7Layout {
@@ -885,8 +859,8 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
     const i64 tiles = p.batch * p.nheads;
     if (threadIdx.x == 0) {
         for (i64 s = 0; s < stages; ++s) {
-            ssu7_bar_init(&full[s], 32);
-            ssu7_bar_init(&empty[s], CW);
+            duet_mbar_init(&full[s], 32);
+            duet_mbar_init(&empty[s], CW);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -903,7 +877,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
         for (i64 t = blockIdx.x; t < tiles; t += gridDim.x, ++it) {
             const i64 s = it % stages;
             const u32 use = (u32)(it / stages);
-            if (!EARLY && use > 0) ssu7_wait(&empty[s], (use + 1) & 1u);  // v7: wait first
+            if (!EARLY && use > 0) duet_mbar_wait(&empty[s], (use + 1) & 1u);  // v7: wait first
             const i64 b = t / p.nheads, h = t % p.nheads;
             const i64 slot = p.has_sbi ? sbi[b] : b;
             const bool pad = p.has_sbi && slot == p.pad_slot_id;
@@ -949,17 +923,17 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
                     if (d < p.dim) row_vals(d, early[k]);
                 }
             }
-            if (EARLY && use > 0) ssu7_wait(&empty[s], (use + 1) & 1u);
+            if (EARLY && use > 0) duet_mbar_wait(&empty[s], (use + 1) & 1u);
             unsigned char* st = ring + s * L.stage;
             if (lane32 == 0) {
                 const u32 bc = (u32)(4 * p.dstate);
                 const u32 tb = (u32)(p.dim * p.dstate * ESZ);
                 const unsigned char* src = (const unsigned char*)state + (slot * p.nheads + h) * p.dim * p.dstate * ESZ;
-                ssu7_expect_tx(&full[s], 2 * bc + (pad ? 0u : tb));
-                if (EARLY && !pad) ssu7_bulk_load(st + L.tile, src, tb, &full[s]);  // v8: the big copy first
-                ssu7_bulk_load(st + L.b, B + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
-                ssu7_bulk_load(st + L.c, C + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
-                if (!EARLY && !pad) ssu7_bulk_load(st + L.tile, src, tb, &full[s]);
+                duet_mbar_expect_tx(&full[s], 2 * bc + (pad ? 0u : tb));
+                if (EARLY && !pad) duet_bulk_g2s(st + L.tile, src, tb, &full[s]);  // v8: the big copy first
+                duet_bulk_g2s(st + L.b, B + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
+                duet_bulk_g2s(st + L.c, C + (b * p.ngroups + g) * p.dstate, bc, &full[s]);
+                if (!EARLY && !pad) duet_bulk_g2s(st + L.tile, src, tb, &full[s]);
                 *(i64*)(st + L.slot) = slot;
             }
             if (!EARLY) head_vals();  // v7: after the copies
@@ -980,7 +954,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
 #pragma unroll
                 for (int q = 0; q < 6; ++q) rows[q * p.dim + d] = o6[q];
             }
-            ssu7_arrive(&full[s]);
+            duet_mbar_arrive(&full[s]);
         }
         return;
     }
@@ -995,7 +969,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
     i64 it = 0;
     for (i64 t = blockIdx.x; t < tiles; t += gridDim.x, ++it) {
         const i64 s = it % stages;
-        ssu7_wait(&full[s], (u32)(it / stages) & 1u);
+        duet_mbar_wait(&full[s], (u32)(it / stages) & 1u);
         const unsigned char* st = ring + s * L.stage;
         const i64 b = t / p.nheads, h = t % p.nheads;
         const i64 slot = *(const i64*)(st + L.slot);
@@ -1088,7 +1062,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
             }
         }
         __syncwarp();
-        if ((threadIdx.x & 31) == 0) ssu7_arrive(&empty[s]);
+        if ((threadIdx.x & 31) == 0) duet_mbar_arrive(&empty[s]);
     }
 }
 

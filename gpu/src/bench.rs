@@ -80,24 +80,64 @@ pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
 
 /// Device-to-device copy of `bytes` bytes: (timing, GB/s counting read + write).
 pub fn copy_ceiling(g: &Gpu, bytes: usize) -> Result<(Timing, f64), GpuError> {
+    copy_kernel(g, bytes, "copy_v1", 8, 512)
+}
+
+/// Times `bench_copy.cu`'s kernel `name` copying `bytes` (rounded down to 16) on `blocks_per_sm`
+/// x SMs blocks of `threads`; returns the timing and GB/s counting bytes read plus written.
+fn copy_kernel(
+    g: &Gpu,
+    bytes: usize,
+    name: &str,
+    blocks_per_sm: u32,
+    threads: u32,
+) -> Result<(Timing, f64), GpuError> {
     let n16 = bytes / 16;
     let src = g.alloc_raw::<u8>(n16 * 16)?;
     let dst = g.alloc_raw::<u8>(n16 * 16)?;
     let (sp, _a) = src.device_ptr(&g.stream);
     let (dp, _b) = dst.device_ptr(&g.stream);
-    let f = g.function("bench_copy", "copy_v1")?;
+    let f = g.function("bench_copy", name)?;
     let n = n16 as i64;
-    let grid = g.sm_count * 8;
+    let grid = g.sm_count * blocks_per_sm;
     let (t, _) = time_launch(g, false, || {
         let mut a = g.stream.launch_builder(&f);
         a.arg(&sp).arg(&dp).arg(&n);
-        // SAFETY: both buffers hold n16 16-byte vectors.
-        unsafe { a.launch(cfg(grid, 512, 0)) }
+        // SAFETY: both buffers hold n16 16-byte vectors; the kernels walk them grid-stride.
+        unsafe { a.launch(cfg(grid, threads, 0)) }
             .map(|_| ())
-            .map_err(|e| GpuError::Driver(format!("copy: {e}")))
+            .map_err(|e| GpuError::Driver(format!("{name}: {e}")))
     })?;
     let gbs = 2.0 * (n16 * 16) as f64 / (t.median_us * 1e-6) / 1e9;
     Ok((t, gbs))
+}
+
+/// The copy ceiling three ways at `bytes`: `copy_v1` (the benches' ceiling), `copy_v2` (four
+/// loads in flight a thread) and the driver's device-to-device memcpy.
+pub fn copy_variants(g: &Gpu, bytes: usize) -> Result<serde_json::Value, GpuError> {
+    let mut out = vec![];
+    for (name, bps, threads) in [
+        ("copy_v1", 8, 512),
+        ("copy_v2", 8, 256),
+        ("copy_v2", 4, 256),
+    ] {
+        let (t, gbs) = copy_kernel(g, bytes, name, bps, threads)?;
+        out.push(
+            json!({"kernel": name, "blocks_per_sm": bps, "threads": threads,
+                        "time": timing_json(&t), "gb_per_s": gbs}),
+        );
+    }
+    let n = bytes / 16 * 16;
+    let src = g.alloc_raw::<u8>(n)?;
+    let mut dst = g.alloc_raw::<u8>(n)?;
+    let (t, _) = time_launch(g, false, || {
+        g.stream
+            .memcpy_dtod(&src, &mut dst)
+            .map_err(|e| GpuError::Driver(format!("memcpy_dtod: {e}")))
+    })?;
+    out.push(json!({"kernel": "memcpy_dtod", "time": timing_json(&t),
+                    "gb_per_s": 2.0 * n as f64 / (t.median_us * 1e-6) / 1e9}));
+    Ok(json!(out))
 }
 
 pub(crate) fn timing_json(t: &Timing) -> serde_json::Value {
@@ -352,7 +392,8 @@ pub fn preset_versions(
         "norms_super" => crate::model::GpuKernels::new()?.bench_norms(),
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
-            Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs}))
+            Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs,
+                      "variants": copy_variants(&g, 1 << 30)?}))
         }
         other => Err(GpuError::Unsupported(format!(
             "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_4k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"

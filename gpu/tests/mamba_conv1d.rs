@@ -226,6 +226,28 @@ fn conv1d_fn_hand_cases() {
             w: BF16,
             ..base
         },
+        // v8 (channel-first through the bulk copy engine): more (row, tile) items than resident
+        // blocks x stages, so every stage of the ring is reused several times; a last tile of
+        // one vector in every row.
+        FnCase {
+            batch: 4,
+            dim: 1024,
+            seqlen: 2056,
+            x: BF16,
+            w: BF16,
+            ..base
+        },
+        // v9 (channel-last through the bulk copy engine): 5 strips, the last of one vector,
+        // segments of several stages each with a partial last stage, initial states.
+        FnCase {
+            cl: true,
+            batch: 2,
+            dim: 4104,
+            seqlen: 3000,
+            x: BF16,
+            w: F32,
+            ..base
+        },
         // v6 (channel-last, 16-byte channel vectors: dim % 8 for 16-bit x, % 4 for f32):
         // chunk boundaries, initial states, no tokens, fewer tokens than taps.
         FnCase {
@@ -483,7 +505,7 @@ proptest! {
 }
 
 /// Prefill over batch*dim*L > 2^31 bf16 elements (about 4.3 GB in, 4.3 GB out): rows after the
-/// 2^31 boundary are compared with the reference (v1, v2 and v5), and a guard tail after the
+/// 2^31 boundary are compared with the reference (v1, v2, v5 and v8), and a guard tail after the
 /// output must stay untouched.
 #[test]
 #[ignore = "gpu"]
@@ -513,7 +535,7 @@ fn conv1d_fn_index_past_2_pow_31() {
     let bd = g.stream.clone_htod(&b).expect("upload b");
     const TAIL: usize = 4096;
     let guard = 0xA5A5u16;
-    for version in ["v1", "v2", "v5"] {
+    for version in ["v1", "v2", "v5", "v8"] {
         let mut out = g.alloc_raw::<u16>(n + TAIL).expect("alloc out");
         g.stream
             .memcpy_htod(&vec![guard; TAIL], &mut out.slice_mut(n..n + TAIL))

@@ -251,3 +251,43 @@ fn ptxas_no_spills_in_fused_ssd() {
         ],
     );
 }
+
+/// The prefill conv1d kernels compiled per x dtype (session 23): v8 / v9 keep their taps,
+/// window and loads in registers (no spill, no stack frame). v5 is held to 64 registers (4 blocks
+/// an SM: 577-583 us on the Super prefill vs 633-641 at 75 registers, session 23 call 3) and
+/// ptxas spills a few loop-invariant values for it (32-64 bytes at width 3-4, reloaded from L1
+/// once a vector); ptxas also spills 8 bytes in v6's f32 width-1 kernel: both bounded here so
+/// that a real spill in the vector loop fails.
+#[test]
+fn ptxas_spills_in_conv1d_prefill() {
+    if !compile::nvrtc_available() {
+        return; // covered by every_kernel_compiles_for_sm90a
+    }
+    let r = compile::resources("causal_conv1d", "sm_90a").expect("resources");
+    print_resources(r.iter().filter(|k| k.kernel.starts_with("conv1d_fn_v")));
+    let names = |stem: &str| {
+        let mut v = vec![];
+        for dt in ["f32", "bf16", "f16"] {
+            for w in 1..=4 {
+                v.push(format!("conv1d_fn_{stem}_{dt}_w{w}"));
+            }
+        }
+        v
+    };
+    let resident: Vec<String> = ["v8", "v9"].iter().flat_map(|s| names(s)).collect();
+    let refs: Vec<&str> = resident.iter().map(|s| s.as_str()).collect();
+    assert_register_resident(&r, &refs);
+    for name in names("v5u4").into_iter().chain(names("v6")) {
+        let k = r
+            .iter()
+            .find(|k| k.kernel == name)
+            .unwrap_or_else(|| panic!("{name} missing from the ptxas report"));
+        if name.starts_with("conv1d_fn_v5") {
+            assert!(k.registers <= 64, "{name}: held to 4 blocks of 256: {k:?}");
+        }
+        assert!(
+            k.spill_stores_bytes <= 64 && k.spill_loads_bytes <= 64 && k.stack_bytes <= 64,
+            "{name} spills more than its loop invariants: {k:?}"
+        );
+    }
+}

@@ -14,9 +14,20 @@
 //! vector issued before any arithmetic; v2's conditions. `v6` (session 17): channel-last with one
 //! 16-byte vector of channels a thread (8 bf16 / f16, 4 f32), weights loaded once a thread, a
 //! 2-D grid (channel vectors, (batch, 64-token chunk)); needs dim * sizeof(x) % 16 == 0.
-//! `auto`: channel-first v5 where it applies, else v1; channel-last v6, else v4, else v3.
+//! `v8` (session 23): channel-first through the bulk copy engine (persistent blocks, 4 stages
+//! of 512 vectors + the halo vector in shared memory, one mbarrier a stage); v2's conditions.
+//! `v9` (session 23): channel-last through the bulk copy engine (a block owns a strip of 128
+//! channel vectors and one token segment of a batch row, as many segments as fit one wave of
+//! resident blocks; 4 stages of 4 token rows; taps and window in registers); v6's conditions
+//! and batch <= 65535. v5 / v6 / v8 / v9 are compiled per x dtype (`_f32` / `_bf16` / `_f16`)
+//! with the activation folded at compile time, silu on the ftz SFU forms.
+//! `auto`: channel-first v5 where it applies, else v1; channel-last v9, else v6, v4, v3.
 //! Update: `v1`, one thread per (row, channel), width <= 4.
 //!
+//! Session 23 (call 3, two runs; the driver's device-to-device memcpy of the same bytes 486-491
+//! us, duet's copy kernel 524-526): v9 562.2 / 573.1 us (channel-last), v5 held to 64
+//! registers 577.2 / 582.5 (measured as the bench-only `v5m4`, the kernel v5 now is; at 75
+//! registers 632.8 / 640.6), v8 622.0 / 631.6, v6 875.5 / 881.6.
 //! Measured on the H200 (bench preset `conv1d_prefill_50k`: batch 1, 10240 channels, 50,000
 //! tokens, width 4, bf16, silu; session 17 calls 4-5, four runs): v5 616.5-622.2 us (84.1-84.7%
 //! of a same-bytes device copy at 522-524 us), v2 716.5-722.9, v1 ~6230; channel-last v6
@@ -42,7 +53,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: OP_FN,
-            versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6"],
+            versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v8", "v9"],
             run: run_fn,
             applicable: applicable_fn,
         },
@@ -156,17 +167,22 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
     }
     let cl = reference::ops::causal_conv1d_fn::read_channel_last(p).ok()?;
     match (version, cl) {
-        ("v1" | "v2" | "v5", true) => Some(format!(
-            "{version} takes layout channel_first; channel_last runs v3 / v4 / v6"
+        ("v1" | "v2" | "v5" | "v8", true) => Some(format!(
+            "{version} takes layout channel_first; channel_last runs v3 / v4 / v6 / v9"
         )),
-        ("v3" | "v4" | "v6", false) => Some(format!("{version} takes layout channel_last")),
-        ("v3" | "v4" | "v6", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => Some(format!(
-            "{version} needs width 1..={MAX_WIDTH} (width = {})",
-            w.shape[1]
-        )),
+        ("v3" | "v4" | "v6" | "v9", false) => Some(format!("{version} takes layout channel_last")),
+        ("v3" | "v4" | "v6" | "v9", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => {
+            Some(format!(
+                "{version} needs width 1..={MAX_WIDTH} (width = {})",
+                w.shape[1]
+            ))
+        }
         ("v4", true) => v4_ok(x.shape[2]),
         ("v6", true) => v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]),
-        ("v2" | "v5", false) => v2_ok(version, x.dtype(), x.shape[2], w.shape[1]),
+        ("v9", true) => {
+            v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]).map(|w| w.replace("v6", "v9"))
+        }
+        ("v2" | "v5" | "v8", false) => v2_ok(version, x.dtype(), x.shape[2], w.shape[1]),
         _ => None,
     }
 }
@@ -199,6 +215,35 @@ const CL_CHUNK: usize = 64;
 const V6_CHUNK: usize = 64;
 /// 16-byte vectors a lane in v5 (U in the kernel's name).
 const V5_U: usize = 4;
+/// v8 / v9 stages (CONV_TMA_ST in the kernel).
+const TMA_STAGES: u32 = 4;
+/// v8 threads a block and 16-byte vectors a tile (CONV8_THREADS, CONV8_TV).
+const V8_THREADS: u32 = 256;
+const V8_TV: usize = 512;
+/// v9 threads a block (16-byte channel vectors a strip) and token rows a stage (CONV9_THREADS,
+/// CONV9_TT).
+const V9_THREADS: u32 = 128;
+const V9_TT: u32 = 4;
+
+/// v8's dynamic shared memory: 128 bytes of barriers, then TMA_STAGES stages of the tile and
+/// the vector before it.
+fn v8_smem_bytes() -> u32 {
+    128 + TMA_STAGES * (V8_TV as u32 + 1) * 16
+}
+
+/// v9's dynamic shared memory: 128 bytes of barriers, then TMA_STAGES stages of V9_TT token
+/// rows of a strip.
+fn v9_smem_bytes() -> u32 {
+    128 + TMA_STAGES * V9_TT * V9_THREADS * 16
+}
+
+/// v9's token segments per batch row: `fit` blocks per (strip, row) fit in one wave; at least
+/// one, at most 65535 / batch (gridDim.y), and no more than the tokens / 16 (a segment of
+/// fewer tokens is mostly halo).
+fn v9_segments(seqlen: u64, fit: u64, batch: u64) -> u64 {
+    let cap = (65535 / batch.max(1)).max(1);
+    fit.min(seqlen / 16).min(cap).max(1)
+}
 
 impl FnLaunch {
     /// The leading arguments every prefill kernel takes: x, weight, bias and initial states
@@ -227,10 +272,30 @@ impl FnLaunch {
         lead: i64,
         grid: (u32, u32),
     ) -> Result<(), GpuError> {
+        let f = g.function("causal_conv1d", name)?;
+        // SAFETY: passed through (this function's contract).
+        unsafe { self.launch_prefill_on(g, &f, name, lead, grid, 256, 0) }
+    }
+
+    /// `launch_prefill` on a loaded kernel with `threads` a block and `smem` bytes of dynamic
+    /// shared memory (v8 / v9's stages).
+    ///
+    /// # Safety
+    /// As `launch_prefill`; `smem` covers what the kernel uses (<= 48 KiB: no attribute is set).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_prefill_on(
+        &self,
+        g: &Gpu,
+        f: &cudarc::driver::CudaFunction,
+        name: &str,
+        lead: i64,
+        grid: (u32, u32),
+        threads: u32,
+        smem: u32,
+    ) -> Result<(), GpuError> {
         let (dim, l) = (self.dim as i64, self.seqlen as i64);
         let act = (self.act == Activation::Silu) as i32;
-        let f = g.function("causal_conv1d", name)?;
-        let mut a = g.stream.launch_builder(&f);
+        let mut a = g.stream.launch_builder(f);
         self.push_inputs(&mut a);
         a.arg(&lead)
             .arg(&dim)
@@ -240,8 +305,8 @@ impl FnLaunch {
             .arg(&self.fin);
         let c = cudarc::driver::LaunchConfig {
             grid_dim: (grid.0, grid.1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: smem,
         };
         // SAFETY: the argument list above is the kernel's (this function's contract); the
         // caller vouches for the shapes and buffers.
@@ -256,6 +321,17 @@ impl FnLaunch {
             "f32"
         } else {
             "h16"
+        };
+        format!("{stem}_{s}_w{}", self.width)
+    }
+
+    /// The kernel `{stem}_{f32|bf16|f16}_w{width}`: v5 / v6 / v8 / v9 come per x dtype (the
+    /// conversions and the activation fold into the kernel at compile time; session 23).
+    fn kernel_name_dt(&self, stem: &str) -> String {
+        let s = match self.x_dtype() {
+            DType::F32 => "f32",
+            DType::BF16 => "bf16",
+            _ => "f16",
         };
         format!("{stem}_{s}_w{}", self.width)
     }
@@ -283,7 +359,7 @@ impl FnLaunch {
         let nv = self.seqlen / (16 / xd.size());
         let gx = nv.div_ceil(256 * u) as u32;
         let gy = (rows as u64).min(65535) as u32;
-        let name = self.kernel_name(&format!("conv1d_fn_v5u{u}"));
+        let name = self.kernel_name_dt(&format!("conv1d_fn_v5u{u}"));
         // SAFETY: conv1d_fn_v5u* takes launch_prefill's arguments with lead = rows; rows are
         // 16-byte aligned (checked above), device buffers start 256-byte aligned; the kernel
         // walks rows past gridDim.y itself.
@@ -309,13 +385,99 @@ impl FnLaunch {
         if dvv == 0 || ys == 0 {
             return Ok(());
         }
-        let name = self.kernel_name("conv1d_fn_v6");
+        let name = self.kernel_name_dt("conv1d_fn_v6");
         let grid = (dvv.div_ceil(256) as u32, ys.min(65535) as u32);
         // SAFETY: conv1d_fn_v6_* takes launch_prefill's arguments with lead = batch; x / out
         // hold batch*L*dim, init / fin batch*(width-1)*dim values (channel-last); dim *
         // sizeof(x) % 16 == 0 (checked above), so every token row starts 16-byte aligned; the
         // kernel walks y past gridDim.y itself.
         unsafe { self.launch_prefill(g, &name, self.batch as i64, grid) }
+    }
+
+    /// Resident blocks of `f` at `threads` a block and `smem` bytes (the driver's occupancy,
+    /// at least 1) times the SMs: the persistent grid of v8 / v9.
+    fn resident(
+        g: &Gpu,
+        f: &cudarc::driver::CudaFunction,
+        threads: u32,
+        smem: u32,
+    ) -> Result<u64, GpuError> {
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(threads, smem as usize, None)
+            .map_err(|e| GpuError::Driver(format!("conv1d occupancy: {e}")))?
+            .max(1);
+        Ok(g.sm_count as u64 * per_sm as u64)
+    }
+
+    /// v8 (channel-first through the bulk copy engine): persistent blocks over (row, tile of
+    /// V8_TV vectors) tiles, V8_STAGES stages of V8_TV + 1 vectors each.
+    pub fn run_v8(&self, g: &Gpu) -> Result<(), GpuError> {
+        let xd = self.x_dtype();
+        if let Some(why) = v2_ok("v8", xd, self.seqlen, self.width) {
+            return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
+        }
+        let rows = (self.batch * self.dim) as u64;
+        let nv = (self.seqlen / (16 / xd.size())) as u64;
+        let items = rows * nv.div_ceil(V8_TV as u64);
+        if items == 0 {
+            return Ok(());
+        }
+        let name = self.kernel_name_dt("conv1d_fn_v8");
+        let f = g.function("causal_conv1d", &name)?;
+        let smem = v8_smem_bytes();
+        let grid = items.min(Self::resident(g, &f, V8_THREADS, smem)?).max(1) as u32;
+        // SAFETY: conv1d_fn_v8_* takes launch_prefill's arguments with lead = rows; rows are
+        // 16-byte aligned (checked above: the bulk copies need it), device buffers start
+        // 256-byte aligned; smem = the kernel's barrier header + stages.
+        unsafe { self.launch_prefill_on(g, &f, &name, rows as i64, (grid, 1), V8_THREADS, smem) }
+    }
+
+    /// v9 (channel-last through the bulk copy engine): grid (strips of V9_THREADS channel
+    /// vectors, batch x segments), the segments per row as many as fit in one wave of resident
+    /// blocks (at least one).
+    pub fn run_v9(&self, g: &Gpu) -> Result<(), GpuError> {
+        let xd = self.x_dtype();
+        if self.width == 0 || self.width > MAX_WIDTH {
+            return Err(GpuError::Unsupported(format!(
+                "{OP_FN} v9 needs width 1..={MAX_WIDTH} (width = {})",
+                self.width
+            )));
+        }
+        if let Some(why) = v6_ok(xd, self.dim).map(|w| w.replace("v6", "v9")) {
+            return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
+        }
+        if self.batch > 65535 {
+            return Err(GpuError::Unsupported(format!(
+                "{OP_FN} v9 takes batch <= 65535 (gridDim.y; batch = {}); use v6",
+                self.batch
+            )));
+        }
+        let dvv = (self.dim / (16 / xd.size())) as u64;
+        let strips = dvv.div_ceil(V9_THREADS as u64);
+        if strips == 0 || self.batch == 0 {
+            return Ok(());
+        }
+        let name = self.kernel_name_dt("conv1d_fn_v9");
+        let f = g.function("causal_conv1d", &name)?;
+        let smem = v9_smem_bytes();
+        let fit = Self::resident(g, &f, V9_THREADS, smem)? / (strips * self.batch as u64);
+        let nseg = v9_segments(self.seqlen as u64, fit, self.batch as u64);
+        let gy = self.batch as u64 * nseg;
+        // SAFETY: conv1d_fn_v9_* takes launch_prefill's arguments with lead = batch; x / out
+        // hold batch*L*dim, init / fin batch*(width-1)*dim values (channel-last); dim *
+        // sizeof(x) % 16 == 0 (checked above: the bulk copies need 16-byte rows); gridDim.y =
+        // batch * nseg (the kernel derives nseg from it); smem = barrier header + stages.
+        unsafe {
+            self.launch_prefill_on(
+                g,
+                &f,
+                &name,
+                self.batch as i64,
+                (strips as u32, gy as u32),
+                V9_THREADS,
+                smem,
+            )
+        }
     }
 
     /// `version`: "v1", "v2" or "v5" (channel-first pointers), "v3", "v4" or "v6" (channel-last:
@@ -403,10 +565,12 @@ impl FnLaunch {
             }
             "v5" => self.run_v5(g),
             "v6" => self.run_v6(g),
+            "v8" => self.run_v8(g),
+            "v9" => self.run_v9(g),
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
-                known: "auto, v1, v2, v3, v4, v5, v6".into(),
+                known: "auto, v1, v2, v3, v4, v5, v6, v8, v9".into(),
             }),
         }
     }
@@ -462,8 +626,17 @@ pub fn run_fn(
     };
     let act = activation(p, OP_FN)?;
     let version = match version {
-        // Session 17 (H200, Super prefill): v6 864-871 us vs v4 1021-1023; v5 617-622 vs v2
-        // 717-723.
+        // Session 23 (H200, Super prefill, bf16 width 4, call 3): v9 562-573 us vs v6 876-882;
+        // v5 (per dtype, 64 registers) 577-583 vs v8 622-632. Session 17: v6 864-871 us vs v4
+        // 1021-1023; v5 617-622 vs v2 717-723.
+        "auto"
+            if cl
+                && width <= MAX_WIDTH
+                && batch <= 65535
+                && v6_ok(gpu_float_dtype(xt.dtype()), dim).is_none() =>
+        {
+            "v9"
+        }
         "auto" if cl && width <= MAX_WIDTH && v6_ok(gpu_float_dtype(xt.dtype()), dim).is_none() => {
             "v6"
         }
@@ -473,9 +646,9 @@ pub fn run_fn(
         "auto" => "v1",
         v => v,
     };
-    if matches!(version, "v3" | "v4" | "v6") != cl {
+    if matches!(version, "v3" | "v4" | "v6" | "v9") != cl {
         return Err(GpuError::Unsupported(format!(
-            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 are channel_first, v3 / v4 / v6 channel_last",
+            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 / v8 are channel_first, v3 / v4 / v6 / v9 channel_last",
             if cl { "channel_last" } else { "channel_first" }
         )));
     }
@@ -825,7 +998,7 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    for v in ["v1", "v2", "v5", "v3", "v4", "v6"] {
+    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
@@ -836,6 +1009,34 @@ pub fn bench_prefill(
     Ok(serde_json::json!({"op": OP_FN,
         "shape": {"batch": batch, "dim": dim, "seqlen": seqlen, "width": width, "dtype": "bf16", "activation": "silu"},
         "bytes": bytes,
-        "copy": {"bytes": 2 * n * 2, "time": timing_json(&ct), "gb_per_s": cgbs},
+        "copy": {"bytes": 2 * n * 2, "time": timing_json(&ct), "gb_per_s": cgbs,
+                 "variants": crate::bench::copy_variants(g, n * 2)?},
         "versions": versions}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v9_segments_fill_one_wave_and_stay_long() {
+        // Super prefill: 10 strips, 792 resident blocks -> 79 segments of a 50,000-token row.
+        assert_eq!(v9_segments(50_000, 792 / 10, 1), 79);
+        // Short rows: at least 16 tokens a segment, at least one segment.
+        assert_eq!(v9_segments(100, 79, 1), 6);
+        assert_eq!(v9_segments(10, 79, 1), 1);
+        assert_eq!(v9_segments(0, 79, 1), 1);
+        // More strips x rows than resident blocks: one segment each.
+        assert_eq!(v9_segments(50_000, 0, 4), 1);
+        // gridDim.y = batch x segments stays <= 65535.
+        assert!(v9_segments(1 << 30, 1 << 20, 1000) * 1000 <= 65535);
+    }
+
+    #[test]
+    fn tma_stages_fit_the_default_shared_memory() {
+        // No attribute is set: both must stay under 48 KiB.
+        assert!(v8_smem_bytes() <= 48 * 1024, "{}", v8_smem_bytes());
+        assert!(v9_smem_bytes() <= 48 * 1024, "{}", v9_smem_bytes());
+        assert_eq!(v8_smem_bytes(), 128 + 4 * 513 * 16);
+    }
 }
