@@ -685,15 +685,23 @@ CONV1D_FN_V6(u16, f16, DT_F16, 4, 4)
 // mbarrier a stage, issued by thread 0), so the bytes in flight are not held in registers and
 // no thread waits on its own loads; every thread reads its 16-byte vectors from the stage,
 // computes v2's arithmetic (FMA in the taps' order, fast silu) and stores straight to global
-// memory (.cs). After a barrier (every thread done with the stage) thread 0 refills it with the
-// block's tile ST ahead. Shared memory: 128 bytes of barriers + ST stages.
+// memory (.cs). v9: after a block barrier (every thread done with the stage) thread 0 refills it
+// with the block's tile ST ahead; v8 / v10: a producer warp refills a stage once every consumer
+// warp has arrived on its empty barrier. Shared memory: 128 bytes of barriers + ST stages.
+// Measured (session 23 call 4, Super prefill bf16): v10 547-552 us, v9 560-565 (channel-last,
+// copy 523); v8 622-624 (channel-first; v5 in registers 570).
 //
 // v8, channel-first (x, out (batch, dim, L)): a tile is CONV8_TV vectors of one row plus the
 // 16-byte vector before it (the halo; initial_states / zero at the row start), tiles (row,
 // tile) walked by the persistent blocks in a grid stride. v2's conditions (L * sizeof(x) % 16
-// == 0, width <= 4).
+// == 0, width <= 4). Warp-specialized (session 23, after call 3's block-barrier form ran 622-632
+// us at 14 cycles an issue): CONV8_THREADS consumer warps and one producer warp; a stage has a
+// full barrier (the bulk copy's bytes) and an empty one (one arrival a consumer warp), so no
+// block-wide barrier orders the warps and the producer refills a stage as soon as the last
+// warp is done with it.
 #define CONV_TMA_ST 4
 #define CONV8_THREADS 256
+#define CONV8_BLOCK (CONV8_THREADS + 32)
 #define CONV8_VPT 2
 #define CONV8_TV (CONV8_THREADS * CONV8_VPT)
 // a / b with a 32-bit division when both fit (the tile walk divides once a tile).
@@ -712,6 +720,7 @@ __device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, in
     constexpr int TV = CONV8_TV;
     extern __shared__ __align__(128) unsigned char conv8_sm[];
     u64* full = (u64*)conv8_sm;
+    u64* empty = full + CONV_TMA_ST;
     uint4* ring = (uint4*)(conv8_sm + 128);
     const int tid = threadIdx.x;
     const i64 nv = L / VE;
@@ -719,27 +728,36 @@ __device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, in
     const i64 items = rows * tpr;
     const uint4* xv = (const uint4*)x;
     uint4* ov = (uint4*)out;
-    // Stage s: slot 0 the vector before the tile (absent at a row start), slots 1.. the tile.
-    auto issue = [&](i64 it, int s) {
-        const i64 r = conv_div(it, tpr), v0 = (it - r * tpr) * TV;
-        const i64 n = min((i64)TV, nv - v0);
-        const i64 h = v0 > 0 ? 1 : 0;
-        const u32 bytes = (u32)((n + h) * 16);
-        duet_mbar_expect_tx(&full[s], bytes);
-        duet_bulk_g2s(ring + (i64)s * (TV + 1) + (1 - h), xv + r * nv + v0 - h, bytes, &full[s]);
-        duet_mbar_arrive(&full[s]);
-    };
     if (tid == 0) {
-        for (int s = 0; s < CONV_TMA_ST; ++s) duet_mbar_init(&full[s], 1);
+        for (int s = 0; s < CONV_TMA_ST; ++s) {
+            duet_mbar_init(&full[s], 1);
+            duet_mbar_init(&empty[s], CONV8_THREADS / 32);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    if (tid == 0) {
-        for (int s = 0; s < CONV_TMA_ST; ++s) {
-            const i64 it = (i64)blockIdx.x + (i64)s * gridDim.x;
-            if (it < items) issue(it, s);
+    if (tid >= CONV8_THREADS) {
+        // ---- producer: lane 0 of the last warp ----
+        if (tid != CONV8_THREADS) return;
+        for (i64 k = 0;; ++k) {
+            const i64 it = (i64)blockIdx.x + k * gridDim.x;
+            if (it >= items) break;
+            const int s = (int)(k % CONV_TMA_ST);
+            // Use u = k / ST of stage s waits for the consumers' release of use u - 1.
+            if (k >= CONV_TMA_ST) duet_mbar_wait(&empty[s], (u32)((k / CONV_TMA_ST - 1) & 1));
+            // Stage s: slot 0 the vector before the tile (absent at a row start), slots 1..
+            // the tile.
+            const i64 r = conv_div(it, tpr), v0 = (it - r * tpr) * TV;
+            const i64 n = min((i64)TV, nv - v0);
+            const i64 h = v0 > 0 ? 1 : 0;
+            const u32 bytes = (u32)((n + h) * 16);
+            duet_mbar_expect_tx(&full[s], bytes);
+            duet_bulk_g2s(ring + (i64)s * (TV + 1) + (1 - h), xv + r * nv + v0 - h, bytes, &full[s]);
+            duet_mbar_arrive(&full[s]);
         }
+        return;
     }
+    // ---- consumers ----
     for (i64 k = 0;; ++k) {
         const i64 it = (i64)blockIdx.x + k * gridDim.x;
         if (it >= items) break;
@@ -782,16 +800,13 @@ __device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, in
                 for (int m = 0; m < H; ++m) store_from_f32(fin, r * H + m, xdt, a[VE + m]);
             }
         }
-        __syncthreads();  // every thread is done with stage s
-        if (tid == 0) {
-            const i64 nx = it + (i64)CONV_TMA_ST * gridDim.x;
-            if (nx < items) issue(nx, s);
-        }
+        __syncwarp();  // every lane of this warp is done with stage s
+        if ((tid & 31) == 0) duet_mbar_arrive(&empty[s]);
     }
 }
 
 #define CONV1D_FN_V8(S, SN, DT, W)                                                                   \
-    extern "C" __global__ void __launch_bounds__(CONV8_THREADS)                                 \
+    extern "C" __global__ void __launch_bounds__(CONV8_BLOCK)                                 \
         conv1d_fn_v8_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
                                  const void* bias, int bdt, const void* init, int idt,          \
                                  i64 rows, i64 dim, i64 L, int act, void* out, void* fin) {     \
@@ -824,7 +839,10 @@ CONV1D_FN_V8(u16, f16, DT_F16, 4)
 // dim * sizeof(x) % 16 == 0 (v6's condition).
 #define CONV9_THREADS 128
 #define CONV9_TT 4
-template <typename S, int W>
+// WS (version v10, session 23): v9 warp-specialized as v8 is: a producer warp (lane 0 issues
+// the copies) after the CONV9_THREADS consumer threads, a full and an empty barrier a stage
+// (one arrival a consumer warp), no block-wide barrier in the loop.
+template <typename S, int W, bool WS>
 __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, int xdt,
                                                   const void* __restrict__ w, int wdt,
                                                   const void* __restrict__ bias, int bdt,
@@ -838,6 +856,7 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
     constexpr int SV = CONV9_THREADS * CONV9_TT;  // vectors a stage
     extern __shared__ __align__(128) unsigned char conv9_sm[];
     u64* full = (u64*)conv9_sm;
+    u64* empty = full + CONV_TMA_ST;
     uint4* ring = (uint4*)(conv9_sm + 128);
     const int tid = threadIdx.x;
     const i64 nseg = max((i64)1, (i64)gridDim.y / max(batch, (i64)1));
@@ -849,7 +868,7 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
     const i64 dvv = dim / VE;
     const i64 cv0 = (i64)blockIdx.x * CONV9_THREADS;
     const i64 nvec = min((i64)CONV9_THREADS, dvv - cv0);
-    const bool on = tid < nvec;
+    const bool on = tid < nvec;  // (false in the producer warp: tid >= CONV9_THREADS)
     const i64 d0 = (cv0 + tid) * VE;
     const i64 ntile = (t1 - t0 + CONV9_TT - 1) / CONV9_TT;
     const unsigned char* xb = (const unsigned char*)x;
@@ -864,11 +883,24 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
         duet_mbar_arrive(&full[s]);
     };
     if (tid == 0) {
-        for (int s = 0; s < CONV_TMA_ST; ++s) duet_mbar_init(&full[s], 1);
+        for (int s = 0; s < CONV_TMA_ST; ++s) {
+            duet_mbar_init(&full[s], 1);
+            if (WS) duet_mbar_init(&empty[s], CONV9_THREADS / 32);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    if (tid == 0) {
+    if (WS && tid >= CONV9_THREADS) {
+        // ---- producer: lane 0 of the last warp ----
+        if (tid != CONV9_THREADS) return;
+        for (i64 i = 0; i < ntile; ++i) {
+            const int s = (int)(i % CONV_TMA_ST);
+            if (i >= CONV_TMA_ST) duet_mbar_wait(&empty[s], (u32)((i / CONV_TMA_ST - 1) & 1));
+            issue(i, s);
+        }
+        return;
+    }
+    if (!WS && tid == 0) {
         for (int s = 0; s < CONV_TMA_ST && s < ntile; ++s) issue(s, s);
     }
     float wk[W][VE], b0[VE], win[HA][VE];
@@ -921,8 +953,13 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
                 __stcs(ob + (((b * L + tok + u) * dim + d0) / VE), VecIO<S>::pack(o, xdt));
             }
         }
-        __syncthreads();  // every thread is done with stage s
-        if (tid == 0 && i + CONV_TMA_ST < ntile) issue(i + CONV_TMA_ST, s);
+        if (WS) {
+            __syncwarp();  // every lane of this warp is done with stage s
+            if ((tid & 31) == 0) duet_mbar_arrive(&empty[s]);
+        } else {
+            __syncthreads();  // every thread is done with stage s
+            if (tid == 0 && i + CONV_TMA_ST < ntile) issue(i + CONV_TMA_ST, s);
+        }
     }
     if (on && t1 == L) {
 #pragma unroll
@@ -932,14 +969,16 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
     }
 }
 
-#define CONV1D_FN_V9(S, SN, DT, W)                                                                   \
-    extern "C" __global__ void __launch_bounds__(CONV9_THREADS)                                 \
-        conv1d_fn_v9_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
+#define CONV1D_FN_V9(S, SN, DT, W) CONV1D_FN_V9_FORM(S, SN, DT, W, v9, false, CONV9_THREADS)    \
+    CONV1D_FN_V9_FORM(S, SN, DT, W, v10, true, CONV9_THREADS + 32)
+#define CONV1D_FN_V9_FORM(S, SN, DT, W, STEM, WS, NT)                                            \
+    extern "C" __global__ void __launch_bounds__(NT)                                            \
+        conv1d_fn_##STEM##_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
                                  const void* bias, int bdt, const void* init, int idt,          \
                                  i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {    \
         DUET_PDL_ENTRY();                                                                       \
         conv_specialize(act, [&](auto a) {                                   \
-            conv1d_fn_v9_impl<S, W>(x, DT, w, wdt, bias, bdt, init, idt, batch, dim, \
+            conv1d_fn_v9_impl<S, W, WS>(x, DT, w, wdt, bias, bdt, init, idt, batch, dim, \
                                  L, decltype(a)::value, out, fin);                         \
         });                                                           \
     }

@@ -15,19 +15,22 @@
 //! 16-byte vector of channels a thread (8 bf16 / f16, 4 f32), weights loaded once a thread, a
 //! 2-D grid (channel vectors, (batch, 64-token chunk)); needs dim * sizeof(x) % 16 == 0.
 //! `v8` (session 23): channel-first through the bulk copy engine (persistent blocks, 4 stages
-//! of 512 vectors + the halo vector in shared memory, one mbarrier a stage); v2's conditions.
+//! of 512 vectors + the halo vector in shared memory; warp-specialized: 8 consumer warps and a
+//! producer warp, a full and an empty mbarrier a stage); v2's conditions.
 //! `v9` (session 23): channel-last through the bulk copy engine (a block owns a strip of 128
 //! channel vectors and one token segment of a batch row, as many segments as fit one wave of
 //! resident blocks; 4 stages of 4 token rows; taps and window in registers); v6's conditions
-//! and batch <= 65535. v5 / v6 / v8 / v9 are compiled per x dtype (`_f32` / `_bf16` / `_f16`)
+//! and batch <= 65535. `v10`: v9 warp-specialized as v8 is (a producer warp, full and empty
+//! barriers a stage). v5 / v6 / v8 / v9 / v10 are compiled per x dtype (`_f32` / `_bf16` / `_f16`)
 //! with the activation folded at compile time, silu on the ftz SFU forms.
-//! `auto`: channel-first v5 where it applies, else v1; channel-last v9, else v6, v4, v3.
+//! `auto`: channel-first v5 where it applies, else v1; channel-last v10, else v6, v4, v3.
 //! Update: `v1`, one thread per (row, channel), width <= 4.
 //!
-//! Session 23 (call 3, two runs; the driver's device-to-device memcpy of the same bytes 486-491
-//! us, duet's copy kernel 524-526): v9 562.2 / 573.1 us (channel-last), v5 held to 64
-//! registers 577.2 / 582.5 (measured as the bench-only `v5m4`, the kernel v5 now is; at 75
-//! registers 632.8 / 640.6), v8 622.0 / 631.6, v6 875.5 / 881.6.
+//! Session 23 (call 4, two runs; the driver's device-to-device memcpy of the same bytes 484.0 /
+//! 484.1 us, duet's copy kernel 522.9 / 523.3): channel-last v10 547.3 / 551.6 us, v9 560.1 /
+//! 564.7, v6 862.4 / 868.6; channel-first v5 569.6 / 569.6, v8 622.2 / 623.6 (v8 with a block
+//! barrier a tile instead of a producer warp: 622.0 / 631.6 in call 3; v5 at 75 registers
+//! before it was held to 64: 632.8 / 640.6).
 //! Measured on the H200 (bench preset `conv1d_prefill_50k`: batch 1, 10240 channels, 50,000
 //! tokens, width 4, bf16, silu; session 17 calls 4-5, four runs): v5 616.5-622.2 us (84.1-84.7%
 //! of a same-bytes device copy at 522-524 us), v2 716.5-722.9, v1 ~6230; channel-last v6
@@ -53,7 +56,9 @@ pub fn ops() -> Vec<GpuOp> {
     vec![
         GpuOp {
             name: OP_FN,
-            versions: &["auto", "v1", "v2", "v3", "v4", "v5", "v6", "v8", "v9"],
+            versions: &[
+                "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v8", "v9", "v10",
+            ],
             run: run_fn,
             applicable: applicable_fn,
         },
@@ -168,10 +173,12 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
     let cl = reference::ops::causal_conv1d_fn::read_channel_last(p).ok()?;
     match (version, cl) {
         ("v1" | "v2" | "v5" | "v8", true) => Some(format!(
-            "{version} takes layout channel_first; channel_last runs v3 / v4 / v6 / v9"
+            "{version} takes layout channel_first; channel_last runs v3 / v4 / v6 / v9 / v10"
         )),
-        ("v3" | "v4" | "v6" | "v9", false) => Some(format!("{version} takes layout channel_last")),
-        ("v3" | "v4" | "v6" | "v9", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => {
+        ("v3" | "v4" | "v6" | "v9" | "v10", false) => {
+            Some(format!("{version} takes layout channel_last"))
+        }
+        ("v3" | "v4" | "v6" | "v9" | "v10", true) if w.shape[1] == 0 || w.shape[1] > MAX_WIDTH => {
             Some(format!(
                 "{version} needs width 1..={MAX_WIDTH} (width = {})",
                 w.shape[1]
@@ -179,8 +186,8 @@ pub fn applicable_fn(version: &str, inputs: &TensorMap, p: &Params) -> Option<St
         }
         ("v4", true) => v4_ok(x.shape[2]),
         ("v6", true) => v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]),
-        ("v9", true) => {
-            v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]).map(|w| w.replace("v6", "v9"))
+        ("v9" | "v10", true) => {
+            v6_ok(gpu_float_dtype(x.dtype()), x.shape[2]).map(|w| w.replace("v6", version))
         }
         ("v2" | "v5" | "v8", false) => v2_ok(version, x.dtype(), x.shape[2], w.shape[1]),
         _ => None,
@@ -217,16 +224,17 @@ const V6_CHUNK: usize = 64;
 const V5_U: usize = 4;
 /// v8 / v9 stages (CONV_TMA_ST in the kernel).
 const TMA_STAGES: u32 = 4;
-/// v8 threads a block and 16-byte vectors a tile (CONV8_THREADS, CONV8_TV).
-const V8_THREADS: u32 = 256;
+/// v8 threads a block (CONV8_BLOCK: 8 consumer warps and a producer warp) and 16-byte vectors
+/// a tile (CONV8_TV).
+const V8_THREADS: u32 = 288;
 const V8_TV: usize = 512;
 /// v9 threads a block (16-byte channel vectors a strip) and token rows a stage (CONV9_THREADS,
 /// CONV9_TT).
 const V9_THREADS: u32 = 128;
 const V9_TT: u32 = 4;
 
-/// v8's dynamic shared memory: 128 bytes of barriers, then TMA_STAGES stages of the tile and
-/// the vector before it.
+/// v8's dynamic shared memory: 128 bytes of barriers (full and empty a stage), then TMA_STAGES
+/// stages of the tile and the vector before it.
 fn v8_smem_bytes() -> u32 {
     128 + TMA_STAGES * (V8_TV as u32 + 1) * 16
 }
@@ -436,19 +444,29 @@ impl FnLaunch {
     /// vectors, batch x segments), the segments per row as many as fit in one wave of resident
     /// blocks (at least one).
     pub fn run_v9(&self, g: &Gpu) -> Result<(), GpuError> {
+        self.run_v9_form(g, false)
+    }
+
+    /// v10: v9 warp-specialized (a producer warp after the 128 consumer threads).
+    pub fn run_v10(&self, g: &Gpu) -> Result<(), GpuError> {
+        self.run_v9_form(g, true)
+    }
+
+    fn run_v9_form(&self, g: &Gpu, ws: bool) -> Result<(), GpuError> {
         let xd = self.x_dtype();
+        let v = if ws { "v10" } else { "v9" };
         if self.width == 0 || self.width > MAX_WIDTH {
             return Err(GpuError::Unsupported(format!(
-                "{OP_FN} v9 needs width 1..={MAX_WIDTH} (width = {})",
+                "{OP_FN} {v} needs width 1..={MAX_WIDTH} (width = {})",
                 self.width
             )));
         }
-        if let Some(why) = v6_ok(xd, self.dim).map(|w| w.replace("v6", "v9")) {
+        if let Some(why) = v6_ok(xd, self.dim).map(|w| w.replace("v6", v)) {
             return Err(GpuError::Unsupported(format!("{OP_FN} {why}")));
         }
         if self.batch > 65535 {
             return Err(GpuError::Unsupported(format!(
-                "{OP_FN} v9 takes batch <= 65535 (gridDim.y; batch = {}); use v6",
+                "{OP_FN} {v} takes batch <= 65535 (gridDim.y; batch = {}); use v6",
                 self.batch
             )));
         }
@@ -457,10 +475,11 @@ impl FnLaunch {
         if strips == 0 || self.batch == 0 {
             return Ok(());
         }
-        let name = self.kernel_name_dt("conv1d_fn_v9");
+        let name = self.kernel_name_dt(if ws { "conv1d_fn_v10" } else { "conv1d_fn_v9" });
         let f = g.function("causal_conv1d", &name)?;
         let smem = v9_smem_bytes();
-        let fit = Self::resident(g, &f, V9_THREADS, smem)? / (strips * self.batch as u64);
+        let threads = V9_THREADS + if ws { 32 } else { 0 };
+        let fit = Self::resident(g, &f, threads, smem)? / (strips * self.batch as u64);
         let nseg = v9_segments(self.seqlen as u64, fit, self.batch as u64);
         let gy = self.batch as u64 * nseg;
         // SAFETY: conv1d_fn_v9_* takes launch_prefill's arguments with lead = batch; x / out
@@ -474,7 +493,7 @@ impl FnLaunch {
                 &name,
                 self.batch as i64,
                 (strips as u32, gy as u32),
-                V9_THREADS,
+                threads,
                 smem,
             )
         }
@@ -567,10 +586,11 @@ impl FnLaunch {
             "v6" => self.run_v6(g),
             "v8" => self.run_v8(g),
             "v9" => self.run_v9(g),
+            "v10" => self.run_v10(g),
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
-                known: "auto, v1, v2, v3, v4, v5, v6, v8, v9".into(),
+                known: "auto, v1, v2, v3, v4, v5, v6, v8, v9, v10".into(),
             }),
         }
     }
@@ -626,16 +646,16 @@ pub fn run_fn(
     };
     let act = activation(p, OP_FN)?;
     let version = match version {
-        // Session 23 (H200, Super prefill, bf16 width 4, call 3): v9 562-573 us vs v6 876-882;
-        // v5 (per dtype, 64 registers) 577-583 vs v8 622-632. Session 17: v6 864-871 us vs v4
-        // 1021-1023; v5 617-622 vs v2 717-723.
+        // Session 23 (H200, Super prefill, bf16 width 4, call 4): v10 547.3 / 551.6 us vs v9
+        // 560.1 / 564.7 and v6 862-869; v5 (per dtype, 64 registers) 569.6 vs v8 622-624.
+        // Session 17: v6 864-871 us vs v4 1021-1023; v5 617-622 vs v2 717-723.
         "auto"
             if cl
                 && width <= MAX_WIDTH
                 && batch <= 65535
                 && v6_ok(gpu_float_dtype(xt.dtype()), dim).is_none() =>
         {
-            "v9"
+            "v10"
         }
         "auto" if cl && width <= MAX_WIDTH && v6_ok(gpu_float_dtype(xt.dtype()), dim).is_none() => {
             "v6"
@@ -646,9 +666,9 @@ pub fn run_fn(
         "auto" => "v1",
         v => v,
     };
-    if matches!(version, "v3" | "v4" | "v6" | "v9") != cl {
+    if matches!(version, "v3" | "v4" | "v6" | "v9" | "v10") != cl {
         return Err(GpuError::Unsupported(format!(
-            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 / v8 are channel_first, v3 / v4 / v6 / v9 channel_last",
+            "{OP_FN} {version} does not take layout {}: v1 / v2 / v5 / v8 are channel_first, v3 / v4 / v6 / v9 / v10 channel_last",
             if cl { "channel_last" } else { "channel_first" }
         )));
     }
@@ -998,7 +1018,7 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9"] {
+    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9", "v10"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
