@@ -21,3 +21,56 @@ extern "C" __global__ void copy_v2(const uint4* __restrict__ src, uint4* __restr
     }
     for (; i < n; i += stride) dst[i] = __ldg(src + i);
 }
+
+// v3 (session 23, compile-checked; not yet run on the device): the copy through the bulk copy
+// engine both ways. One thread a block drives COPY3_ST stages of COPY3_CH bytes: a bulk load
+// global -> shared completing on the stage's mbarrier, then a bulk store shared -> global
+// (bulk_group), and the stage is reloaded once the store has read it (wait_group.read). The
+// question it answers: does the engine's path reach the driver's memcpy (484 us for 2.05 GB on
+// the H200, session 23) where load / store kernels stop near 522 us? Needs n * 16 bytes in
+// whole 16-byte vectors (every copy size a multiple of 16).
+#define COPY3_ST 5
+#define COPY3_CH 8192
+__device__ __forceinline__ void copy3_bulk_store(void* gdst, const void* ssrc, u32 bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
+                 "r"(duet_smem_u32(ssrc)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+extern "C" __global__ void __launch_bounds__(32) copy_v3(const uint4* __restrict__ src,
+                                                          uint4* __restrict__ dst, i64 n) {
+    extern __shared__ __align__(128) unsigned char copy3_sm[];
+    u64* full = (u64*)copy3_sm;
+    unsigned char* ring = copy3_sm + 128;
+    if (threadIdx.x != 0) return;
+    const i64 bytes = n * 16;
+    const i64 chunks = (bytes + COPY3_CH - 1) / COPY3_CH;
+    const unsigned char* s8 = (const unsigned char*)src;
+    unsigned char* d8 = (unsigned char*)dst;
+    for (int s = 0; s < COPY3_ST; ++s) duet_mbar_init(&full[s], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    auto load = [&](i64 c, int s) {
+        const u32 len = (u32)min((i64)COPY3_CH, bytes - c * COPY3_CH);
+        duet_mbar_expect_tx(&full[s], len);
+        duet_bulk_g2s(ring + s * COPY3_CH, s8 + c * COPY3_CH, len, &full[s]);
+        duet_mbar_arrive(&full[s]);
+    };
+    for (int s = 0; s < COPY3_ST; ++s) {
+        const i64 c = (i64)blockIdx.x + (i64)s * gridDim.x;
+        if (c < chunks) load(c, s);
+    }
+    for (i64 k = 0;; ++k) {
+        const i64 c = (i64)blockIdx.x + k * gridDim.x;
+        if (c >= chunks) break;
+        const int s = (int)(k % COPY3_ST);
+        duet_mbar_wait(&full[s], (u32)((k / COPY3_ST) & 1));
+        const u32 len = (u32)min((i64)COPY3_CH, bytes - c * COPY3_CH);
+        copy3_bulk_store(d8 + c * COPY3_CH, ring + s * COPY3_CH, len);
+        const i64 nx = c + (i64)COPY3_ST * gridDim.x;
+        if (nx < chunks) {
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // stage s read
+            load(nx, s);
+        }
+    }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every store complete
+}

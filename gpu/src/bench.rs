@@ -80,17 +80,19 @@ pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
 
 /// Device-to-device copy of `bytes` bytes: (timing, GB/s counting read + write).
 pub fn copy_ceiling(g: &Gpu, bytes: usize) -> Result<(Timing, f64), GpuError> {
-    copy_kernel(g, bytes, "copy_v1", 8, 512)
+    copy_kernel(g, bytes, "copy_v1", 8, 512, 0)
 }
 
 /// Times `bench_copy.cu`'s kernel `name` copying `bytes` (rounded down to 16) on `blocks_per_sm`
-/// x SMs blocks of `threads`; returns the timing and GB/s counting bytes read plus written.
+/// x SMs blocks of `threads` with `smem` bytes of dynamic shared memory (<= 48 KiB); returns the
+/// timing and GB/s counting bytes read plus written.
 fn copy_kernel(
     g: &Gpu,
     bytes: usize,
     name: &str,
     blocks_per_sm: u32,
     threads: u32,
+    smem: u32,
 ) -> Result<(Timing, f64), GpuError> {
     let n16 = bytes / 16;
     let src = g.alloc_raw::<u8>(n16 * 16)?;
@@ -100,32 +102,66 @@ fn copy_kernel(
     let f = g.function("bench_copy", name)?;
     let n = n16 as i64;
     let grid = g.sm_count * blocks_per_sm;
+    // The source a byte pattern, the destination poisoned: checked after the timing.
+    for (p, v) in [(sp, 0x5Au8), (dp, 0xA5u8)] {
+        // SAFETY: p is a live allocation of n16 * 16 bytes on this stream's context.
+        unsafe { cudarc::driver::result::memset_d8_async(p, v, n16 * 16, g.stream.cu_stream()) }
+            .map_err(|e| GpuError::Driver(format!("{name}: memset: {e}")))?;
+    }
     let (t, _) = time_launch(g, false, || {
         let mut a = g.stream.launch_builder(&f);
         a.arg(&sp).arg(&dp).arg(&n);
-        // SAFETY: both buffers hold n16 16-byte vectors; the kernels walk them grid-stride.
-        unsafe { a.launch(cfg(grid, threads, 0)) }
+        // SAFETY: both buffers hold n16 16-byte vectors; the kernels walk them grid-stride;
+        // smem covers copy_v3's barriers and stages (the others take none).
+        unsafe { a.launch(cfg(grid, threads, smem)) }
             .map(|_| ())
             .map_err(|e| GpuError::Driver(format!("{name}: {e}")))
     })?;
+    // The copy must have written every byte: the first, a middle and the last 4 KiB (the
+    // kernels' tails) hold the source's pattern.
+    let len = n16 * 16;
+    let probe = 4096.min(len);
+    for start in [0, len / 2 / 16 * 16, len - probe] {
+        let got = g
+            .stream
+            .clone_dtoh(&dst.slice(start..start + probe))
+            .map_err(|e| GpuError::Driver(format!("{name}: download: {e}")))?;
+        if let Some(i) = got.iter().position(|&b| b != 0x5A) {
+            return Err(GpuError::Driver(format!(
+                "{name} did not copy byte {} of {len} (0x{:02x}): its timing is not a copy",
+                start + i,
+                got[i]
+            )));
+        }
+    }
     let gbs = 2.0 * (n16 * 16) as f64 / (t.median_us * 1e-6) / 1e9;
     Ok((t, gbs))
 }
 
-/// The copy ceiling three ways at `bytes`: `copy_v1` (the benches' ceiling), `copy_v2` (four
-/// loads in flight a thread) and the driver's device-to-device memcpy.
-pub fn copy_variants(g: &Gpu, bytes: usize) -> Result<serde_json::Value, GpuError> {
+/// copy_v3's dynamic shared memory: 128 bytes of barriers and 5 stages of 8 KiB (COPY3_ST,
+/// COPY3_CH in bench_copy.cu).
+const COPY3_SMEM: u32 = 128 + 5 * 8192;
+
+/// The copy ceiling several ways at `bytes`: `copy_v1` (the benches' ceiling), `copy_v2` (four
+/// loads in flight a thread), with `with_v3` `copy_v3` (the bulk copy engine both ways, one
+/// thread a block; session 23, not yet run on the device: only the `copy` preset asks for it)
+/// and the driver's device-to-device memcpy. A variant that fails is reported with its error.
+pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json::Value, GpuError> {
     let mut out = vec![];
-    for (name, bps, threads) in [
-        ("copy_v1", 8, 512),
-        ("copy_v2", 8, 256),
-        ("copy_v2", 4, 256),
-    ] {
-        let (t, gbs) = copy_kernel(g, bytes, name, bps, threads)?;
-        out.push(
-            json!({"kernel": name, "blocks_per_sm": bps, "threads": threads,
-                        "time": timing_json(&t), "gb_per_s": gbs}),
-        );
+    let mut kernels = vec![
+        ("copy_v1", 8, 512, 0),
+        ("copy_v2", 8, 256, 0),
+        ("copy_v2", 4, 256, 0),
+    ];
+    if with_v3 {
+        kernels.push(("copy_v3", 5, 32, COPY3_SMEM));
+    }
+    for (name, bps, threads, smem) in kernels {
+        out.push(match copy_kernel(g, bytes, name, bps, threads, smem) {
+            Ok((t, gbs)) => json!({"kernel": name, "blocks_per_sm": bps, "threads": threads,
+                                   "time": timing_json(&t), "gb_per_s": gbs}),
+            Err(e) => json!({"kernel": name, "blocks_per_sm": bps, "error": e.to_string()}),
+        });
     }
     let n = bytes / 16 * 16;
     let src = g.alloc_raw::<u8>(n)?;
@@ -393,7 +429,7 @@ pub fn preset_versions(
         "copy" => {
             let (t, gbs) = copy_ceiling(&g, 1 << 30)?;
             Ok(json!({"op": "copy", "bytes": 2u64 << 30, "time": timing_json(&t), "gb_per_s": gbs,
-                      "variants": copy_variants(&g, 1 << 30)?}))
+                      "variants": copy_variants(&g, 1 << 30, true)?}))
         }
         other => Err(GpuError::Unsupported(format!(
             "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_4k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"

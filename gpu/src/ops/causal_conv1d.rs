@@ -233,6 +233,9 @@ const V8_TV: usize = 512;
 const V9_THREADS: u32 = 128;
 const V9_TT: u32 = 4;
 
+/// v11's output stages (CONV9_OST stages of V9_TT token rows of a strip) after v9's ring.
+const V11_OUT_BYTES: u32 = 3 * V9_TT * V9_THREADS * 16;
+
 /// v8's dynamic shared memory: 128 bytes of barriers (full and empty a stage), then TMA_STAGES
 /// stages of the tile and the vector before it.
 fn v8_smem_bytes() -> u32 {
@@ -444,17 +447,26 @@ impl FnLaunch {
     /// vectors, batch x segments), the segments per row as many as fit in one wave of resident
     /// blocks (at least one).
     pub fn run_v9(&self, g: &Gpu) -> Result<(), GpuError> {
-        self.run_v9_form(g, false)
+        self.run_v9_form(g, "v9")
     }
 
     /// v10: v9 warp-specialized (a producer warp after the 128 consumer threads).
     pub fn run_v10(&self, g: &Gpu) -> Result<(), GpuError> {
-        self.run_v9_form(g, true)
+        self.run_v9_form(g, "v10")
     }
 
-    fn run_v9_form(&self, g: &Gpu, ws: bool) -> Result<(), GpuError> {
+    /// v11 (session 23; compile-checked, not yet run on the device, so only the bench's
+    /// diagnostic list names it): v10 with the outputs written by bulk stores from
+    /// shared-memory stages.
+    pub fn run_v11(&self, g: &Gpu) -> Result<(), GpuError> {
+        self.run_v9_form(g, "v11")
+    }
+
+    /// v9 / v10 / v11 (`v`): the kernel `conv1d_fn_{v}_*`, 160 threads for the warp-specialized
+    /// forms, v11's output stages after the input ring (over 48 KiB: the attribute is set).
+    fn run_v9_form(&self, g: &Gpu, v: &str) -> Result<(), GpuError> {
         let xd = self.x_dtype();
-        let v = if ws { "v10" } else { "v9" };
+        let ws = v != "v9";
         if self.width == 0 || self.width > MAX_WIDTH {
             return Err(GpuError::Unsupported(format!(
                 "{OP_FN} {v} needs width 1..={MAX_WIDTH} (width = {})",
@@ -475,9 +487,16 @@ impl FnLaunch {
         if strips == 0 || self.batch == 0 {
             return Ok(());
         }
-        let name = self.kernel_name_dt(if ws { "conv1d_fn_v10" } else { "conv1d_fn_v9" });
+        let name = self.kernel_name_dt(&format!("conv1d_fn_{v}"));
         let f = g.function("causal_conv1d", &name)?;
-        let smem = v9_smem_bytes();
+        let smem = v9_smem_bytes() + if v == "v11" { V11_OUT_BYTES } else { 0 };
+        if smem > 48 * 1024 {
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .map_err(|e| GpuError::Driver(format!("{name} shared-memory attribute: {e}")))?;
+        }
         let threads = V9_THREADS + if ws { 32 } else { 0 };
         let fit = Self::resident(g, &f, threads, smem)? / (strips * self.batch as u64);
         let nseg = v9_segments(self.seqlen as u64, fit, self.batch as u64);
@@ -587,6 +606,8 @@ impl FnLaunch {
             "v8" => self.run_v8(g),
             "v9" => self.run_v9(g),
             "v10" => self.run_v10(g),
+            // Bench-only diagnostic (not in the op's versions until it has run on the device).
+            "v11" => self.run_v11(g),
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
@@ -1018,7 +1039,8 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9", "v10"] {
+    // v11 last: compile-checked only (session 23), timed here first; its outputs are not checked.
+    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9", "v10", "v11"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
@@ -1030,7 +1052,7 @@ pub fn bench_prefill(
         "shape": {"batch": batch, "dim": dim, "seqlen": seqlen, "width": width, "dtype": "bf16", "activation": "silu"},
         "bytes": bytes,
         "copy": {"bytes": 2 * n * 2, "time": timing_json(&ct), "gb_per_s": cgbs,
-                 "variants": crate::bench::copy_variants(g, n * 2)?},
+                 "variants": crate::bench::copy_variants(g, n * 2, false)?},
         "versions": versions}))
 }
 
