@@ -389,7 +389,7 @@ pub fn preset_versions(
     }
     let g = gpu()?;
     let rv = RouterVersions(versions);
-    match name {
+    let mut out = match name {
         "router_t1" => router(&g, 1, rv),
         "router_t64" => router(&g, 64, rv),
         "router_t4096" => router(&g, 4096, rv),
@@ -434,7 +434,42 @@ pub fn preset_versions(
         other => Err(GpuError::Unsupported(format!(
             "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_4k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"
         ))),
+    }?;
+    if let (Some(t), Some(o)) = (preset_target(name), out.as_object_mut()) {
+        o.insert("target".into(), t);
     }
+    Ok(out)
+}
+
+/// The issue's speed target for a preset (written into its JSON as `target`), where the issue
+/// names one: the router and NVFP4 (issue 4), conv1d / SSD / SSU (issue 5), the LatentMoE expert
+/// layer (issue 10). `median_us_max`: the median must be at most this; `pct_of_copy_min` /
+/// `effective_tb_per_s_min`: bandwidth floors.
+pub fn preset_target(name: &str) -> Option<serde_json::Value> {
+    let us = |issue: u32, max: f64, what: &str| json!({"issue": issue, "median_us_max": max, "what": what});
+    Some(match name {
+        "router_t1" | "router_t64" => us(4, 5.0, "auto"),
+        "router_t4096" => us(4, 20.0, "auto"),
+        "router_t32768" => us(4, 30.0, "auto"),
+        "nvfp4_8192" => {
+            json!({"issue": 4, "pct_of_copy_min": 85.0, "what": "the best version"})
+        }
+        "conv1d_prefill_50k" => us(
+            5,
+            520.0,
+            "auto in both layouts (channel-first v5, channel-last v10)",
+        ),
+        "ssd_50k" => us(5, 1500.0, "auto"),
+        "ssu_b256_bf16" | "ssu_b256_f32" => json!({"issue": 5, "effective_tb_per_s_min": 4.05,
+            "what": "auto (95% of the 4.27 TB/s copy the issue measured)"}),
+        "ssu_b64_bf16" => us(5, 70.0, "auto"),
+        "ssu_b1_bf16" => us(5, 4.0, "auto"),
+        "moe_t1" => us(10, 25.0, "the expert layer, auto"),
+        "moe_t8" => us(10, 180.0, "the expert layer, auto"),
+        "moe_t64" => us(10, 500.0, "the expert layer, auto"),
+        "moe_t4096" => us(10, 2000.0, "the expert layer, auto"),
+        _ => return None,
+    })
 }
 
 /// One case on its default kernel version, timed end to end through `run_version` (uploads and
@@ -455,4 +490,31 @@ pub fn case(c: &dyn compare::Case) -> Result<serde_json::Value, GpuError> {
               "bytes": c.bytes(), "flops": c.flops(), "gb_per_s": gbs,
               "note": "end to end: includes host<->device transfers; kernel-only numbers: gpu::bench::preset"}),
     )
+}
+
+#[cfg(test)]
+mod target_tests {
+    use super::preset_target;
+
+    #[test]
+    fn presets_carry_their_issue_targets() {
+        let t = preset_target("conv1d_prefill_50k").expect("conv target");
+        assert_eq!(t["median_us_max"], 520.0);
+        assert_eq!(t["issue"], 5);
+        assert_eq!(
+            preset_target("moe_t4096").expect("moe")["median_us_max"],
+            2000.0
+        );
+        assert_eq!(
+            preset_target("router_t64").expect("router")["median_us_max"],
+            5.0
+        );
+        assert_eq!(
+            preset_target("ssu_b256_f32").expect("ssu")["effective_tb_per_s_min"],
+            4.05
+        );
+        // Sweeps and diagnostics have none.
+        assert!(preset_target("ssd_50k_sweep").is_none());
+        assert!(preset_target("copy").is_none());
+    }
 }
