@@ -8,9 +8,11 @@
 # Needs `cargo install cargo-fuzz`; the toolchain is stable, so RUSTC_BOOTSTRAP=1 unlocks the
 # nightly flags cargo-fuzz passes (-Zsanitizer=address, ...). Runs at nice 10, one process per
 # target, with libFuzzer's memory limits so a huge allocation counts as a finding.
-# Inputs: fuzz/corpus/<target>/ plus the valid seed files of fuzz/seeds/<target>/ (written by
-# fuzz/seeds/make_seeds.py). New inputs go into fuzz/corpus/<target>/, which is minimised
-# (cargo fuzz cmin) afterwards;
+# Inputs: fuzz/corpus/<target>/ (unpacked from the committed fuzz/corpus/<target>.zip first:
+# fuzz/corpus_pack.py; the zips keep thousands of tiny files out of the device tool's carry)
+# plus the valid seed files of fuzz/seeds/<target>/ (written by fuzz/seeds/make_seeds.py). New
+# inputs go into fuzz/corpus/<target>/, which is minimised (cargo fuzz cmin) and packed back
+# into fuzz/corpus/<target>.zip afterwards;
 # crashes land in fuzz/artifacts/<target>/: copy each into fuzz/regressions/<target>/ and add
 # an expected-error line to tests/fuzz_regressions.rs. A summary line per target is printed
 # and appended to fuzz/target/fuzz-summary.txt.
@@ -34,6 +36,7 @@ trim() {
 mkdir -p target
 status=0
 for t in "${targets[@]}"; do
+  [ -f "corpus/$t.zip" ] && python3 corpus_pack.py unpack "corpus/$t.zip" >/dev/null
   mkdir -p "corpus/$t" "artifacts/$t"
   nice -n 10 cargo fuzz build -a "$t" || { echo "$t: build failed"; status=1; continue; }
   log="target/fuzz-$t.log"
@@ -52,9 +55,10 @@ for t in "${targets[@]}"; do
   nice -n 10 cargo fuzz cmin -a "$t" "corpus/$t" >"target/cmin-$t.log" 2>&1 || true
   trim "corpus/$t"
   files=$(find "corpus/$t" -type f | wc -l)
+  python3 corpus_pack.py pack "corpus/$t" >/dev/null || status=1
   line="$(date -u +%FT%TZ) $t: ${took}s of ${secs}s, ${runs:-?} executions, exit $rc, $crashes artifact(s), corpus $files files"
   echo "$line" | tee -a target/fuzz-summary.txt
   [ "$rc" -eq 0 ] || { status=1; grep -m5 -E 'panicked|ERROR|SUMMARY' "$log"; }
 done
-du -sh --apparent-size corpus
+du -sh --apparent-size corpus/*.zip
 exit "$status"

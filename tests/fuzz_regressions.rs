@@ -3,8 +3,8 @@
 //!
 //! - `fuzz/regressions/<target>/<file>`: inputs that once crashed a parser; each has a row in
 //!   [`REGRESSIONS`] with the error it must now give.
-//! - `fuzz/corpus/<target>/*`: the minimised corpora; every file must parse to Ok or Err, never
-//!   panic.
+//! - `fuzz/corpus/<target>.zip` (or an unpacked `fuzz/corpus/<target>/`): the minimised
+//!   corpora; every file must parse to Ok or Err, never panic.
 //! - `fuzz/seeds/<target>/seed-*`: small valid files the fuzzing starts from; each must be
 //!   accepted.
 //!
@@ -209,13 +209,18 @@ fn op_call(data: &[u8]) -> Option<String> {
 /// Replays one input, turning a panic into an Err naming the file.
 fn replay_file(target: &str, file: &Path) -> Result<Option<String>, String> {
     let data = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    catch_unwind(AssertUnwindSafe(|| replay(target, &data))).map_err(|p| {
+    replay_bytes(target, &file.display().to_string(), &data)
+}
+
+/// [`replay`] with a panic turned into an error naming `label` (a file, or `zip:entry`).
+fn replay_bytes(target: &str, label: &str, data: &[u8]) -> Result<Option<String>, String> {
+    catch_unwind(AssertUnwindSafe(|| replay(target, data))).map_err(|p| {
         let msg = p
             .downcast_ref::<String>()
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_default();
-        format!("{target}: {} panicked: {msg}", file.display())
+        format!("{target}: {label} panicked: {msg}")
     })?
 }
 
@@ -296,37 +301,68 @@ fn every_regression_file_has_a_row() {
 }
 
 /// Replays every committed corpus file of every target: Ok or a clean error, never a panic.
+/// The corpora are committed as one zip a target (`fuzz/corpus/<target>.zip`, written by
+/// fuzz/corpus_pack.py: thousands of tiny files cost the device tool's carry ~11 MiB of
+/// headers); a directory `fuzz/corpus/<target>/` (scripts/fuzz.sh's working copy) is replayed
+/// too.
 #[test]
 fn fuzz_corpora_replay_without_panics() {
     let corpus = fuzz_dir().join("corpus");
     let mut failures = vec![];
     let mut n = 0usize;
-    let mut targets: Vec<_> = std::fs::read_dir(&corpus)
+    let mut entries: Vec<_> = std::fs::read_dir(&corpus)
         .expect("fuzz/corpus is missing")
         .flatten()
         .map(|e| e.path())
         .collect();
-    targets.sort();
-    for t in targets {
-        let target = t.file_name().unwrap().to_string_lossy().into_owned();
-        let mut files: Vec<_> = std::fs::read_dir(&t)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        files.sort();
-        if files.is_empty() {
+    entries.sort();
+    let mut targets = 0usize;
+    for t in entries {
+        let name = t.file_name().unwrap().to_string_lossy().into_owned();
+        // (label, bytes) of every corpus input of this entry.
+        let (target, inputs): (String, Vec<(String, Vec<u8>)>) = if t.is_dir() {
+            let mut files: Vec<_> = std::fs::read_dir(&t)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            files.sort();
+            let inputs = files
+                .iter()
+                .map(|f| (f.display().to_string(), std::fs::read(f).unwrap()))
+                .collect();
+            (name.clone(), inputs)
+        } else if let Some(target) = name.strip_suffix(".zip") {
+            let file = std::fs::File::open(&t).unwrap();
+            let mut z = zip::ZipArchive::new(file)
+                .unwrap_or_else(|e| panic!("{}: not a zip: {e}", t.display()));
+            let mut inputs = vec![];
+            for i in 0..z.len() {
+                let mut entry = z.by_index(i).unwrap();
+                let mut data = vec![];
+                std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+                inputs.push((format!("{}:{}", t.display(), entry.name()), data));
+            }
+            (target.to_string(), inputs)
+        } else {
             failures.push(format!(
-                "fuzz/corpus/{target} is empty (run scripts/fuzz.sh)"
+                "fuzz/corpus/{name}: neither a target's zip nor its directory"
             ));
+            continue;
+        };
+        targets += 1;
+        if inputs.is_empty() {
+            failures.push(format!("fuzz/corpus/{name} is empty (run scripts/fuzz.sh)"));
         }
-        for f in files {
+        for (label, data) in inputs {
             n += 1;
-            if let Err(e) = replay_file(&target, &f) {
+            if let Err(e) = replay_bytes(&target, &label, &data) {
                 failures.push(e);
             }
         }
     }
+    // The ten fuzz targets of fuzz/Cargo.toml each have a committed corpus.
+    assert!(targets >= 10, "{targets} corpora under fuzz/corpus");
     assert!(n > 0);
     assert!(
         failures.is_empty(),
