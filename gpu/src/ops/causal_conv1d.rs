@@ -292,7 +292,8 @@ impl FnLaunch {
     /// shared memory (v8 / v9's stages).
     ///
     /// # Safety
-    /// As `launch_prefill`; `smem` covers what the kernel uses (<= 48 KiB: no attribute is set).
+    /// As `launch_prefill`; `smem` covers what the kernel uses (above 48 KiB the caller has set
+    /// the kernel's dynamic shared-memory attribute).
     #[allow(clippy::too_many_arguments)]
     unsafe fn launch_prefill_on(
         &self,
@@ -421,7 +422,7 @@ impl FnLaunch {
     }
 
     /// v8 (channel-first through the bulk copy engine): persistent blocks over (row, tile of
-    /// V8_TV vectors) tiles, V8_STAGES stages of V8_TV + 1 vectors each.
+    /// V8_TV vectors) tiles, TMA_STAGES stages of V8_TV + 1 vectors each.
     pub fn run_v8(&self, g: &Gpu) -> Result<(), GpuError> {
         let xd = self.x_dtype();
         if let Some(why) = v2_ok("v8", xd, self.seqlen, self.width) {
@@ -518,8 +519,9 @@ impl FnLaunch {
         }
     }
 
-    /// `version`: "v1", "v2" or "v5" (channel-first pointers), "v3", "v4" or "v6" (channel-last:
-    /// x / out (batch, L, dim), init / fin (batch, width-1, dim)); the caller resolves "auto".
+    /// `version`: "v1", "v2", "v5" or "v8" (channel-first pointers), "v3", "v4", "v6", "v9",
+    /// "v10" or the bench-only "v11" (channel-last: x / out (batch, L, dim), init / fin (batch,
+    /// width-1, dim)); the caller resolves "auto".
     pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
         let rows = (self.batch * self.dim) as i64;
         let (dim, l) = (self.dim as i64, self.seqlen as i64);
