@@ -31,12 +31,6 @@ extern "C" __global__ void copy_v2(const uint4* __restrict__ src, uint4* __restr
 // whole 16-byte vectors (every copy size a multiple of 16).
 #define COPY3_ST 5
 #define COPY3_CH 8192
-__device__ __forceinline__ void copy3_bulk_store(void* gdst, const void* ssrc, u32 bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
-                 "r"(duet_smem_u32(ssrc)), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
 extern "C" __global__ void __launch_bounds__(32) copy_v3(const uint4* __restrict__ src,
                                                           uint4* __restrict__ dst, i64 n) {
     extern __shared__ __align__(128) unsigned char copy3_sm[];
@@ -48,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(32) copy_v3(const uint4* __restrict
     const unsigned char* s8 = (const unsigned char*)src;
     unsigned char* d8 = (unsigned char*)dst;
     for (int s = 0; s < COPY3_ST; ++s) duet_mbar_init(&full[s], 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    duet_mbar_init_fence();
     auto load = [&](i64 c, int s) {
         const u32 len = (u32)min((i64)COPY3_CH, bytes - c * COPY3_CH);
         duet_mbar_expect_tx(&full[s], len);
@@ -65,12 +59,13 @@ extern "C" __global__ void __launch_bounds__(32) copy_v3(const uint4* __restrict
         const int s = (int)(k % COPY3_ST);
         duet_mbar_wait(&full[s], (u32)((k / COPY3_ST) & 1));
         const u32 len = (u32)min((i64)COPY3_CH, bytes - c * COPY3_CH);
-        copy3_bulk_store(d8 + c * COPY3_CH, ring + s * COPY3_CH, len);
+        duet_bulk_s2g(d8 + c * COPY3_CH, ring + s * COPY3_CH, len);
+        duet_bulk_commit();
         const i64 nx = c + (i64)COPY3_ST * gridDim.x;
         if (nx < chunks) {
-            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // stage s read
+            duet_bulk_wait_read<0>();  // stage s read
             load(nx, s);
         }
     }
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every store complete
+    duet_bulk_wait<0>();  // every store complete
 }

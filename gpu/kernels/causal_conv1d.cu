@@ -733,7 +733,7 @@ __device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, in
             duet_mbar_init(&full[s], 1);
             duet_mbar_init(&empty[s], CONV8_THREADS / 32);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        duet_mbar_init_fence();
     }
     __syncthreads();
     if (tid >= CONV8_THREADS) {
@@ -895,7 +895,7 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
             duet_mbar_init(&full[s], 1);
             if (WS) duet_mbar_init(&empty[s], CONV9_THREADS / 32);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        duet_mbar_init_fence();
     }
     __syncthreads();
     if (WS && tid >= CONV9_THREADS) {
@@ -975,12 +975,10 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
                     for (int u = 0; u < nt; ++u) {
                         unsigned char* dst =
                             (unsigned char*)out + ((b * L + tok + u) * dim + cv0 * VE) * ES;
-                        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
-                                     "r"(duet_smem_u32(os + u * CONV9_THREADS)), "r"((u32)(nvec * 16))
-                                     : "memory");
+                        duet_bulk_s2g(dst, os + u * CONV9_THREADS, (u32)(nvec * 16));
                     }
-                    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-                    asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+                    duet_bulk_commit();
+                    duet_bulk_wait_read<1>();
                 }
             }
         } else {
@@ -989,7 +987,7 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
         }
     }
     if constexpr (BS) {
-        if (tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // stores done
+        if (tid == 0) duet_bulk_wait<0>();  // stores done
     }
     if (on && t1 == L) {
 #pragma unroll

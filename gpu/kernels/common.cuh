@@ -92,6 +92,29 @@ __device__ __forceinline__ void duet_bulk_g2s(void* dst, const void* src, u32 by
                  "l"(src), "r"(bytes), "r"(duet_smem_u32(bar))
                  : "memory");
 }
+// After thread 0's mbarrier.init: make the barriers visible to the bulk copy engine.
+__device__ __forceinline__ void duet_mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// Bulk store shared -> global into the thread's current bulk group (16-byte aligned, size a
+// multiple of 16); commit the group, then wait until at most N of the thread's groups are
+// still reading their shared memory (`_read`) or still writing global memory.
+__device__ __forceinline__ void duet_bulk_s2g(void* gdst, const void* ssrc, u32 bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(gdst),
+                 "r"(duet_smem_u32(ssrc)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void duet_bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void duet_bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void duet_bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
 
 
 // ---- bf16 / f16 (reference/src/num/{bf16,f16}.rs: the `half` crate's semantics) ----

@@ -862,7 +862,7 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
             duet_mbar_init(&full[s], 32);
             duet_mbar_init(&empty[s], CW);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        duet_mbar_init_fence();
     }
     __syncthreads();
     const int warp = threadIdx.x >> 5, lane32 = threadIdx.x & 31;
