@@ -768,7 +768,7 @@ __device__ __forceinline__ void ssu9_pack_bf16(float* v, uint4& q) {
     q = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-template <int ST, bool SR, int TPR, bool HOIST, bool OUTV>
+template <int ST, bool SR, int TPR, bool HOIST, bool OUTV, int UNR>
 __device__ __forceinline__ void ssu9_passes(const SsuParams& p, const unsigned char* __restrict__ tile_sm,
                                             unsigned char* __restrict__ tile_gm, const float* __restrict__ rows,
                                             const float* bv, const float* cv, float* __restrict__ out,
@@ -784,6 +784,7 @@ __device__ __forceinline__ void ssu9_passes(const SsuParams& p, const unsigned c
         for (int k = 0; k < VEC; ++k) bdt[k] = __fmul_rn(bv[k], dt0);
     }
     const i64 passes = (p.dim + groups - 1) / groups;
+#pragma unroll UNR
     for (i64 pass = 0; pass < passes; ++pass) {
         const i64 d = (i64)grp + (i64)groups * pass;
         const bool valid = d < p.dim;
@@ -840,7 +841,7 @@ __device__ __forceinline__ void ssu9_passes(const SsuParams& p, const unsigned c
     }
 }
 
-template <int ST, bool SR, int CW, bool EARLY, int TPRC = 0>
+template <int ST, bool SR, int CW, bool EARLY, int TPRC = 0, int UNR = 1>
 __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, const float* __restrict__ x,
                                             const float* __restrict__ dt, const float* __restrict__ A,
                                             const float* __restrict__ B, const float* __restrict__ C,
@@ -999,16 +1000,16 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
                 const int l9 = ct % TPRC, g9 = ct / TPRC;
                 constexpr int G9 = SSU7_CONSUMERS / TPRC;
                 if (hoist && p.out_from == 1)
-                    ssu9_passes<ST, SR, TPRC, true, true>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                    ssu9_passes<ST, SR, TPRC, true, true, UNR>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
                                                           row0, srow0, l9, g9, G9, pad);
                 else if (hoist)
-                    ssu9_passes<ST, SR, TPRC, true, false>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                    ssu9_passes<ST, SR, TPRC, true, false, UNR>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
                                                            row0, srow0, l9, g9, G9, pad);
                 else if (p.out_from == 1)
-                    ssu9_passes<ST, SR, TPRC, false, true>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                    ssu9_passes<ST, SR, TPRC, false, true, UNR>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
                                                            row0, srow0, l9, g9, G9, pad);
                 else
-                    ssu9_passes<ST, SR, TPRC, false, false>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
+                    ssu9_passes<ST, SR, TPRC, false, false, UNR>(p, tile_sm, tile_gm, rows, bv, cv, out, state_scale,
                                                             row0, srow0, l9, g9, G9, pad);
             }
             if (!done9)
@@ -1069,15 +1070,16 @@ __device__ __forceinline__ void ssu_v7_body(const SsuParams& p, i64 stages, cons
 #define SSU7_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4, false)
 #define SSU8_ENTRY(NAME, ST, SR) SSU7_ENTRY_W(NAME, ST, SR, 4, true)
 #define SSU7_ENTRY_W(NAME, ST, SR, CW, EARLY) SSU7_ENTRY_T(NAME, ST, SR, CW, EARLY, 0)
-#define SSU7_ENTRY_T(NAME, ST, SR, CW, EARLY, TPRC)                                                        \
-    extern "C" __global__ void __launch_bounds__(32 * (1 + CW)) NAME(                                        \
+#define SSU7_ENTRY_T(NAME, ST, SR, CW, EARLY, TPRC) SSU7_ENTRY_U(NAME, ST, SR, CW, EARLY, TPRC, 1, 1)
+#define SSU7_ENTRY_U(NAME, ST, SR, CW, EARLY, TPRC, MINB, UNR)                                           \
+    extern "C" __global__ void __launch_bounds__(32 * (1 + CW), MINB) NAME(                                  \
         SsuParams p, i64 stages, const float* __restrict__ x, const float* __restrict__ dt,                 \
         const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,              \
         const float* __restrict__ D, const float* __restrict__ z, const float* __restrict__ dt_bias,        \
         const i64* __restrict__ sbi, void* __restrict__ state, float* __restrict__ state_scale,            \
         float* __restrict__ out) {                                                                         \
         DUET_PDL_ENTRY();                                                                                  \
-        ssu_v7_body<ST, SR, CW, EARLY, TPRC>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state,        \
+        ssu_v7_body<ST, SR, CW, EARLY, TPRC, UNR>(p, stages, x, dt, A, B, C, D, z, dt_bias, sbi, state,   \
                                              state_scale, out);                                            \
     }
 SSU7_ENTRY(ssu_v7_f32, ST_F32, false)
@@ -1103,3 +1105,13 @@ SSU7_ENTRY_T(ssu_v9_bf16, ST_BF16, false, 4, true, 16)
 SSU7_ENTRY_T(ssu_v9_f16, ST_F16, false, 4, true, 16)
 SSU7_ENTRY_T(ssu_v9_f16_sr, ST_F16, true, 4, true, 16)
 SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
+// Session 24's sweep of v9 at batch 256 (ncu on v9: 81 registers and 38 KB of shared memory
+// held it to 4 blocks an SM, issue slots 55% busy, DRAM 62%, long-scoreboard stalls 42% of the
+// cycles between issues): `l5` / `l6` held to 5 / 6 blocks an SM (<= 80 / 64 registers; the host asks for the
+// largest shared-memory carveout), `u2` / `u4` the row passes unrolled 2 / 4 deep (the next
+// pass's shared-memory loads overlap this pass's shuffle chain). Same arithmetic: bit-identical.
+SSU7_ENTRY_U(ssu_v9l5_bf16, ST_BF16, false, 4, true, 16, 5, 1)
+SSU7_ENTRY_U(ssu_v9u2_bf16, ST_BF16, false, 4, true, 16, 1, 2)
+SSU7_ENTRY_U(ssu_v9u4_bf16, ST_BF16, false, 4, true, 16, 1, 4)
+SSU7_ENTRY_U(ssu_v9l5u2_bf16, ST_BF16, false, 4, true, 16, 5, 2)
+SSU7_ENTRY_U(ssu_v9l6_bf16, ST_BF16, false, 4, true, 16, 6, 1)

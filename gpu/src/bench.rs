@@ -155,6 +155,14 @@ pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json:
     ];
     if with_v3 {
         kernels.push(("copy_v3", 5, 32, COPY3_SMEM));
+        // Session 24's probe of the gap to the driver's memcpy (bench_copy.cu v4-v7).
+        kernels.extend([
+            ("copy_v4", 8, 256, 0),
+            ("copy_v5", 8, 256, 0),
+            ("copy_v6", 8, 256, 0),
+            ("copy_v7", 8, 256, 0),
+            ("copy_v6", 4, 256, 0),
+        ]);
     }
     for (name, bps, threads, smem) in kernels {
         out.push(match copy_kernel(g, bytes, name, bps, threads, smem) {

@@ -233,6 +233,17 @@ const V8_TV: usize = 512;
 const V9_THREADS: u32 = 128;
 const V9_TT: u32 = 4;
 
+/// v5's grid x and block size for rows of `nv` vectors at `u` vectors a lane: 256 threads, or
+/// (`tight`) the row's warps spread evenly over the fewest blocks of at most 8 warps.
+fn v5_grid_x(nv: usize, u: usize, tight: bool) -> (u32, u32) {
+    if !tight {
+        return (nv.div_ceil(256 * u) as u32, 256);
+    }
+    let warps = nv.div_ceil(32 * u).max(1);
+    let gx = warps.div_ceil(8);
+    (gx as u32, 32 * warps.div_ceil(gx) as u32)
+}
+
 /// v11's output stages (CONV9_OST stages of V9_TT token rows of a strip) after v9's ring.
 const V11_OUT_BYTES: u32 = 3 * V9_TT * V9_THREADS * 16;
 
@@ -359,6 +370,14 @@ impl FnLaunch {
 
     /// v5: grid (row spans of 256 x V5_U 16-byte vectors, rows).
     pub fn run_v5(&self, g: &Gpu) -> Result<(), GpuError> {
+        self.run_v5_with(g, false)
+    }
+
+    /// v5 on blocks sized to the row (bench-only `v5t`, session 24): the row's warps (32 x V5_U
+    /// vectors each) split evenly over the fewest blocks of <= 8 warps, so no block of a row is
+    /// (almost) empty: the Super prefill's 6,250-vector rows take 7 blocks of 7 warps instead
+    /// of 7 of 8 whose last holds 106 vectors.
+    pub fn run_v5_with(&self, g: &Gpu, tight: bool) -> Result<(), GpuError> {
         let u = V5_U;
         let xd = self.x_dtype();
         if let Some(why) = v2_ok("v5", xd, self.seqlen, self.width) {
@@ -369,13 +388,15 @@ impl FnLaunch {
             return Ok(());
         }
         let nv = self.seqlen / (16 / xd.size());
-        let gx = nv.div_ceil(256 * u) as u32;
+        let (gx, threads) = v5_grid_x(nv, u, tight);
         let gy = (rows as u64).min(65535) as u32;
         let name = self.kernel_name_dt(&format!("conv1d_fn_v5u{u}"));
+        let f = g.function("causal_conv1d", &name)?;
         // SAFETY: conv1d_fn_v5u* takes launch_prefill's arguments with lead = rows; rows are
         // 16-byte aligned (checked above), device buffers start 256-byte aligned; the kernel
-        // walks rows past gridDim.y itself.
-        unsafe { self.launch_prefill(g, &name, rows, (gx, gy)) }
+        // walks rows past gridDim.y itself and takes any multiple of 32 threads up to 256
+        // (its spans follow blockDim.x).
+        unsafe { self.launch_prefill_on(g, &f, &name, rows, (gx, gy), threads, 0) }
     }
 
     /// v6 (channel-last, one 16-byte vector of channels a thread): grid (channel vectors / 256,
@@ -604,6 +625,8 @@ impl FnLaunch {
                 }
             }
             "v5" => self.run_v5(g),
+            // Bench-only: v5 on row-sized blocks (session 24).
+            "v5t" => self.run_v5_with(g, true),
             "v6" => self.run_v6(g),
             "v8" => self.run_v8(g),
             "v9" => self.run_v9(g),
@@ -1042,7 +1065,9 @@ pub fn bench_prefill(
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
     // v11 last: compile-checked only (session 23), timed here first; its outputs are not checked.
-    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9", "v10", "v11"] {
+    for v in [
+        "v1", "v2", "v5", "v5t", "v8", "v3", "v4", "v6", "v9", "v10", "v11",
+    ] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
@@ -1061,6 +1086,25 @@ pub fn bench_prefill(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v5_tight_blocks_cover_the_row_without_empty_blocks() {
+        // Super prefill: 6,250 bf16 vectors a row, 4 a lane -> 49 warps in 7 blocks of 7.
+        assert_eq!(v5_grid_x(6250, 4, false), (7, 256));
+        assert_eq!(v5_grid_x(6250, 4, true), (7, 224));
+        for nv in [1usize, 31, 128, 129, 1000, 1024, 1025, 6250, 100_000] {
+            let (gx, t) = v5_grid_x(nv, 4, true);
+            let warps = nv.div_ceil(128);
+            // Every warp of the row is in some block, each block has at most 8 warps, and the
+            // last block still holds a warp with vectors.
+            assert!(t % 32 == 0 && t <= 256, "nv {nv}: {t} threads");
+            assert!(gx as usize * (t as usize / 32) >= warps, "nv {nv}");
+            assert!(
+                (gx as usize - 1) * (t as usize / 32) < warps,
+                "nv {nv}: an empty block"
+            );
+        }
+    }
 
     #[test]
     fn v9_segments_fill_one_wave_and_stay_long() {

@@ -456,7 +456,7 @@ pub fn run(
     // x, dt, A, B, C, D, z, dt_bias, then sbi, state, state_scale, out: the common ssu signature.
     let s = &g.stream;
     let ptrs = operands.ptrs_then(s, &[sbi.ptr(s), state.ptr(s), scale.ptr(s), out.ptr(s)]);
-    if chosen.starts_with("v7") || chosen == "v8" || chosen == "v9" {
+    if is_persistent(chosen) {
         let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
             .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
         launch_v7(g, &f, &prm, &plan, blocks, &ptrs, ssu7_threads(chosen))?;
@@ -515,6 +515,13 @@ pub(crate) fn launch_v7(
             ptrs.len()
         )));
     }
+    // The largest shared-memory carveout: with the L1 at its default share, 38 KB blocks fit 4
+    // an SM, and the l5 / l6 sweep variants are held to registers for 5 / 6.
+    f.set_attribute(
+        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+        100,
+    )
+    .map_err(|e| GpuError::Driver(format!("ssu_v7 carveout attribute: {e}")))?;
     if plan.smem_bytes > 48 * 1024 {
         f.set_attribute(
             cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -663,7 +670,15 @@ fn is_perhead_sweep(v: &str) -> bool {
 
 /// v7 with 2 or 8 consumer warps per producer warp (bf16 state, nearest): the consumer-warp
 /// sweep of `duet bench --shape ssu_sweep_b*_bf16`, runnable as versions for the bit-exact test.
-pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8"];
+/// Session 24 adds v9's sweep at batch 256: `v9l5` (5 blocks an SM), `v9u2` / `v9u4` (row passes
+/// unrolled), `v9l5u2` (both) and `v9l6` (6 blocks).
+pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8", "v9l5", "v9u2", "v9u4", "v9l5u2", "v9l6"];
+
+/// The persistent bulk-copy kernels (v7 / v8 / v9 and their sweep variants): launched through
+/// [`launch_v7`] with an [`ssu7_plan`] ring.
+fn is_persistent(version: &str) -> bool {
+    version.starts_with("v7") || version.starts_with("v8") || version.starts_with("v9")
+}
 
 /// Rows per thread of a sweep variant name (None: not a sweep variant).
 fn sweep_rpt(v: &str) -> Option<usize> {
@@ -691,6 +706,9 @@ pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value
         bench_super_version(g, batch, DType::BF16, "v9", true)?,
         bench_super_version(g, batch, DType::BF16, "v10", true)?,
     ];
+    for name in ["v9l5", "v9u2", "v9u4", "v9l5u2", "v9l6"] {
+        v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
+    }
     // v7's ring depth and consumer warps (default: 2 stages, 4 consumer warps).
     // (v7 ring depths 1 / 3 and 2 / 8 consumer warps: measured in session 4, call 3; with all.)
     for name in [
@@ -864,8 +882,7 @@ fn bench_super_version(
         ..Default::default()
     };
     // v7 / v8 / v9 bench names: `<version>[_s<stages>]` (v7, v7w2, v7w8, v8, v9; the ring depth).
-    let persistent =
-        version.starts_with("v7") || version.starts_with("v8") || version.starts_with("v9");
+    let persistent = is_persistent(version);
     let (base, stages) = match version.rsplit_once("_s") {
         Some((b, n)) if persistent => (b, n.parse::<usize>().ok()),
         _ => (version, None),
