@@ -800,6 +800,10 @@ __device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, in
                 for (int m = 0; m < H; ++m) store_from_f32(fin, r * H + m, xdt, a[VE + m]);
             }
         }
+        // Session 24: racecheck reported every reuse of a stage (the producer's bulk copy
+        // against these reads) on v8 but not on v10, whose release is the same; the proxy
+        // fence orders this warp's generic reads before the async proxy's next write.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();  // every lane of this warp is done with stage s
         if ((tid & 31) == 0) duet_mbar_arrive(&empty[s]);
     }
@@ -842,14 +846,9 @@ CONV1D_FN_V8(u16, f16, DT_F16, 4)
 // WS (version v10, session 23): v9 warp-specialized as v8 is: a producer warp (lane 0 issues
 // the copies) after the CONV9_THREADS consumer threads, a full and an empty barrier a stage
 // (one arrival a consumer warp), no block-wide barrier in the loop.
-// BS (version v11, session 23; compile-checked, not yet run on the device: bench only): v10 with
-// the outputs staged in shared memory (CONV9_OST stages after the input ring) and written by
-// bulk stores (cp.async.bulk shared -> global, one a token row, issued by consumer thread 0
-// after a consumer-only named barrier; each writer fences the async proxy first). A stage is
-// rewritten three tiles later: thread 0 waits after each commit until all but its newest store
-// have read their stage (wait_group.read 1), before the next barrier lets the writers on.
-#define CONV9_OST 3
-template <typename S, int W, bool WS, bool BS = false>
+// (Session 23's v11, v10 with its outputs staged in shared memory and written by bulk stores,
+// ran 550.9-552.3 us against v10's 546.8-548.5 in session 24's call 1: removed.)
+template <typename S, int W, bool WS>
 __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, int xdt,
                                                   const void* __restrict__ w, int wdt,
                                                   const void* __restrict__ bias, int bdt,
@@ -865,7 +864,6 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
     u64* full = (u64*)conv9_sm;
     u64* empty = full + CONV_TMA_ST;
     uint4* ring = (uint4*)(conv9_sm + 128);
-    uint4* oring = ring + (i64)CONV_TMA_ST * SV;  // BS: the output stages
     const int tid = threadIdx.x;
     const i64 nseg = max((i64)1, (i64)gridDim.y / max(batch, (i64)1));
     const i64 b = (i64)blockIdx.y / nseg, seg = (i64)blockIdx.y - b * nseg;
@@ -958,36 +956,16 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
                     for (int m = 0; m + 1 < H; ++m) win[m][j] = win[m + 1][j];
                     if (H > 0) win[H - 1 > 0 ? H - 1 : 0][j] = xj;
                 }
-                if constexpr (BS)
-                    oring[(i % CONV9_OST) * SV + u * CONV9_THREADS + tid] = VecIO<S>::pack(o, xdt);
-                else
-                    __stcs(ob + (((b * L + tok + u) * dim + d0) / VE), VecIO<S>::pack(o, xdt));
+                __stcs(ob + (((b * L + tok + u) * dim + d0) / VE), VecIO<S>::pack(o, xdt));
             }
         }
         if (WS) {
-            if constexpr (BS) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             __syncwarp();  // every lane of this warp is done with stage s
             if ((tid & 31) == 0) duet_mbar_arrive(&empty[s]);
-            if constexpr (BS) {
-                asm volatile("bar.sync 1, %0;" ::"n"(CONV9_THREADS) : "memory");  // outputs written
-                if (tid == 0) {
-                    const uint4* os = oring + (i % CONV9_OST) * SV;
-                    for (int u = 0; u < nt; ++u) {
-                        unsigned char* dst =
-                            (unsigned char*)out + ((b * L + tok + u) * dim + cv0 * VE) * ES;
-                        duet_bulk_s2g(dst, os + u * CONV9_THREADS, (u32)(nvec * 16));
-                    }
-                    duet_bulk_commit();
-                    duet_bulk_wait_read<1>();
-                }
-            }
         } else {
             __syncthreads();  // every thread is done with stage s
             if (tid == 0 && i + CONV_TMA_ST < ntile) issue(i + CONV_TMA_ST, s);
         }
-    }
-    if constexpr (BS) {
-        if (tid == 0) duet_bulk_wait<0>();  // stores done
     }
     if (on && t1 == L) {
 #pragma unroll
@@ -997,17 +975,16 @@ __device__ __forceinline__ void conv1d_fn_v9_impl(const void* __restrict__ x, in
     }
 }
 
-#define CONV1D_FN_V9(S, SN, DT, W) CONV1D_FN_V9_FORM(S, SN, DT, W, v9, false, false, CONV9_THREADS) \
-    CONV1D_FN_V9_FORM(S, SN, DT, W, v10, true, false, CONV9_THREADS + 32)                     \
-    CONV1D_FN_V9_FORM(S, SN, DT, W, v11, true, true, CONV9_THREADS + 32)
-#define CONV1D_FN_V9_FORM(S, SN, DT, W, STEM, WS, BS, NT)                                        \
+#define CONV1D_FN_V9(S, SN, DT, W) CONV1D_FN_V9_FORM(S, SN, DT, W, v9, false, CONV9_THREADS) \
+    CONV1D_FN_V9_FORM(S, SN, DT, W, v10, true, CONV9_THREADS + 32)
+#define CONV1D_FN_V9_FORM(S, SN, DT, W, STEM, WS, NT)                                            \
     extern "C" __global__ void __launch_bounds__(NT)                                            \
         conv1d_fn_##STEM##_##SN##_w##W(const void* x, int xdt, const void* w, int wdt,                \
                                  const void* bias, int bdt, const void* init, int idt,          \
                                  i64 batch, i64 dim, i64 L, int act, void* out, void* fin) {    \
         DUET_PDL_ENTRY();                                                                       \
         conv_specialize(act, [&](auto a) {                                   \
-            conv1d_fn_v9_impl<S, W, WS, BS>(x, DT, w, wdt, bias, bdt, init, idt, batch, dim, \
+            conv1d_fn_v9_impl<S, W, WS>(x, DT, w, wdt, bias, bdt, init, idt, batch, dim, \
                                  L, decltype(a)::value, out, fin);                         \
         });                                                           \
     }

@@ -233,20 +233,6 @@ const V8_TV: usize = 512;
 const V9_THREADS: u32 = 128;
 const V9_TT: u32 = 4;
 
-/// v5's grid x and block size for rows of `nv` vectors at `u` vectors a lane: 256 threads, or
-/// (`tight`) the row's warps spread evenly over the fewest blocks of at most 8 warps.
-fn v5_grid_x(nv: usize, u: usize, tight: bool) -> (u32, u32) {
-    if !tight {
-        return (nv.div_ceil(256 * u) as u32, 256);
-    }
-    let warps = nv.div_ceil(32 * u).max(1);
-    let gx = warps.div_ceil(8);
-    (gx as u32, 32 * warps.div_ceil(gx) as u32)
-}
-
-/// v11's output stages (CONV9_OST stages of V9_TT token rows of a strip) after v9's ring.
-const V11_OUT_BYTES: u32 = 3 * V9_TT * V9_THREADS * 16;
-
 /// v8's dynamic shared memory: 128 bytes of barriers (full and empty a stage), then TMA_STAGES
 /// stages of the tile and the vector before it.
 fn v8_smem_bytes() -> u32 {
@@ -370,14 +356,6 @@ impl FnLaunch {
 
     /// v5: grid (row spans of 256 x V5_U 16-byte vectors, rows).
     pub fn run_v5(&self, g: &Gpu) -> Result<(), GpuError> {
-        self.run_v5_with(g, false)
-    }
-
-    /// v5 on blocks sized to the row (bench-only `v5t`, session 24): the row's warps (32 x V5_U
-    /// vectors each) split evenly over the fewest blocks of <= 8 warps, so no block of a row is
-    /// (almost) empty: the Super prefill's 6,250-vector rows take 7 blocks of 7 warps instead
-    /// of 7 of 8 whose last holds 106 vectors.
-    pub fn run_v5_with(&self, g: &Gpu, tight: bool) -> Result<(), GpuError> {
         let u = V5_U;
         let xd = self.x_dtype();
         if let Some(why) = v2_ok("v5", xd, self.seqlen, self.width) {
@@ -388,15 +366,13 @@ impl FnLaunch {
             return Ok(());
         }
         let nv = self.seqlen / (16 / xd.size());
-        let (gx, threads) = v5_grid_x(nv, u, tight);
+        let gx = nv.div_ceil(256 * u) as u32;
         let gy = (rows as u64).min(65535) as u32;
         let name = self.kernel_name_dt(&format!("conv1d_fn_v5u{u}"));
-        let f = g.function("causal_conv1d", &name)?;
         // SAFETY: conv1d_fn_v5u* takes launch_prefill's arguments with lead = rows; rows are
         // 16-byte aligned (checked above), device buffers start 256-byte aligned; the kernel
-        // walks rows past gridDim.y itself and takes any multiple of 32 threads up to 256
-        // (its spans follow blockDim.x).
-        unsafe { self.launch_prefill_on(g, &f, &name, rows, (gx, gy), threads, 0) }
+        // walks rows past gridDim.y itself.
+        unsafe { self.launch_prefill(g, &name, rows, (gx, gy)) }
     }
 
     /// v6 (channel-last, one 16-byte vector of channels a thread): grid (channel vectors / 256,
@@ -477,15 +453,8 @@ impl FnLaunch {
         self.run_v9_form(g, "v10")
     }
 
-    /// v11 (session 23; compile-checked, not yet run on the device, so only the bench's
-    /// diagnostic list names it): v10 with the outputs written by bulk stores from
-    /// shared-memory stages.
-    pub fn run_v11(&self, g: &Gpu) -> Result<(), GpuError> {
-        self.run_v9_form(g, "v11")
-    }
-
-    /// v9 / v10 / v11 (`v`): the kernel `conv1d_fn_{v}_*`, 160 threads for the warp-specialized
-    /// forms, v11's output stages after the input ring (over 48 KiB: the attribute is set).
+    /// v9 / v10 (`v`): the kernel `conv1d_fn_{v}_*`, 160 threads for the warp-specialized form
+    /// (over 48 KiB of shared memory the attribute is set).
     fn run_v9_form(&self, g: &Gpu, v: &str) -> Result<(), GpuError> {
         let xd = self.x_dtype();
         let ws = v != "v9";
@@ -511,7 +480,7 @@ impl FnLaunch {
         }
         let name = self.kernel_name_dt(&format!("conv1d_fn_{v}"));
         let f = g.function("causal_conv1d", &name)?;
-        let smem = v9_smem_bytes() + if v == "v11" { V11_OUT_BYTES } else { 0 };
+        let smem = v9_smem_bytes();
         if smem > 48 * 1024 {
             f.set_attribute(
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -541,7 +510,7 @@ impl FnLaunch {
     }
 
     /// `version`: "v1", "v2", "v5" or "v8" (channel-first pointers), "v3", "v4", "v6", "v9",
-    /// "v10" or the bench-only "v11" (channel-last: x / out (batch, L, dim), init / fin (batch,
+    /// or "v10" (channel-last: x / out (batch, L, dim), init / fin (batch,
     /// width-1, dim)); the caller resolves "auto".
     pub fn run(&self, g: &Gpu, version: &str) -> Result<(), GpuError> {
         let rows = (self.batch * self.dim) as i64;
@@ -625,14 +594,10 @@ impl FnLaunch {
                 }
             }
             "v5" => self.run_v5(g),
-            // Bench-only: v5 on row-sized blocks (session 24).
-            "v5t" => self.run_v5_with(g, true),
             "v6" => self.run_v6(g),
             "v8" => self.run_v8(g),
             "v9" => self.run_v9(g),
             "v10" => self.run_v10(g),
-            // Bench-only diagnostic (not in the op's versions until it has run on the device).
-            "v11" => self.run_v11(g),
             other => Err(GpuError::NoVersion {
                 op: OP_FN.into(),
                 version: other.into(),
@@ -1064,10 +1029,7 @@ pub fn bench_prefill(
     let (ct, cgbs) = crate::bench::copy_ceiling(g, n * 2)?;
     let mut versions = vec![];
     // v3 reads the same buffers as channel-last tensors (batch, seqlen, dim): the same bytes.
-    // v11 last: compile-checked only (session 23), timed here first; its outputs are not checked.
-    for v in [
-        "v1", "v2", "v5", "v5t", "v8", "v3", "v4", "v6", "v9", "v10", "v11",
-    ] {
+    for v in ["v1", "v2", "v5", "v8", "v3", "v4", "v6", "v9", "v10"] {
         let (t, _) = crate::bench::time_launch(g, false, || l.run(g, v))?;
         let gbs = bytes / (t.median_us * 1e-6) / 1e9;
         versions.push(
@@ -1086,25 +1048,6 @@ pub fn bench_prefill(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn v5_tight_blocks_cover_the_row_without_empty_blocks() {
-        // Super prefill: 6,250 bf16 vectors a row, 4 a lane -> 49 warps in 7 blocks of 7.
-        assert_eq!(v5_grid_x(6250, 4, false), (7, 256));
-        assert_eq!(v5_grid_x(6250, 4, true), (7, 224));
-        for nv in [1usize, 31, 128, 129, 1000, 1024, 1025, 6250, 100_000] {
-            let (gx, t) = v5_grid_x(nv, 4, true);
-            let warps = nv.div_ceil(128);
-            // Every warp of the row is in some block, each block has at most 8 warps, and the
-            // last block still holds a warp with vectors.
-            assert!(t % 32 == 0 && t <= 256, "nv {nv}: {t} threads");
-            assert!(gx as usize * (t as usize / 32) >= warps, "nv {nv}");
-            assert!(
-                (gx as usize - 1) * (t as usize / 32) < warps,
-                "nv {nv}: an empty block"
-            );
-        }
-    }
 
     #[test]
     fn v9_segments_fill_one_wave_and_stay_long() {

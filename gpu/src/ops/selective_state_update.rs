@@ -397,7 +397,10 @@ pub fn run(
         }
         // A per head (Nemotron-H): v8 (the bulk-copy producer/consumer kernel, v7 with the
         // producer's work before its wait) once there are enough (batch row, head) tiles to
-        // fill the SMs several times, else v6. H200, session 4, bf16, per head
+        // fill the SMs several times, else v6; v9 there for a bf16 state at dstate 128 (its
+        // compiled-in lanes per row; session 24: held to 5 blocks an SM with unrolled row
+        // passes, 3.458 TB/s effective at batch 256 against v8's 3.136 in the same run).
+        // H200, session 4, bf16, per head
         // (docs/measurements/h200_session4_call4_presets.json): batch 256 v8 334.5 us, v7
         // 368.7, v6 567.8, v5 726.0; batch 64 (graph) 86.9 / 94.6 / 145.4 / 184.2 us; batch 1
         // (128 tiles; call 3) v6 7.1 us, v7 8.0.
@@ -407,7 +410,11 @@ pub fn run(
                 && (dims.batch * dims.nheads) as u64 >= 4 * g.sm_count as u64
                 && ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None).is_ok() =>
         {
-            "v8"
+            if state_dtype == DType::BF16 && sr == 0 && dims.dstate == V9_DSTATE {
+                "v9"
+            } else {
+                "v8"
+            }
         }
         // Fewer tiles: v10 (v6's body, 16 rows a block, the state / z / D loads before the
         // prologue): batch 1 bf16 5.48 us against v6's 7.01 and v9's 6.75 (session 12 call 2,
@@ -516,7 +523,7 @@ pub(crate) fn launch_v7(
         )));
     }
     // The largest shared-memory carveout: with the L1 at its default share, 38 KB blocks fit 4
-    // an SM, and the l5 / l6 sweep variants are held to registers for 5 / 6.
+    // an SM, and v9's bf16 entry is held to registers for 5.
     f.set_attribute(
         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
         100,
@@ -670,11 +677,9 @@ fn is_perhead_sweep(v: &str) -> bool {
 
 /// v7 with 2 or 8 consumer warps per producer warp (bf16 state, nearest): the consumer-warp
 /// sweep of `duet bench --shape ssu_sweep_b*_bf16`, runnable as versions for the bit-exact test.
-/// Session 24 adds v9's sweep at batch 256: `v9l5` (5 blocks an SM), `v9u2` / `v9u4` (row passes
-/// unrolled), `v9l5u2` (both) and `v9l6` (6 blocks).
-pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8", "v9l5", "v9u2", "v9u4", "v9l5u2", "v9l6"];
+pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8"];
 
-/// The persistent bulk-copy kernels (v7 / v8 / v9 and their sweep variants): launched through
+/// The persistent bulk-copy kernels (v7 / v8 / v9 and v7's sweep variants): launched through
 /// [`launch_v7`] with an [`ssu7_plan`] ring.
 fn is_persistent(version: &str) -> bool {
     version.starts_with("v7") || version.starts_with("v8") || version.starts_with("v9")
@@ -706,9 +711,6 @@ pub fn bench_sweep(g: &Gpu, batch: usize, all: bool) -> Result<serde_json::Value
         bench_super_version(g, batch, DType::BF16, "v9", true)?,
         bench_super_version(g, batch, DType::BF16, "v10", true)?,
     ];
-    for name in ["v9l5", "v9u2", "v9u4", "v9l5u2", "v9l6"] {
-        v.push(bench_super_version(g, batch, DType::BF16, name, true)?);
-    }
     // v7's ring depth and consumer warps (default: 2 stages, 4 consumer warps).
     // (v7 ring depths 1 / 3 and 2 / 8 consumer warps: measured in session 4, call 3; with all.)
     for name in [
