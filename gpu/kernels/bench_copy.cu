@@ -23,7 +23,9 @@ extern "C" __global__ void copy_v2(const uint4* __restrict__ src, uint4* __restr
 }
 
 // Session 24's probe of the gap between these kernels and the driver's memcpy (copy_v1 522 us,
-// memcpy 483 us for 2.05 GB; 549 / 508 us for 2 GiB): cache hints and access order.
+// memcpy 483 us for 2.05 GB; 549 / 508 us for 2 GiB): cache hints and access order. Measured
+// (2 GiB, call 2): v4 565.7, v5 557.6, v6 560.2 (4 blocks an SM: 559.8), v7 549.1 us; copy_v1
+// 550.5. None beats v1: the memcpy runs on the copy engines, not on the SMs.
 //   v4: v2 with the loads as ld.global.nc.L1::no_allocate.L2::256B (the L2 fetches 256-byte
 //       blocks) and plain stores;
 //   v5: v4 with streaming stores (st.global.cs: evict-first in L2);
@@ -96,8 +98,9 @@ extern "C" __global__ void copy_v7(const uint4* __restrict__ src, uint4* __restr
     copy_warp_body<true>(src, dst, n);
 }
 
-// v3 (session 23, compile-checked; not yet run on the device): the copy through the bulk copy
-// engine both ways. One thread a block drives COPY3_ST stages of COPY3_CH bytes: a bulk load
+// v3 (session 23; first run in session 24: 556.6-559.3 us for 2 GiB, copy_v1 549-551, the
+// driver's memcpy 508-510, which ncu shows is not a kernel: the copy engines): the copy through
+// the bulk copy engine both ways. One thread a block drives COPY3_ST stages of COPY3_CH bytes: a bulk load
 // global -> shared completing on the stage's mbarrier, then a bulk store shared -> global
 // (bulk_group), and the stage is reloaded once the store has read it (wait_group.read). The
 // question it answers: does the engine's path reach the driver's memcpy (484 us for 2.05 GB on

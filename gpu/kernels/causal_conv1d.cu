@@ -800,10 +800,10 @@ __device__ __forceinline__ void conv1d_fn_v8_impl(const void* __restrict__ x, in
                 for (int m = 0; m < H; ++m) store_from_f32(fin, r * H + m, xdt, a[VE + m]);
             }
         }
-        // Session 24: racecheck reported every reuse of a stage (the producer's bulk copy
-        // against these reads) on v8 but not on v10, whose release is the same; the proxy
-        // fence orders this warp's generic reads before the async proxy's next write.
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        // Racecheck (session 24, calls 3-4) reports the producer's bulk copy into a reused stage
+        // against these reads on v8 (not on v10, whose release is the same and whose hand case
+        // reuses its stages too); a fence.proxy.async here did not change the report. Unexplained;
+        // v8 is not auto.
         __syncwarp();  // every lane of this warp is done with stage s
         if ((tid & 31) == 0) duet_mbar_arrive(&empty[s]);
     }

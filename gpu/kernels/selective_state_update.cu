@@ -733,8 +733,8 @@ __device__ __forceinline__ Ssu7Layout ssu7_layout(const SsuParams& p, int esize)
     return l;
 }
 
-// v9 (session 9, not yet run on the H200): v8 with the consumers' per-tile loop specialised
-// for TPR lanes per row known at compile time (dstate = 128: 16 lanes of 8 values for the
+// v9 (session 9; first run in session 10, auto for a bf16 state since session 24): v8 with
+// the consumers' per-tile loop specialised for TPR lanes per row known at compile time (dstate = 128: 16 lanes of 8 values for the
 // 16-bit states, 32 of 4 for f32; the host runs v9 only there): the row's shuffle reduction
 // unrolled, the lane / row split by shifts, the state addresses advanced per pass instead of
 // recomputed from 64-bit products, B * dt per column computed once per tile when dt is per

@@ -143,9 +143,11 @@ fn copy_kernel(
 const COPY3_SMEM: u32 = 128 + 5 * 8192;
 
 /// The copy ceiling several ways at `bytes`: `copy_v1` (the benches' ceiling), `copy_v2` (four
-/// loads in flight a thread), with `with_v3` `copy_v3` (the bulk copy engine both ways, one
-/// thread a block; session 23, not yet run on the device: only the `copy` preset asks for it)
-/// and the driver's device-to-device memcpy. A variant that fails is reported with its error.
+/// loads in flight a thread), with `with_v3` (the `copy` preset) `copy_v3` (the bulk copy engine
+/// both ways, one thread a block) and session 24's `copy_v4`-`copy_v7` (cache hints, streaming
+/// stores, warp-contiguous chunks), and the driver's device-to-device memcpy (the copy engines,
+/// not a kernel: ~7% faster than any SM form on the H200). A variant that fails is reported
+/// with its error.
 pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json::Value, GpuError> {
     let mut out = vec![];
     let mut kernels = vec![
