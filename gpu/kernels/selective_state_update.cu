@@ -1109,6 +1109,12 @@ SSU7_ENTRY_T(ssu_v9_f32, ST_F32, false, 4, true, 32)
 // 3.426, unrolled alone 3.267, 4-deep 3.262, 6 blocks at 64 registers 3.344). Same arithmetic:
 // bit-identical.
 SSU7_ENTRY_U(ssu_v9_bf16, ST_BF16, false, 4, true, 16, 5, 2)
-SSU7_ENTRY_T(ssu_v9_f16, ST_F16, false, 4, true, 16)
-SSU7_ENTRY_T(ssu_v9_f16_sr, ST_F16, true, 4, true, 16)
-SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
+// The other 16-bit states, session 25: 5 blocks too (72 registers; ptxas spills 32-56 bytes,
+// the row passes not unrolled: unrolled they spilled 36-84). v9l4 = the 4-block form before
+// (92-100 registers), kept for `duet bench --shape ssu_b256_f16` and gpu_ssu.
+SSU7_ENTRY_U(ssu_v9_f16, ST_F16, false, 4, true, 16, 5, 1)
+SSU7_ENTRY_U(ssu_v9_f16_sr, ST_F16, true, 4, true, 16, 5, 1)
+SSU7_ENTRY_U(ssu_v9_i16, ST_I16, false, 4, true, 16, 5, 1)
+SSU7_ENTRY_T(ssu_v9l4_f16, ST_F16, false, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9l4_f16_sr, ST_F16, true, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9l4_i16, ST_I16, false, 4, true, 16)

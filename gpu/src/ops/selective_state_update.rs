@@ -332,7 +332,10 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !VERSIONS.contains(&version) && sweep_rpt(version).is_none() && !V7_SWEEP.contains(&version)
+    if !VERSIONS.contains(&version)
+        && sweep_rpt(version).is_none()
+        && !V7_SWEEP.contains(&version)
+        && !V9_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
@@ -421,6 +424,19 @@ pub fn run(
         // ssu_sweep_all_b1_bf16, as its sweep twin x_bf16_r2_h_e1_z_m6).
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v10",
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
+        v if V9_SWEEP.contains(&v) => {
+            if !matches!(state_dtype, DType::F16 | DType::I16)
+                || dims.dstate != V9_DSTATE
+                || parsed.a.1
+            {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: takes an f16 or int16 state at dstate {V9_DSTATE} with A per head"
+                )));
+            }
+            ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
+                .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
+            v
+        }
         v if V7_SWEEP.contains(&v) => {
             if state_dtype != DType::BF16 || sr == 1 || parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
@@ -679,6 +695,11 @@ fn is_perhead_sweep(v: &str) -> bool {
 /// sweep of `duet bench --shape ssu_sweep_b*_bf16`, runnable as versions for the bit-exact test.
 pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8"];
 
+/// v9's 16-bit entries (f16, f16 with stochastic rounding, int16) as they were before session
+/// 25 held them to 5 blocks an SM: up to 100 registers, 4 blocks. Same arithmetic; bench and
+/// test only (`duet bench --shape ssu_b256_f16` times them next to v9).
+pub const V9_SWEEP: &[&str] = &["v9l4"];
+
 /// The persistent bulk-copy kernels (v7 / v8 / v9 and v7's sweep variants): launched through
 /// [`launch_v7`] with an [`ssu7_plan`] ring.
 fn is_persistent(version: &str) -> bool {
@@ -749,7 +770,7 @@ pub(crate) fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v9l4" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -757,7 +778,7 @@ pub(crate) fn launch_shape(
                 (DType::F16, true) => "f16_sr",
                 _ => "i16",
             };
-            let dtiles = if version == "v7" || version == "v8" || version == "v9" {
+            let dtiles = if is_persistent(version) {
                 1 // one (batch row, head) per tile
             } else {
                 dim.div_ceil(v3_rows_per_block(dstate, state_dt, version))
@@ -790,6 +811,16 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
     }
+    Ok(serde_json::json!({"op": OP, "versions": v}))
+}
+
+/// `ssu_b{64,256}_f16`: the persistent kernels on an f16 state (round-to-nearest), dt / D /
+/// dt_bias per head: v8, v9 (5 blocks an SM since session 25) and v9l4 (its 4-block form).
+pub fn bench_f16(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
+    let v = ["v8", "v9", "v9l4"]
+        .into_iter()
+        .map(|version| bench_super_version(g, batch, DType::F16, version, true))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
 
