@@ -92,11 +92,6 @@ __device__ __forceinline__ void duet_bulk_g2s(void* dst, const void* src, u32 by
                  "l"(src), "r"(bytes), "r"(duet_smem_u32(bar))
                  : "memory");
 }
-// Bulk prefetch of [src, src + bytes) into the L2 (sm_90; src 16-byte aligned, bytes a
-// multiple of 16): a hint with no completion to wait for and nothing written to the SM.
-__device__ __forceinline__ void duet_bulk_prefetch_l2(const void* src, u32 bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
 // After thread 0's mbarrier.init: make the barriers visible to the bulk copy engine.
 __device__ __forceinline__ void duet_mbar_init_fence() {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

@@ -1058,10 +1058,9 @@ __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __r
         }
     }
 }
-template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false, int CG = 1, bool PF = false>
+template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false, int CG = 1>
 __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     static_assert(CG == 1 || (P > 0 && SK == 1 && !U), "column groups: the ring forms, no split");
-    static_assert(!PF || (AL && SK == 1), "the L2 prefetch: aligned forms without a K split");
     extern __shared__ __align__(16) u8 r8_smem[];
     constexpr int RG = W / SK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1090,25 +1089,6 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     const u8* rqb = wq + nbr * (K >> 1);
     const u8* rsa = wsf + na * (K >> 4);
     const u8* rsb = wsf + nbr * (K >> 4);
-    // PF (session 25): the block's whole weight slice (its 16 RG CG rows' codes and scales,
-    // contiguous in both arrays) is asked of the L2 at once by bulk prefetches, 16 KiB a lane
-    // of warp 0, before any warp's first cp.async: at small T every block reads its slice
-    // once, and the rings alone keep only ~3 KiB a warp in flight. The ring then reads what
-    // the prefetch brought (or merges with it in flight); the results are unchanged.
-    if constexpr (PF) {
-        const i64 nb0 = (i64)blockIdx.y * RG * CG * 16;
-        if (warp == 0 && nb0 < N) {
-            const i64 rows = min((i64)(RG * CG * 16), N - nb0);
-            const i64 cb = (rows * (K >> 1)) & ~(i64)15, sb = (rows * (K >> 4)) & ~(i64)15;
-            const u8* c0 = wq + nb0 * (K >> 1);
-            const u8* s0 = wsf + nb0 * (K >> 4);
-            constexpr i64 CH = 16384;
-            for (i64 o = (i64)lane * CH; o < cb; o += 32 * CH)
-                duet_bulk_prefetch_l2(c0 + o, (u32)min(CH, cb - o));
-            for (i64 o = (i64)(31 - lane) * CH; o < sb; o += 32 * CH)
-                duet_bulk_prefetch_l2(s0 + o, (u32)min(CH, sb - o));
-        }
-    }
     // The first D steps' weights go out before the x staging (P > 0: the first P - 1 stages of
     // the warp's cp.async ring instead).
     constexpr int DR = P > 0 ? 1 : D;
@@ -1315,13 +1295,11 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     moe_gemv_epilogue<EPI>(a, acc, alpha, n0, row0e, left < R ? left : R, okA, okB, lane);
 }
 
-#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U, CG) \
-    MOE_R8_KERNEL_PF(NAME, EPI, SK, W, AL, R, D, P, MINB, U, CG, false)
-#define MOE_R8_KERNEL_PF(NAME, EPI, SK, W, AL, R, D, P, MINB, U, CG, PF)                          \
+#define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U, CG)                                \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
         NAME(MOE_GEMM_PARAMS) {                                                                    \
         MOE_GEMM_ARGS                                                                              \
-        moe_r8_body<EPI, SK, W, AL, R, D, P, U, CG, PF>(a);                                        \
+        moe_r8_body<EPI, SK, W, AL, R, D, P, U, CG>(a);                                            \
     }
 // Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
 // 64 columns a block; 2: 8 warps, 64 columns; 4: 8 warps, 32 columns), D steps in flight a
@@ -1374,12 +1352,6 @@ MOE_R8_FORMC(r2p8c2, 2, 8, 2, 6)
 MOE_R8_FORMC(r2p8c4, 2, 8, 4, 6)
 MOE_R8_FORMC(r8p4c2, 8, 4, 2, 6)
 MOE_R8_FORMC(r8p4c4, 8, 4, 4, 6)
-// f (session 25): a p form whose block first asks the L2 for its whole weight slice (PF).
-#define MOE_R8_FORMF(TAG, SK, W, AL, R, D, P, MINB)                                                \
-    MOE_R8_KERNEL_PF(moe_gemm_##TAG##_ff_q, 0, SK, W, AL, R, D, P, MINB, false, 1, true)           \
-    MOE_R8_KERNEL_PF(moe_gemm_##TAG##_ff_o, 1, SK, W, AL, R, D, P, MINB, false, 1, true)
-MOE_R8_FORMF(r8p4f, 1, 4, true, 8, 1, 4, 6)
-MOE_R8_FORMF(r2p8f, 1, 4, true, 2, 1, 8, 6)
 
 // ---------------------------------------------------------------------------------------------
 // x (session 20): the prefill grouped GEMM on wgmma, weights as A from registers. NVFP4 x

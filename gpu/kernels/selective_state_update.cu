@@ -306,6 +306,27 @@ template <> struct Ssu3Elem<ST_BF16> { enum { VEC = 8 }; };
 template <> struct Ssu3Elem<ST_F16> { enum { VEC = 8 }; };
 template <> struct Ssu3Elem<ST_I16> { enum { VEC = 8 }; };
 
+// f16 <-> f32 on the conversion hardware (session 25): the same bits as common.cuh's
+// f16_to_f32 / f32_to_f16 (the reference's `half` semantics: IEEE round-to-nearest-even with
+// subnormals, overflow to infinity) for every non-NaN input, which gpu_ssu's
+// `f16_hardware_conversions_match_the_software_ones` checks over all 2^32 f32 and 2^16 f16
+// inputs (ssu_f16_cvt_check); NaNs take the software path (the hardware makes them canonical,
+// the reference keeps the payload). The software forms cost ~20 integer instructions an
+// element with branches: an f16 state ran at less than half of a bf16 state's speed.
+__device__ __forceinline__ u32 ssu_f16x2_rn(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    if (lo != lo || hi != hi) r = (u32)f32_to_f16(lo) | ((u32)f32_to_f16(hi) << 16);
+    return r;
+}
+__device__ __forceinline__ void ssu_f16x2_to_f32(u32 w, float& lo, float& hi) {
+    asm("{\n\t.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+        : "=f"(lo), "=f"(hi)
+        : "r"(w));
+    if ((w & 0x7fffu) > 0x7c00u) lo = f16_to_f32((u16)(w & 0xffffu));
+    if (((w >> 16) & 0x7fffu) > 0x7c00u) hi = f16_to_f32((u16)(w >> 16));
+}
+
 template <int ST>
 __device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float* v) {
     if (ST == ST_F32) {
@@ -319,7 +340,7 @@ __device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float*
             if (ST == ST_BF16) {
                 v[2 * k] = bf16_to_f32(lo); v[2 * k + 1] = bf16_to_f32(hi);
             } else if (ST == ST_F16) {
-                v[2 * k] = f16_to_f32(lo); v[2 * k + 1] = f16_to_f32(hi);
+                ssu_f16x2_to_f32(w[k], v[2 * k], v[2 * k + 1]);
             } else {
                 v[2 * k] = __fmul_rn((float)(short)lo, decode);
                 v[2 * k + 1] = __fmul_rn((float)(short)hi, decode);
@@ -355,6 +376,16 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
         q = make_uint4(w[0], w[1], w[2], w[3]);
         return;
     }
+    if (ST == ST_F16 && FAST && !SR) {
+        u32 w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            w[k] = ssu_f16x2_rn(v[2 * k], v[2 * k + 1]);
+            ssu_f16x2_to_f32(w[k], v[2 * k], v[2 * k + 1]);
+        }
+        q = make_uint4(w[0], w[1], w[2], w[3]);
+        return;
+    }
     if (ST == ST_F32) {
         q.x = __float_as_uint(v[0]); q.y = __float_as_uint(v[1]);
         q.z = __float_as_uint(v[2]); q.w = __float_as_uint(v[3]);
@@ -383,8 +414,14 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
 #pragma unroll
             for (int k = 0; k < 8; ++k) h[k] = f32_to_f16(v[k]);
         }
+        if (FAST) {  // the stored values back on the conversion hardware (same bits)
 #pragma unroll
-        for (int k = 0; k < 8; ++k) v[k] = f16_to_f32(h[k]);
+            for (int k = 0; k < 4; ++k)
+                ssu_f16x2_to_f32((u32)h[2 * k] | ((u32)h[2 * k + 1] << 16), v[2 * k], v[2 * k + 1]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) v[k] = f16_to_f32(h[k]);
+        }
     } else {
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
@@ -1118,3 +1155,38 @@ SSU7_ENTRY_U(ssu_v9_i16, ST_I16, false, 4, true, 16, 5, 1)
 SSU7_ENTRY_T(ssu_v9l4_f16, ST_F16, false, 4, true, 16)
 SSU7_ENTRY_T(ssu_v9l4_f16_sr, ST_F16, true, 4, true, 16)
 SSU7_ENTRY_T(ssu_v9l4_i16, ST_I16, false, 4, true, 16)
+
+// gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop
+// converts the f32 pair (x, x ^ 0x80000000) with x = base + i (the whole chunk [base, base +
+// count)) through ssu_f16x2_rn and through f32_to_f16, and (base == 0) the f16 pair (i, i ^
+// 0x8000) for i < 2^16 through ssu_f16x2_to_f32 and f16_to_f32; counts the differing bits
+// patterns in bad[0], keeps the largest differing input in bad[1] and counts the pairs
+// compared in bad[2] (the test checks that every input ran).
+extern "C" __global__ void ssu_f16_cvt_check(u64 base, u64 count, unsigned long long* bad) {
+    DUET_PDL_ENTRY();
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    unsigned long long n = 0, last = 0, seen = 0;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        ++seen;
+        const u32 x = (u32)(base + i);
+        const float a = __uint_as_float(x), b = __uint_as_float(x ^ 0x80000000u);
+        const u32 hw = ssu_f16x2_rn(a, b);
+        const u32 sw = (u32)f32_to_f16(a) | ((u32)f32_to_f16(b) << 16);
+        if (hw != sw) { ++n; last = x; }
+        if (base == 0 && i < 65536u) {
+            ++seen;
+            const u32 w = (u32)i | (((u32)i ^ 0x8000u) << 16);
+            float lo, hi;
+            ssu_f16x2_to_f32(w, lo, hi);
+            if (__float_as_uint(lo) != __float_as_uint(f16_to_f32((u16)i)) ||
+                __float_as_uint(hi) != __float_as_uint(f16_to_f32((u16)(i ^ 0x8000u)))) {
+                ++n; last = 0x100000000ull | i;
+            }
+        }
+    }
+    if (n) {
+        atomicAdd(&bad[0], n);
+        atomicMax(&bad[1], last);
+    }
+    atomicAdd(&bad[2], seen);
+}

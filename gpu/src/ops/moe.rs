@@ -138,10 +138,6 @@ pub const R_FORMS: &[RForm] = &[
     rc("r2p8c4", 2, 8, 4),
     rc("r8p4c2", 8, 4, 2),
     rc("r8p4c4", 8, 4, 4),
-    // MOE_R8_FORMF (session 25): r8p4 / r2p8 whose blocks first ask the L2 for their whole
-    // weight slice (bulk prefetches); same results.
-    rp("r8p4f", 8, 1, 4, 4),
-    rp("r2p8f", 2, 1, 4, 8),
 ];
 
 /// One form of moe.cu's wgmma grouped GEMMs for prefill: 256 threads, 128 weight rows a block,
@@ -1895,7 +1891,6 @@ mod tests {
                     "MOE_R8_FORMP(",
                     "MOE_R8_FORMU(",
                     "MOE_R8_FORMC(",
-                    "MOE_R8_FORMF(",
                 ]
                 .iter()
                 .any(|p| l.starts_with(p))
@@ -1918,8 +1913,6 @@ mod tests {
             } else {
                 l.starts_with(&format!("MOE_R8_FORMP({head} 1, {},", f.stages))
                     || l.starts_with(&format!("MOE_R8_FORMU({head} 1, {},", f.stages))
-                    || (f.tag.ends_with('f')
-                        && l.starts_with(&format!("MOE_R8_FORMF({head} 1, {},", f.stages)))
             };
             assert!(ok, "{f:?} does not match moe.cu's line {l}");
             assert!(

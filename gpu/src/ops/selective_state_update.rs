@@ -816,11 +816,21 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
 
 /// `ssu_b{64,256}_f16`: the persistent kernels on an f16 state (round-to-nearest), dt / D /
 /// dt_bias per head: v8, v9 (5 blocks an SM since session 25) and v9l4 (its 4-block form).
+/// Then the same three with stochastic rounding (Philox 10 rounds, one draw a group of 4).
 pub fn bench_f16(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
-    let v = ["v8", "v9", "v9l4"]
-        .into_iter()
-        .map(|version| bench_super_version(g, batch, DType::F16, version, true))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut v = vec![];
+    for sr in [false, true] {
+        for version in ["v8", "v9", "v9l4"] {
+            v.push(bench_super_version_sr(
+                g,
+                batch,
+                DType::F16,
+                version,
+                true,
+                sr,
+            )?);
+        }
+    }
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
 
@@ -831,6 +841,22 @@ fn bench_super_version(
     version: &str,
     per_head: bool,
 ) -> Result<serde_json::Value, GpuError> {
+    bench_super_version_sr(g, batch, state_dt, version, per_head, false)
+}
+
+fn bench_super_version_sr(
+    g: &Gpu,
+    batch: usize,
+    state_dt: DType,
+    version: &str,
+    per_head: bool,
+    sr: bool,
+) -> Result<serde_json::Value, GpuError> {
+    if sr && state_dt != DType::F16 {
+        return Err(GpuError::Unsupported(format!(
+            "bench: stochastic rounding takes an f16 state, not {state_dt}"
+        )));
+    }
     let (nheads, dim, dstate, ngroups) = (128usize, 64usize, 128usize, 8usize);
     let per_slot = nheads * dim * dstate * state_dt.size();
     let windows = (256usize << 20).div_ceil(per_slot * batch).max(2);
@@ -912,6 +938,10 @@ fn bench_super_version(
             DType::BF16 => 1,
             _ => 2,
         },
+        sr: sr as i64,
+        sr_mapping: 1,
+        rounds: 10,
+        seed: 0x5eed,
         ..Default::default()
     };
     // v7 / v8 / v9 bench names: `<version>[_s<stages>]` (v7, v7w2, v7w8, v8, v9; the ring depth).
@@ -920,7 +950,7 @@ fn bench_super_version(
         Some((b, n)) if persistent => (b, n.parse::<usize>().ok()),
         _ => (version, None),
     };
-    let (fname, dtiles) = launch_shape(base, dim, dstate, state_dt, false);
+    let (fname, dtiles) = launch_shape(base, dim, dstate, state_dt, sr);
     let f = g.function("selective_state_update", &fname)?;
     let blocks = ((batch * nheads) * dtiles) as u32;
     let s = &g.stream;
@@ -967,6 +997,7 @@ fn bench_super_version(
     Ok(serde_json::json!({
         "op": OP, "version": version,
         "kernel": fname, "dt_D_bias": if per_head { "per_head" } else { "per_dim" },
+        "rounding": if sr { "stochastic (philox 10, group of 4)" } else { "nearest" },
         "shape": {"batch": batch, "nheads": nheads, "dim": dim, "dstate": dstate, "ngroups": ngroups,
                   "state": state_dt.name(), "small_operands": "f32", "rotating_state_mb": (slots * per_slot) >> 20},
         "single_launch": {"median_us": single.median_us, "p10_us": single.p10_us, "p90_us": single.p90_us},
