@@ -400,7 +400,7 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
             if (p.sr_mapping == 1) {
 #pragma unroll
                 for (int k4 = 0; k4 < 2; ++k4) {
-                    const u32x4 r = philox_seed_offset(p.seed, (u64)(e0 + 4 * k4) >> 2, (int)p.rounds);
+                    const u32x4 r = philox_seed_offset_fast(p.seed, (u64)(e0 + 4 * k4) >> 2, (int)p.rounds);
                     const u32 w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
                     for (int k = 0; k < 4; ++k) h[4 * k4 + k] = stochastic_round_f16(v[4 * k4 + k], w[k]);
@@ -408,7 +408,7 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
             } else {
 #pragma unroll
                 for (int k = 0; k < 8; ++k)
-                    h[k] = stochastic_round_f16(v[k], philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x);
+                    h[k] = stochastic_round_f16(v[k], philox_seed_offset_fast(p.seed, (u64)(e0 + k), (int)p.rounds).x);
             }
         } else {
 #pragma unroll
@@ -1146,15 +1146,12 @@ SSU7_ENTRY_T(ssu_v9_f32, ST_F32, false, 4, true, 32)
 // 3.426, unrolled alone 3.267, 4-deep 3.262, 6 blocks at 64 registers 3.344). Same arithmetic:
 // bit-identical.
 SSU7_ENTRY_U(ssu_v9_bf16, ST_BF16, false, 4, true, 16, 5, 2)
-// The other 16-bit states, session 25: 5 blocks too (72 registers; ptxas spills 32-56 bytes,
-// the row passes not unrolled: unrolled they spilled 36-84). v9l4 = the 4-block form before
-// (92-100 registers), kept for `duet bench --shape ssu_b256_f16` and gpu_ssu.
-SSU7_ENTRY_U(ssu_v9_f16, ST_F16, false, 4, true, 16, 5, 1)
-SSU7_ENTRY_U(ssu_v9_f16_sr, ST_F16, true, 4, true, 16, 5, 1)
-SSU7_ENTRY_U(ssu_v9_i16, ST_I16, false, 4, true, 16, 5, 1)
-SSU7_ENTRY_T(ssu_v9l4_f16, ST_F16, false, 4, true, 16)
-SSU7_ENTRY_T(ssu_v9l4_f16_sr, ST_F16, true, 4, true, 16)
-SSU7_ENTRY_T(ssu_v9l4_i16, ST_I16, false, 4, true, 16)
+// The other 16-bit states: 4 blocks an SM (f16 88-96, int16 92 registers). Held to 5 like
+// bf16 (72 registers, 20-56 bytes of spill) the f16 entry ran 371.4 / 95.0 us at batch 256 /
+// 64 against 367.2 / 97.6 for this form (session 25 call 2, one run): no gain, so no spills.
+SSU7_ENTRY_T(ssu_v9_f16, ST_F16, false, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9_f16_sr, ST_F16, true, 4, true, 16)
+SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 
 // gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop
 // converts the f32 pair (x, x ^ 0x80000000) with x = base + i (the whole chunk [base, base +

@@ -332,10 +332,7 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !VERSIONS.contains(&version)
-        && sweep_rpt(version).is_none()
-        && !V7_SWEEP.contains(&version)
-        && !V9_SWEEP.contains(&version)
+    if !VERSIONS.contains(&version) && sweep_rpt(version).is_none() && !V7_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
@@ -413,7 +410,12 @@ pub fn run(
                 && (dims.batch * dims.nheads) as u64 >= 4 * g.sm_count as u64
                 && ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None).is_ok() =>
         {
-            if state_dtype == DType::BF16 && sr == 0 && dims.dstate == V9_DSTATE {
+            // An f16 state (either rounding) on v9 too: session 25 call 2 (batch 256 / 64,
+            // docs/measurements/h200_session25_call2_ssu_f16.json) v9 371.4 / 95.0 us against
+            // v8's 557.4 / 143.9 with nearest, 1016.3 / 255.3 against 1184.1 / 295.1 with
+            // stochastic rounding (Philox 10).
+            let v9_state = (state_dtype == DType::BF16 && sr == 0) || state_dtype == DType::F16;
+            if v9_state && dims.dstate == V9_DSTATE {
                 "v9"
             } else {
                 "v8"
@@ -424,19 +426,6 @@ pub fn run(
         // ssu_sweep_all_b1_bf16, as its sweep twin x_bf16_r2_h_e1_z_m6).
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v10",
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
-        v if V9_SWEEP.contains(&v) => {
-            if !matches!(state_dtype, DType::F16 | DType::I16)
-                || dims.dstate != V9_DSTATE
-                || parsed.a.1
-            {
-                return Err(GpuError::Unsupported(format!(
-                    "{OP} {v}: takes an f16 or int16 state at dstate {V9_DSTATE} with A per head"
-                )));
-            }
-            ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
-                .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
-            v
-        }
         v if V7_SWEEP.contains(&v) => {
             if state_dtype != DType::BF16 || sr == 1 || parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
@@ -695,11 +684,6 @@ fn is_perhead_sweep(v: &str) -> bool {
 /// sweep of `duet bench --shape ssu_sweep_b*_bf16`, runnable as versions for the bit-exact test.
 pub const V7_SWEEP: &[&str] = &["v7w2", "v7w8"];
 
-/// v9's 16-bit entries (f16, f16 with stochastic rounding, int16) as they were before session
-/// 25 held them to 5 blocks an SM: up to 100 registers, 4 blocks. Same arithmetic; bench and
-/// test only (`duet bench --shape ssu_b256_f16` times them next to v9).
-pub const V9_SWEEP: &[&str] = &["v9l4"];
-
 /// The persistent bulk-copy kernels (v7 / v8 / v9 and v7's sweep variants): launched through
 /// [`launch_v7`] with an [`ssu7_plan`] ring.
 fn is_persistent(version: &str) -> bool {
@@ -770,7 +754,7 @@ pub(crate) fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v9l4" => {
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -814,20 +798,20 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
 
-/// `ssu_b{64,256}_f16`: the persistent kernels on an f16 state (round-to-nearest), dt / D /
-/// dt_bias per head: v8, v9 (5 blocks an SM since session 25) and v9l4 (its 4-block form).
-/// Then the same three with stochastic rounding (Philox 10 rounds, one draw a group of 4).
+/// `ssu_b{64,256}_f16`: the persistent kernels v8 and v9 on an f16 state, dt / D / dt_bias per
+/// head: round-to-nearest, then stochastic rounding with Philox 10 rounds (the op's default) and
+/// 5 (the Nemotron recipes'), one draw a group of 4.
 pub fn bench_f16(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
     let mut v = vec![];
-    for sr in [false, true] {
-        for version in ["v8", "v9", "v9l4"] {
+    for rounds in [0u32, 10, 5] {
+        for version in ["v8", "v9"] {
             v.push(bench_super_version_sr(
                 g,
                 batch,
                 DType::F16,
                 version,
                 true,
-                sr,
+                rounds,
             )?);
         }
     }
@@ -841,7 +825,7 @@ fn bench_super_version(
     version: &str,
     per_head: bool,
 ) -> Result<serde_json::Value, GpuError> {
-    bench_super_version_sr(g, batch, state_dt, version, per_head, false)
+    bench_super_version_sr(g, batch, state_dt, version, per_head, 0)
 }
 
 fn bench_super_version_sr(
@@ -850,8 +834,10 @@ fn bench_super_version_sr(
     state_dt: DType,
     version: &str,
     per_head: bool,
-    sr: bool,
+    sr_rounds: u32,
 ) -> Result<serde_json::Value, GpuError> {
+    // sr_rounds > 0: stochastic rounding with that many Philox rounds.
+    let sr = sr_rounds > 0;
     if sr && state_dt != DType::F16 {
         return Err(GpuError::Unsupported(format!(
             "bench: stochastic rounding takes an f16 state, not {state_dt}"
@@ -940,7 +926,7 @@ fn bench_super_version_sr(
         },
         sr: sr as i64,
         sr_mapping: 1,
-        rounds: 10,
+        rounds: sr_rounds as i64,
         seed: 0x5eed,
         ..Default::default()
     };
@@ -997,7 +983,7 @@ fn bench_super_version_sr(
     Ok(serde_json::json!({
         "op": OP, "version": version,
         "kernel": fname, "dt_D_bias": if per_head { "per_head" } else { "per_dim" },
-        "rounding": if sr { "stochastic (philox 10, group of 4)" } else { "nearest" },
+        "rounding": if sr { format!("stochastic (philox {sr_rounds}, group of 4)") } else { "nearest".into() },
         "shape": {"batch": batch, "nheads": nheads, "dim": dim, "dstate": dstate, "ngroups": ngroups,
                   "state": state_dt.name(), "small_operands": "f32", "rotating_state_mb": (slots * per_slot) >> 20},
         "single_launch": {"median_us": single.median_us, "p10_us": single.p10_us, "p90_us": single.p90_us},
