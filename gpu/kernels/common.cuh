@@ -316,33 +316,6 @@ __device__ __forceinline__ u32x4 philox_seed_offset(u64 seed, u64 offset, int ro
     return philox4x32(c, (u32)seed, (u32)(seed >> 32), rounds);
 }
 
-// The same with the round count compiled in for the two counts in use (10: the op's default,
-// 5: the Nemotron recipes'), other counts through the loop: unrolled, the keys of every round
-// are uniform constants and a round is two wide multiplies and two 3-input XORs (session 25:
-// the run-time loop made v9's f16 stochastic-rounding entry 2.7 times slower than nearest).
-template <int R>
-__device__ __forceinline__ u32x4 philox4x32_r(u32x4 c, u32 k0, u32 k1) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-        if (i > 0) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
-        const u64 p0 = (u64)0xD2511F53u * c.x, p1 = (u64)0xCD9E8D57u * c.z;
-        u32x4 n;
-        n.x = (u32)(p1 >> 32) ^ c.y ^ k0;
-        n.y = (u32)p1;
-        n.z = (u32)(p0 >> 32) ^ c.w ^ k1;
-        n.w = (u32)p0;
-        c = n;
-    }
-    return c;
-}
-__device__ __forceinline__ u32x4 philox_seed_offset_fast(u64 seed, u64 offset, int rounds) {
-    u32x4 c;
-    c.x = (u32)offset; c.y = (u32)(offset >> 32); c.z = 0u; c.w = 0u;
-    if (rounds == 10) return philox4x32_r<10>(c, (u32)seed, (u32)(seed >> 32));
-    if (rounds == 5) return philox4x32_r<5>(c, (u32)seed, (u32)(seed >> 32));
-    return philox4x32(c, (u32)seed, (u32)(seed >> 32), rounds);
-}
-
 // ---- f32 -> f16 stochastic rounding from 13 random bits (reference/src/num/stochastic_round.rs) ----
 
 __device__ __forceinline__ u16 stochastic_round_f16(float x, u32 rnd) {

@@ -306,29 +306,80 @@ template <> struct Ssu3Elem<ST_BF16> { enum { VEC = 8 }; };
 template <> struct Ssu3Elem<ST_F16> { enum { VEC = 8 }; };
 template <> struct Ssu3Elem<ST_I16> { enum { VEC = 8 }; };
 
-// f16 <-> f32 on the conversion hardware (session 25): the same bits as common.cuh's
-// f16_to_f32 / f32_to_f16 (the reference's `half` semantics: IEEE round-to-nearest-even with
-// subnormals, overflow to infinity) for every non-NaN input, which gpu_ssu's
-// `f16_hardware_conversions_match_the_software_ones` checks over all 2^32 f32 and 2^16 f16
-// inputs (ssu_f16_cvt_check); NaNs take the software path (the hardware makes them canonical,
-// the reference keeps the payload). The software forms cost ~20 integer instructions an
-// element with branches: an f16 state ran at less than half of a bf16 state's speed.
-__device__ __forceinline__ u32 ssu_f16x2_rn(float lo, float hi) {
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    if (lo != lo || hi != hi) r = (u32)f32_to_f16(lo) | ((u32)f32_to_f16(hi) << 16);
-    return r;
-}
-__device__ __forceinline__ void ssu_f16x2_to_f32(u32 w, float& lo, float& hi) {
+// f16 <-> f32 on the conversion hardware (session 25), eight values (one 16-byte vector) at a
+// time: cvt.rn.f16x2.f32 / cvt.f32.f16 give the bits of common.cuh's f32_to_f16 / f16_to_f32
+// (the reference's `half` semantics: IEEE round-to-nearest-even with subnormals, overflow to
+// infinity) for every non-NaN input; a vector holding a NaN goes through the software forms
+// (the hardware makes NaNs canonical, the reference keeps the payload), one test a vector as in
+// ssu9_pack_bf16. gpu_ssu `f16_hardware_conversions_match_the_software_ones` checks both over
+// every f32 and f16 input (ssu_f16_cvt_check). The software forms alone cost ~20 integer
+// instructions and a branch an element: an f16 state ran at half of a bf16 state's speed.
+__device__ __forceinline__ void ssu_f16x2_hw(u32 w, float& lo, float& hi) {
     asm("{\n\t.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
         : "=f"(lo), "=f"(hi)
         : "r"(w));
-    if ((w & 0x7fffu) > 0x7c00u) lo = f16_to_f32((u16)(w & 0xffffu));
-    if (((w >> 16) & 0x7fffu) > 0x7c00u) hi = f16_to_f32((u16)(w >> 16));
+}
+// Whether any of the eight f16 of q is a NaN: a half's magnitude m is above 0x7c00 exactly when
+// m + 0x3ff carries into bit 15 (no carry crosses into the other half).
+__device__ __forceinline__ bool ssu_f16x8_any_nan(const uint4& q) {
+    const u32 m = 0x7fff7fffu, c = 0x03ff03ffu;
+    return ((((q.x & m) + c) | ((q.y & m) + c) | ((q.z & m) + c) | ((q.w & m) + c)) & 0x80008000u) != 0u;
+}
+__device__ __forceinline__ void ssu_f16x8_to_f32(const uint4& q, float* v) {
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ssu_f16x2_hw(w[k], v[2 * k], v[2 * k + 1]);
+    if (ssu_f16x8_any_nan(q)) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            v[2 * k] = f16_to_f32((u16)(w[k] & 0xffffu));
+            v[2 * k + 1] = f16_to_f32((u16)(w[k] >> 16));
+        }
+    }
+}
+// Rounds v[0..8) to f16 (nearest even) into q and overwrites v with the stored values.
+__device__ __forceinline__ void ssu_f16x8_rn(float* v, uint4& q) {
+    u32 w[4];
+    bool nan = false;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const float lo = v[2 * k], hi = v[2 * k + 1];
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[k]) : "f"(hi), "f"(lo));
+        nan |= (lo != lo) | (hi != hi);
+    }
+    if (nan) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const u16 a = f32_to_f16(v[2 * k]), b = f32_to_f16(v[2 * k + 1]);
+            w[k] = (u32)a | ((u32)b << 16);
+            v[2 * k] = f16_to_f32(a);
+            v[2 * k + 1] = f16_to_f32(b);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) ssu_f16x2_hw(w[k], v[2 * k], v[2 * k + 1]);
+    }
+    q = make_uint4(w[0], w[1], w[2], w[3]);
+}
+// common.cuh's stochastic_round_f16 with its NaN / infinity case as a select instead of an
+// early return (no branch an element); the same bits for every input and random word.
+__device__ __forceinline__ u16 ssu_sr_f16_sel(float x, u32 rnd) {
+    const u32 bits = __float_as_uint(x);
+    const u32 sign = (bits >> 16) & 0x8000u;
+    const u32 mag = bits & 0x7fffffffu;
+    const u32 y = mag + (rnd & 0x1fffu);
+    const u32 e = y >> 23;
+    const u32 h = e > 142u ? 0x7c00u : e < 113u ? 0u : (((e - 112u) << 10) | ((y & 0x7fffffu) >> 13));
+    const u32 special = (mag & 0x7fffffu) ? 0x7e00u : 0x7c00u;
+    return (u16)(sign | ((mag >> 23) == 0xffu ? special : h));
 }
 
 template <int ST>
 __device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float* v) {
+    if (ST == ST_F16) {
+        ssu_f16x8_to_f32(q, v);
+        return;
+    }
     if (ST == ST_F32) {
         v[0] = __uint_as_float(q.x); v[1] = __uint_as_float(q.y);
         v[2] = __uint_as_float(q.z); v[3] = __uint_as_float(q.w);
@@ -340,7 +391,7 @@ __device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float*
             if (ST == ST_BF16) {
                 v[2 * k] = bf16_to_f32(lo); v[2 * k + 1] = bf16_to_f32(hi);
             } else if (ST == ST_F16) {
-                ssu_f16x2_to_f32(w[k], v[2 * k], v[2 * k + 1]);
+                // the whole vector below
             } else {
                 v[2 * k] = __fmul_rn((float)(short)lo, decode);
                 v[2 * k + 1] = __fmul_rn((float)(short)hi, decode);
@@ -376,14 +427,8 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
         q = make_uint4(w[0], w[1], w[2], w[3]);
         return;
     }
-    if (ST == ST_F16 && FAST && !SR) {
-        u32 w[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            w[k] = ssu_f16x2_rn(v[2 * k], v[2 * k + 1]);
-            ssu_f16x2_to_f32(w[k], v[2 * k], v[2 * k + 1]);
-        }
-        q = make_uint4(w[0], w[1], w[2], w[3]);
+    if (ST == ST_F16 && FAST && (!SR || pad)) {  // pad rows round to nearest, as v1
+        ssu_f16x8_rn(v, q);
         return;
     }
     if (ST == ST_F32) {
@@ -400,24 +445,27 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
             if (p.sr_mapping == 1) {
 #pragma unroll
                 for (int k4 = 0; k4 < 2; ++k4) {
-                    const u32x4 r = philox_seed_offset_fast(p.seed, (u64)(e0 + 4 * k4) >> 2, (int)p.rounds);
+                    const u32x4 r = philox_seed_offset(p.seed, (u64)(e0 + 4 * k4) >> 2, (int)p.rounds);
                     const u32 w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-                    for (int k = 0; k < 4; ++k) h[4 * k4 + k] = stochastic_round_f16(v[4 * k4 + k], w[k]);
+                    for (int k = 0; k < 4; ++k)
+                        h[4 * k4 + k] = FAST ? ssu_sr_f16_sel(v[4 * k4 + k], w[k])
+                                             : stochastic_round_f16(v[4 * k4 + k], w[k]);
                 }
             } else {
 #pragma unroll
                 for (int k = 0; k < 8; ++k)
-                    h[k] = stochastic_round_f16(v[k], philox_seed_offset_fast(p.seed, (u64)(e0 + k), (int)p.rounds).x);
+                    h[k] = FAST ? ssu_sr_f16_sel(v[k], philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x)
+                                : stochastic_round_f16(v[k], philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x);
             }
         } else {
 #pragma unroll
             for (int k = 0; k < 8; ++k) h[k] = f32_to_f16(v[k]);
         }
         if (FAST) {  // the stored values back on the conversion hardware (same bits)
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-                ssu_f16x2_to_f32((u32)h[2 * k] | ((u32)h[2 * k + 1] << 16), v[2 * k], v[2 * k + 1]);
+            const uint4 hq = make_uint4((u32)h[0] | ((u32)h[1] << 16), (u32)h[2] | ((u32)h[3] << 16),
+                                        (u32)h[4] | ((u32)h[5] << 16), (u32)h[6] | ((u32)h[7] << 16));
+            ssu_f16x8_to_f32(hq, v);
         } else {
 #pragma unroll
             for (int k = 0; k < 8; ++k) v[k] = f16_to_f32(h[k]);
@@ -1154,11 +1202,13 @@ SSU7_ENTRY_T(ssu_v9_f16_sr, ST_F16, true, 4, true, 16)
 SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 
 // gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop
-// converts the f32 pair (x, x ^ 0x80000000) with x = base + i (the whole chunk [base, base +
-// count)) through ssu_f16x2_rn and through f32_to_f16, and (base == 0) the f16 pair (i, i ^
-// 0x8000) for i < 2^16 through ssu_f16x2_to_f32 and f16_to_f32; counts the differing bits
-// patterns in bad[0], keeps the largest differing input in bad[1] and counts the pairs
-// compared in bad[2] (the test checks that every input ran).
+// rounds the vector (x, -x, x, -x, ...) with x = base + i (the chunk [base, base + count) of
+// the f32 bit patterns) through ssu_f16x8_rn and through f32_to_f16 / f16_to_f32 (codes and
+// stored values), its stochastic rounding with random word i * 0x9E3779B9 through
+// ssu_sr_f16_sel and stochastic_round_f16, and (base == 0, i < 2^19) the f16 vector of 1.0s
+// holding h = i % 2^16 at position i / 2^16 through ssu_f16x8_to_f32 and f16_to_f32. Counts
+// the differing results in bad[0], keeps the largest differing input in bad[1] (f16 inputs as
+// 0x1_0000_0000 + i) and counts the vectors compared in bad[2].
 extern "C" __global__ void ssu_f16_cvt_check(u64 base, u64 count, unsigned long long* bad) {
     DUET_PDL_ENTRY();
     const u64 stride = (u64)gridDim.x * blockDim.x;
@@ -1166,19 +1216,36 @@ extern "C" __global__ void ssu_f16_cvt_check(u64 base, u64 count, unsigned long 
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         ++seen;
         const u32 x = (u32)(base + i);
-        const float a = __uint_as_float(x), b = __uint_as_float(x ^ 0x80000000u);
-        const u32 hw = ssu_f16x2_rn(a, b);
-        const u32 sw = (u32)f32_to_f16(a) | ((u32)f32_to_f16(b) << 16);
-        if (hw != sw) { ++n; last = x; }
-        if (base == 0 && i < 65536u) {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) v[k] = __uint_as_float(x ^ (k & 1 ? 0x80000000u : 0u));
+        uint4 q;
+        ssu_f16x8_rn(v, q);
+        const u32 w[4] = {q.x, q.y, q.z, q.w};
+        bool ok = true;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float in = __uint_as_float(x ^ (k & 1 ? 0x80000000u : 0u));
+            const u16 want = f32_to_f16(in);
+            const u16 got = (u16)(w[k / 2] >> (16 * (k & 1)));
+            ok &= got == want && __float_as_uint(v[k]) == __float_as_uint(f16_to_f32(want));
+        }
+        const u32 rnd = (u32)(base + i) * 0x9E3779B9u;
+        const float a = __uint_as_float(x);
+        ok &= ssu_sr_f16_sel(a, rnd) == stochastic_round_f16(a, rnd);
+        if (!ok) { ++n; last = x; }
+        if (base == 0 && i < (1u << 19)) {
             ++seen;
-            const u32 w = (u32)i | (((u32)i ^ 0x8000u) << 16);
-            float lo, hi;
-            ssu_f16x2_to_f32(w, lo, hi);
-            if (__float_as_uint(lo) != __float_as_uint(f16_to_f32((u16)i)) ||
-                __float_as_uint(hi) != __float_as_uint(f16_to_f32((u16)(i ^ 0x8000u)))) {
-                ++n; last = 0x100000000ull | i;
-            }
+            const u32 h = (u32)(i & 0xffffu), pos = (u32)(i >> 16);
+            u32 hw[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};
+            hw[pos / 2] = (hw[pos / 2] & ~(0xffffu << (16 * (pos & 1)))) | (h << (16 * (pos & 1)));
+            float f[8];
+            ssu_f16x8_to_f32(make_uint4(hw[0], hw[1], hw[2], hw[3]), f);
+            bool ok2 = true;
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                ok2 &= __float_as_uint(f[k]) == __float_as_uint(f16_to_f32((u16)(hw[k / 2] >> (16 * (k & 1)))));
+            if (!ok2) { ++n; last = 0x100000000ull | i; }
         }
     }
     if (n) {

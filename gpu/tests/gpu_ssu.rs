@@ -418,10 +418,11 @@ fn ssu_sweep_variants_bit_exact() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
-/// The f16 state's conversions on the hardware (selective_state_update.cu `ssu_f16x2_rn`,
-/// `ssu_f16x2_to_f32`, session 25) give the software forms' bits (common.cuh f32_to_f16 /
-/// f16_to_f32, which the op tests hold to the reference) on every one of the 2^32 f32 inputs
-/// (each as the low and the high half of a pair) and every one of the 2^16 f16 inputs.
+/// The f16 state's conversions on the hardware (selective_state_update.cu `ssu_f16x8_rn`,
+/// `ssu_f16x8_to_f32`, `ssu_sr_f16_sel`, session 25) give the software forms' bits (common.cuh
+/// f32_to_f16 / f16_to_f32 / stochastic_round_f16, which the op tests hold to the reference) on
+/// every one of the 2^32 f32 inputs (at every position of an 8-value vector, with and without
+/// a NaN in it) and every one of the 2^16 f16 inputs at each of the 8 positions.
 #[test]
 #[ignore = "gpu"]
 fn f16_hardware_conversions_match_the_software_ones() {
@@ -443,7 +444,7 @@ fn f16_hardware_conversions_match_the_software_ones() {
     }
     let got: Vec<u64> = g.stream.clone_dtoh(&bad).expect("download");
     println!(
-        "f16 conversions on {}: {} differing inputs over 2^32 f32 + 2^16 f16 (largest {:#x})",
+        "f16 conversions on {}: {} differing inputs over 2^32 f32 + 8 x 2^16 f16 (largest {:#x})",
         g.name, got[0], got[1]
     );
     assert_eq!(

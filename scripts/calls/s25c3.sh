@@ -11,5 +11,4 @@ scripts/device-session.sh t:gpu_ssu:120:f16_hardware_conversions_match_the_softw
 . scripts/calls/lib.sh
 run bench-ssu-f16 200 "$B/duet" bench --backend gpu --shape ssu_b256_f16 --shape ssu_b64_f16 \
     --out "$OUT/bench_ssu_f16.json"
-run bench-ssu-bf16 100 "$B/duet" bench --backend gpu --shape ssu_b256_bf16 --out "$OUT/bench_ssu_bf16.json"
 pack
