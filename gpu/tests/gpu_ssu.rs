@@ -449,7 +449,7 @@ fn f16_hardware_conversions_match_the_software_ones() {
     );
     assert_eq!(
         got[2],
-        (1u64 << 32) + (1 << 16),
+        (1u64 << 32) + (1 << 19),
         "not every input was compared"
     );
     assert_eq!(

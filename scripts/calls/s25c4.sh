@@ -4,11 +4,12 @@
 #   batch 256), so it is a loop again; the f16 conversions and stochastic rounding now take one
 #   NaN test a vector (cold software path) and selects instead of a branch an element
 #   (ssu_f16x8_rn, ssu_f16x8_to_f32, ssu_sr_f16_sel).
-# - gpu_ssu's fast tests (all but the 2^31 one, which ran in call 2 on the same nearest path),
-#   then the f16 presets (nearest, Philox 10, Philox 5; v8 and v9).
+# - the all-inputs check first, then the f16 presets (nearest, Philox 10, Philox 5; v8 and v9),
+#   then every gpu_ssu test (the 2^31 one runs an f16 state).
 cd "$(dirname "$0")/../.."
-scripts/device-session.sh t:gpu_ssu:120:f16_hardware_conversions_match_the_software_ones,ssu_random_shapes_every_mode,ssu_stochastic_rounding_is_bit_exact,ssu_sweep_variants_bit_exact,ssu_multi_token_and_promote_cases_bit_exact
+scripts/device-session.sh t:gpu_ssu:60:f16_hardware_conversions_match_the_software_ones
 . scripts/calls/lib.sh
 run bench-ssu-f16 200 "$B/duet" bench --backend gpu --shape ssu_b256_f16 --shape ssu_b64_f16 \
     --out "$OUT/bench_ssu_f16.json"
+run tests-gpu_ssu-all 240 "$B/tests/gpu_ssu" --ignored --test-threads=1
 pack
