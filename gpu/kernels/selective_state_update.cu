@@ -361,6 +361,26 @@ __device__ __forceinline__ void ssu_f16x8_rn(float* v, uint4& q) {
     }
     q = make_uint4(w[0], w[1], w[2], w[3]);
 }
+// common.cuh's philox_seed_offset with R rounds compiled in: every round's keys are then
+// uniform constants of the seed and a round is two wide multiplies and two 3-input XORs.
+template <int R>
+__device__ __forceinline__ u32x4 ssu_philox_r(u64 seed, u64 offset) {
+    u32x4 c;
+    c.x = (u32)offset; c.y = (u32)(offset >> 32); c.z = 0u; c.w = 0u;
+    const u32 k0 = (u32)seed, k1 = (u32)(seed >> 32);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+        const u32 ka = k0 + (u32)i * 0x9E3779B9u, kb = k1 + (u32)i * 0xBB67AE85u;
+        const u64 p0 = (u64)0xD2511F53u * c.x, p1 = (u64)0xCD9E8D57u * c.z;
+        u32x4 n;
+        n.x = (u32)(p1 >> 32) ^ c.y ^ ka;
+        n.y = (u32)p1;
+        n.z = (u32)(p0 >> 32) ^ c.w ^ kb;
+        n.w = (u32)p0;
+        c = n;
+    }
+    return c;
+}
 // common.cuh's stochastic_round_f16 with its NaN / infinity case as a select instead of an
 // early return (no branch an element); the same bits for every input and random word.
 __device__ __forceinline__ u16 ssu_sr_f16_sel(float x, u32 rnd) {
@@ -445,7 +465,11 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
             if (p.sr_mapping == 1) {
 #pragma unroll
                 for (int k4 = 0; k4 < 2; ++k4) {
-                    const u32x4 r = philox_seed_offset(p.seed, (u64)(e0 + 4 * k4) >> 2, (int)p.rounds);
+                    const u64 o4 = (u64)(e0 + 4 * k4) >> 2;
+                    const u32x4 r = !FAST          ? philox_seed_offset(p.seed, o4, (int)p.rounds)
+                                    : p.rounds == 10 ? ssu_philox_r<10>(p.seed, o4)
+                                    : p.rounds == 5  ? ssu_philox_r<5>(p.seed, o4)
+                                                     : philox_seed_offset(p.seed, o4, (int)p.rounds);
                     const u32 w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
                     for (int k = 0; k < 4; ++k)
@@ -1194,11 +1218,13 @@ SSU7_ENTRY_T(ssu_v9_f32, ST_F32, false, 4, true, 32)
 // 3.426, unrolled alone 3.267, 4-deep 3.262, 6 blocks at 64 registers 3.344). Same arithmetic:
 // bit-identical.
 SSU7_ENTRY_U(ssu_v9_bf16, ST_BF16, false, 4, true, 16, 5, 2)
-// The other 16-bit states: 4 blocks an SM (f16 88-96, int16 92 registers). Held to 5 like
-// bf16 (72 registers, 20-56 bytes of spill) the f16 entry ran 371.4 / 95.0 us at batch 256 /
-// 64 against 367.2 / 97.6 for this form (session 25 call 2, one run): no gain, so no spills.
+// The other 16-bit states: 4 blocks an SM (f16 90, int16 92 registers; f16 with stochastic
+// rounding held to 4 by its bounds: 93 registers with Philox's rounds compiled in). Held to 5
+// like bf16 (72 registers, 20-56 bytes of spill) the f16 entry ran 371.4 / 95.0 us at batch
+// 256 / 64 against 367.2 / 97.6 for this form (session 25 call 2, one run): no gain, so no
+// spills.
 SSU7_ENTRY_T(ssu_v9_f16, ST_F16, false, 4, true, 16)
-SSU7_ENTRY_T(ssu_v9_f16_sr, ST_F16, true, 4, true, 16)
+SSU7_ENTRY_U(ssu_v9_f16_sr, ST_F16, true, 4, true, 16, 4, 1)
 SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 
 // gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop

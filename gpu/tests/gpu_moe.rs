@@ -25,8 +25,26 @@ use reference::{DType, Tensor, TensorMap};
 
 const GEMM_VERSIONS: [&str; 7] = ["v1", "v1_m16", "v1_m64", "v1_w64", "v2", "v3", "v4"];
 
-/// Every GEMM version that takes these operand formats (`v2_v8`, `v3_r8*`: NVFP4 x NVFP4 only).
+/// Every GEMM version that takes these operand formats (`v2_v8`, `v3_r8*`: NVFP4 x NVFP4 only),
+/// or only those DUET_MOE_TEST_VERSIONS names.
 fn versions_for(xf4: bool, wf4: bool) -> Vec<String> {
+    let mut v = all_versions_for(xf4, wf4);
+    // DUET_MOE_TEST_VERSIONS=a,b: only these (sanitizer runs, which are too slow for all).
+    if let Ok(keep) = std::env::var("DUET_MOE_TEST_VERSIONS") {
+        let keep: Vec<String> = keep.split(',').map(|s| s.trim().to_string()).collect();
+        // A misspelt name would leave nothing to test and every test passing.
+        let known = all_versions_for(true, true);
+        let unknown: Vec<&String> = keep.iter().filter(|k| !known.contains(k)).collect();
+        assert!(
+            unknown.is_empty(),
+            "DUET_MOE_TEST_VERSIONS names {unknown:?}, not GEMM versions ({known:?})"
+        );
+        v.retain(|x| keep.contains(x));
+    }
+    v
+}
+
+fn all_versions_for(xf4: bool, wf4: bool) -> Vec<String> {
     let mut v: Vec<String> = GEMM_VERSIONS.iter().map(|s| s.to_string()).collect();
     if xf4 && wf4 {
         v.push("v2_v8".into());
@@ -42,11 +60,6 @@ fn versions_for(xf4: bool, wf4: bool) -> Vec<String> {
                 .iter()
                 .map(|f| format!("v4_{}", f.tag)),
         );
-    }
-    // DUET_MOE_TEST_VERSIONS=a,b: only these (sanitizer runs, which are too slow for all).
-    if let Ok(keep) = std::env::var("DUET_MOE_TEST_VERSIONS") {
-        let keep: Vec<String> = keep.split(',').map(|s| s.trim().to_string()).collect();
-        v.retain(|x| keep.contains(x));
     }
     v
 }
