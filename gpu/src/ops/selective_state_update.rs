@@ -410,10 +410,10 @@ pub fn run(
                 && (dims.batch * dims.nheads) as u64 >= 4 * g.sm_count as u64
                 && ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None).is_ok() =>
         {
-            // An f16 state (either rounding) on v9 too: session 25 call 2 (batch 256 / 64,
-            // docs/measurements/h200_session25_call2_ssu_f16.json) v9 371.4 / 95.0 us against
-            // v8's 557.4 / 143.9 with nearest, 1016.3 / 255.3 against 1184.1 / 295.1 with
-            // stochastic rounding (Philox 10).
+            // An f16 state (either rounding) on v9 too: session 25 call 6 (batch 256 / 64,
+            // docs/measurements/h200_session25_call6_ssu_f16.json) v9 337.2 / 88.7 us against
+            // v8's 350.7 / 91.8 with nearest, 854.1 / 215.2 against 891.2 / 225.1 with
+            // stochastic rounding (Philox 10), 725.5 / 182.9 against 775.8 / 194.6 (Philox 5).
             let v9_state = (state_dtype == DType::BF16 && sr == 0) || state_dtype == DType::F16;
             if v9_state && dims.dstate == V9_DSTATE {
                 "v9"
