@@ -413,8 +413,10 @@ pub fn run(
             // An f16 state (either rounding) on v9 too: session 25 call 6 (batch 256 / 64,
             // docs/measurements/h200_session25_call6_ssu_f16.json) v9 337.2 / 88.7 us against
             // v8's 350.7 / 91.8 with nearest, 854.1 / 215.2 against 891.2 / 225.1 with
-            // stochastic rounding (Philox 10), 725.5 / 182.9 against 775.8 / 194.6 (Philox 5).
-            let v9_state = (state_dtype == DType::BF16 && sr == 0) || state_dtype == DType::F16;
+            // stochastic rounding (Philox 10), 725.5 / 182.9 against 775.8 / 194.6 (Philox 5);
+            // an int16 state too: call 8 (h200_session25_call8_ssu_i16.json) v9 418.1 us
+            // against v8's 532.2 at batch 256. So every 16-bit state; f32 stays on v8.
+            let v9_state = state_dtype != DType::F32;
             if v9_state && dims.dstate == V9_DSTATE {
                 "v9"
             } else {
@@ -798,6 +800,16 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
 
+/// `ssu_b256_i16`: v8 and v9 on an int16 state with per-row decode scales (dt / D / dt_bias per
+/// head, batch 256).
+pub fn bench_i16(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
+    let v = ["v8", "v9"]
+        .into_iter()
+        .map(|version| bench_super_version(g, batch, DType::I16, version, true))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(serde_json::json!({"op": OP, "versions": v}))
+}
+
 /// `ssu_b{64,256}_f16`: the persistent kernels v8 and v9 on an f16 state, dt / D / dt_bias per
 /// head: round-to-nearest, then stochastic rounding with Philox 10 rounds (the op's default) and
 /// 5 (the Nemotron recipes'), one draw a group of 4.
@@ -872,6 +884,21 @@ fn bench_super_version_sr(
                 data,
             }
         }
+        DType::I16 => {
+            // int16 codes spread over the range (the per-row decode scales below).
+            let total = slots * nheads * dim * dstate;
+            let tile: Vec<i16> = r
+                .uniform_vec(total.min(1 << 22), -30000.0, 30000.0)
+                .into_iter()
+                .map(|v| v as i16)
+                .collect();
+            Tensor {
+                shape: vec![slots, nheads, dim, dstate],
+                data: reference::tensor::Data::I16(
+                    tile.iter().copied().cycle().take(total).collect(),
+                ),
+            }
+        }
         _ => {
             return Err(GpuError::Unsupported(format!(
                 "bench state dtype {state_dt}"
@@ -900,7 +927,13 @@ fn bench_super_version_sr(
             ))
         })
         .collect::<Result<_, _>>()?;
-    let scale = f32t(vec![1.0])?;
+    // int16: one decode scale a state row (read and written by the kernels); else unused.
+    let scale_rows = if state_dt == DType::I16 {
+        slots * nheads * dim
+    } else {
+        1
+    };
+    let scale = f32t(r.uniform_vec(scale_rows, 1e-5, 1e-4))?;
     let out = g.alloc_poisoned(&[batch * nheads * dim], DType::F32, 0)?;
     let prm = SsuParams {
         batch: batch as i64,
@@ -922,6 +955,7 @@ fn bench_super_version_sr(
         state_dt: match state_dt {
             DType::F32 => 0,
             DType::BF16 => 1,
+            DType::I16 => 3,
             _ => 2,
         },
         sr: sr as i64,
@@ -974,7 +1008,14 @@ fn bench_super_version_sr(
             .map_err(drv)
     })?;
     let (copy, copy_gbs) = crate::bench::copy_ceiling(g, 1 << 30)?;
+    // int16: + the rows' decode scales, read and written.
+    let scale_bytes = if state_dt == DType::I16 {
+        2 * 4 * batch * nheads * dim
+    } else {
+        0
+    };
     let bytes = (2 * batch * per_slot
+        + scale_bytes
         + 4 * (3 * batch * nheads * dim + 2 * batch * ngroups * dstate + batch * nheads * dim))
         as f64;
     let best = graph
