@@ -410,8 +410,6 @@ __device__ __forceinline__ void ssu3_unpack(const uint4& q, float decode, float*
             const u16 lo = (u16)(w[k] & 0xffffu), hi = (u16)(w[k] >> 16);
             if (ST == ST_BF16) {
                 v[2 * k] = bf16_to_f32(lo); v[2 * k + 1] = bf16_to_f32(hi);
-            } else if (ST == ST_F16) {
-                // the whole vector below
             } else {
                 v[2 * k] = __fmul_rn((float)(short)lo, decode);
                 v[2 * k + 1] = __fmul_rn((float)(short)hi, decode);
@@ -478,9 +476,10 @@ __device__ __forceinline__ void ssu3_pack(const SsuParams& p, float* v, i64 e0, 
                 }
             } else {
 #pragma unroll
-                for (int k = 0; k < 8; ++k)
-                    h[k] = FAST ? ssu_sr_f16_sel(v[k], philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x)
-                                : stochastic_round_f16(v[k], philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x);
+                for (int k = 0; k < 8; ++k) {
+                    const u32 w = philox_seed_offset(p.seed, (u64)(e0 + k), (int)p.rounds).x;
+                    h[k] = FAST ? ssu_sr_f16_sel(v[k], w) : stochastic_round_f16(v[k], w);
+                }
             }
         } else {
 #pragma unroll
