@@ -1226,6 +1226,378 @@ SSU7_ENTRY_T(ssu_v9_f16, ST_F16, false, 4, true, 16)
 SSU7_ENTRY_U(ssu_v9_f16_sr, ST_F16, true, 4, true, 16, 4, 1)
 SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 
+// ---------------------------------------------------------------------------------------------
+// v11 (session 26): persistent warps, the state streamed straight into registers (no shared
+// memory, no bulk copies, no producer warp). v9 spends ~29 thread instructions a state element
+// (session 5's ncu on v8; v9's consumers lost some) and its consumers read the tile back out of
+// shared memory: at batch 256 it runs ~3.44 TB/s with issue slots ~55% busy and most of the
+// stall cycles on scoreboards (session 24). An SM must retire ~3.8 state elements a cycle to
+// reach the ~3.9 TB/s of duet's SM copy, which leaves ~33 issue slots an element in all, so the
+// per-element work and the bytes in flight both have to be right:
+//   - the work is cut into chunks of RPC = (32 / TPR) x CH rows of one (batch row, head) tile
+//     (TPR = dstate / VEC lanes a row; 16 for the 16-bit states, 32 for f32); the chunks of
+//     all tiles are split into equal contiguous ranges, one a warp (grid = SMs x resident
+//     blocks), so no warp has more than one chunk more than another (v9's tail: whole tiles);
+//   - each lane holds two chunks' state in registers (CH 16-byte vectors each): the loads of
+//     chunk c + 1 are in flight while chunk c is updated, stored (16-byte stores from
+//     registers) and reduced;
+//   - per tile, once: the slot (read one tile ahead), B * dt per column (dt per head) and C in
+//     registers, and the rows' x, x * D, silu(z) (and dt, dA when dt is per row) held two rows a
+//     lane (dim <= 64), broadcast to the row's lanes by shuffles;
+//   - `out`: the chunk's CH row sums reduced across the row's TPR lanes in one transposed
+//     butterfly (CH values halve at each of the first log2(CH) steps), which adds the same
+//     pairs in the same tree as v9's per-row butterfly, so `out` has v9's bits.
+// The same operations on every state element as v3-v10 (s * dA + (B * dt) * x without
+// contraction, the same rounding helpers): bit-identical state. dstate 128, dim <= 64 with dim a
+// multiple of RPC, A per head; f32 / bf16 / f16 (either rounding) states (the host checks:
+// v11_ok in gpu/src/ops/selective_state_update.rs). 64-bit offsets throughout.
+#define SSU11_DSTATE 128
+#define SSU11_THREADS 128
+
+// The slot of tile t's batch row (state_batch_indices or the row itself).
+__device__ __forceinline__ i64 ssu11_slot(const SsuParams& p, const i64* __restrict__ sbi, i64 t) {
+    const i64 b = t / p.nheads;
+    return p.has_sbi ? sbi[b] : b;
+}
+
+// Issues chunk c's state loads into q (zeros for a pad slot): CH vectors a lane, rows
+// k * RPC + i * (32 / TPR) + lane / TPR of the chunk's tile.
+template <int ST, int CH>
+__device__ __forceinline__ void ssu11_issue(const SsuParams& p, const unsigned char* __restrict__ state, i64 c,
+                                            i64 cpt, i64 slot, int lane, uint4 (&q)[CH]) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
+    constexpr int RPC = LPL * CH;
+    const i64 t = c / cpt, k = c - t * cpt;
+    const i64 h = t % p.nheads;
+    const bool pad = p.has_sbi && slot == p.pad_slot_id;
+    const i64 row = (slot * p.nheads + h) * p.dim + k * RPC + lane / TPR;
+    const unsigned char* src = state + (row * SSU11_DSTATE + (i64)(lane % TPR) * VEC) * ESZ;
+#pragma unroll
+    for (int i = 0; i < CH; ++i) {
+        q[i] = make_uint4(0u, 0u, 0u, 0u);
+        if (!pad) q[i] = *(const uint4*)(src + (i64)i * LPL * SSU11_DSTATE * ESZ);
+    }
+}
+
+// The per-head values of 32 consecutive tiles, one a lane (lane j: tile base + j): the slot and,
+// when dt is per head, dt' (bias, softplus) and dA = exp(A * dt'), v8's producer expressions in
+// double as everywhere. One f64 chain a lane per 32 tiles instead of one a tile on the critical
+// path; the loader (up to two chunks ahead) refills the table at base = its tile - 2, so the
+// tile being updated is still in it.
+struct Ssu11Heads {
+    i64 base = -64;
+    i64 slot = 0;
+    float dt = 0.f, da = 0.f;
+};
+template <bool HOIST>
+__device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads& H, i64 base, i64 tiles,
+                                                 const i64* __restrict__ sbi, const float* __restrict__ dt,
+                                                 const float* __restrict__ A, const float* __restrict__ dt_bias,
+                                                 int lane) {
+    H.base = base;
+    const i64 t = base + lane;
+    if (t < tiles) {
+        const i64 b = t / p.nheads, h = t % p.nheads;
+        H.slot = p.has_sbi ? sbi[b] : b;
+        if (HOIST) {
+            float dth = dt[b * p.nheads + h];
+            if (p.has_bias) dth = __fadd_rn(dth, dt_bias[h]);
+            if (p.softplus && dth <= 20.f) dth = (float)log1p(exp((double)dth));
+            H.dt = dth;
+            H.da = (float)exp((double)__fmul_rn(A[h], dth));
+        }
+    }
+}
+__device__ __forceinline__ i64 ssu11_heads_slot(const Ssu11Heads& H, i64 t) {
+    const int j = (int)(t - H.base);
+    const u32 lo = __shfl_sync(DUET_FULL_MASK, (u32)H.slot, j);
+    const u32 hi = __shfl_sync(DUET_FULL_MASK, (u32)((u64)H.slot >> 32), j);
+    return (i64)(((u64)hi << 32) | lo);
+}
+
+// A tile's values in a lane's registers.
+template <int VEC>
+struct Ssu11Tile {
+    i64 t = -1, row0 = 0, srow0 = 0;
+    bool pad = false;
+    float dA = 0.f;
+    float bv[VEC], cv[VEC];  // B * dt per column when dt is per head (HOIST), else B
+    float x[2], xd[2], gate[2], dt[2], da[2];  // rows lane and lane + 32
+};
+
+template <int ST, bool HOIST>
+__device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 t, i64 slot,
+                                           float dth, float dah, i64 tiles, const float* __restrict__ x,
+                                           const float* __restrict__ dt, const float* __restrict__ A,
+                                           const float* __restrict__ B, const float* __restrict__ C,
+                                           const float* __restrict__ D, const float* __restrict__ z,
+                                           const float* __restrict__ dt_bias, int lane) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC, TPR = SSU11_DSTATE / VEC;
+    const i64 b = t / p.nheads, h = t % p.nheads;
+    const i64 g = h / (p.nheads / p.ngroups);
+    T.t = t;
+    T.pad = p.has_sbi && slot == p.pad_slot_id;
+    T.row0 = (b * p.nheads + h) * p.dim;
+    T.srow0 = (slot * p.nheads + h) * p.dim;
+    const i64 n = (i64)(lane % TPR) * VEC;
+    const float* Bg = B + (b * p.ngroups + g) * SSU11_DSTATE + n;
+    const float* Cg = C + (b * p.ngroups + g) * SSU11_DSTATE + n;
+#pragma unroll
+    for (int k4 = 0; k4 < VEC; k4 += 4) {
+        const float4 b4 = *(const float4*)(Bg + k4), c4 = *(const float4*)(Cg + k4);
+        T.bv[k4] = b4.x; T.bv[k4 + 1] = b4.y; T.bv[k4 + 2] = b4.z; T.bv[k4 + 3] = b4.w;
+        T.cv[k4] = c4.x; T.cv[k4 + 1] = c4.y; T.cv[k4 + 2] = c4.z; T.cv[k4 + 3] = c4.w;
+    }
+    // The rows' values: v8's producer expressions (row_vals), so the same bits.
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const i64 d = lane + 32 * k;
+        const bool live = d < p.dim;
+        const i64 dd = live ? d : 0;
+        const float xv = x[T.row0 + dd];
+        const float zv = p.has_z ? z[T.row0 + dd] : 0.f;
+        const float dv = p.has_d ? (p.d_per_dim ? D[h * p.dim + dd] : D[h]) : 0.f;
+        T.x[k] = xv;
+        T.gate[k] = p.has_z ? zv / (1.f + expf(-zv)) : 1.f;
+        T.xd[k] = xv * dv;
+        if (!HOIST) {
+            float dtv = p.dt_per_dim ? dt[T.row0 + dd] : dt[b * p.nheads + h];
+            if (p.has_bias) dtv = __fadd_rn(dtv, p.bias_per_dim ? dt_bias[h * p.dim + dd] : dt_bias[h]);
+            if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
+            T.dt[k] = dtv;
+            T.da[k] = (float)exp((double)__fmul_rn(A[h], dtv));
+        }
+    }
+    if (HOIST) {
+        T.dA = dah;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) T.bv[k] = __fmul_rn(T.bv[k], dth);
+    }
+    // The next tile's rows (x, z, per-row dt) and its group's B / C lines into the L2 while this
+    // tile streams (a tile switch then waits for L2 hits, not DRAM).
+    if (t + 1 < tiles) {
+        const i64 b1 = (t + 1) / p.nheads, h1 = (t + 1) % p.nheads;
+        const i64 row1 = (b1 * p.nheads + h1) * p.dim;
+        const i64 g1 = h1 / (p.nheads / p.ngroups);
+        const float* a = nullptr;
+        const i64 lines = (p.dim * 4 + 127) / 128;  // 128-byte lines of a row vector
+        if (lane < lines) a = x + row1 + lane * 32;
+        else if (lane < 2 * lines && p.has_z) a = z + row1 + (lane - lines) * 32;
+        else if (lane >= 16 && lane < 20) a = B + (b1 * p.ngroups + g1) * SSU11_DSTATE + (lane - 16) * 32;
+        else if (lane >= 20 && lane < 24) a = C + (b1 * p.ngroups + g1) * SSU11_DSTATE + (lane - 20) * 32;
+        else if (!HOIST && p.dt_per_dim && lane >= 24 && lane < 24 + lines) a = dt + row1 + (lane - 24) * 32;
+        if (a != nullptr) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+    }
+}
+
+// Two f32 -> packed bf16 with the reference's bits and no branch: the hardware's
+// round-to-nearest-even (cvt.rn.bf16x2.f32), then a NaN half replaced by f32_to_bf16's quiet
+// NaN (the input's top half | 0x0040, sign and payload kept; the hardware returns a canonical
+// NaN). A branch a vector (ssu9_pack_bf16) splits the update into one block a vector, so ptxas
+// cannot overlap the vectors' dependency chains.
+__device__ __forceinline__ u32 ssu11_bf16x2_exact(float lo, float hi) {
+    u32 w;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    const u32 q = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632) | 0x00400040u;
+    const u32 m = (lo != lo ? 0x0000ffffu : 0u) | (hi != hi ? 0xffff0000u : 0u);
+    return (w & ~m) | (q & m);
+}
+
+// One state vector's update: s1 = s * dA + (B * dt) * x per element (no contraction), rounded
+// into the cache's format (qo; bf16 branch-free, f16 through ssu3_unpack / ssu3_pack's exact
+// helpers), and its share of `out`.
+template <int ST, bool SR, bool HOIST, bool OUTV>
+__device__ __forceinline__ float ssu11_vec(const SsuParams& p, const Ssu11Tile<Ssu3Elem<ST>::VEC>& T,
+                                           const uint4& q, float xv, float dtv, float dA, i64 e0, uint4& qo) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC;
+    float v[VEC];
+    ssu3_unpack<ST>(q, 1.f, v);
+    float s1[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+        const float bdx = HOIST ? __fmul_rn(T.bv[e], xv) : __fmul_rn(__fmul_rn(T.bv[e], dtv), xv);
+        s1[e] = __fadd_rn(__fmul_rn(v[e], dA), bdx);
+        v[e] = s1[e];
+    }
+    if constexpr (ST == ST_BF16) {
+        u32 w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            w[k] = ssu11_bf16x2_exact(v[2 * k], v[2 * k + 1]);
+            v[2 * k] = __uint_as_float(w[k] << 16);
+            v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+        qo = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+        ssu3_pack<ST, SR, true>(p, v, e0, T.pad, 1.f, 1.f, qo);
+    }
+    float a = 0.f;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) a = __fmaf_rn(OUTV ? v[e] : s1[e], T.cv[e], a);
+    return a;
+}
+
+// Updates chunk c (state in q), stores it and writes its rows' out.
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV>
+__device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 c,
+                                            i64 cpt, const uint4 (&q)[CH], unsigned char* __restrict__ state,
+                                            float* __restrict__ out, int lane) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
+    constexpr int RPC = LPL * CH;
+    static_assert(CH <= TPR && (CH & (CH - 1)) == 0 && RPC <= 32 && (32 % RPC) == 0, "v11 chunk shape");
+    const i64 k = c - T.t * cpt;
+    const i64 rbase = k * RPC;                 // the chunk's first tile row
+    const bool hi = rbase >= 32;               // the chunk's rows are held in x[1] / ... (RPC | 32)
+    const int lr = lane / TPR, lc = lane % TPR;
+    // The rows' x (and dt, dA) for every vector of the chunk first: no shuffle between the
+    // vectors' updates, so a bf16 / f32 chunk is one block of independent chains.
+    float xr[CH], dtr[CH], dar[CH];
+    {
+        const float xs = hi ? T.x[1] : T.x[0];
+        const float dts = HOIST ? 0.f : (hi ? T.dt[1] : T.dt[0]);
+        const float das = HOIST ? 0.f : (hi ? T.da[1] : T.da[0]);
+#pragma unroll
+        for (int i = 0; i < CH; ++i) {
+            const int rl = (int)(rbase & 31) + i * LPL + lr;  // the row's holder lane
+            xr[i] = __shfl_sync(DUET_FULL_MASK, xs, rl);
+            dtr[i] = HOIST ? 0.f : __shfl_sync(DUET_FULL_MASK, dts, rl);
+            dar[i] = HOIST ? T.dA : __shfl_sync(DUET_FULL_MASK, das, rl);
+        }
+    }
+    const i64 erow = (T.srow0 + rbase + lr) * SSU11_DSTATE + (i64)lc * VEC;  // element of vector 0
+    unsigned char* dst = state + erow * ESZ;
+    float acc[CH];
+#pragma unroll
+    for (int i = 0; i < CH; ++i) {
+        const i64 e0 = SR ? erow + (i64)i * LPL * SSU11_DSTATE : 0;
+        uint4 qo;
+        acc[i] = ssu11_vec<ST, SR, HOIST, OUTV>(p, T, q[i], xr[i], dtr[i], dar[i], e0, qo);
+        if (!T.pad) *(uint4*)(dst + (i64)i * LPL * SSU11_DSTATE * ESZ) = qo;
+    }
+    // Transposed butterfly over the row's TPR lanes: at offset o (TPR / 2 down to TPR / CH) a
+    // lane keeps the upper half of its values when (lane & o) != 0, the lower otherwise, and
+    // adds its partner's copy of them (own + partner, as v9's acc + shfl); then plain butterfly
+    // steps. Value i (vector i's row) ends in the lanes whose bits above TPR / CH spell i.
+    int nvals = CH;
+#pragma unroll
+    for (int o = TPR / 2; o >= 1; o >>= 1) {
+        if (nvals > 1) {
+            const bool up = (lane & o) != 0;
+            const int half = nvals / 2;
+#pragma unroll
+            for (int j = 0; j < CH / 2; ++j) {
+                if (j < half) {
+                    const float keep = up ? acc[j + half] : acc[j];
+                    const float send = up ? acc[j] : acc[j + half];
+                    acc[j] = keep + __shfl_xor_sync(DUET_FULL_MASK, send, o);
+                }
+            }
+            nvals = half;
+        } else {
+            acc[0] += __shfl_xor_sync(DUET_FULL_MASK, acc[0], o);
+        }
+    }
+    constexpr int SPAN = TPR / CH;              // lanes holding one row's sum
+    const int i = lc / SPAN;                    // the vector whose row this lane holds
+    const i64 r = rbase + (i64)i * LPL + lr;    // its tile row
+    const int rl = (int)(r & 31);
+    const float xd = __shfl_sync(DUET_FULL_MASK, hi ? T.xd[1] : T.xd[0], rl);
+    const float gt = __shfl_sync(DUET_FULL_MASK, hi ? T.gate[1] : T.gate[0], rl);
+    if (lc % SPAN == 0) {
+        float o = acc[0];
+        if (p.has_d) o += xd;
+        if (p.has_z) o *= gt;
+        out[T.row0 + r] = (T.pad && p.pad_mode == 0) ? 0.f : o;
+    }
+}
+
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV>
+__device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __restrict__ x,
+                                             const float* __restrict__ dt, const float* __restrict__ A,
+                                             const float* __restrict__ B, const float* __restrict__ C,
+                                             const float* __restrict__ D, const float* __restrict__ z,
+                                             const float* __restrict__ dt_bias, const i64* __restrict__ sbi,
+                                             void* __restrict__ state_v, float* __restrict__ out) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
+    constexpr int RPC = LPL * CH;
+    unsigned char* state = (unsigned char*)state_v;
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x / 32;
+    const i64 nw = (i64)gridDim.x * wpb, w = (i64)blockIdx.x * wpb + threadIdx.x / 32;
+    const i64 cpt = p.dim / RPC;                       // chunks a tile (the host: dim % RPC == 0)
+    const i64 tiles = p.batch * p.nheads;
+    const i64 nch = tiles * cpt;
+    const i64 c0 = nch * w / nw, c1 = nch * (w + 1) / nw;  // this warp's chunks [c0, c1)
+    if (c0 >= c1) return;
+    const i64 tfirst = c0 / cpt;
+    Ssu11Heads H;
+    // The slot of chunk c's tile for the loader (refilling the table 2 tiles back when it runs
+    // past its end).
+    auto slot_for = [&](i64 c) -> i64 {
+        const i64 t = c / cpt;
+        if (t - H.base >= 32) {
+            const i64 nb = t - 2 > tfirst ? t - 2 : tfirst;
+            ssu11_heads_fill<HOIST>(p, H, nb, tiles, sbi, dt, A, dt_bias, lane);
+        }
+        return ssu11_heads_slot(H, t);
+    };
+    auto tile_for = [&](Ssu11Tile<VEC>& T, i64 t, i64 slot) {
+        const int j = (int)(t - H.base);
+        const float dth = HOIST ? __shfl_sync(DUET_FULL_MASK, H.dt, j) : 0.f;
+        const float dah = HOIST ? __shfl_sync(DUET_FULL_MASK, H.da, j) : 0.f;
+        ssu11_tile<ST, HOIST>(p, T, t, slot, dth, dah, tiles, x, dt, A, B, C, D, z, dt_bias, lane);
+    };
+    uint4 qa[CH], qb[CH];
+    i64 sa = slot_for(c0), sb = 0;
+    ssu11_issue<ST, CH>(p, state, c0, cpt, sa, lane, qa);
+    if (c0 + 1 < c1) {
+        sb = slot_for(c0 + 1);
+        ssu11_issue<ST, CH>(p, state, c0 + 1, cpt, sb, lane, qb);
+    }
+    Ssu11Tile<VEC> T;
+    for (i64 c = c0; c < c1; c += 2) {
+        if (c / cpt != T.t) tile_for(T, c / cpt, sa);
+        ssu11_chunk<ST, SR, CH, HOIST, OUTV>(p, T, c, cpt, qa, state, out, lane);
+        if (c + 2 < c1) {
+            sa = slot_for(c + 2);
+            ssu11_issue<ST, CH>(p, state, c + 2, cpt, sa, lane, qa);
+        }
+        if (c + 1 >= c1) break;
+        if ((c + 1) / cpt != T.t) tile_for(T, (c + 1) / cpt, sb);
+        ssu11_chunk<ST, SR, CH, HOIST, OUTV>(p, T, c + 1, cpt, qb, state, out, lane);
+        if (c + 3 < c1) {
+            sb = slot_for(c + 3);
+            ssu11_issue<ST, CH>(p, state, c + 3, cpt, sb, lane, qb);
+        }
+    }
+}
+
+#define SSU11_ENTRY(NAME, ST, SR, CH, MINB)                                                                    \
+    extern "C" __global__ void __launch_bounds__(SSU11_THREADS, MINB) NAME(                                    \
+        SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
+        const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
+        const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
+        void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
+        DUET_PDL_ENTRY();                                                                                   \
+        (void)state_scale;                                                                                  \
+        const bool hoist = !(p.dt_per_dim || (p.has_bias && p.bias_per_dim));                               \
+        if (hoist && p.out_from == 1)                                                                       \
+            ssu_v11_body<ST, SR, CH, true, true>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);         \
+        else if (hoist)                                                                                     \
+            ssu_v11_body<ST, SR, CH, true, false>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
+        else if (p.out_from == 1)                                                                           \
+            ssu_v11_body<ST, SR, CH, false, true>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
+        else                                                                                                \
+            ssu_v11_body<ST, SR, CH, false, false>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);       \
+    }
+SSU11_ENTRY(ssu_v11_f32, ST_F32, false, 8, 3)
+SSU11_ENTRY(ssu_v11_bf16, ST_BF16, false, 8, 3)
+SSU11_ENTRY(ssu_v11_f16, ST_F16, false, 8, 3)
+SSU11_ENTRY(ssu_v11_f16_sr, ST_F16, true, 8, 3)
+// Sweep forms (bf16, nearest): chunk depth x resident blocks asked of ptxas.
+SSU11_ENTRY(ssu_x11_bf16_c4_m4, ST_BF16, false, 4, 4)
+SSU11_ENTRY(ssu_x11_bf16_c16_m2, ST_BF16, false, 16, 2)
+
 // gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop
 // rounds the vector (x, -x, x, -x, ...) with x = base + i (the chunk [base, base + count) of
 // the f32 bit patterns) through ssu_f16x8_rn and through f32_to_f16 / f16_to_f32 (codes and

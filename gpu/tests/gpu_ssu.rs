@@ -162,9 +162,17 @@ fn ssu_random_shapes_every_mode() {
         );
         // Every version; v3-v8 only where their layout conditions hold (A is per head here,
         // which v6 requires).
-        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"] {
+        for v in [
+            "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
+        ] {
             if !["v1", "v2"].contains(&v)
                 && gpu::ops::selective_state_update::v3_ok(s.dstate, state_dt).is_some()
+            {
+                continue;
+            }
+            // v11: dstate 128, dim <= 64 in whole chunks, no int16 (ssu_v11_bit_exact covers it).
+            if v == "v11"
+                && gpu::ops::selective_state_update::v11_ok(v, s.dim, s.dstate, state_dt).is_some()
             {
                 continue;
             }
@@ -234,7 +242,15 @@ fn ssu_stochastic_rounding_is_bit_exact() {
             ("philox_rounds", rounds.to_string()),
             ("dt_softplus", "true".into()),
         ]);
-        for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"] {
+        for v in [
+            "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
+        ] {
+            // v11: whole 16-row chunks only (dim 64 here; 50 is not).
+            if v == "v11"
+                && gpu::ops::selective_state_update::v11_ok(v, dim, 128, DType::F16).is_some()
+            {
+                continue;
+            }
             if let Err(e) = common::diff(
                 "selective_state_update",
                 v,
@@ -293,7 +309,9 @@ fn ssu_state_offsets_beyond_2_pow_31() {
     );
     let g = common::gpu();
     let op = gpu::ops::find("selective_state_update").unwrap();
-    for v in ["v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"] {
+    for v in [
+        "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
+    ] {
         let got =
             gpu::ops::run_version(&g, &op, v, &inp, &[], &gpu::ops::RunOpts::default()).unwrap();
         let rep = compare::compare(
@@ -361,6 +379,105 @@ fn ssu_multi_token_and_promote_cases_bit_exact() {
         n >= 20,
         "expected the case table's multi-token and promote rows, ran {n}"
     );
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
+/// v11 (persistent warps, the state streamed into registers) and its sweep forms: every state
+/// format it takes (f32, bf16, f16 nearest and stochastic), dim 16 / 32 / 48 / 64 (one to four
+/// chunks a tile), dt / D / dt_bias per head (the hoisted B * dt) and per dim, with and without
+/// D / z / dt_bias, pad rows in both pad modes, both out_from modes, batch x heads from 1 tile
+/// (fewer chunks than warps) to more tiles than resident warps: the state bit-exact, `out`
+/// within tolerance; v9 on the same inputs as a control.
+#[test]
+#[ignore = "gpu"]
+fn ssu_v11_bit_exact() {
+    use gpu::ops::selective_state_update::{v11_ok, V11_SWEEP};
+    let mut r = Rng::new(1111);
+    let mut fails = vec![];
+    let mut n = 0;
+    let formats = [
+        (DType::F32, false),
+        (DType::BF16, false),
+        (DType::F16, false),
+        (DType::F16, true),
+    ];
+    for i in 0..16 {
+        let (state_dt, sr) = formats[i % 4];
+        let ngroups = [1usize, 2, 4, 8][(i / 4) % 4];
+        let (batch, heads_per_group) = [(1usize, 1usize), (3, 2), (7, 3), (40, 4)][i % 4];
+        let s = Shape {
+            batch,
+            slots: batch + (i % 3),
+            nheads: ngroups * heads_per_group,
+            dim: [64usize, 16, 48, 32][(i / 2) % 4],
+            dstate: 128,
+            ngroups,
+        };
+        let pads = i % 3 == 1;
+        let mut inp = inputs(&mut r, &s, state_dt, i % 4 != 3, pads);
+        let per_head = i % 2 == 0;
+        if per_head {
+            inp.insert(
+                "dt".into(),
+                r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
+            );
+            if inp.contains_key("D") {
+                inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
+            }
+        } else if inp.contains_key("dt_bias") {
+            inp.insert(
+                "dt_bias".into(),
+                r.uniform_tensor(&[s.nheads, s.dim], -2.0, 0.5, DType::F32),
+            );
+        }
+        let pad_mode = if i % 6 == 1 {
+            "compute_from_zero_state"
+        } else {
+            "zero_output"
+        };
+        let out_from = if i % 5 == 2 {
+            "stored_state"
+        } else {
+            "unrounded_state"
+        };
+        let mut sets = vec![
+            ("dt_softplus", (i % 3 != 2).to_string()),
+            ("pad_mode", pad_mode.to_string()),
+            ("out_from", out_from.to_string()),
+        ];
+        if sr {
+            sets.push(("rounding", "stochastic".into()));
+            sets.push(("seed", (777 + i).to_string()));
+            sets.push(("philox_rounds", ["10", "5", "7"][i % 3].into()));
+        }
+        let sets = common::sets(&sets);
+        let mut versions = vec!["v9", "v11"];
+        if state_dt == DType::BF16 {
+            versions.extend(V11_SWEEP.iter().copied());
+        }
+        for v in versions {
+            if v != "v9" && v11_ok(v, s.dim, s.dstate, state_dt).is_some() {
+                continue;
+            }
+            n += (v != "v9") as usize;
+            let name = format!(
+                "v11 case {i} {v}: b{} slots{} h{} d{} g{} {state_dt} sr={sr} per_head={per_head} pads={pads} {pad_mode} {out_from}",
+                s.batch, s.slots, s.nheads, s.dim, s.ngroups
+            );
+            if let Err(e) = common::diff(
+                "selective_state_update",
+                v,
+                &name,
+                &inp,
+                &sets,
+                &tol(state_dt),
+            ) {
+                fails.push(e);
+            }
+        }
+    }
+    eprintln!("{n} v11 runs, {} failed", fails.len());
+    assert!(n >= 16, "v11 ran only {n} cases");
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 

@@ -201,6 +201,34 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
     for k in sweep {
         assert_eq!((k.spill_stores_bytes, k.spill_loads_bytes), (0, 0), "{k:?}");
     }
+    // v11 (session 26) and its sweep forms: the state of two chunks lives in registers, so a
+    // spill or a stack frame would put the streamed state through local memory; no shared
+    // memory at all.
+    let v11: Vec<String> = ["f32", "bf16", "f16", "f16_sr"]
+        .iter()
+        .map(|f| format!("ssu_v11_{f}"))
+        .chain(
+            gpu::ops::selective_state_update::V11_SWEEP
+                .iter()
+                .map(|v| format!("ssu_{v}")),
+        )
+        .collect();
+    for name in &v11 {
+        let k = r
+            .iter()
+            .find(|k| &k.kernel == name)
+            .unwrap_or_else(|| panic!("{name} missing from the ptxas report"));
+        assert_eq!(
+            (
+                k.spill_stores_bytes,
+                k.spill_loads_bytes,
+                k.stack_bytes,
+                k.smem_bytes
+            ),
+            (0, 0, 0, 0),
+            "{name} spills, uses a stack frame or shared memory: {k:?}"
+        );
+    }
 }
 
 /// The router kernels: v4 (one warp per token, keys and bounds in registers) neither spills nor

@@ -24,8 +24,51 @@ pub const MAX_DSTATE: usize = 512;
 
 /// The versions `run` takes by name (besides the sweep variants).
 pub const VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
 ];
+
+/// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
+/// of ptxas>`; v11 itself is c8 / m3.
+pub const V11_SWEEP: &[&str] = &["x11_bf16_c4_m4", "x11_bf16_c16_m2"];
+
+/// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
+/// dstate is compiled in, a lane holds two rows' values (dim <= 64), a chunk is
+/// (32 / lanes a row) x CH rows of one tile and a tile is whole chunks. CH: 8 for v11, else the
+/// sweep form's.
+pub fn v11_ok(version: &str, dim: usize, dstate: usize, state_dt: DType) -> Option<String> {
+    if state_dt == DType::I16 {
+        return Some(format!(
+            "{version} takes an f32 / bf16 / f16 state (an int16 state runs on v9)"
+        ));
+    }
+    if dstate != V9_DSTATE {
+        return Some(format!(
+            "{version} takes dstate {V9_DSTATE} (got {dstate}); v8 runs any"
+        ));
+    }
+    let rpc = v11_rows_per_chunk(version, state_dt);
+    if dim == 0 || dim > 64 || !dim.is_multiple_of(rpc) {
+        return Some(format!(
+            "{version} takes dim <= 64 in whole chunks of {rpc} rows (got dim {dim}); v9 runs any"
+        ));
+    }
+    None
+}
+
+/// Rows of a v11 chunk: (32 / lanes a row) x vectors a lane.
+fn v11_rows_per_chunk(version: &str, state_dt: DType) -> usize {
+    let ch = version
+        .strip_prefix("x11_bf16_c")
+        .and_then(|r| r.split('_').next())
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(8);
+    let lanes_per_row = V9_DSTATE / (16 / state_dt.size().max(1));
+    (32 / lanes_per_row.clamp(1, 32)) * ch
+}
+
+fn is_v11(version: &str) -> bool {
+    version == "v11" || V11_SWEEP.contains(&version)
+}
 
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
@@ -94,7 +137,9 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
         return v2_ok(dim, dstate);
     }
-    if (["v6", "v7", "v8", "v9", "v10"].contains(&version) || is_perhead_sweep(version))
+    if (["v6", "v7", "v8", "v9", "v10"].contains(&version)
+        || is_perhead_sweep(version)
+        || is_v11(version))
         && inputs.get("A").is_some_and(|a| a.rank() != 1)
     {
         return Some(format!(
@@ -115,6 +160,13 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
     }
     if ["v3", "v4", "v5", "v6", "v10"].contains(&version) {
         return v3_ok(dstate, st.dtype());
+    }
+    if is_v11(version) {
+        let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
+        if V11_SWEEP.contains(&version) && st.dtype() != DType::BF16 {
+            return Some(format!("{version} takes a bf16 state"));
+        }
+        return v11_ok(version, dim, dstate, st.dtype());
     }
     None
 }
@@ -332,7 +384,10 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
-    if !VERSIONS.contains(&version) && sweep_rpt(version).is_none() && !V7_SWEEP.contains(&version)
+    if !VERSIONS.contains(&version)
+        && sweep_rpt(version).is_none()
+        && !V7_SWEEP.contains(&version)
+        && !V11_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
@@ -427,6 +482,22 @@ pub fn run(
         // prologue): batch 1 bf16 5.48 us against v6's 7.01 and v9's 6.75 (session 12 call 2,
         // ssu_sweep_all_b1_bf16, as its sweep twin x_bf16_r2_h_e1_z_m6).
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v10",
+        v if is_v11(v) => {
+            if let Some(why) = v11_ok(v, dims.dim, dims.dstate, state_dtype) {
+                return Err(GpuError::Unsupported(format!("{OP} {why}")));
+            }
+            if parsed.a.1 {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: takes A per head (nheads,); a full A runs on v1-v5"
+                )));
+            }
+            if v != "v11" && (state_dtype != DType::BF16 || sr == 1) {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: the v11 sweep forms take a bf16 state with round-to-nearest"
+                )));
+            }
+            v
+        }
         "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
         v if V7_SWEEP.contains(&v) => {
             if state_dtype != DType::BF16 || sr == 1 || parsed.a.1 {
@@ -474,6 +545,9 @@ pub fn run(
         let plan = ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None)
             .map_err(|why| GpuError::Unsupported(format!("{OP} {why}")))?;
         launch_v7(g, &f, &prm, &plan, blocks, &ptrs, ssu7_threads(chosen))?;
+    } else if is_v11(chosen) {
+        let chunks = blocks * (dims.dim / v11_rows_per_chunk(chosen, state_dtype)) as u64;
+        launch_v11(g, &f, &prm, chunks, &ptrs)?;
     } else {
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
@@ -561,6 +635,40 @@ pub(crate) fn launch_v7(
     unsafe { l.launch(cfg(grid as u32, threads, plan.smem_bytes as u32)) }
         .map(|_| ())
         .map_err(|e| GpuError::Driver(format!("launch ssu_v7: {e}")))
+}
+
+/// Launches a v11 kernel: as many 4-warp blocks as can be resident (registers, from the
+/// driver), at most one warp a chunk; the kernel splits the `chunks` into equal contiguous
+/// ranges, one a warp. `ptrs`: x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out.
+pub(crate) fn launch_v11(
+    g: &Gpu,
+    f: &cudarc::driver::CudaFunction,
+    prm: &SsuParams,
+    chunks: u64,
+    ptrs: &[u64],
+) -> Result<(), GpuError> {
+    if ptrs.len() != 12 {
+        return Err(GpuError::Unsupported(format!(
+            "ssu_v11: {} buffer arguments, the kernel takes 12",
+            ptrs.len()
+        )));
+    }
+    let resident = f
+        .occupancy_max_active_blocks_per_multiprocessor(32 * WARPS, 0, None)
+        .map_err(|e| GpuError::Driver(format!("ssu_v11 occupancy: {e}")))?
+        .max(1);
+    let grid = (g.sm_count as u64 * resident as u64)
+        .min(chunks.div_ceil(WARPS as u64))
+        .max(1);
+    let mut l = g.stream.launch_builder(f);
+    l.arg(prm);
+    for p in ptrs {
+        l.arg(p);
+    }
+    // SAFETY: the common ssu signature (params, then the 12 buffers); no dynamic shared memory.
+    unsafe { l.launch(cfg(grid as u32, 32 * WARPS, 0)) }
+        .map(|_| ())
+        .map_err(|e| GpuError::Driver(format!("launch ssu_v11: {e}")))
 }
 
 /// The f32 copies of the small operands on the device (absent ones as 1-element dummies the
@@ -756,7 +864,8 @@ pub(crate) fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" => {
+        v if V11_SWEEP.contains(&v) => (format!("ssu_{v}"), 1),
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -764,7 +873,7 @@ pub(crate) fn launch_shape(
                 (DType::F16, true) => "f16_sr",
                 _ => "i16",
             };
-            let dtiles = if is_persistent(version) {
+            let dtiles = if is_persistent(version) || version == "v11" {
                 1 // one (batch row, head) per tile
             } else {
                 dim.div_ceil(v3_rows_per_block(dstate, state_dt, version))
@@ -795,6 +904,38 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     for version in ["v1", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"] {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
+        }
+    }
+    Ok(serde_json::json!({"op": OP, "versions": v}))
+}
+
+/// `ssu_v11`: v11 (and its sweep forms) next to v9 / v8 at the Super shape, dt / D / dt_bias per
+/// head: bf16 at batch 256 and 64 (graph replay), per-dim dt at 256, batch 1 next to v10, f32 at
+/// 256 (v8, v11), f16 at 256 with round-to-nearest and stochastic rounding (Philox 10).
+pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
+    let mut v = vec![];
+    for batch in [256usize, 64] {
+        for version in ["v9", "v11"].iter().chain(V11_SWEEP) {
+            v.push(bench_super_version(g, batch, DType::BF16, version, true)?);
+        }
+    }
+    v.push(bench_super_version(g, 256, DType::BF16, "v11", false)?);
+    for version in ["v10", "v11"] {
+        v.push(bench_super_version(g, 1, DType::BF16, version, true)?);
+    }
+    for version in ["v8", "v11"] {
+        v.push(bench_super_version(g, 256, DType::F32, version, true)?);
+    }
+    for rounds in [0u32, 10] {
+        for version in ["v9", "v11"] {
+            v.push(bench_super_version_sr(
+                g,
+                256,
+                DType::F16,
+                version,
+                true,
+                rounds,
+            )?);
         }
     }
     Ok(serde_json::json!({"op": OP, "versions": v}))
@@ -995,6 +1136,14 @@ fn bench_super_version_sr(
                 psc, pout,
             ];
             return launch_v7(g, &f, &prm, plan, blocks as u64, &p12, threads7);
+        }
+        if is_v11(base) {
+            let p12 = [
+                ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst,
+                psc, pout,
+            ];
+            let chunks = blocks as u64 * (dim / v11_rows_per_chunk(base, state_dt)) as u64;
+            return launch_v11(g, &f, &prm, chunks, &p12);
         }
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
