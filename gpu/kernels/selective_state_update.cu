@@ -1262,20 +1262,27 @@ __device__ __forceinline__ i64 ssu11_slot(const SsuParams& p, const i64* __restr
 
 // Issues chunk c's state loads into q (zeros for a pad slot): CH vectors a lane, rows
 // k * RPC + i * (32 / TPR) + lane / TPR of the chunk's tile.
+// The lane's vector 0 of chunk c (slot: its tile's batch row's slot); null for a pad slot.
 template <int ST, int CH>
-__device__ __forceinline__ void ssu11_issue(const SsuParams& p, const unsigned char* __restrict__ state, i64 c,
-                                            i64 cpt, i64 slot, int lane, uint4 (&q)[CH]) {
+__device__ __forceinline__ const unsigned char* ssu11_src(const SsuParams& p, const unsigned char* state, i64 c,
+                                                          i64 cpt, i64 slot, int lane) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
     constexpr int RPC = LPL * CH;
     const i64 t = c / cpt, k = c - t * cpt;
     const i64 h = t % p.nheads;
-    const bool pad = p.has_sbi && slot == p.pad_slot_id;
+    if (p.has_sbi && slot == p.pad_slot_id) return nullptr;
     const i64 row = (slot * p.nheads + h) * p.dim + k * RPC + lane / TPR;
-    const unsigned char* src = state + (row * SSU11_DSTATE + (i64)(lane % TPR) * VEC) * ESZ;
+    return state + (row * SSU11_DSTATE + (i64)(lane % TPR) * VEC) * ESZ;
+}
+template <int ST, int CH>
+__device__ __forceinline__ void ssu11_issue(const SsuParams& p, const unsigned char* __restrict__ state, i64 c,
+                                            i64 cpt, i64 slot, int lane, uint4 (&q)[CH]) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
+    const unsigned char* src = ssu11_src<ST, CH>(p, state, c, cpt, slot, lane);
 #pragma unroll
     for (int i = 0; i < CH; ++i) {
         q[i] = make_uint4(0u, 0u, 0u, 0u);
-        if (!pad) q[i] = *(const uint4*)(src + (i64)i * LPL * SSU11_DSTATE * ESZ);
+        if (src != nullptr) q[i] = *(const uint4*)(src + (i64)i * LPL * SSU11_DSTATE * ESZ);
     }
 }
 
@@ -1438,10 +1445,14 @@ __device__ __forceinline__ float ssu11_vec(const SsuParams& p, const Ssu11Tile<S
 }
 
 // Updates chunk c (state in q), stores it and writes its rows' out.
-template <int ST, bool SR, int CH, bool HOIST, bool OUTV>
+// ROLL: vector i of the chunk two ahead (nsrc, ssu11_src; null: none or a pad slot, zeros) is
+// loaded into q[i] as soon as vector i is updated, so two chunks' loads stay in flight through
+// the update and the reduction instead of being issued after them.
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL>
 __device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 c,
-                                            i64 cpt, const uint4 (&q)[CH], unsigned char* __restrict__ state,
-                                            float* __restrict__ out, int lane) {
+                                            i64 cpt, uint4 (&q)[CH], const unsigned char* nsrc,
+                                            unsigned char* __restrict__ state, float* __restrict__ out,
+                                            int lane) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
     constexpr int RPC = LPL * CH;
     static_assert(CH <= TPR && (CH & (CH - 1)) == 0 && RPC <= 32 && (32 % RPC) == 0, "v11 chunk shape");
@@ -1473,6 +1484,10 @@ __device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<
         uint4 qo;
         acc[i] = ssu11_vec<ST, SR, HOIST, OUTV>(p, T, q[i], xr[i], dtr[i], dar[i], e0, qo);
         if (!T.pad) *(uint4*)(dst + (i64)i * LPL * SSU11_DSTATE * ESZ) = qo;
+        if (ROLL) {
+            q[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (nsrc != nullptr) q[i] = *(const uint4*)(nsrc + (i64)i * LPL * SSU11_DSTATE * ESZ);
+        }
     }
     // Transposed butterfly over the row's TPR lanes: at offset o (TPR / 2 down to TPR / CH) a
     // lane keeps the upper half of its values when (lane & o) != 0, the lower otherwise, and
@@ -1511,7 +1526,7 @@ __device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<
     }
 }
 
-template <int ST, bool SR, int CH, bool HOIST, bool OUTV>
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL>
 __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __restrict__ x,
                                              const float* __restrict__ dt, const float* __restrict__ A,
                                              const float* __restrict__ B, const float* __restrict__ C,
@@ -1555,24 +1570,45 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         ssu11_issue<ST, CH>(p, state, c0 + 1, cpt, sb, lane, qb);
     }
     Ssu11Tile<VEC> T;
+    // ROLL: the slot of the chunk two ahead is read before this chunk's update (its tile's values
+    // are already in T), and its vectors are loaded one by one as this chunk's are consumed.
     for (i64 c = c0; c < c1; c += 2) {
         if (c / cpt != T.t) tile_for(T, c / cpt, sa);
-        ssu11_chunk<ST, SR, CH, HOIST, OUTV>(p, T, c, cpt, qa, state, out, lane);
-        if (c + 2 < c1) {
-            sa = slot_for(c + 2);
-            ssu11_issue<ST, CH>(p, state, c + 2, cpt, sa, lane, qa);
+        if (ROLL) {
+            const unsigned char* nsrc = nullptr;
+            if (c + 2 < c1) {
+                sa = slot_for(c + 2);
+                nsrc = ssu11_src<ST, CH>(p, state, c + 2, cpt, sa, lane);
+            }
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, c, cpt, qa, nsrc, state, out, lane);
+        } else {
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, c, cpt, qa, nullptr, state, out, lane);
+            if (c + 2 < c1) {
+                sa = slot_for(c + 2);
+                ssu11_issue<ST, CH>(p, state, c + 2, cpt, sa, lane, qa);
+            }
         }
         if (c + 1 >= c1) break;
         if ((c + 1) / cpt != T.t) tile_for(T, (c + 1) / cpt, sb);
-        ssu11_chunk<ST, SR, CH, HOIST, OUTV>(p, T, c + 1, cpt, qb, state, out, lane);
-        if (c + 3 < c1) {
-            sb = slot_for(c + 3);
-            ssu11_issue<ST, CH>(p, state, c + 3, cpt, sb, lane, qb);
+        if (ROLL) {
+            const unsigned char* nsrc = nullptr;
+            if (c + 3 < c1) {
+                sb = slot_for(c + 3);
+                nsrc = ssu11_src<ST, CH>(p, state, c + 3, cpt, sb, lane);
+            }
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, c + 1, cpt, qb, nsrc, state, out, lane);
+        } else {
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, c + 1, cpt, qb, nullptr, state, out, lane);
+            if (c + 3 < c1) {
+                sb = slot_for(c + 3);
+                ssu11_issue<ST, CH>(p, state, c + 3, cpt, sb, lane, qb);
+            }
         }
     }
 }
 
-#define SSU11_ENTRY(NAME, ST, SR, CH, MINB)                                                                    \
+#define SSU11_ENTRY(NAME, ST, SR, CH, MINB) SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, false)
+#define SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, ROLL)                                                            \
     extern "C" __global__ void __launch_bounds__(SSU11_THREADS, MINB) NAME(                                    \
         SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
@@ -1582,13 +1618,13 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         (void)state_scale;                                                                                  \
         const bool hoist = !(p.dt_per_dim || (p.has_bias && p.bias_per_dim));                               \
         if (hoist && p.out_from == 1)                                                                       \
-            ssu_v11_body<ST, SR, CH, true, true>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);         \
+            ssu_v11_body<ST, SR, CH, true, true, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);         \
         else if (hoist)                                                                                     \
-            ssu_v11_body<ST, SR, CH, true, false>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
+            ssu_v11_body<ST, SR, CH, true, false, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
         else if (p.out_from == 1)                                                                           \
-            ssu_v11_body<ST, SR, CH, false, true>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
+            ssu_v11_body<ST, SR, CH, false, true, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
         else                                                                                                \
-            ssu_v11_body<ST, SR, CH, false, false>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);       \
+            ssu_v11_body<ST, SR, CH, false, false, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);       \
     }
 SSU11_ENTRY(ssu_v11_f32, ST_F32, false, 8, 3)
 SSU11_ENTRY(ssu_v11_bf16, ST_BF16, false, 8, 3)
@@ -1597,6 +1633,13 @@ SSU11_ENTRY(ssu_v11_f16_sr, ST_F16, true, 8, 3)
 // Sweep forms (bf16, nearest): chunk depth x resident blocks asked of ptxas.
 SSU11_ENTRY(ssu_x11_bf16_c4_m4, ST_BF16, false, 4, 4)
 SSU11_ENTRY(ssu_x11_bf16_c16_m2, ST_BF16, false, 16, 2)
+// Session 27: the rolling reloads (ROLL) on c4, and c2 (half of c4's state in registers at the
+// same 4 blocks an SM). A fifth or sixth block does not fit: c4 at 102 registers spills 624 bytes,
+// c2 at 85 528 (ptxas, all four bodies; ~70 of the registers are the tile's values, the loop's
+// 64-bit indices and the heads table, not the chunks), and c8 with ROLL spills 80 at 168.
+SSU11_ENTRY_R(ssu_x11_bf16_c4_m4_r, ST_BF16, false, 4, 4, true)
+SSU11_ENTRY(ssu_x11_bf16_c2_m4, ST_BF16, false, 2, 4)
+SSU11_ENTRY_R(ssu_x11_bf16_c2_m4_r, ST_BF16, false, 2, 4, true)
 
 // gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop
 // rounds the vector (x, -x, x, -x, ...) with x = base + i (the chunk [base, base + count) of

@@ -424,6 +424,7 @@ pub fn preset_versions(
         "ssu_b256_f16" => ops::selective_state_update::bench_f16(&g, 256),
         "ssu_b256_i16" => ops::selective_state_update::bench_i16(&g, 256),
         "ssu_v11" => ops::selective_state_update::bench_v11(&g),
+        "ssu_v11_b256" => ops::selective_state_update::bench_v11_b256(&g),
         "ssu_sweep_b64_bf16" => ops::selective_state_update::bench_sweep(&g, 64, false),
         "ssu_sweep_b256_bf16" => ops::selective_state_update::bench_sweep(&g, 256, false),
         "ssu_sweep_all_b1_bf16" => ops::selective_state_update::bench_sweep(&g, 1, true),
@@ -446,7 +447,7 @@ pub fn preset_versions(
                       "variants": copy_variants(&g, 1 << 30, true)?}))
         }
         other => Err(GpuError::Unsupported(format!(
-            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_4k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_b64_f16, ssu_b256_f16, ssu_b256_i16, ssu_v11, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"
+            "bench preset '{other}'; known: router_t1, router_t64, router_t4096, router_t32768, router_t1_f32sig, router_t64_f32sig, router_t4096_f32sig, router_t32768_f32sig, nvfp4_8192, conv1d_prefill_50k, ssd_50k, ssd_4k, ssd_50k_sweep, ssu_b1_bf16, ssu_b64_bf16, ssu_b256_bf16, ssu_b256_f32, ssu_b1_f32, ssu_b64_f16, ssu_b256_f16, ssu_b256_i16, ssu_v11, ssu_v11_b256, ssu_sweep_b64_bf16, ssu_sweep_b256_bf16, ssu_sweep_all_b1_bf16, ssu_sweep_all_b64_bf16, ssu_sweep_all_b256_bf16, moe_t1, moe_t8, moe_t64, moe_t4096, moe_slots_t1, norms_super, copy"
         ))),
     }?;
     if let (Some(t), Some(o)) = (preset_target(name), out.as_object_mut()) {

@@ -28,8 +28,14 @@ pub const VERSIONS: &[&str] = &[
 ];
 
 /// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
-/// of ptxas>`; v11 itself is c8 / m3.
-pub const V11_SWEEP: &[&str] = &["x11_bf16_c4_m4", "x11_bf16_c16_m2"];
+/// of ptxas>[_r: rolling reloads]`; v11 itself is c8 / m3.
+pub const V11_SWEEP: &[&str] = &[
+    "x11_bf16_c4_m4",
+    "x11_bf16_c16_m2",
+    "x11_bf16_c4_m4_r",
+    "x11_bf16_c2_m4",
+    "x11_bf16_c2_m4_r",
+];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
 /// dstate is compiled in, a lane holds two rows' values (dim <= 64), a chunk is
@@ -64,6 +70,91 @@ fn v11_rows_per_chunk(version: &str, state_dt: DType) -> usize {
         .unwrap_or(8);
     let lanes_per_row = V9_DSTATE / (16 / state_dt.size().max(1));
     (32 / lanes_per_row.clamp(1, 32)) * ch
+}
+
+/// What `auto` looks at: the shape, the state's type and rounding, whether dt / A are per dim /
+/// full, and the SM count.
+#[derive(Clone, Copy, Debug)]
+pub struct AutoShape {
+    pub batch: usize,
+    pub nheads: usize,
+    pub dim: usize,
+    pub dstate: usize,
+    pub state: DType,
+    /// stochastic rounding of an f16 state
+    pub sr: bool,
+    pub dt_per_dim: bool,
+    /// A as (nheads, dim, dstate) rather than per head
+    pub a_full: bool,
+    pub sm_count: u64,
+}
+
+/// The version `auto` runs (pure, so its choices are unit-tested without a GPU).
+///
+/// auto: v5 where v3's layout conditions hold (v3_ok), else v1. v5 (v3 with B/C in registers,
+/// hardware bf16 rounding, FMA in `out`) measured 734.6 / 186.2 us vs v3's 817.7 / 209.6 us at
+/// batch 256 / 64, bf16 per head (H200, session 3, docs/measurements/h200_session3_presets.json).
+/// Earlier, measured on the H200 (docs/measurements/h200_ssu_v1_v3_bench.jsonl, bf16 state): v3
+/// 10.0 / 208 / 815 us vs v1 20.3 / 1020 / 4063 us at batch 1 / 64 / 256. v2 is never picked
+/// (slower than v1), nor v4 (19.5 / 297 / 1199 us: bit-exact, slower than v3;
+/// docs/measurements/h200_session2_presets.json).
+///
+/// A per head (Nemotron-H): v8 (the bulk-copy producer/consumer kernel, v7 with the producer's
+/// work before its wait) once there are enough (batch row, head) tiles to fill the SMs several
+/// times, else v6 (since session 12 v10); v9 there for a 16-bit state at dstate 128 (its
+/// compiled-in lanes per row; session 24: held to 5 blocks an SM with unrolled row passes, 3.458
+/// TB/s effective at batch 256 against v8's 3.136 in the same run). H200, session 4, bf16, per
+/// head (docs/measurements/h200_session4_call4_presets.json): batch 256 v8 334.5 us, v7 368.7,
+/// v6 567.8, v5 726.0; batch 64 (graph) 86.9 / 94.6 / 145.4 / 184.2 us; batch 1 (128 tiles;
+/// call 3) v6 7.1 us, v7 8.0.
+///
+/// An f16 state (either rounding) on v9 too: session 25 call 6 (batch 256 / 64,
+/// docs/measurements/h200_session25_call6_ssu_f16.json) v9 337.2 / 88.7 us against v8's 350.7 /
+/// 91.8 with nearest, 854.1 / 215.2 against 891.2 / 225.1 with stochastic rounding (Philox 10),
+/// 725.5 / 182.9 against 775.8 / 194.6 (Philox 5); an int16 state too: call 8
+/// (h200_session25_call8_ssu_i16.json) v9 418.1 us against v8's 532.2 at batch 256.
+///
+/// Session 27 (call 1 repeated session 26's call 2, `duet bench --shape ssu_v11`,
+/// docs/measurements/h200_session27_call1_ssu_v11.json; the two runs' numbers side by side):
+/// - an f32 state on v11: 586.6 / 585.2 us at batch 256 against v8's 622.3 / 608.6 (95.3% of
+///   copy);
+/// - a bf16 state with round-to-nearest and dt per head on x11_bf16_c4_m4 up to 128 tiles an
+///   SM: batch 64 x 128 heads (graph) 82.2 / 81.9 us against v9's 85.0 / 83.9. At batch 256 the
+///   two tie (319.9 / 319.1 against 321.0 / 318.2): v9 stays;
+/// - fewer tiles than 4 an SM, bf16 with round-to-nearest and dt per head: v11, batch 1 (graph) 5.2 / 5.2 us
+///   against v10's 5.6 / 5.5 (v10: v6's body, 16 rows a block, the state / z / D loads before
+///   the prologue; session 12 call 2 had it at 5.48 us against v6's 7.01 and v9's 6.75).
+pub fn auto_version(s: &AutoShape) -> &'static str {
+    let layout_ok = v3_ok(s.dstate, s.state).is_none();
+    let tiles = (s.batch * s.nheads) as u64;
+    let v11 = v11_ok("v11", s.dim, s.dstate, s.state).is_none();
+    let c4m4 = v11_ok("x11_bf16_c4_m4", s.dim, s.dstate, s.state).is_none();
+    if !layout_ok {
+        return "v1";
+    }
+    if s.a_full {
+        return "v5";
+    }
+    if tiles >= 4 * s.sm_count && ssu7_plan(s.dim, s.dstate, s.state.size(), None).is_ok() {
+        if s.state == DType::F32 && v11 {
+            "v11"
+        } else if s.state == DType::BF16
+            && !s.sr
+            && !s.dt_per_dim
+            && c4m4
+            && tiles <= 128 * s.sm_count
+        {
+            "x11_bf16_c4_m4"
+        } else if s.state != DType::F32 && s.dstate == V9_DSTATE {
+            "v9"
+        } else {
+            "v8"
+        }
+    } else if s.state == DType::BF16 && !s.sr && !s.dt_per_dim && v11 {
+        "v11"
+    } else {
+        "v10"
+    }
 }
 
 fn is_v11(version: &str) -> bool {
@@ -414,13 +505,7 @@ pub fn run(
         DType::F32,
         opts.poison,
     )?;
-    // auto: v5 where v3's layout conditions hold (v3_ok), else v1. v5 (v3 with B/C in
-    // registers, hardware bf16 rounding, FMA in `out`) measured 734.6 / 186.2 us vs v3's 817.7 /
-    // 209.6 us at batch 256 / 64, bf16 per head (H200, session 3, docs/measurements/
-    // h200_session3_presets.json). Earlier, measured on the H200
-    // (docs/measurements/h200_ssu_v1_v3_bench.jsonl, bf16 state): v3 10.0 / 208 / 815 us vs v1
-    // 20.3 / 1020 / 4063 us at batch 1 / 64 / 256. v2 is never picked (slower than v1), nor v4
-    // (19.5 / 297 / 1199 us: bit-exact, slower than v3; docs/measurements/h200_session2_presets.json).
+    // auto: auto_version (its doc has the measurements behind each choice).
     let state_dtype = parsed.state.dtype();
     let chosen = match version {
         "v2" => {
@@ -450,38 +535,17 @@ pub fn run(
             }
             version
         }
-        // A per head (Nemotron-H): v8 (the bulk-copy producer/consumer kernel, v7 with the
-        // producer's work before its wait) once there are enough (batch row, head) tiles to
-        // fill the SMs several times, else v6; v9 there for a bf16 state at dstate 128 (its
-        // compiled-in lanes per row; session 24: held to 5 blocks an SM with unrolled row
-        // passes, 3.458 TB/s effective at batch 256 against v8's 3.136 in the same run).
-        // H200, session 4, bf16, per head
-        // (docs/measurements/h200_session4_call4_presets.json): batch 256 v8 334.5 us, v7
-        // 368.7, v6 567.8, v5 726.0; batch 64 (graph) 86.9 / 94.6 / 145.4 / 184.2 us; batch 1
-        // (128 tiles; call 3) v6 7.1 us, v7 8.0.
-        "auto"
-            if v3_ok(dims.dstate, state_dtype).is_none()
-                && !parsed.a.1
-                && (dims.batch * dims.nheads) as u64 >= 4 * g.sm_count as u64
-                && ssu7_plan(dims.dim, dims.dstate, state_dtype.size(), None).is_ok() =>
-        {
-            // An f16 state (either rounding) on v9 too: session 25 call 6 (batch 256 / 64,
-            // docs/measurements/h200_session25_call6_ssu_f16.json) v9 337.2 / 88.7 us against
-            // v8's 350.7 / 91.8 with nearest, 854.1 / 215.2 against 891.2 / 225.1 with
-            // stochastic rounding (Philox 10), 725.5 / 182.9 against 775.8 / 194.6 (Philox 5);
-            // an int16 state too: call 8 (h200_session25_call8_ssu_i16.json) v9 418.1 us
-            // against v8's 532.2 at batch 256. So every 16-bit state; f32 stays on v8.
-            let v9_state = state_dtype != DType::F32;
-            if v9_state && dims.dstate == V9_DSTATE {
-                "v9"
-            } else {
-                "v8"
-            }
-        }
-        // Fewer tiles: v10 (v6's body, 16 rows a block, the state / z / D loads before the
-        // prologue): batch 1 bf16 5.48 us against v6's 7.01 and v9's 6.75 (session 12 call 2,
-        // ssu_sweep_all_b1_bf16, as its sweep twin x_bf16_r2_h_e1_z_m6).
-        "auto" if v3_ok(dims.dstate, state_dtype).is_none() && !parsed.a.1 => "v10",
+        "auto" => auto_version(&AutoShape {
+            batch: dims.batch,
+            nheads: dims.nheads,
+            dim: dims.dim,
+            dstate: dims.dstate,
+            state: state_dtype,
+            sr: sr == 1,
+            dt_per_dim: parsed.dt.1,
+            a_full: parsed.a.1,
+            sm_count: g.sm_count as u64,
+        }),
         v if is_v11(v) => {
             if let Some(why) = v11_ok(v, dims.dim, dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {why}")));
@@ -498,7 +562,6 @@ pub fn run(
             }
             v
         }
-        "auto" if v3_ok(dims.dstate, state_dtype).is_none() => "v5",
         v if V7_SWEEP.contains(&v) => {
             if state_dtype != DType::BF16 || sr == 1 || parsed.a.1 {
                 return Err(GpuError::Unsupported(format!(
@@ -941,6 +1004,36 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
 
+/// `ssu_v11_b256`: the short form of `ssu_v11` for profilers: batch 256, dt per head, bf16 on v9,
+/// v11 and its sweep forms, then f32 on v11. `DUET_SSU_ONLY=K1,K2` (kernel names, e.g.
+/// `ssu_x11_bf16_c4_m4,ssu_v11_f32`) runs only those, so `ncu -c 1` on one of them costs seconds.
+pub fn bench_v11_b256(g: &Gpu) -> Result<serde_json::Value, GpuError> {
+    let only = std::env::var("DUET_SSU_ONLY").ok();
+    let mut runs: Vec<(DType, &str)> = ["v9", "v11"]
+        .iter()
+        .chain(V11_SWEEP)
+        .map(|v| (DType::BF16, *v))
+        .collect();
+    runs.push((DType::F32, "v11"));
+    let mut v = vec![];
+    for (dt, version) in runs {
+        let (kernel, _) = launch_shape(version, 64, V9_DSTATE, dt, false);
+        if let Some(only) = &only {
+            if !only.split(',').any(|k| k.trim() == kernel) {
+                continue;
+            }
+        }
+        v.push(bench_super_version(g, 256, dt, version, true)?);
+    }
+    if v.is_empty() {
+        return Err(GpuError::Unsupported(format!(
+            "bench preset ssu_v11_b256: DUET_SSU_ONLY={} names none of its kernels",
+            only.unwrap_or_default()
+        )));
+    }
+    Ok(serde_json::json!({"op": OP, "versions": v}))
+}
+
 /// `ssu_b256_i16`: v8 and v9 on an int16 state with per-row decode scales (dt / D / dt_bias per
 /// head, batch 256).
 pub fn bench_i16(g: &Gpu, batch: usize) -> Result<serde_json::Value, GpuError> {
@@ -1186,7 +1279,7 @@ fn bench_super_version_sr(
 
 #[cfg(test)]
 mod ssu7_plan_tests {
-    use super::ssu7_plan;
+    use super::{auto_version, ssu7_plan, AutoShape, DType};
 
     #[test]
     fn super_shape_plans_match_the_kernel_layout() {
@@ -1212,5 +1305,65 @@ mod ssu7_plan_tests {
             .expect_err("dim")
             .contains("dim 2048"));
         assert!(ssu7_plan(64, 128, 2, Some(0)).is_err());
+    }
+
+    /// auto's choices at the Super shape (128 heads, dim 64, dstate 128) on the H200's 132 SMs,
+    /// one per measured case in auto_version's doc, and the fall-backs around them.
+    #[test]
+    fn auto_picks_the_measured_winners() {
+        let sup = |batch, state| AutoShape {
+            batch,
+            nheads: 128,
+            dim: 64,
+            dstate: 128,
+            state,
+            sr: false,
+            dt_per_dim: false,
+            a_full: false,
+            sm_count: 132,
+        };
+        assert_eq!(auto_version(&sup(256, DType::F32)), "v11");
+        assert_eq!(auto_version(&sup(256, DType::BF16)), "v9");
+        assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c4_m4");
+        assert_eq!(auto_version(&sup(1, DType::BF16)), "v11");
+        assert_eq!(auto_version(&sup(1, DType::F32)), "v10");
+        assert_eq!(auto_version(&sup(256, DType::F16)), "v9");
+        assert_eq!(auto_version(&sup(256, DType::I16)), "v9");
+        // dt per dim / stochastic rounding keep the older picks
+        let per_dim = |b| AutoShape {
+            dt_per_dim: true,
+            ..sup(b, DType::BF16)
+        };
+        assert_eq!(auto_version(&per_dim(64)), "v9");
+        assert_eq!(auto_version(&per_dim(1)), "v10");
+        let sr = AutoShape {
+            sr: true,
+            ..sup(64, DType::F16)
+        };
+        assert_eq!(auto_version(&sr), "v9");
+        // 129 tiles an SM is past c4_m4's range
+        let over = AutoShape {
+            nheads: 129,
+            ..sup(132, DType::BF16)
+        };
+        assert_eq!(auto_version(&over), "v9");
+        // A full: v5; a dstate v3 cannot lay out: v1; dim 65 (no v11 chunking): v9 / v10 / v8
+        let full = AutoShape {
+            a_full: true,
+            ..sup(256, DType::BF16)
+        };
+        assert_eq!(auto_version(&full), "v5");
+        let odd = AutoShape {
+            dstate: 3,
+            ..sup(256, DType::BF16)
+        };
+        assert_eq!(auto_version(&odd), "v1");
+        let d65 = |b, state| AutoShape {
+            dim: 65,
+            ..sup(b, state)
+        };
+        assert_eq!(auto_version(&d65(64, DType::BF16)), "v9");
+        assert_eq!(auto_version(&d65(1, DType::BF16)), "v10");
+        assert_eq!(auto_version(&d65(256, DType::F32)), "v8");
     }
 }
