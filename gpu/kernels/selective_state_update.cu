@@ -1397,17 +1397,33 @@ __device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Ele
     }
 }
 
-// Two f32 -> packed bf16 with the reference's bits and no branch: the hardware's
-// round-to-nearest-even (cvt.rn.bf16x2.f32), then a NaN half replaced by f32_to_bf16's quiet
-// NaN (the input's top half | 0x0040, sign and payload kept; the hardware returns a canonical
-// NaN). A branch a vector (ssu9_pack_bf16) splits the update into one block a vector, so ptxas
-// cannot overlap the vectors' dependency chains.
-__device__ __forceinline__ u32 ssu11_bf16x2_exact(float lo, float hi) {
+// Two f32 -> packed bf16 / f16 with the reference's bits: the conversion hardware's
+// round-to-nearest-even (cvt.rn.{bf16,f16}x2.f32) and nothing else. For every non-NaN input the
+// hardware's bits are f32_to_bf16's / f32_to_f16's (the f16 side: gpu_ssu
+// `f16_hardware_conversions_match_the_software_ones`; bf16: the v9 / v11 bit-exact tests). A NaN
+// differs only in its payload (the hardware returns the canonical NaN), and every value v11
+// rounds is the result of s * dA + (B * dt) * x, which the hardware has already made the
+// canonical NaN 0x7fffffff, for which both conversions agree with the software (0x7fff): gpu_ssu
+// `v11_nan_steps_match_the_software_ones` checks that over every f32 and f16 NaN. Session 26's
+// form replaced a NaN half by the software rule branch-free (~5 more instructions a pair); the
+// f16 path went through ssu3_pack's branch a vector (376 us against v9's 348 at batch 256).
+__device__ __forceinline__ u32 ssu11_bf16x2(float lo, float hi) {
     u32 w;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
-    const u32 q = __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632) | 0x00400040u;
-    const u32 m = (lo != lo ? 0x0000ffffu : 0u) | (hi != hi ? 0xffff0000u : 0u);
-    return (w & ~m) | (q & m);
+    return w;
+}
+__device__ __forceinline__ u32 ssu11_f16x2(float lo, float hi) {
+    u32 w;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+}
+// Eight f16 -> f32 on the conversion hardware with no NaN test (ssu_f16x8_to_f32 has a branch a
+// vector): a NaN's payload never reaches a result, since its first use is s * dA, whose NaN is
+// canonical whatever the input's payload (the same check).
+__device__ __forceinline__ void ssu11_f16x8_to_f32(const uint4& q, float* v) {
+    const u32 w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ssu_f16x2_hw(w[k], v[2 * k], v[2 * k + 1]);
 }
 
 // One state vector's update: s1 = s * dA + (B * dt) * x per element (no contraction), rounded
@@ -1418,7 +1434,11 @@ __device__ __forceinline__ float ssu11_vec(const SsuParams& p, const Ssu11Tile<S
                                            const uint4& q, float xv, float dtv, float dA, i64 e0, uint4& qo) {
     constexpr int VEC = Ssu3Elem<ST>::VEC;
     float v[VEC];
-    ssu3_unpack<ST>(q, 1.f, v);
+    if constexpr (ST == ST_F16) {
+        ssu11_f16x8_to_f32(q, v);
+    } else {
+        ssu3_unpack<ST>(q, 1.f, v);
+    }
     float s1[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
@@ -1430,9 +1450,17 @@ __device__ __forceinline__ float ssu11_vec(const SsuParams& p, const Ssu11Tile<S
         u32 w[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            w[k] = ssu11_bf16x2_exact(v[2 * k], v[2 * k + 1]);
+            w[k] = ssu11_bf16x2(v[2 * k], v[2 * k + 1]);
             v[2 * k] = __uint_as_float(w[k] << 16);
             v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+        }
+        qo = make_uint4(w[0], w[1], w[2], w[3]);
+    } else if constexpr (ST == ST_F16 && !SR) {
+        u32 w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            w[k] = ssu11_f16x2(v[2 * k], v[2 * k + 1]);
+            if (OUTV) ssu_f16x2_hw(w[k], v[2 * k], v[2 * k + 1]);
         }
         qo = make_uint4(w[0], w[1], w[2], w[3]);
     } else {
@@ -1640,6 +1668,54 @@ SSU11_ENTRY(ssu_x11_bf16_c16_m2, ST_BF16, false, 16, 2)
 SSU11_ENTRY_R(ssu_x11_bf16_c4_m4_r, ST_BF16, false, 4, 4, true)
 SSU11_ENTRY(ssu_x11_bf16_c2_m4, ST_BF16, false, 2, 4)
 SSU11_ENTRY_R(ssu_x11_bf16_c2_m4_r, ST_BF16, false, 2, 4, true)
+
+// gpu_ssu `v11_nan_steps_match_the_software_ones`: v11's element step (hardware conversions in
+// and out, no NaN handling) against the same step through common.cuh's software conversions
+// (which keep payloads) for every NaN: thread i of the grid-stride loop over [0, 2^24) takes the
+// f32 NaN with sign i >> 23 and mantissa i & 0x7fffff (i with mantissa 0, an infinity, is
+// skipped) as the state, as the (B * dt) * x term and as both, and rounds s * dA + term to bf16
+// and f16 both ways; i < 2^16 with an f16 NaN code also decodes it both ways and steps it.
+// Counts the differing cases in bad[0], keeps the largest differing i in bad[1] and counts the
+// NaN inputs tried in bad[2].
+extern "C" __global__ void ssu11_nan_check(unsigned long long* bad) {
+    DUET_PDL_ENTRY();
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    unsigned long long n = 0, last = 0, seen = 0;
+    const float dA = 0.75f, term = 0.5f;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 24); i += stride) {
+        bool ok = true;
+        const u32 m = (u32)i & 0x7fffffu;
+        if (m != 0) {
+            ++seen;
+            const float xn = __uint_as_float(((u32)(i >> 23) << 31) | 0x7f800000u | m);
+            const float r[3] = {__fadd_rn(__fmul_rn(xn, dA), term), __fadd_rn(__fmul_rn(1.25f, dA), xn),
+                                __fadd_rn(__fmul_rn(xn, dA), xn)};
+#pragma unroll
+            for (int k = 0; k < 3; ++k) {
+                const u32 b = ssu11_bf16x2(r[k], r[k]), h = ssu11_f16x2(r[k], r[k]);
+                const u32 bw = f32_to_bf16(r[k]), hw = f32_to_f16(r[k]);
+                ok &= b == (bw | (bw << 16)) && h == (hw | (hw << 16));
+            }
+        }
+        if (i < (1u << 16) && ((u32)i & 0x7fffu) > 0x7c00u) {
+            ++seen;
+            const u32 code = (u32)i;
+            float hwv[8], swv[8];
+            const uint4 q = make_uint4(code | (code << 16), 0x3c003c00u, 0x3c003c00u, 0x3c003c00u);
+            ssu11_f16x8_to_f32(q, hwv);
+            ssu_f16x8_to_f32(q, swv);
+            const float a = __fadd_rn(__fmul_rn(hwv[0], dA), term), b = __fadd_rn(__fmul_rn(swv[0], dA), term);
+            ok &= __float_as_uint(a) == __float_as_uint(b) && ssu11_f16x2(a, a) == ((u32)f32_to_f16(b) * 0x10001u) &&
+                  ssu11_bf16x2(a, a) == ((u32)f32_to_bf16(b) * 0x10001u);
+        }
+        if (!ok) { ++n; last = i; }
+    }
+    if (n) {
+        atomicAdd(&bad[0], n);
+        atomicMax(&bad[1], last);
+    }
+    atomicAdd(&bad[2], seen);
+}
 
 // gpu_ssu `f16_hardware_conversions_match_the_software_ones`: thread i of the grid-stride loop
 // rounds the vector (x, -x, x, -x, ...) with x = base + i (the chunk [base, base + count) of

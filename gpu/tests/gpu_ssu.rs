@@ -545,6 +545,41 @@ fn ssu_sweep_variants_bit_exact() {
 /// f32_to_f16 / f16_to_f32 / stochastic_round_f16, which the op tests hold to the reference) on
 /// every one of the 2^32 f32 inputs (at every position of an 8-value vector, with and without
 /// a NaN in it) and every one of the 2^16 f16 inputs at each of the 8 positions.
+/// v11 rounds with the conversion hardware alone (no NaN handling, ssu11_bf16x2 / ssu11_f16x2 /
+/// ssu11_f16x8_to_f32): for every f32 NaN (as the state, the (B * dt) * x term, or both) and
+/// every f16 NaN code, its element step gives the bits of the same step through the software
+/// conversions, which keep NaN payloads.
+#[test]
+#[ignore = "gpu"]
+fn v11_nan_steps_match_the_software_ones() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = common::gpu();
+    let f = g
+        .function("selective_state_update", "ssu11_nan_check")
+        .expect("kernel");
+    let mut bad = g.alloc_raw::<u64>(3).expect("alloc");
+    g.stream.memset_zeros(&mut bad).expect("zero");
+    {
+        let (bp, _s) = bad.device_ptr(&g.stream);
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&bp);
+        // SAFETY: matches ssu11_nan_check(unsigned long long*); `bad` holds 3 u64.
+        unsafe { a.launch(gpu::runtime::cfg(g.sm_count * 8, 256, 0)) }.expect("launch");
+    }
+    let got: Vec<u64> = g.stream.clone_dtoh(&bad).expect("download");
+    println!(
+        "v11 NaN steps on {}: {} differing of {} NaN inputs (largest index {:#x})",
+        g.name, got[0], got[2], got[1]
+    );
+    // 2 signs x (2^23 - 1) f32 NaNs, 2 x 1023 f16 NaN codes
+    assert_eq!(got[2], 2 * ((1 << 23) - 1) + 2 * 1023, "not every NaN was tried");
+    assert_eq!(
+        got[0], 0,
+        "v11's hardware-only conversions differ from the software ones on a NaN (largest index {:#x})",
+        got[1]
+    );
+}
+
 #[test]
 #[ignore = "gpu"]
 fn f16_hardware_conversions_match_the_software_ones() {
