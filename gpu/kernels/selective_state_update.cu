@@ -1254,31 +1254,40 @@ SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 #define SSU11_DSTATE 128
 #define SSU11_THREADS 128
 
-// The slot of tile t's batch row (state_batch_indices or the row itself).
-__device__ __forceinline__ i64 ssu11_slot(const SsuParams& p, const i64* __restrict__ sbi, i64 t) {
-    const i64 b = t / p.nheads;
-    return p.has_sbi ? sbi[b] : b;
-}
-
 // Issues chunk c's state loads into q (zeros for a pad slot): CH vectors a lane, rows
 // k * RPC + i * (32 / TPR) + lane / TPR of the chunk's tile.
 // The lane's vector 0 of chunk c (slot: its tile's batch row's slot); null for a pad slot.
+// A chunk's place: tile t, chunk k of the tile, stepped one chunk at a time
+// with no division (session 27: v11 divided 64-bit indices about four times a chunk, through
+// ptxas's division subroutine, ~134 call sites in the c4 entry).
+struct Ssu11Pos {
+    i64 t;
+    int k;  // < cpt <= 64
+    __device__ __forceinline__ Ssu11Pos(i64 c, int cpt) {
+        t = c / cpt;
+        k = (int)(c - t * cpt);
+    }
+    __device__ __forceinline__ void next(int cpt) {
+        if (++k == cpt) {
+            k = 0;
+            ++t;
+        }
+    }
+};
 template <int ST, int CH>
-__device__ __forceinline__ const unsigned char* ssu11_src(const SsuParams& p, const unsigned char* state, i64 c,
-                                                          i64 cpt, i64 slot, int lane) {
+__device__ __forceinline__ const unsigned char* ssu11_src(const unsigned char* state, const Ssu11Pos& c,
+                                                          i64 srow, int lane) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
     constexpr int RPC = LPL * CH;
-    const i64 t = c / cpt, k = c - t * cpt;
-    const i64 h = t % p.nheads;
-    if (p.has_sbi && slot == p.pad_slot_id) return nullptr;
-    const i64 row = (slot * p.nheads + h) * p.dim + k * RPC + lane / TPR;
+    if (srow < 0) return nullptr;
+    const i64 row = srow + (i64)c.k * RPC + lane / TPR;
     return state + (row * SSU11_DSTATE + (i64)(lane % TPR) * VEC) * ESZ;
 }
 template <int ST, int CH>
-__device__ __forceinline__ void ssu11_issue(const SsuParams& p, const unsigned char* __restrict__ state, i64 c,
-                                            i64 cpt, i64 slot, int lane, uint4 (&q)[CH]) {
+__device__ __forceinline__ void ssu11_issue(const unsigned char* __restrict__ state, const Ssu11Pos& c, i64 srow,
+                                            int lane, uint4 (&q)[CH]) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
-    const unsigned char* src = ssu11_src<ST, CH>(p, state, c, cpt, slot, lane);
+    const unsigned char* src = ssu11_src<ST, CH>(state, c, srow, lane);
 #pragma unroll
     for (int i = 0; i < CH; ++i) {
         q[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -1286,14 +1295,15 @@ __device__ __forceinline__ void ssu11_issue(const SsuParams& p, const unsigned c
     }
 }
 
-// The per-head values of 32 consecutive tiles, one a lane (lane j: tile base + j): the slot and,
+// The per-head values of 32 consecutive tiles, one a lane (lane j: tile base + j): the first
+// state row of the tile's slot (-1 for a pad slot) and,
 // when dt is per head, dt' (bias, softplus) and dA = exp(A * dt'), v8's producer expressions in
 // double as everywhere. One f64 chain a lane per 32 tiles instead of one a tile on the critical
 // path; the loader (up to two chunks ahead) refills the table at base = its tile - 2, so the
 // tile being updated is still in it.
 struct Ssu11Heads {
     i64 base = -64;
-    i64 slot = 0;
+    i64 srow = -1;
     float dt = 0.f, da = 0.f;
 };
 template <bool HOIST>
@@ -1305,7 +1315,8 @@ __device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads&
     const i64 t = base + lane;
     if (t < tiles) {
         const i64 b = t / p.nheads, h = t % p.nheads;
-        H.slot = p.has_sbi ? sbi[b] : b;
+        const i64 slot = p.has_sbi ? sbi[b] : b;
+        H.srow = p.has_sbi && slot == p.pad_slot_id ? -1 : (slot * p.nheads + h) * p.dim;
         if (HOIST) {
             float dth = dt[b * p.nheads + h];
             if (p.has_bias) dth = __fadd_rn(dth, dt_bias[h]);
@@ -1315,10 +1326,10 @@ __device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads&
         }
     }
 }
-__device__ __forceinline__ i64 ssu11_heads_slot(const Ssu11Heads& H, i64 t) {
+__device__ __forceinline__ i64 ssu11_heads_srow(const Ssu11Heads& H, i64 t) {
     const int j = (int)(t - H.base);
-    const u32 lo = __shfl_sync(DUET_FULL_MASK, (u32)H.slot, j);
-    const u32 hi = __shfl_sync(DUET_FULL_MASK, (u32)((u64)H.slot >> 32), j);
+    const u32 lo = __shfl_sync(DUET_FULL_MASK, (u32)H.srow, j);
+    const u32 hi = __shfl_sync(DUET_FULL_MASK, (u32)((u64)H.srow >> 32), j);
     return (i64)(((u64)hi << 32) | lo);
 }
 
@@ -1333,19 +1344,19 @@ struct Ssu11Tile {
 };
 
 template <int ST, bool HOIST>
-__device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 t, i64 slot,
+__device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 t, i64 srow,
                                            float dth, float dah, i64 tiles, const float* __restrict__ x,
                                            const float* __restrict__ dt, const float* __restrict__ A,
                                            const float* __restrict__ B, const float* __restrict__ C,
                                            const float* __restrict__ D, const float* __restrict__ z,
                                            const float* __restrict__ dt_bias, int lane) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, TPR = SSU11_DSTATE / VEC;
-    const i64 b = t / p.nheads, h = t % p.nheads;
-    const i64 g = h / (p.nheads / p.ngroups);
+    const i64 b = t / p.nheads, h = t - b * p.nheads;
+    const i64 hpg = p.nheads / p.ngroups, g = h / hpg;
     T.t = t;
-    T.pad = p.has_sbi && slot == p.pad_slot_id;
+    T.pad = srow < 0;
     T.row0 = (b * p.nheads + h) * p.dim;
-    T.srow0 = (slot * p.nheads + h) * p.dim;
+    T.srow0 = srow;
     const i64 n = (i64)(lane % TPR) * VEC;
     const float* Bg = B + (b * p.ngroups + g) * SSU11_DSTATE + n;
     const float* Cg = C + (b * p.ngroups + g) * SSU11_DSTATE + n;
@@ -1383,9 +1394,10 @@ __device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Ele
     // The next tile's rows (x, z, per-row dt) and its group's B / C lines into the L2 while this
     // tile streams (a tile switch then waits for L2 hits, not DRAM).
     if (t + 1 < tiles) {
-        const i64 b1 = (t + 1) / p.nheads, h1 = (t + 1) % p.nheads;
+        const bool wrap = h + 1 == p.nheads;
+        const i64 b1 = wrap ? b + 1 : b, h1 = wrap ? 0 : h + 1;
         const i64 row1 = (b1 * p.nheads + h1) * p.dim;
-        const i64 g1 = h1 / (p.nheads / p.ngroups);
+        const i64 g1 = wrap ? 0 : (h1 == (g + 1) * hpg ? g + 1 : g);
         const float* a = nullptr;
         const i64 lines = (p.dim * 4 + 127) / 128;  // 128-byte lines of a row vector
         if (lane < lines) a = x + row1 + lane * 32;
@@ -1477,15 +1489,14 @@ __device__ __forceinline__ float ssu11_vec(const SsuParams& p, const Ssu11Tile<S
 // loaded into q[i] as soon as vector i is updated, so two chunks' loads stay in flight through
 // the update and the reduction instead of being issued after them.
 template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL>
-__device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 c,
-                                            i64 cpt, uint4 (&q)[CH], const unsigned char* nsrc,
+__device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<Ssu3Elem<ST>::VEC>& T, int k,
+                                            uint4 (&q)[CH], const unsigned char* nsrc,
                                             unsigned char* __restrict__ state, float* __restrict__ out,
                                             int lane) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
     constexpr int RPC = LPL * CH;
     static_assert(CH <= TPR && (CH & (CH - 1)) == 0 && RPC <= 32 && (32 % RPC) == 0, "v11 chunk shape");
-    const i64 k = c - T.t * cpt;
-    const i64 rbase = k * RPC;                 // the chunk's first tile row
+    const i64 rbase = (i64)k * RPC;            // the chunk's first tile row
     const bool hi = rbase >= 32;               // the chunk's rows are held in x[1] / ... (RPC | 32)
     const int lr = lane / TPR, lc = lane % TPR;
     // The rows' x (and dt, dA) for every vector of the chunk first: no shuffle between the
@@ -1567,71 +1578,72 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
     const int lane = threadIdx.x & 31;
     const i64 wpb = blockDim.x / 32;
     const i64 nw = (i64)gridDim.x * wpb, w = (i64)blockIdx.x * wpb + threadIdx.x / 32;
-    const i64 cpt = p.dim / RPC;                       // chunks a tile (the host: dim % RPC == 0)
+    const int cpt = (int)(p.dim / RPC);                // chunks a tile (the host: dim % RPC == 0, dim <= 64)
     const i64 tiles = p.batch * p.nheads;
     const i64 nch = tiles * cpt;
     const i64 c0 = nch * w / nw, c1 = nch * (w + 1) / nw;  // this warp's chunks [c0, c1)
     if (c0 >= c1) return;
     const i64 tfirst = c0 / cpt;
     Ssu11Heads H;
-    // The slot of chunk c's tile for the loader (refilling the table 2 tiles back when it runs
+    // The first state row of tile t for the loader (refilling the table 2 tiles back when it runs
     // past its end).
-    auto slot_for = [&](i64 c) -> i64 {
-        const i64 t = c / cpt;
+    auto srow_for = [&](i64 t) -> i64 {
         if (t - H.base >= 32) {
             const i64 nb = t - 2 > tfirst ? t - 2 : tfirst;
             ssu11_heads_fill<HOIST>(p, H, nb, tiles, sbi, dt, A, dt_bias, lane);
         }
-        return ssu11_heads_slot(H, t);
+        return ssu11_heads_srow(H, t);
     };
-    auto tile_for = [&](Ssu11Tile<VEC>& T, i64 t, i64 slot) {
+    auto tile_for = [&](Ssu11Tile<VEC>& T, i64 t, i64 srow) {
         const int j = (int)(t - H.base);
         const float dth = HOIST ? __shfl_sync(DUET_FULL_MASK, H.dt, j) : 0.f;
         const float dah = HOIST ? __shfl_sync(DUET_FULL_MASK, H.da, j) : 0.f;
-        ssu11_tile<ST, HOIST>(p, T, t, slot, dth, dah, tiles, x, dt, A, B, C, D, z, dt_bias, lane);
+        ssu11_tile<ST, HOIST>(p, T, t, srow, dth, dah, tiles, x, dt, A, B, C, D, z, dt_bias, lane);
     };
     uint4 qa[CH], qb[CH];
-    i64 sa = slot_for(c0), sb = 0;
-    ssu11_issue<ST, CH>(p, state, c0, cpt, sa, lane, qa);
+    // ld: the next chunk to load (two ahead of the one updated); the one updated: chunk ck of
+    // tile ct.
+    Ssu11Pos ld(c0, cpt);
+    i64 ct = ld.t;
+    int ck = ld.k;
+    i64 sa = srow_for(ld.t), sb = 0;
+    ssu11_issue<ST, CH>(state, ld, sa, lane, qa);
+    ld.next(cpt);
     if (c0 + 1 < c1) {
-        sb = slot_for(c0 + 1);
-        ssu11_issue<ST, CH>(p, state, c0 + 1, cpt, sb, lane, qb);
+        sb = srow_for(ld.t);
+        ssu11_issue<ST, CH>(state, ld, sb, lane, qb);
+        ld.next(cpt);
     }
     Ssu11Tile<VEC> T;
-    // ROLL: the slot of the chunk two ahead is read before this chunk's update (its tile's values
-    // are already in T), and its vectors are loaded one by one as this chunk's are consumed.
+    // One chunk: its tile's values when it starts a tile, the update, and the load of the chunk
+    // two ahead into the same registers (ROLL: vector by vector inside the update, its row read
+    // before it; else after it).
+    auto step = [&](uint4 (&q)[CH], i64& s, bool more) {
+        if (ct != T.t) tile_for(T, ct, s);
+        if (ROLL) {
+            const unsigned char* nsrc = nullptr;
+            if (more) {
+                s = srow_for(ld.t);
+                nsrc = ssu11_src<ST, CH>(state, ld, s, lane);
+            }
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, ck, q, nsrc, state, out, lane);
+        } else {
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, ck, q, nullptr, state, out, lane);
+            if (more) {
+                s = srow_for(ld.t);
+                ssu11_issue<ST, CH>(state, ld, s, lane, q);
+            }
+        }
+        if (more) ld.next(cpt);
+        if (++ck == cpt) {
+            ck = 0;
+            ++ct;
+        }
+    };
     for (i64 c = c0; c < c1; c += 2) {
-        if (c / cpt != T.t) tile_for(T, c / cpt, sa);
-        if (ROLL) {
-            const unsigned char* nsrc = nullptr;
-            if (c + 2 < c1) {
-                sa = slot_for(c + 2);
-                nsrc = ssu11_src<ST, CH>(p, state, c + 2, cpt, sa, lane);
-            }
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, c, cpt, qa, nsrc, state, out, lane);
-        } else {
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, c, cpt, qa, nullptr, state, out, lane);
-            if (c + 2 < c1) {
-                sa = slot_for(c + 2);
-                ssu11_issue<ST, CH>(p, state, c + 2, cpt, sa, lane, qa);
-            }
-        }
+        step(qa, sa, c + 2 < c1);
         if (c + 1 >= c1) break;
-        if ((c + 1) / cpt != T.t) tile_for(T, (c + 1) / cpt, sb);
-        if (ROLL) {
-            const unsigned char* nsrc = nullptr;
-            if (c + 3 < c1) {
-                sb = slot_for(c + 3);
-                nsrc = ssu11_src<ST, CH>(p, state, c + 3, cpt, sb, lane);
-            }
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, c + 1, cpt, qb, nsrc, state, out, lane);
-        } else {
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, c + 1, cpt, qb, nullptr, state, out, lane);
-            if (c + 3 < c1) {
-                sb = slot_for(c + 3);
-                ssu11_issue<ST, CH>(p, state, c + 3, cpt, sb, lane, qb);
-            }
-        }
+        step(qb, sb, c + 3 < c1);
     }
 }
 
@@ -1658,14 +1670,15 @@ SSU11_ENTRY(ssu_v11_f32, ST_F32, false, 8, 3)
 SSU11_ENTRY(ssu_v11_bf16, ST_BF16, false, 8, 3)
 SSU11_ENTRY(ssu_v11_f16, ST_F16, false, 8, 3)
 SSU11_ENTRY(ssu_v11_f16_sr, ST_F16, true, 8, 3)
-// Sweep forms (bf16, nearest): chunk depth x resident blocks asked of ptxas.
+// Sweep forms (bf16, nearest): chunk depth x resident blocks asked of ptxas. Session 26 also had
+// c16_m2 (255 registers; 364-367 us at batch 256 against c4_m4's 319-320, the slowest form in
+// both runs: dropped in session 27, when the division-free indices left it an 8-byte stack).
+// Session 27: c2 (half of c4's state in registers at the same 4 blocks an SM), and the rolling
+// reloads (ROLL) on it (on c4 they spill 8 bytes at 128 registers; c8 with ROLL spills 80 at
+// 168). A fifth or sixth block does not fit: c4 at 102 registers spills 624 bytes, c2 at 85 528
+// (ptxas, all four bodies; ~70 of the registers are the tile's values, the loop's 64-bit indices
+// and the heads table, not the chunks).
 SSU11_ENTRY(ssu_x11_bf16_c4_m4, ST_BF16, false, 4, 4)
-SSU11_ENTRY(ssu_x11_bf16_c16_m2, ST_BF16, false, 16, 2)
-// Session 27: the rolling reloads (ROLL) on c4, and c2 (half of c4's state in registers at the
-// same 4 blocks an SM). A fifth or sixth block does not fit: c4 at 102 registers spills 624 bytes,
-// c2 at 85 528 (ptxas, all four bodies; ~70 of the registers are the tile's values, the loop's
-// 64-bit indices and the heads table, not the chunks), and c8 with ROLL spills 80 at 168.
-SSU11_ENTRY_R(ssu_x11_bf16_c4_m4_r, ST_BF16, false, 4, 4, true)
 SSU11_ENTRY(ssu_x11_bf16_c2_m4, ST_BF16, false, 2, 4)
 SSU11_ENTRY_R(ssu_x11_bf16_c2_m4_r, ST_BF16, false, 2, 4, true)
 

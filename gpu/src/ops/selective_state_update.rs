@@ -31,8 +31,6 @@ pub const VERSIONS: &[&str] = &[
 /// of ptxas>[_r: rolling reloads]`; v11 itself is c8 / m3.
 pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c4_m4",
-    "x11_bf16_c16_m2",
-    "x11_bf16_c4_m4_r",
     "x11_bf16_c2_m4",
     "x11_bf16_c2_m4_r",
 ];
