@@ -572,7 +572,11 @@ fn v11_nan_steps_match_the_software_ones() {
         g.name, got[0], got[2], got[1]
     );
     // 2 signs x (2^23 - 1) f32 NaNs, 2 x 1023 f16 NaN codes
-    assert_eq!(got[2], 2 * ((1 << 23) - 1) + 2 * 1023, "not every NaN was tried");
+    assert_eq!(
+        got[2],
+        2 * ((1 << 23) - 1) + 2 * 1023,
+        "not every NaN was tried"
+    );
     assert_eq!(
         got[0], 0,
         "v11's hardware-only conversions differ from the software ones on a NaN (largest index {:#x})",

@@ -29,11 +29,7 @@ pub const VERSIONS: &[&str] = &[
 
 /// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
 /// of ptxas>[_r: rolling reloads]`; v11 itself is c8 / m3.
-pub const V11_SWEEP: &[&str] = &[
-    "x11_bf16_c4_m4",
-    "x11_bf16_c2_m4",
-    "x11_bf16_c2_m4_r",
-];
+pub const V11_SWEEP: &[&str] = &["x11_bf16_c4_m4", "x11_bf16_c2_m4", "x11_bf16_c2_m4_r"];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
 /// dstate is compiled in, a lane holds two rows' values (dim <= 64), a chunk is
