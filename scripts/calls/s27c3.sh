@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 27, call 3 (call 2's binaries): ncu on x11_bf16_c4_m4 and v11_f32 at batch 256 (why bf16
+# Session 27, call 3 (call 2's binaries): ncu on x11_bf16_c4_m4, v11_f32 and v9_bf16 at batch 256 (why bf16
 # runs at 88% of copy and f32 at 95%), then the ssu_v11_b256 preset.
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
-for k in ssu_x11_bf16_c4_m4 ssu_v11_f32; do
+for k in ssu_x11_bf16_c4_m4 ssu_v11_f32 ssu_v9_bf16; do
     export DUET_SSU_ONLY=$k
     run "ncu-$k" 150 "$ncu" --clock-control none -k "regex:^$k\$" -c 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
