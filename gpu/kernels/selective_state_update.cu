@@ -1565,15 +1565,19 @@ __device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<
     }
 }
 
-template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL>
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL, int STAGES>
 __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __restrict__ x,
                                              const float* __restrict__ dt, const float* __restrict__ A,
                                              const float* __restrict__ B, const float* __restrict__ C,
                                              const float* __restrict__ D, const float* __restrict__ z,
                                              const float* __restrict__ dt_bias, const i64* __restrict__ sbi,
-                                             void* __restrict__ state_v, float* __restrict__ out) {
+                                             void* __restrict__ state_v, float* __restrict__ out,
+                                             uint4* __restrict__ ring) {
     constexpr int VEC = Ssu3Elem<ST>::VEC, TPR = SSU11_DSTATE / VEC, LPL = 32 / TPR;
     constexpr int RPC = LPL * CH;
+    // How far (chunks, so at most as many tiles) the loader runs ahead of the update.
+    constexpr int LOOK = STAGES > 2 ? STAGES : 2;
+    static_assert(LOOK < 32, "the heads table covers 32 tiles");
     unsigned char* state = (unsigned char*)state_v;
     const int lane = threadIdx.x & 31;
     const i64 wpb = blockDim.x / 32;
@@ -1585,11 +1589,11 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
     if (c0 >= c1) return;
     const i64 tfirst = c0 / cpt;
     Ssu11Heads H;
-    // The first state row of tile t for the loader (refilling the table 2 tiles back when it runs
+    // The first state row of tile t for the loader (refilling the table LOOK tiles back when it runs
     // past its end).
     auto srow_for = [&](i64 t) -> i64 {
         if (t - H.base >= 32) {
-            const i64 nb = t - 2 > tfirst ? t - 2 : tfirst;
+            const i64 nb = t - LOOK > tfirst ? t - LOOK : tfirst;
             ssu11_heads_fill<HOIST>(p, H, nb, tiles, sbi, dt, A, dt_bias, lane);
         }
         return ssu11_heads_srow(H, t);
@@ -1600,6 +1604,60 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         const float dah = HOIST ? __shfl_sync(DUET_FULL_MASK, H.da, j) : 0.f;
         ssu11_tile<ST, HOIST>(p, T, t, srow, dth, dah, tiles, x, dt, A, B, C, D, z, dt_bias, lane);
     };
+    if constexpr (STAGES > 0) {
+        // Staged form (session 27): the loads go through a ring of STAGES chunks a warp in shared
+        // memory (cp.async, 16 bytes a lane and vector, zero-filled for a pad slot), so the
+        // bytes in flight no longer cost registers: STAGES - 1 chunks are in flight while one is
+        // updated. Each lane reads back only the vectors it copied itself, so the thread's own
+        // cp.async.wait_group orders them and no barrier is needed; a stage is refilled only
+        // after the update has consumed its registers.
+        // ring: [warp][stage][vector][lane] (the entry's static array; 16-byte lanes side by side)
+        uint4* rw = ring + (i64)(threadIdx.x / 32) * STAGES * CH * 32 + lane;
+        Ssu11Pos ld(c0, cpt);
+        i64 ct = ld.t;
+        int ck = ld.k;
+        auto fill = [&](int st) {
+            const i64 srow = srow_for(ld.t);
+            const unsigned char* src = ssu11_src<ST, CH>(state, ld, srow, lane);
+            const unsigned char* any = src != nullptr ? src : state;
+#pragma unroll
+            for (int i = 0; i < CH; ++i) {
+                const u32 dst = (u32)__cvta_generic_to_shared(rw + (st * CH + i) * 32);
+                const int n = src != nullptr ? 16 : 0;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst),
+                             "l"(any + (src != nullptr ? (i64)i * (32 / (SSU11_DSTATE / Ssu3Elem<ST>::VEC)) *
+                                                              SSU11_DSTATE * (16 / Ssu3Elem<ST>::VEC)
+                                                        : 0)),
+                             "r"(n)
+                             : "memory");
+            }
+            ld.next(cpt);
+        };
+#pragma unroll
+        for (int j = 0; j < STAGES; ++j) {
+            if (c0 + j < c1) fill(j);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        Ssu11Tile<VEC> T;
+        int st = 0;
+        for (i64 c = c0; c < c1; ++c) {
+            asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
+            uint4 q[CH];
+#pragma unroll
+            for (int i = 0; i < CH; ++i) q[i] = rw[(st * CH + i) * 32];
+            // the table still holds tile ct (the loader refills it LOOK tiles back)
+            if (ct != T.t) tile_for(T, ct, ssu11_heads_srow(H, ct));
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, ck, q, nullptr, state, out, lane);
+            if (c + STAGES < c1) fill(st);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            if (++ck == cpt) {
+                ck = 0;
+                ++ct;
+            }
+            st = st + 1 == STAGES ? 0 : st + 1;
+        }
+        return;
+    }
     uint4 qa[CH], qb[CH];
     // ld: the next chunk to load (two ahead of the one updated); the one updated: chunk ck of
     // tile ct.
@@ -1647,8 +1705,9 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
     }
 }
 
-#define SSU11_ENTRY(NAME, ST, SR, CH, MINB) SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, false)
-#define SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, ROLL)                                                            \
+#define SSU11_ENTRY(NAME, ST, SR, CH, MINB) SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, false, 0)
+#define SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, ROLL) SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, ROLL, 0)
+#define SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, ROLL, STAGES)                                                   \
     extern "C" __global__ void __launch_bounds__(SSU11_THREADS, MINB) NAME(                                    \
         SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
@@ -1656,15 +1715,16 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
         DUET_PDL_ENTRY();                                                                                   \
         (void)state_scale;                                                                                  \
+        __shared__ uint4 ring[STAGES > 0 ? SSU11_THREADS / 32 * STAGES * CH * 32 : 1];                      \
         const bool hoist = !(p.dt_per_dim || (p.has_bias && p.bias_per_dim));                               \
         if (hoist && p.out_from == 1)                                                                       \
-            ssu_v11_body<ST, SR, CH, true, true, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);         \
+            ssu_v11_body<ST, SR, CH, true, true, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);         \
         else if (hoist)                                                                                     \
-            ssu_v11_body<ST, SR, CH, true, false, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
+            ssu_v11_body<ST, SR, CH, true, false, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);        \
         else if (p.out_from == 1)                                                                           \
-            ssu_v11_body<ST, SR, CH, false, true, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);        \
+            ssu_v11_body<ST, SR, CH, false, true, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);        \
         else                                                                                                \
-            ssu_v11_body<ST, SR, CH, false, false, ROLL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out);       \
+            ssu_v11_body<ST, SR, CH, false, false, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);       \
     }
 SSU11_ENTRY(ssu_v11_f32, ST_F32, false, 8, 3)
 SSU11_ENTRY(ssu_v11_bf16, ST_BF16, false, 8, 3)
@@ -1681,6 +1741,11 @@ SSU11_ENTRY(ssu_v11_f16_sr, ST_F16, true, 8, 3)
 SSU11_ENTRY(ssu_x11_bf16_c4_m4, ST_BF16, false, 4, 4)
 SSU11_ENTRY(ssu_x11_bf16_c2_m4, ST_BF16, false, 2, 4)
 SSU11_ENTRY_R(ssu_x11_bf16_c2_m4_r, ST_BF16, false, 2, 4, true)
+// Staged forms (STAGES chunks a warp in shared memory through cp.async; see ssu_v11_body).
+SSU11_ENTRY_RS(ssu_x11_bf16_c4_m4_s4, ST_BF16, false, 4, 4, false, 4)
+SSU11_ENTRY_RS(ssu_x11_bf16_c4_m4_s6, ST_BF16, false, 4, 4, false, 6)
+// (c4 at 5 / 6 blocks still spills: 120 / 792 bytes; c2 at 6 with 8 stages 400.)
+SSU11_ENTRY_RS(ssu_x11_bf16_c8_m3_s3, ST_BF16, false, 8, 3, false, 3)
 
 // gpu_ssu `v11_nan_steps_match_the_software_ones`: v11's element step (hardware conversions in
 // and out, no NaN handling) against the same step through common.cuh's software conversions

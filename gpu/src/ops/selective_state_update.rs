@@ -28,8 +28,16 @@ pub const VERSIONS: &[&str] = &[
 ];
 
 /// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
-/// of ptxas>[_r: rolling reloads]`; v11 itself is c8 / m3.
-pub const V11_SWEEP: &[&str] = &["x11_bf16_c4_m4", "x11_bf16_c2_m4", "x11_bf16_c2_m4_r"];
+/// of ptxas>[_r: rolling reloads][_s<stages>: the loads staged in shared memory through
+/// cp.async]`; v11 itself is c8 / m3.
+pub const V11_SWEEP: &[&str] = &[
+    "x11_bf16_c4_m4",
+    "x11_bf16_c2_m4",
+    "x11_bf16_c2_m4_r",
+    "x11_bf16_c4_m4_s4",
+    "x11_bf16_c4_m4_s6",
+    "x11_bf16_c8_m3_s3",
+];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
 /// dstate is compiled in, a lane holds two rows' values (dim <= 64), a chunk is
@@ -114,9 +122,15 @@ pub struct AutoShape {
 ///   copy);
 /// - a bf16 state with round-to-nearest and dt per head on x11_bf16_c4_m4 up to 128 tiles an
 ///   SM: batch 64 x 128 heads (graph) 82.2 / 81.9 us against v9's 85.0 / 83.9. At batch 256 the
-///   two tie (319.9 / 319.1 against 321.0 / 318.2): v9 stays;
-/// - fewer tiles than 4 an SM, bf16 with round-to-nearest and dt per head: v11, batch 1 (graph) 5.2 / 5.2 us
-///   against v10's 5.6 / 5.5 (v10: v6's body, 16 rows a block, the state / z / D loads before
+///   two tied (319.9 / 319.1 against 321.0 / 318.2);
+/// - session 27's v11 (hardware-only conversions, no 64-bit division a chunk; calls 2 and 3,
+///   docs/measurements/h200_session27_call{2_ssu_v11,3_ssu_v11_b256}.json): bf16 at batch 256
+///   v11 313.7 / 313.0 us, c4_m4 313.7 / 314.0, v9 321.5 / 320.3, so v11 above 128 tiles an SM;
+///   batch 64 c4_m4 80.2, v11 80.8, v9 84.2; an f16 state with round-to-nearest and dt per head
+///   on v11 too: 311.7 against v9's 341.9 (call 2; call 1's v11 f16 with the per-vector NaN
+///   branches ran 376.1);
+/// - fewer tiles than 4 an SM, bf16 with round-to-nearest and dt per head: v11, batch 1 (graph)
+///   5.2 / 5.2 us against v10's 5.6 / 5.5 (session 27 call 2: 4.7 against 5.6) (v10: v6's body, 16 rows a block, the state / z / D loads before
 ///   the prologue; session 12 call 2 had it at 5.48 us against v6's 7.01 and v9's 6.75).
 pub fn auto_version(s: &AutoShape) -> &'static str {
     let layout_ok = v3_ok(s.dstate, s.state).is_none();
@@ -130,15 +144,13 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
         return "v5";
     }
     if tiles >= 4 * s.sm_count && ssu7_plan(s.dim, s.dstate, s.state.size(), None).is_ok() {
+        let nearest_per_head = !s.sr && !s.dt_per_dim;
         if s.state == DType::F32 && v11 {
             "v11"
-        } else if s.state == DType::BF16
-            && !s.sr
-            && !s.dt_per_dim
-            && c4m4
-            && tiles <= 128 * s.sm_count
-        {
+        } else if s.state == DType::BF16 && nearest_per_head && c4m4 && tiles <= 128 * s.sm_count {
             "x11_bf16_c4_m4"
+        } else if (s.state == DType::BF16 || s.state == DType::F16) && nearest_per_head && v11 {
+            "v11"
         } else if s.state != DType::F32 && s.dstate == V9_DSTATE {
             "v9"
         } else {
@@ -709,6 +721,20 @@ pub(crate) fn launch_v11(
             "ssu_v11: {} buffer arguments, the kernel takes 12",
             ptrs.len()
         )));
+    }
+    // The staged forms' static rings (32-48 KB a block): the largest shared-memory carveout, so
+    // that the blocks ptxas was asked for fit an SM; the others keep the default L1 share.
+    let smem = f
+        .get_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        )
+        .map_err(|e| GpuError::Driver(format!("ssu_v11 shared size: {e}")))?;
+    if smem > 0 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            100,
+        )
+        .map_err(|e| GpuError::Driver(format!("ssu_v11 carveout: {e}")))?;
     }
     let resident = f
         .occupancy_max_active_blocks_per_multiprocessor(32 * WARPS, 0, None)
@@ -1317,11 +1343,11 @@ mod ssu7_plan_tests {
             sm_count: 132,
         };
         assert_eq!(auto_version(&sup(256, DType::F32)), "v11");
-        assert_eq!(auto_version(&sup(256, DType::BF16)), "v9");
+        assert_eq!(auto_version(&sup(256, DType::BF16)), "v11");
         assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c4_m4");
         assert_eq!(auto_version(&sup(1, DType::BF16)), "v11");
         assert_eq!(auto_version(&sup(1, DType::F32)), "v10");
-        assert_eq!(auto_version(&sup(256, DType::F16)), "v9");
+        assert_eq!(auto_version(&sup(256, DType::F16)), "v11");
         assert_eq!(auto_version(&sup(256, DType::I16)), "v9");
         // dt per dim / stochastic rounding keep the older picks
         let per_dim = |b| AutoShape {
@@ -1340,7 +1366,14 @@ mod ssu7_plan_tests {
             nheads: 129,
             ..sup(132, DType::BF16)
         };
-        assert_eq!(auto_version(&over), "v9");
+        assert_eq!(auto_version(&over), "v11");
+        // f16 with stochastic rounding, dt per dim at batch 256: v9
+        let sr256 = AutoShape {
+            sr: true,
+            ..sup(256, DType::F16)
+        };
+        assert_eq!(auto_version(&sr256), "v9");
+        assert_eq!(auto_version(&per_dim(256)), "v9");
         // A full: v5; a dstate v3 cannot lay out: v1; dim 65 (no v11 chunking): v9 / v10 / v8
         let full = AutoShape {
             a_full: true,
