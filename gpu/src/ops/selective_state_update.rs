@@ -1299,7 +1299,41 @@ fn bench_super_version_sr(
 
 #[cfg(test)]
 mod ssu7_plan_tests {
-    use super::{auto_version, ssu7_plan, AutoShape, DType};
+    use super::{auto_version, ssu7_plan, v11_ok, v11_rows_per_chunk, AutoShape, DType, V11_SWEEP};
+
+    /// The rows of a v11 chunk follow the form's name (the kernel's CH x 32 / lanes a row), and
+    /// v11_ok takes exactly the dims made of whole chunks.
+    #[test]
+    fn v11_chunk_rows_follow_the_form_name() {
+        let cases = [
+            ("v11", DType::BF16, 16),
+            ("v11", DType::F32, 8),
+            ("v11", DType::F16, 16),
+            ("x11_bf16_c4_m4", DType::BF16, 8),
+            ("x11_bf16_c2_m4", DType::BF16, 4),
+            ("x11_bf16_c2_m4_r", DType::BF16, 4),
+            ("x11_bf16_c4_m4_s4", DType::BF16, 8),
+            ("x11_bf16_c4_m4_s6", DType::BF16, 8),
+            ("x11_bf16_c8_m3_s3", DType::BF16, 16),
+        ];
+        for (v, dt, rpc) in cases {
+            assert_eq!(v11_rows_per_chunk(v, dt), rpc, "{v} {dt:?}");
+            assert!(v11_ok(v, 64, 128, dt).is_none(), "{v}: dim 64");
+            assert!(v11_ok(v, rpc, 128, dt).is_none(), "{v}: dim {rpc}");
+            assert!(
+                v11_ok(v, rpc + 2, 128, dt).is_some(),
+                "{v}: dim {}",
+                rpc + 2
+            );
+            assert!(v11_ok(v, 64, 64, dt).is_some(), "{v}: dstate 64");
+            assert!(v11_ok(v, 128, 128, dt).is_some(), "{v}: dim 128");
+        }
+        assert!(v11_ok("v11", 64, 128, DType::I16).is_some());
+        // every sweep form is in the table above
+        for v in V11_SWEEP {
+            assert!(cases.iter().any(|c| c.0 == *v), "{v} untested here");
+        }
+    }
 
     #[test]
     fn super_shape_plans_match_the_kernel_layout() {
