@@ -232,19 +232,14 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
             .unwrap_or_else(|| panic!("{name} missing from the ptxas report"));
         // the staged forms (`_s<stages>`): a static ring of stages x 4 warps x 512-byte chunk
         // vectors, within the 48 KB a static array may take
-        let staged = name
-            .rsplit('_')
-            .next()
-            .and_then(|t| t.strip_prefix('s'))
-            .and_then(|n| n.parse::<u32>().ok());
-        if let Some(stages) = staged {
-            let ch: u32 = name
-                .split("_c")
-                .nth(1)
-                .and_then(|r| r.split('_').next())
-                .and_then(|c| c.parse().ok())
-                .unwrap_or_else(|| panic!("{name}: no chunk depth"));
-            assert_eq!(k.smem_bytes, stages * 4 * ch * 512, "{name}'s ring: {k:?}");
+        let form = name.strip_prefix("ssu_").unwrap_or(name);
+        if let Some(stages) = gpu::ops::selective_state_update::v11_stages(form) {
+            let ch = gpu::ops::selective_state_update::v11_chunk_vectors(form);
+            assert_eq!(
+                k.smem_bytes as usize,
+                stages * 4 * ch * 512,
+                "{name}'s ring: {k:?}"
+            );
             assert!(k.smem_bytes <= 48 * 1024, "{name}: {k:?}");
             assert_eq!(
                 (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),

@@ -63,15 +63,29 @@ pub fn v11_ok(version: &str, dim: usize, dstate: usize, state_dt: DType) -> Opti
     None
 }
 
-/// Rows of a v11 chunk: (32 / lanes a row) x vectors a lane.
-fn v11_rows_per_chunk(version: &str, state_dt: DType) -> usize {
-    let ch = version
+/// A v11 form's chunk depth CH (16-byte vectors a lane): `x11_bf16_c<CH>_...`, else v11's 8.
+pub fn v11_chunk_vectors(version: &str) -> usize {
+    version
         .strip_prefix("x11_bf16_c")
         .and_then(|r| r.split('_').next())
         .and_then(|c| c.parse::<usize>().ok())
-        .unwrap_or(8);
+        .unwrap_or(8)
+}
+
+/// A staged v11 form's ring depth (`..._s<stages>`: chunks a warp in shared memory); None for
+/// the forms that keep their chunks in registers.
+pub fn v11_stages(version: &str) -> Option<usize> {
+    version
+        .strip_prefix("x11_")
+        .and_then(|r| r.rsplit('_').next())
+        .and_then(|t| t.strip_prefix('s'))
+        .and_then(|n| n.parse::<usize>().ok())
+}
+
+/// Rows of a v11 chunk: (32 / lanes a row) x vectors a lane.
+fn v11_rows_per_chunk(version: &str, state_dt: DType) -> usize {
     let lanes_per_row = V9_DSTATE / (16 / state_dt.size().max(1));
-    (32 / lanes_per_row.clamp(1, 32)) * ch
+    (32 / lanes_per_row.clamp(1, 32)) * v11_chunk_vectors(version)
 }
 
 /// What `auto` looks at: the shape, the state's type and rounding, whether dt / A are per dim /
@@ -1329,6 +1343,9 @@ mod ssu7_plan_tests {
             assert!(v11_ok(v, 128, 128, dt).is_some(), "{v}: dim 128");
         }
         assert!(v11_ok("v11", 64, 128, DType::I16).is_some());
+        assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3"), Some(3));
+        assert_eq!(super::v11_stages("x11_bf16_c2_m4_r"), None);
+        assert_eq!(super::v11_stages("v11"), None);
         // every sweep form is in the table above
         for v in V11_SWEEP {
             assert!(cases.iter().any(|c| c.0 == *v), "{v} untested here");
