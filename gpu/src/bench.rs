@@ -78,6 +78,52 @@ pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
     ))
 }
 
+/// Times a graph of GRAPH_LAUNCHES launches of `f` whose kernel-to-kernel edges are
+/// programmatic ([`crate::graph`]: each launch may begin while the one before it finishes, and
+/// waits at its `DUET_PDL_ENTRY` until that one's writes are visible), as the decode engine's
+/// `--engine-pdl` graphs run. Per-launch time and the number of programmatic edges; `None` when
+/// `g` is not the process's GPU or no edge could be made programmatic (a kernel that is not
+/// PDL-safe), so a caller never reports a plain graph as a PDL one.
+pub fn time_graph_pdl<F: FnMut() -> Result<(), GpuError>>(
+    g: &Gpu,
+    mut f: F,
+) -> Result<Option<(Timing, usize)>, GpuError> {
+    let arc = crate::runtime::gpu()?;
+    if !std::ptr::eq(&*arc, g) {
+        return Ok(None);
+    }
+    g.sync()?;
+    g.stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(|e| GpuError::Driver(format!("begin capture: {e}")))?;
+    let mut err = None;
+    for _ in 0..GRAPH_LAUNCHES {
+        if let Err(e) = f() {
+            err = Some(e);
+            break;
+        }
+    }
+    let graph = crate::graph::end_capture(&arc, true);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let graph = graph?;
+    if graph.programmatic_edges == 0 {
+        return Ok(None);
+    }
+    let t = g.time(3, ITERS, || graph.launch())?;
+    let per = |x: f64| x / GRAPH_LAUNCHES as f64;
+    Ok(Some((
+        Timing {
+            median_us: per(t.median_us),
+            p10_us: per(t.p10_us),
+            p90_us: per(t.p90_us),
+            samples: t.samples,
+        },
+        graph.programmatic_edges,
+    )))
+}
+
 /// Device-to-device copy of `bytes` bytes: (timing, GB/s counting read + write).
 pub fn copy_ceiling(g: &Gpu, bytes: usize) -> Result<(Timing, f64), GpuError> {
     copy_kernel(g, bytes, "copy_v1", 8, 512, 0)

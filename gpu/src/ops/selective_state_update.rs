@@ -1006,43 +1006,79 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
 
+/// `DUET_SSU_ONLY=K1,K2` (kernel names, e.g. `ssu_x11_bf16_c4_m4,ssu_v11_f32`): the v11 presets
+/// run only the cases on those kernels, so `ncu -c 1` on one of them costs seconds and a repeat
+/// of a few forms does not pay for the whole preset. A filter that names none of a preset's
+/// kernels is an error, not an empty result.
+struct SsuOnly(Option<String>);
+
+impl SsuOnly {
+    fn from_env() -> Self {
+        SsuOnly(std::env::var("DUET_SSU_ONLY").ok())
+    }
+
+    fn keeps(&self, version: &str, state_dt: DType, sr: bool) -> bool {
+        let (kernel, _) = launch_shape(version, 64, V9_DSTATE, state_dt, sr);
+        self.0
+            .as_ref()
+            .is_none_or(|only| only.split(',').any(|k| k.trim() == kernel))
+    }
+
+    fn finish(
+        &self,
+        preset: &str,
+        v: Vec<serde_json::Value>,
+    ) -> Result<serde_json::Value, GpuError> {
+        if v.is_empty() {
+            return Err(GpuError::Unsupported(format!(
+                "bench preset {preset}: DUET_SSU_ONLY={} names none of its kernels",
+                self.0.clone().unwrap_or_default()
+            )));
+        }
+        Ok(serde_json::json!({"op": OP, "versions": v}))
+    }
+}
+
 /// `ssu_v11`: v11 (and its sweep forms) next to v9 / v8 at the Super shape, dt / D / dt_bias per
 /// head: bf16 at batch 256 and 64 (graph replay), per-dim dt at 256, batch 1 next to v10, f32 at
 /// 256 (v8, v11), f16 at 256 with round-to-nearest and stochastic rounding (Philox 10).
+/// `DUET_SSU_ONLY` (above) keeps some kernels.
 pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
-    let mut v = vec![];
+    let only = SsuOnly::from_env();
+    // (batch, state dtype, version, dt per head, Philox rounds: 0 = round to nearest)
+    let mut runs: Vec<(usize, DType, &str, bool, u32)> = vec![];
     for batch in [256usize, 64] {
         for version in ["v9", "v11"].iter().chain(V11_SWEEP) {
-            v.push(bench_super_version(g, batch, DType::BF16, version, true)?);
+            runs.push((batch, DType::BF16, version, true, 0));
         }
     }
-    v.push(bench_super_version(g, 256, DType::BF16, "v11", false)?);
+    runs.push((256, DType::BF16, "v11", false, 0));
     for version in ["v10", "v11"] {
-        v.push(bench_super_version(g, 1, DType::BF16, version, true)?);
+        runs.push((1, DType::BF16, version, true, 0));
     }
     for version in ["v8", "v11"] {
-        v.push(bench_super_version(g, 256, DType::F32, version, true)?);
+        runs.push((256, DType::F32, version, true, 0));
     }
     for rounds in [0u32, 10] {
         for version in ["v9", "v11"] {
+            runs.push((256, DType::F16, version, true, rounds));
+        }
+    }
+    let mut v = vec![];
+    for (batch, dt, version, per_head, rounds) in runs {
+        if only.keeps(version, dt, rounds > 0) {
             v.push(bench_super_version_sr(
-                g,
-                256,
-                DType::F16,
-                version,
-                true,
-                rounds,
+                g, batch, dt, version, per_head, rounds,
             )?);
         }
     }
-    Ok(serde_json::json!({"op": OP, "versions": v}))
+    only.finish("ssu_v11", v)
 }
 
 /// `ssu_v11_b256`: the short form of `ssu_v11` for profilers: batch 256, dt per head, bf16 on v9,
-/// v11 and its sweep forms, then f32 on v11. `DUET_SSU_ONLY=K1,K2` (kernel names, e.g.
-/// `ssu_x11_bf16_c4_m4,ssu_v11_f32`) runs only those, so `ncu -c 1` on one of them costs seconds.
+/// v11 and its sweep forms, then f32 on v11. `DUET_SSU_ONLY` (above) keeps some kernels.
 pub fn bench_v11_b256(g: &Gpu) -> Result<serde_json::Value, GpuError> {
-    let only = std::env::var("DUET_SSU_ONLY").ok();
+    let only = SsuOnly::from_env();
     let mut runs: Vec<(DType, &str)> = ["v9", "v11"]
         .iter()
         .chain(V11_SWEEP)
@@ -1051,21 +1087,11 @@ pub fn bench_v11_b256(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     runs.push((DType::F32, "v11"));
     let mut v = vec![];
     for (dt, version) in runs {
-        let (kernel, _) = launch_shape(version, 64, V9_DSTATE, dt, false);
-        if let Some(only) = &only {
-            if !only.split(',').any(|k| k.trim() == kernel) {
-                continue;
-            }
+        if only.keeps(version, dt, false) {
+            v.push(bench_super_version(g, 256, dt, version, true)?);
         }
-        v.push(bench_super_version(g, 256, dt, version, true)?);
     }
-    if v.is_empty() {
-        return Err(GpuError::Unsupported(format!(
-            "bench preset ssu_v11_b256: DUET_SSU_ONLY={} names none of its kernels",
-            only.unwrap_or_default()
-        )));
-    }
-    Ok(serde_json::json!({"op": OP, "versions": v}))
+    only.finish("ssu_v11_b256", v)
 }
 
 /// `ssu_b256_i16`: v8 and v9 on an int16 state with per-row decode scales (dt / D / dt_bias per
@@ -1254,7 +1280,7 @@ fn bench_super_version_sr(
     } else {
         (None, 0)
     };
-    let (single, graph) = crate::bench::time_launch(g, batch <= 64, || {
+    let mut launch = || {
         let psbi = sbi_ptrs[k % windows];
         k += 1;
         if let Some(plan) = &plan7 {
@@ -1282,7 +1308,16 @@ fn bench_super_version_sr(
         unsafe { l.launch(cfg(blocks, 32 * WARPS, 0)) }
             .map(|_| ())
             .map_err(drv)
-    })?;
+    };
+    let (single, graph) = crate::bench::time_launch(g, batch <= 64, &mut launch)?;
+    // Graph replay with programmatic edges (the decode engine's `--engine-pdl`): the launch of
+    // one update overlaps the end of the one before it. Batch <= 64 (where launch latency is a
+    // visible part of the time); absent when the kernel is not PDL-safe.
+    let pdl = if batch <= 64 {
+        crate::bench::time_graph_pdl(g, &mut launch)?
+    } else {
+        None
+    };
     let (copy, copy_gbs) = crate::bench::copy_ceiling(g, 1 << 30)?;
     // int16: + the rows' decode scales, read and written.
     let scale_bytes = if state_dt == DType::I16 {
@@ -1305,6 +1340,7 @@ fn bench_super_version_sr(
                   "state": state_dt.name(), "small_operands": "f32", "rotating_state_mb": (slots * per_slot) >> 20},
         "single_launch": {"median_us": single.median_us, "p10_us": single.p10_us, "p90_us": single.p90_us},
         "graph_replay": graph.map(|t| serde_json::json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us})),
+        "graph_replay_pdl": pdl.map(|(t, edges)| serde_json::json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "programmatic_edges": edges})),
         "bytes": bytes, "effective_tb_per_s": bytes / (best * 1e-6) / 1e12,
         "copy_ceiling_gb_per_s": copy_gbs, "copy_median_us": copy.median_us,
         "pct_of_copy": 100.0 * (bytes / (best * 1e-6) / 1e9) / copy_gbs,
