@@ -146,3 +146,72 @@ extern "C" __global__ void __launch_bounds__(32) copy_v3(const uint4* __restrict
     }
     duet_bulk_wait<0>();  // every store complete
 }
+
+// Session 28's in-place probes: is SSU v11's ~92% of copy_v1 the update's work, or the memory
+// pattern of an in-place update? Each adds 1 to every byte in place (`__vadd4`, each byte wraps
+// on its own), so the host knows how many times every byte was visited (0x5A + launches), and
+// reads and writes the same bytes as a state update does:
+//   v8:  grid-stride, one 16-byte vector a thread (copy_v1 in place);
+//   v9:  v11's pattern: the buffer cut into 16 KiB tiles (a bf16 state row block of the Super
+//        shape: 64 rows x 128 x 2 bytes) and 4 KiB chunks, the chunks split into one contiguous
+//        range a warp, two chunks in flight a lane (8 vectors each) while one is bumped and
+//        stored;
+//   v10: v9 with whole tiles dealt round-robin over the warps (warp w: tiles w, w + W, ...),
+//        so the warps sweep the buffer together instead of each streaming its own region.
+// Both need n a multiple of 1024 vectors (16 KiB); the host checks.
+__device__ __forceinline__ uint4 copy_bump(uint4 v) {
+    v.x = __vadd4(v.x, 0x01010101u);
+    v.y = __vadd4(v.y, 0x01010101u);
+    v.z = __vadd4(v.z, 0x01010101u);
+    v.w = __vadd4(v.w, 0x01010101u);
+    return v;
+}
+extern "C" __global__ void copy_v8(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    (void)src;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        dst[i] = copy_bump(dst[i]);
+}
+// Warp w's chunk j (0 <= j < its count): v9 contiguous, v10 tile-interleaved.
+template <bool INTERLEAVE>
+__device__ __forceinline__ i64 copy_inplace_chunk(i64 w, i64 warps, i64 tiles, i64 j) {
+    if (INTERLEAVE) return ((j >> 2) * warps + w) * 4 + (j & 3);
+    return tiles * 4 * w / warps + j;
+}
+template <bool INTERLEAVE>
+__device__ __forceinline__ void copy_inplace_body(uint4* __restrict__ p, i64 n) {
+    constexpr int J = 8;  // vectors a lane and chunk: 8 x 32 x 16 = 4 KiB
+    const int lane = threadIdx.x & 31;
+    const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
+    const i64 w = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const i64 tiles = n / 1024;
+    const i64 count = INTERLEAVE ? (w < tiles ? ((tiles - 1 - w) / warps + 1) * 4 : 0)
+                                 : tiles * 4 * (w + 1) / warps - tiles * 4 * w / warps;
+    uint4 a[J], b[J];
+    auto load = [&](uint4(&q)[J], i64 j) {
+        const uint4* s = p + copy_inplace_chunk<INTERLEAVE>(w, warps, tiles, j) * 32 * J + lane;
+#pragma unroll
+        for (int i = 0; i < J; ++i) q[i] = s[32 * i];
+    };
+    auto store = [&](uint4(&q)[J], i64 j) {
+        uint4* d = p + copy_inplace_chunk<INTERLEAVE>(w, warps, tiles, j) * 32 * J + lane;
+#pragma unroll
+        for (int i = 0; i < J; ++i) d[32 * i] = copy_bump(q[i]);
+    };
+    if (count > 0) load(a, 0);
+    for (i64 j = 0; j < count; j += 2) {
+        if (j + 1 < count) load(b, j + 1);
+        store(a, j);
+        if (j + 2 < count) load(a, j + 2);
+        if (j + 1 < count) store(b, j + 1);
+    }
+}
+extern "C" __global__ void __launch_bounds__(128) copy_v9(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                                           i64 n) {
+    (void)src;
+    copy_inplace_body<false>(dst, n);
+}
+extern "C" __global__ void __launch_bounds__(128) copy_v10(const uint4* __restrict__ src,
+                                                            uint4* __restrict__ dst, i64 n) {
+    (void)src;
+    copy_inplace_body<true>(dst, n);
+}

@@ -141,20 +141,32 @@ fn copy_kernel(
     smem: u32,
 ) -> Result<(Timing, f64), GpuError> {
     let n16 = bytes / 16;
-    let src = g.alloc_raw::<u8>(n16 * 16)?;
+    // Session 28's in-place probes (bench_copy.cu v8-v10) add 1 to every byte of `dst` in place.
+    let inplace = COPY_INPLACE.contains(&name);
+    if inplace && n16 % 1024 != 0 {
+        return Err(GpuError::Unsupported(format!(
+            "{name}: in-place probe over {bytes} bytes: needs a multiple of 16 KiB"
+        )));
+    }
+    let src = g.alloc_raw::<u8>(if inplace { 16 } else { n16 * 16 })?;
     let dst = g.alloc_raw::<u8>(n16 * 16)?;
     let (sp, _a) = src.device_ptr(&g.stream);
     let (dp, _b) = dst.device_ptr(&g.stream);
     let f = g.function("bench_copy", name)?;
     let n = n16 as i64;
     let grid = g.sm_count * blocks_per_sm;
-    // The source a byte pattern, the destination poisoned: checked after the timing.
-    for (p, v) in [(sp, 0x5Au8), (dp, 0xA5u8)] {
+    // The source a byte pattern, the destination poisoned: checked after the timing (in place:
+    // the pattern, bumped once a launch).
+    let sbytes = if inplace { 16 } else { n16 * 16 };
+    let dbyte = if inplace { 0x5Au8 } else { 0xA5u8 };
+    let mut launches = 0usize;
+    for (p, v, len) in [(sp, 0x5Au8, sbytes), (dp, dbyte, n16 * 16)] {
         // SAFETY: p is a live allocation of n16 * 16 bytes on this stream's context.
-        unsafe { cudarc::driver::result::memset_d8_async(p, v, n16 * 16, g.stream.cu_stream()) }
+        unsafe { cudarc::driver::result::memset_d8_async(p, v, len, g.stream.cu_stream()) }
             .map_err(|e| GpuError::Driver(format!("{name}: memset: {e}")))?;
     }
     let (t, _) = time_launch(g, false, || {
+        launches += 1;
         let mut a = g.stream.launch_builder(&f);
         a.arg(&sp).arg(&dp).arg(&n);
         // SAFETY: both buffers hold n16 16-byte vectors; the kernels walk them grid-stride;
@@ -164,7 +176,12 @@ fn copy_kernel(
             .map_err(|e| GpuError::Driver(format!("{name}: {e}")))
     })?;
     // The copy must have written every byte: the first, a middle and the last 4 KiB (the
-    // kernels' tails) hold the source's pattern.
+    // kernels' tails) hold the source's pattern (in place: bumped once a launch).
+    let want = if inplace {
+        0x5Au8.wrapping_add((launches % 256) as u8)
+    } else {
+        0x5A
+    };
     let len = n16 * 16;
     let probe = 4096.min(len);
     for start in [0, len / 2 / 16 * 16, len - probe] {
@@ -172,9 +189,9 @@ fn copy_kernel(
             .stream
             .clone_dtoh(&dst.slice(start..start + probe))
             .map_err(|e| GpuError::Driver(format!("{name}: download: {e}")))?;
-        if let Some(i) = got.iter().position(|&b| b != 0x5A) {
+        if let Some(i) = got.iter().position(|&b| b != want) {
             return Err(GpuError::Driver(format!(
-                "{name} did not copy byte {} of {len} (0x{:02x}): its timing is not a copy",
+                "{name} did not copy byte {} of {len} (0x{:02x}, want 0x{want:02x} after {launches} launches): its timing is not a copy",
                 start + i,
                 got[i]
             )));
@@ -183,6 +200,11 @@ fn copy_kernel(
     let gbs = 2.0 * (n16 * 16) as f64 / (t.median_us * 1e-6) / 1e9;
     Ok((t, gbs))
 }
+
+/// The in-place probes of bench_copy.cu (session 28): every byte bumped in place, read and
+/// written where it lies as a state update does: grid-stride (v8), SSU v11's pattern of one
+/// contiguous range of 4 KiB chunks a warp (v9), whole 16 KiB tiles dealt round-robin (v10).
+const COPY_INPLACE: [&str; 3] = ["copy_v8", "copy_v9", "copy_v10"];
 
 /// copy_v3's dynamic shared memory: 128 bytes of barriers and 5 stages of 8 KiB (COPY3_ST,
 /// COPY3_CH in bench_copy.cu).
@@ -210,6 +232,11 @@ pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json:
             ("copy_v6", 8, 256, 0),
             ("copy_v7", 8, 256, 0),
             ("copy_v6", 4, 256, 0),
+            // Session 28: in place (v11's pattern, 4 blocks of 128 an SM as its bf16 forms).
+            ("copy_v8", 8, 512, 0),
+            ("copy_v9", 4, 128, 0),
+            ("copy_v10", 4, 128, 0),
+            ("copy_v9", 3, 128, 0),
         ]);
     }
     for (name, bps, threads, smem) in kernels {

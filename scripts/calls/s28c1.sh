@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 28, call 1 (DEVBIN_KCACHE="selective_state_update"; carry duet, gpu_ssu): racecheck on
+# Session 28, call 1 (DEVBIN_KCACHE="selective_state_update bench_copy"; carry duet, gpu_ssu): racecheck on
 # the staged v11 forms alone (session 27's racecheck printed 20 of 21 hazards, all in v9's
 # bulk-copy path, so the staged forms were not cleared), then two repeats of the v11 preset held
 # to the forms auto chooses between (DUET_SSU_ONLY), for auto's batch-256 / batch-64 picks, now
@@ -16,4 +16,7 @@ for i in 1 2; do
     run "bench-ssu-v11-$i" 150 "$B/duet" bench --backend gpu --shape ssu_v11 --out "$OUT/bench_ssu_v11_$i.json"
 done
 unset DUET_SSU_ONLY
+# The in-place copy probes (bench_copy.cu v8-v10: grid-stride, v11's per-warp ranges, tiles
+# round-robin) next to copy_v1: the ceiling of an in-place update's memory pattern.
+run bench-copy 150 "$B/duet" bench --backend gpu --shape copy --out "$OUT/bench_copy.json"
 pack
