@@ -1256,21 +1256,53 @@ SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 
 // Issues chunk c's state loads into q (zeros for a pad slot): CH vectors a lane, rows
 // k * RPC + i * (32 / TPR) + lane / TPR of the chunk's tile.
-// The lane's vector 0 of chunk c (slot: its tile's batch row's slot); null for a pad slot.
-// A chunk's place: tile t, chunk k of the tile, stepped one chunk at a time
-// with no division (session 27: v11 divided 64-bit indices about four times a chunk, through
-// ptxas's division subroutine, ~134 call sites in the c4 entry).
-struct Ssu11Pos {
-    i64 t;
-    int k;  // < cpt <= 64
-    __device__ __forceinline__ Ssu11Pos(i64 c, int cpt) {
-        t = c / cpt;
-        k = (int)(c - t * cpt);
+// A warp's walk over its chunks. v11 (session 26): one equal contiguous range of all chunks a
+// warp. Interleaved forms (`_i`, session 28): first R = tiles / warps rounds of whole tiles
+// dealt round-robin (round r: tile r * nw + w), so the warps sweep the cache together, then
+// an equal contiguous share of the chunks left over (no warp has more than one chunk more than
+// another). Session 28's in-place probes: bumping 1 GiB in place with whole 16 KiB tiles dealt
+// round-robin ran 542.5 us, with v11's contiguous ranges 559.1 (copy_v10 / copy_v9,
+// bench_copy.cu). The walk's tiles are numbered s = 0, 1, ... (the heads table's index).
+struct Ssu11Walk {
+    i64 nw, w, R, tb0, nseq, count;  // tb0: first tile of the contiguous part; nseq: tiles walked
+    int cpt, kb0;                    // kb0: first chunk (of tile tb0) of the contiguous part
+    __device__ __forceinline__ Ssu11Walk(i64 tiles, int cpt_, i64 nw_, i64 w_, bool il) {
+        nw = nw_;
+        w = w_;
+        cpt = cpt_;
+        R = il ? tiles / nw : 0;
+        const i64 base = R * nw * cpt, rest = tiles * cpt - base;
+        const i64 c0 = base + rest * w / nw, c1 = base + rest * (w + 1) / nw;
+        tb0 = c0 / cpt;
+        kb0 = (int)(c0 - tb0 * cpt);
+        count = R * cpt + (c1 - c0);
+        nseq = R + (c1 > c0 ? (c1 - 1) / cpt - tb0 + 1 : 0);
     }
-    __device__ __forceinline__ void next(int cpt) {
-        if (++k == cpt) {
+    __device__ __forceinline__ i64 tile(i64 s) const { return s < R ? s * nw + w : tb0 + (s - R); }
+};
+// A chunk's place in the walk: tile t (walk tile s), chunk k of the tile, stepped one chunk at a
+// time with no division (session 27: v11 divided 64-bit indices about four times a chunk,
+// through ptxas's division subroutine, ~134 call sites in the c4 entry).
+struct Ssu11Pos {
+    i64 t, s;
+    int k;  // < cpt <= 64
+    __device__ __forceinline__ explicit Ssu11Pos(const Ssu11Walk& W) {
+        s = 0;
+        t = W.tile(0);
+        k = W.R > 0 ? 0 : W.kb0;
+    }
+    __device__ __forceinline__ void next(const Ssu11Walk& W) {
+        if (++k == W.cpt) {
             k = 0;
-            ++t;
+            ++s;
+            if (s < W.R) {
+                t += W.nw;
+            } else if (s == W.R) {
+                t = W.tb0;
+                k = W.kb0;
+            } else {
+                ++t;
+            }
         }
     }
 };
@@ -1295,7 +1327,7 @@ __device__ __forceinline__ void ssu11_issue(const unsigned char* __restrict__ st
     }
 }
 
-// The per-head values of 32 consecutive tiles, one a lane (lane j: tile base + j): the first
+// The per-head values of 32 consecutive tiles of the walk, one a lane (lane j: walk tile base + j): the first
 // state row of the tile's slot (-1 for a pad slot) and,
 // when dt is per head, dt' (bias, softplus) and dA = exp(A * dt'), v8's producer expressions in
 // double as everywhere. One f64 chain a lane per 32 tiles instead of one a tile on the critical
@@ -1307,13 +1339,13 @@ struct Ssu11Heads {
     float dt = 0.f, da = 0.f;
 };
 template <bool HOIST>
-__device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads& H, i64 base, i64 tiles,
+__device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads& H, i64 base, const Ssu11Walk& W,
                                                  const i64* __restrict__ sbi, const float* __restrict__ dt,
                                                  const float* __restrict__ A, const float* __restrict__ dt_bias,
                                                  int lane) {
     H.base = base;
-    const i64 t = base + lane;
-    if (t < tiles) {
+    if (base + lane < W.nseq) {
+        const i64 t = W.tile(base + lane);
         const i64 b = t / p.nheads, h = t % p.nheads;
         const i64 slot = p.has_sbi ? sbi[b] : b;
         H.srow = p.has_sbi && slot == p.pad_slot_id ? -1 : (slot * p.nheads + h) * p.dim;
@@ -1326,8 +1358,8 @@ __device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads&
         }
     }
 }
-__device__ __forceinline__ i64 ssu11_heads_srow(const Ssu11Heads& H, i64 t) {
-    const int j = (int)(t - H.base);
+__device__ __forceinline__ i64 ssu11_heads_srow(const Ssu11Heads& H, i64 s) {
+    const int j = (int)(s - H.base);
     const u32 lo = __shfl_sync(DUET_FULL_MASK, (u32)H.srow, j);
     const u32 hi = __shfl_sync(DUET_FULL_MASK, (u32)((u64)H.srow >> 32), j);
     return (i64)(((u64)hi << 32) | lo);
@@ -1345,7 +1377,7 @@ struct Ssu11Tile {
 
 template <int ST, bool HOIST>
 __device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Elem<ST>::VEC>& T, i64 t, i64 srow,
-                                           float dth, float dah, i64 tiles, const float* __restrict__ x,
+                                           float dth, float dah, i64 tnext, const float* __restrict__ x,
                                            const float* __restrict__ dt, const float* __restrict__ A,
                                            const float* __restrict__ B, const float* __restrict__ C,
                                            const float* __restrict__ D, const float* __restrict__ z,
@@ -1392,12 +1424,14 @@ __device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Ele
         for (int k = 0; k < VEC; ++k) T.bv[k] = __fmul_rn(T.bv[k], dth);
     }
     // The next tile's rows (x, z, per-row dt) and its group's B / C lines into the L2 while this
-    // tile streams (a tile switch then waits for L2 hits, not DRAM).
-    if (t + 1 < tiles) {
-        const bool wrap = h + 1 == p.nheads;
-        const i64 b1 = wrap ? b + 1 : b, h1 = wrap ? 0 : h + 1;
-        const i64 row1 = (b1 * p.nheads + h1) * p.dim;
-        const i64 g1 = wrap ? 0 : (h1 == (g + 1) * hpg ? g + 1 : g);
+    // tile streams (a tile switch then waits for L2 hits, not DRAM). tnext: the walk's next
+    // tile, -1 for none.
+    if (tnext >= 0) {
+        const i64 b1 = tnext < 0x7fffffff && p.nheads < 0x7fffffff ? (i64)((u32)tnext / (u32)p.nheads)
+                                                                     : tnext / p.nheads;
+        const i64 h1 = tnext - b1 * p.nheads;
+        const i64 row1 = tnext * p.dim;
+        const i64 g1 = h1 / hpg;
         const float* a = nullptr;
         const i64 lines = (p.dim * 4 + 127) / 128;  // 128-byte lines of a row vector
         if (lane < lines) a = x + row1 + lane * 32;
@@ -1565,7 +1599,7 @@ __device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<
     }
 }
 
-template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL, int STAGES>
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL, int STAGES, bool IL>
 __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __restrict__ x,
                                              const float* __restrict__ dt, const float* __restrict__ A,
                                              const float* __restrict__ B, const float* __restrict__ C,
@@ -1583,26 +1617,24 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
     const i64 wpb = blockDim.x / 32;
     const i64 nw = (i64)gridDim.x * wpb, w = (i64)blockIdx.x * wpb + threadIdx.x / 32;
     const int cpt = (int)(p.dim / RPC);                // chunks a tile (the host: dim % RPC == 0, dim <= 64)
-    const i64 tiles = p.batch * p.nheads;
-    const i64 nch = tiles * cpt;
-    const i64 c0 = nch * w / nw, c1 = nch * (w + 1) / nw;  // this warp's chunks [c0, c1)
-    if (c0 >= c1) return;
-    const i64 tfirst = c0 / cpt;
+    const Ssu11Walk W(p.batch * p.nheads, cpt, nw, w, IL);  // this warp's chunks
+    if (W.count == 0) return;
     Ssu11Heads H;
-    // The first state row of tile t for the loader (refilling the table LOOK tiles back when it runs
-    // past its end).
-    auto srow_for = [&](i64 t) -> i64 {
-        if (t - H.base >= 32) {
-            const i64 nb = t - LOOK > tfirst ? t - LOOK : tfirst;
-            ssu11_heads_fill<HOIST>(p, H, nb, tiles, sbi, dt, A, dt_bias, lane);
+    // The first state row of the walk's tile at c for the loader (refilling the table LOOK tiles
+    // back when it runs past its end).
+    auto srow_for = [&](const Ssu11Pos& c) -> i64 {
+        if (c.s - H.base >= 32) {
+            const i64 nb = c.s - LOOK > 0 ? c.s - LOOK : 0;
+            ssu11_heads_fill<HOIST>(p, H, nb, W, sbi, dt, A, dt_bias, lane);
         }
-        return ssu11_heads_srow(H, t);
+        return ssu11_heads_srow(H, c.s);
     };
-    auto tile_for = [&](Ssu11Tile<VEC>& T, i64 t, i64 srow) {
-        const int j = (int)(t - H.base);
+    auto tile_for = [&](Ssu11Tile<VEC>& T, const Ssu11Pos& c, i64 srow) {
+        const int j = (int)(c.s - H.base);
         const float dth = HOIST ? __shfl_sync(DUET_FULL_MASK, H.dt, j) : 0.f;
         const float dah = HOIST ? __shfl_sync(DUET_FULL_MASK, H.da, j) : 0.f;
-        ssu11_tile<ST, HOIST>(p, T, t, srow, dth, dah, tiles, x, dt, A, B, C, D, z, dt_bias, lane);
+        const i64 tnext = c.s + 1 < W.nseq ? W.tile(c.s + 1) : -1;
+        ssu11_tile<ST, HOIST>(p, T, c.t, srow, dth, dah, tnext, x, dt, A, B, C, D, z, dt_bias, lane);
     };
     if constexpr (STAGES > 0) {
         // Staged form (session 27): the loads go through a ring of STAGES chunks a warp in shared
@@ -1613,11 +1645,9 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         // after the update has consumed its registers.
         // ring: [warp][stage][vector][lane] (the entry's static array; 16-byte lanes side by side)
         uint4* rw = ring + (i64)(threadIdx.x / 32) * STAGES * CH * 32 + lane;
-        Ssu11Pos ld(c0, cpt);
-        i64 ct = ld.t;
-        int ck = ld.k;
+        Ssu11Pos ld(W), cu(W);  // the next chunk to load; the chunk updated
         auto fill = [&](int st) {
-            const i64 srow = srow_for(ld.t);
+            const i64 srow = srow_for(ld);
             const unsigned char* src = ssu11_src<ST, CH>(state, ld, srow, lane);
             const unsigned char* any = src != nullptr ? src : state;
 #pragma unroll
@@ -1631,83 +1661,76 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
                              "r"(n)
                              : "memory");
             }
-            ld.next(cpt);
+            ld.next(W);
         };
 #pragma unroll
         for (int j = 0; j < STAGES; ++j) {
-            if (c0 + j < c1) fill(j);
+            if (j < W.count) fill(j);
             asm volatile("cp.async.commit_group;" ::: "memory");
         }
         Ssu11Tile<VEC> T;
         int st = 0;
-        for (i64 c = c0; c < c1; ++c) {
+        for (i64 c = 0; c < W.count; ++c) {
             asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 1) : "memory");
             uint4 q[CH];
 #pragma unroll
             for (int i = 0; i < CH; ++i) q[i] = rw[(st * CH + i) * 32];
-            // the table still holds tile ct (the loader refills it LOOK tiles back)
-            if (ct != T.t) tile_for(T, ct, ssu11_heads_srow(H, ct));
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, ck, q, nullptr, state, out, lane);
-            if (c + STAGES < c1) fill(st);
+            // the table still holds the tile updated (the loader refills it LOOK tiles back)
+            if (cu.t != T.t) tile_for(T, cu, ssu11_heads_srow(H, cu.s));
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, cu.k, q, nullptr, state, out, lane);
+            if (c + STAGES < W.count) fill(st);
             asm volatile("cp.async.commit_group;" ::: "memory");
-            if (++ck == cpt) {
-                ck = 0;
-                ++ct;
-            }
+            cu.next(W);
             st = st + 1 == STAGES ? 0 : st + 1;
         }
         return;
     }
     uint4 qa[CH], qb[CH];
-    // ld: the next chunk to load (two ahead of the one updated); the one updated: chunk ck of
-    // tile ct.
-    Ssu11Pos ld(c0, cpt);
-    i64 ct = ld.t;
-    int ck = ld.k;
-    i64 sa = srow_for(ld.t), sb = 0;
+    // ld: the next chunk to load (two ahead of the one updated); cu: the one updated.
+    Ssu11Pos ld(W), cu(W);
+    i64 sa = srow_for(ld), sb = 0;
     ssu11_issue<ST, CH>(state, ld, sa, lane, qa);
-    ld.next(cpt);
-    if (c0 + 1 < c1) {
-        sb = srow_for(ld.t);
+    ld.next(W);
+    if (W.count > 1) {
+        sb = srow_for(ld);
         ssu11_issue<ST, CH>(state, ld, sb, lane, qb);
-        ld.next(cpt);
+        ld.next(W);
     }
     Ssu11Tile<VEC> T;
     // One chunk: its tile's values when it starts a tile, the update, and the load of the chunk
     // two ahead into the same registers (ROLL: vector by vector inside the update, its row read
     // before it; else after it).
     auto step = [&](uint4 (&q)[CH], i64& s, bool more) {
-        if (ct != T.t) tile_for(T, ct, s);
+        if (cu.t != T.t) tile_for(T, cu, s);
         if (ROLL) {
             const unsigned char* nsrc = nullptr;
             if (more) {
-                s = srow_for(ld.t);
+                s = srow_for(ld);
                 nsrc = ssu11_src<ST, CH>(state, ld, s, lane);
             }
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, ck, q, nsrc, state, out, lane);
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, cu.k, q, nsrc, state, out, lane);
         } else {
-            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, ck, q, nullptr, state, out, lane);
+            ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, cu.k, q, nullptr, state, out, lane);
             if (more) {
-                s = srow_for(ld.t);
+                s = srow_for(ld);
                 ssu11_issue<ST, CH>(state, ld, s, lane, q);
             }
         }
-        if (more) ld.next(cpt);
-        if (++ck == cpt) {
-            ck = 0;
-            ++ct;
-        }
+        if (more) ld.next(W);
+        cu.next(W);
     };
-    for (i64 c = c0; c < c1; c += 2) {
-        step(qa, sa, c + 2 < c1);
-        if (c + 1 >= c1) break;
-        step(qb, sb, c + 3 < c1);
+    for (i64 c = 0; c < W.count; c += 2) {
+        step(qa, sa, c + 2 < W.count);
+        if (c + 1 >= W.count) break;
+        step(qb, sb, c + 3 < W.count);
     }
 }
 
-#define SSU11_ENTRY(NAME, ST, SR, CH, MINB) SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, false, 0)
-#define SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, ROLL) SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, ROLL, 0)
-#define SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, ROLL, STAGES)                                                   \
+#define SSU11_ENTRY(NAME, ST, SR, CH, MINB) SSU11_ENTRY_RSI(NAME, ST, SR, CH, MINB, false, 0, false)
+#define SSU11_ENTRY_R(NAME, ST, SR, CH, MINB, ROLL) SSU11_ENTRY_RSI(NAME, ST, SR, CH, MINB, ROLL, 0, false)
+#define SSU11_ENTRY_RS(NAME, ST, SR, CH, MINB, ROLL, STAGES) \
+    SSU11_ENTRY_RSI(NAME, ST, SR, CH, MINB, ROLL, STAGES, false)
+#define SSU11_ENTRY_RSI(NAME, ST, SR, CH, MINB, ROLL, STAGES, IL)                                              \
     extern "C" __global__ void __launch_bounds__(SSU11_THREADS, MINB) NAME(                                    \
         SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
         const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
@@ -1718,13 +1741,13 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         __shared__ uint4 ring[STAGES > 0 ? SSU11_THREADS / 32 * STAGES * CH * 32 : 1];                      \
         const bool hoist = !(p.dt_per_dim || (p.has_bias && p.bias_per_dim));                               \
         if (hoist && p.out_from == 1)                                                                       \
-            ssu_v11_body<ST, SR, CH, true, true, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);         \
+            ssu_v11_body<ST, SR, CH, true, true, ROLL, STAGES, IL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);         \
         else if (hoist)                                                                                     \
-            ssu_v11_body<ST, SR, CH, true, false, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);        \
+            ssu_v11_body<ST, SR, CH, true, false, ROLL, STAGES, IL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);        \
         else if (p.out_from == 1)                                                                           \
-            ssu_v11_body<ST, SR, CH, false, true, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);        \
+            ssu_v11_body<ST, SR, CH, false, true, ROLL, STAGES, IL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);        \
         else                                                                                                \
-            ssu_v11_body<ST, SR, CH, false, false, ROLL, STAGES>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);       \
+            ssu_v11_body<ST, SR, CH, false, false, ROLL, STAGES, IL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);       \
     }
 SSU11_ENTRY(ssu_v11_f32, ST_F32, false, 8, 3)
 SSU11_ENTRY(ssu_v11_bf16, ST_BF16, false, 8, 3)
@@ -1746,6 +1769,10 @@ SSU11_ENTRY_RS(ssu_x11_bf16_c4_m4_s4, ST_BF16, false, 4, 4, false, 4)
 SSU11_ENTRY_RS(ssu_x11_bf16_c4_m4_s6, ST_BF16, false, 4, 4, false, 6)
 // (c4 at 5 / 6 blocks still spills: 120 / 792 bytes; c2 at 6 with 8 stages 400.)
 SSU11_ENTRY_RS(ssu_x11_bf16_c8_m3_s3, ST_BF16, false, 8, 3, false, 3)
+// Session 28: the interleaved walk (Ssu11Walk: whole tiles round-robin over the warps first).
+SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_s3_i, ST_BF16, false, 8, 3, false, 3, true)
+SSU11_ENTRY_RSI(ssu_x11_bf16_c4_m4_s4_i, ST_BF16, false, 4, 4, false, 4, true)
+SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_i, ST_BF16, false, 8, 3, false, 0, true)
 
 // gpu_ssu `v11_nan_steps_match_the_software_ones`: v11's element step (hardware conversions in
 // and out, no NaN handling) against the same step through common.cuh's software conversions

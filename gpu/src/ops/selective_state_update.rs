@@ -29,7 +29,8 @@ pub const VERSIONS: &[&str] = &[
 
 /// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
 /// of ptxas>[_r: rolling reloads][_s<stages>: the loads staged in shared memory through
-/// cp.async]`; v11 itself is c8 / m3.
+/// cp.async][_i: whole tiles dealt round-robin over the warps first (session 28's walk)]`; v11
+/// itself is c8 / m3.
 pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c4_m4",
     "x11_bf16_c2_m4",
@@ -37,6 +38,9 @@ pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c4_m4_s4",
     "x11_bf16_c4_m4_s6",
     "x11_bf16_c8_m3_s3",
+    "x11_bf16_c8_m3_s3_i",
+    "x11_bf16_c4_m4_s4_i",
+    "x11_bf16_c8_m3_i",
 ];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
@@ -76,10 +80,9 @@ pub fn v11_chunk_vectors(version: &str) -> usize {
 /// the forms that keep their chunks in registers.
 pub fn v11_stages(version: &str) -> Option<usize> {
     version
-        .strip_prefix("x11_")
-        .and_then(|r| r.rsplit('_').next())
-        .and_then(|t| t.strip_prefix('s'))
-        .and_then(|n| n.parse::<usize>().ok())
+        .strip_prefix("x11_bf16_")?
+        .split('_')
+        .find_map(|t| t.strip_prefix('s').and_then(|n| n.parse::<usize>().ok()))
 }
 
 /// Rows of a v11 chunk: (32 / lanes a row) x vectors a lane.
@@ -736,24 +739,26 @@ pub(crate) fn launch_v11(
             ptrs.len()
         )));
     }
-    // The staged forms' static rings (32-48 KB a block): the largest shared-memory carveout, so
-    // that the blocks ptxas was asked for fit an SM; the others keep the default L1 share.
-    let smem = f
-        .get_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-        )
-        .map_err(|e| GpuError::Driver(format!("ssu_v11 shared size: {e}")))?;
-    if smem > 0 {
-        f.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-            100,
-        )
-        .map_err(|e| GpuError::Driver(format!("ssu_v11 carveout: {e}")))?;
-    }
-    let resident = f
-        .occupancy_max_active_blocks_per_multiprocessor(32 * WARPS, 0, None)
-        .map_err(|e| GpuError::Driver(format!("ssu_v11 occupancy: {e}")))?
-        .max(1);
+    // Blocks resident an SM, asked of the driver once a kernel (three driver calls a launch
+    // before: visible at batch 1, where a launch takes ~5 us).
+    static RESIDENT: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<usize, u32>>> =
+        std::sync::OnceLock::new();
+    let key = f.cu_function() as usize;
+    let known = RESIDENT
+        .get_or_init(Default::default)
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&key).copied());
+    let resident = match known {
+        Some(r) => r,
+        None => {
+            let r = v11_resident(f)?;
+            if let Ok(mut m) = RESIDENT.get_or_init(Default::default).lock() {
+                m.insert(key, r);
+            }
+            r
+        }
+    };
     let grid = (g.sm_count as u64 * resident as u64)
         .min(chunks.div_ceil(WARPS as u64))
         .max(1);
@@ -766,6 +771,29 @@ pub(crate) fn launch_v11(
     unsafe { l.launch(cfg(grid as u32, 32 * WARPS, 0)) }
         .map(|_| ())
         .map_err(|e| GpuError::Driver(format!("launch ssu_v11: {e}")))
+}
+
+/// v11's blocks resident an SM. The staged forms' static rings (32-48 KB a block) need the
+/// largest shared-memory carveout, so that the blocks ptxas was asked for fit an SM (set here,
+/// once a kernel); the others keep the default L1 share.
+fn v11_resident(f: &cudarc::driver::CudaFunction) -> Result<u32, GpuError> {
+    let smem = f
+        .get_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        )
+        .map_err(|e| GpuError::Driver(format!("ssu_v11 shared size: {e}")))?;
+    if smem > 0 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+            100,
+        )
+        .map_err(|e| GpuError::Driver(format!("ssu_v11 carveout: {e}")))?;
+    }
+    Ok(
+        f.occupancy_max_active_blocks_per_multiprocessor(32 * WARPS, 0, None)
+            .map_err(|e| GpuError::Driver(format!("ssu_v11 occupancy: {e}")))?
+            .max(1),
+    )
 }
 
 /// The f32 copies of the small operands on the device (absent ones as 1-element dummies the
@@ -1365,6 +1393,9 @@ mod ssu7_plan_tests {
             ("x11_bf16_c4_m4_s4", DType::BF16, 8),
             ("x11_bf16_c4_m4_s6", DType::BF16, 8),
             ("x11_bf16_c8_m3_s3", DType::BF16, 16),
+            ("x11_bf16_c8_m3_s3_i", DType::BF16, 16),
+            ("x11_bf16_c4_m4_s4_i", DType::BF16, 8),
+            ("x11_bf16_c8_m3_i", DType::BF16, 16),
         ];
         for (v, dt, rpc) in cases {
             assert_eq!(v11_rows_per_chunk(v, dt), rpc, "{v} {dt:?}");
@@ -1380,6 +1411,9 @@ mod ssu7_plan_tests {
         }
         assert!(v11_ok("v11", 64, 128, DType::I16).is_some());
         assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3"), Some(3));
+        assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3_i"), Some(3));
+        assert_eq!(super::v11_stages("x11_bf16_c4_m4_s4_i"), Some(4));
+        assert_eq!(super::v11_stages("x11_bf16_c8_m3_i"), None);
         assert_eq!(super::v11_stages("x11_bf16_c2_m4_r"), None);
         assert_eq!(super::v11_stages("v11"), None);
         // every sweep form is in the table above
