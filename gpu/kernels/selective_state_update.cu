@@ -1263,6 +1263,12 @@ SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 // another). Session 28's in-place probes: bumping 1 GiB in place with whole 16 KiB tiles dealt
 // round-robin ran 542.5 us, with v11's contiguous ranges 559.1 (copy_v10 / copy_v9,
 // bench_copy.cu). The walk's tiles are numbered s = 0, 1, ... (the heads table's index).
+// a / b for 0 <= a, 0 < b: the 32-bit division when both fit (ptxas's 64-bit one is a call).
+// Only in the heads fill: in ssu11_tile the two paths cost the c4 / c8 register forms an 8-byte
+// spill, in the walk v11_bf16 a 4-byte one.
+__device__ __forceinline__ i64 ssu11_div(i64 a, i64 b) {
+    return ((u64)a | (u64)b) >> 31 == 0 ? (i64)((u32)a / (u32)b) : a / b;
+}
 struct Ssu11Walk {
     i64 nw, w, R, tb0, nseq, count;  // tb0: first tile of the contiguous part; nseq: tiles walked
     int cpt, kb0;                    // kb0: first chunk (of tile tb0) of the contiguous part
@@ -1333,10 +1339,16 @@ __device__ __forceinline__ void ssu11_issue(const unsigned char* __restrict__ st
 // double as everywhere. One f64 chain a lane per 32 tiles instead of one a tile on the critical
 // path; the loader (up to two chunks ahead) refills the table at base = its tile - 2, so the
 // tile being updated is still in it.
+// Session 28: the fill reads the values and computes the slots' rows; the f64 softplus / exp
+// (~60 dependent f64 operations) run in ssu11_heads_finish, which the body calls only after it
+// has issued the loads of the state rows the fill gave it, so the state's DRAM latency and the
+// f64 chain overlap (the SASS had the chain first: at batch 1 every warp waited for it before its
+// first state load).
 struct Ssu11Heads {
     i64 base = -64;
     i64 srow = -1;
-    float dt = 0.f, da = 0.f;
+    float dt = 0.f, da = 0.f;  // after the fill: dt (+ bias) and A of the head; after finish: dt', dA
+    bool pending = false;      // (warp-uniform) filled, not finished
 };
 template <bool HOIST>
 __device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads& H, i64 base, const Ssu11Walk& W,
@@ -1346,17 +1358,27 @@ __device__ __forceinline__ void ssu11_heads_fill(const SsuParams& p, Ssu11Heads&
     H.base = base;
     if (base + lane < W.nseq) {
         const i64 t = W.tile(base + lane);
-        const i64 b = t / p.nheads, h = t % p.nheads;
+        const i64 b = ssu11_div(t, p.nheads), h = t - b * p.nheads;
         const i64 slot = p.has_sbi ? sbi[b] : b;
         H.srow = p.has_sbi && slot == p.pad_slot_id ? -1 : (slot * p.nheads + h) * p.dim;
         if (HOIST) {
             float dth = dt[b * p.nheads + h];
             if (p.has_bias) dth = __fadd_rn(dth, dt_bias[h]);
-            if (p.softplus && dth <= 20.f) dth = (float)log1p(exp((double)dth));
             H.dt = dth;
-            H.da = (float)exp((double)__fmul_rn(A[h], dth));
+            H.da = A[h];
         }
     }
+    H.pending = HOIST;
+}
+// dt' (softplus) and dA = exp(A * dt') of the filled entries: v8's producer expressions in
+// double, so the same bits.
+__device__ __forceinline__ void ssu11_heads_finish(const SsuParams& p, Ssu11Heads& H) {
+    if (!H.pending) return;
+    H.pending = false;
+    float dth = H.dt;
+    if (p.softplus && dth <= 20.f) dth = (float)log1p(exp((double)dth));
+    H.dt = dth;
+    H.da = (float)exp((double)__fmul_rn(H.da, dth));
 }
 __device__ __forceinline__ i64 ssu11_heads_srow(const Ssu11Heads& H, i64 s) {
     const int j = (int)(s - H.base);
@@ -1427,9 +1449,7 @@ __device__ __forceinline__ void ssu11_tile(const SsuParams& p, Ssu11Tile<Ssu3Ele
     // tile streams (a tile switch then waits for L2 hits, not DRAM). tnext: the walk's next
     // tile, -1 for none.
     if (tnext >= 0) {
-        const i64 b1 = tnext < 0x7fffffff && p.nheads < 0x7fffffff ? (i64)((u32)tnext / (u32)p.nheads)
-                                                                     : tnext / p.nheads;
-        const i64 h1 = tnext - b1 * p.nheads;
+        const i64 b1 = tnext / p.nheads, h1 = tnext - b1 * p.nheads;
         const i64 row1 = tnext * p.dim;
         const i64 g1 = h1 / hpg;
         const float* a = nullptr;
@@ -1662,6 +1682,7 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
                              : "memory");
             }
             ld.next(W);
+            ssu11_heads_finish(p, H);  // after the copies of the rows it gave are issued
         };
 #pragma unroll
         for (int j = 0; j < STAGES; ++j) {
@@ -1696,6 +1717,7 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         ssu11_issue<ST, CH>(state, ld, sb, lane, qb);
         ld.next(W);
     }
+    ssu11_heads_finish(p, H);  // after the loads of the rows it gave are issued
     Ssu11Tile<VEC> T;
     // One chunk: its tile's values when it starts a tile, the update, and the load of the chunk
     // two ahead into the same registers (ROLL: vector by vector inside the update, its row read
@@ -1706,13 +1728,17 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
             const unsigned char* nsrc = nullptr;
             if (more) {
                 s = srow_for(ld);
+                ssu11_heads_finish(p, H);
                 nsrc = ssu11_src<ST, CH>(state, ld, s, lane);
             }
             ssu11_chunk<ST, SR, CH, HOIST, OUTV, true>(p, T, cu.k, q, nsrc, state, out, lane);
         } else {
             ssu11_chunk<ST, SR, CH, HOIST, OUTV, false>(p, T, cu.k, q, nullptr, state, out, lane);
             if (more) {
+                // in the loop a refill finishes first (after the issue its chain would hold
+                // registers beside two chunks: the c4 / c8 register forms spilled)
                 s = srow_for(ld);
+                ssu11_heads_finish(p, H);
                 ssu11_issue<ST, CH>(state, ld, s, lane, q);
             }
         }
@@ -1749,10 +1775,13 @@ __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __
         else                                                                                                \
             ssu_v11_body<ST, SR, CH, false, false, ROLL, STAGES, IL>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, ring);       \
     }
-SSU11_ENTRY(ssu_v11_f32, ST_F32, false, 8, 3)
-SSU11_ENTRY(ssu_v11_bf16, ST_BF16, false, 8, 3)
-SSU11_ENTRY(ssu_v11_f16, ST_F16, false, 8, 3)
-SSU11_ENTRY(ssu_v11_f16_sr, ST_F16, true, 8, 3)
+// v11 itself walks interleaved since session 28 (call 2: the bf16 _i forms 4-5% faster at
+// batch 256 than the same forms with contiguous ranges; below one tile a warp both walks are
+// the same).
+SSU11_ENTRY_RSI(ssu_v11_f32, ST_F32, false, 8, 3, false, 0, true)
+SSU11_ENTRY_RSI(ssu_v11_bf16, ST_BF16, false, 8, 3, false, 0, true)
+SSU11_ENTRY_RSI(ssu_v11_f16, ST_F16, false, 8, 3, false, 0, true)
+SSU11_ENTRY_RSI(ssu_v11_f16_sr, ST_F16, true, 8, 3, false, 0, true)
 // Sweep forms (bf16, nearest): chunk depth x resident blocks asked of ptxas. Session 26 also had
 // c16_m2 (255 registers; 364-367 us at batch 256 against c4_m4's 319-320, the slowest form in
 // both runs: dropped in session 27, when the division-free indices left it an 8-byte stack).
@@ -1772,7 +1801,8 @@ SSU11_ENTRY_RS(ssu_x11_bf16_c8_m3_s3, ST_BF16, false, 8, 3, false, 3)
 // Session 28: the interleaved walk (Ssu11Walk: whole tiles round-robin over the warps first).
 SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_s3_i, ST_BF16, false, 8, 3, false, 3, true)
 SSU11_ENTRY_RSI(ssu_x11_bf16_c4_m4_s4_i, ST_BF16, false, 4, 4, false, 4, true)
-SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_i, ST_BF16, false, 8, 3, false, 0, true)
+// (call 2 also had c8_m3_i, the register c8 form walked interleaved: 296.7 / 297.2 us at batch
+// 256, 78.2 at 64; it is v11 itself since.)
 
 // gpu_ssu `v11_nan_steps_match_the_software_ones`: v11's element step (hardware conversions in
 // and out, no NaN handling) against the same step through common.cuh's software conversions

@@ -516,6 +516,73 @@ fn ssu_v11_bit_exact() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
+/// Session 28's interleaved walk (v11 and the `_i` forms: whole tiles dealt round-robin over the
+/// warps for tiles / warps rounds, then an equal contiguous share of the rest) only leaves the
+/// contiguous walk when there are more tiles than warps (132 SMs x 3-4 blocks x 4 warps = 1,584
+/// - 2,112 on the H200), which ssu_v11_bit_exact's shapes never reach: 80 x 64 = 5,120 tiles
+/// (2-3 rounds and a remainder) with pad slots, dt per head, every state type on v11 and every
+/// bf16 sweep form, bit-exact with the reference.
+#[test]
+#[ignore = "gpu"]
+fn ssu_v11_interleaved_walk_bit_exact() {
+    use gpu::ops::selective_state_update::V11_SWEEP;
+    let mut r = Rng::new(2828);
+    let s = Shape {
+        batch: 80,
+        slots: 83,
+        nheads: 64,
+        dim: 32,
+        dstate: 128,
+        ngroups: 4,
+    };
+    let mut fails = vec![];
+    let mut n = 0;
+    for (state_dt, sr) in [
+        (DType::F32, false),
+        (DType::BF16, false),
+        (DType::F16, false),
+        (DType::F16, true),
+    ] {
+        let mut inp = inputs(&mut r, &s, state_dt, true, true);
+        inp.insert(
+            "dt".into(),
+            r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
+        );
+        inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
+        inp.insert(
+            "dt_bias".into(),
+            r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32),
+        );
+        let mut sets = vec![("dt_softplus", "true".to_string())];
+        if sr {
+            sets.push(("rounding", "stochastic".into()));
+            sets.push(("seed", "2828".into()));
+        }
+        let sets = common::sets(&sets);
+        let mut versions = vec!["v11"];
+        if state_dt == DType::BF16 {
+            versions.extend(V11_SWEEP.iter().copied());
+        }
+        for v in versions {
+            n += 1;
+            let name = format!("interleaved walk {v}: b80 h64 d32 {state_dt} sr={sr}");
+            if let Err(e) = common::diff(
+                "selective_state_update",
+                v,
+                &name,
+                &inp,
+                &sets,
+                &tol(state_dt),
+            ) {
+                fails.push(e);
+            }
+        }
+    }
+    eprintln!("{n} interleaved-walk runs, {} failed", fails.len());
+    assert!(n >= 4 + V11_SWEEP.len());
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
 /// The sweep variants of `duet bench --shape ssu_sweep_*` (rows per thread x early loads x
 /// streaming hints): bf16 state bit-exact with the reference on random shapes, partial row
 /// tiles, pad rows and both pad modes, before their timings mean anything.

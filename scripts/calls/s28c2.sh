@@ -4,7 +4,8 @@
 # equal contiguous share of the rest; forms x11_bf16_c8_m3_s3_i, c4_m4_s4_i, c8_m3_i), after
 # call 1's in-place probes (copy_v10, tiles round-robin, 542.5 us vs copy_v9, v11's per-warp
 # ranges, 559.1). Tests (every form; random shapes through auto), racecheck and memcheck on the
-# new forms, the 2^31 test on v11 (its walk changed), then the presets.
+# new forms, the 2^31 test on v11 (its walk changed), then the presets. Also: the heads table's f64
+# softplus / exp now run after the first state loads are issued (the SASS had them first).
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh t:gpu_ssu:200:ssu_v11_bit_exact,ssu_random_shapes_every_mode
 . scripts/calls/lib.sh

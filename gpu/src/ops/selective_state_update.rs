@@ -40,7 +40,6 @@ pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c8_m3_s3",
     "x11_bf16_c8_m3_s3_i",
     "x11_bf16_c4_m4_s4_i",
-    "x11_bf16_c8_m3_i",
 ];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
@@ -149,11 +148,24 @@ pub struct AutoShape {
 /// - fewer tiles than 4 an SM, bf16 with round-to-nearest and dt per head: v11, batch 1 (graph)
 ///   5.2 / 5.2 us against v10's 5.6 / 5.5 (session 27 call 2: 4.7 against 5.6) (v10: v6's body, 16 rows a block, the state / z / D loads before
 ///   the prologue; session 12 call 2 had it at 5.48 us against v6's 7.01 and v9's 6.75).
+///
+/// Session 28 (call 2, `duet bench --shape ssu_v11_b256` twice and `--shape ssu_v11`,
+/// docs/measurements/h200_session28_call2_*): the interleaved walk (whole tiles dealt
+/// round-robin over the warps first) on the staged c8 form, x11_bf16_c8_m3_s3_i, for a bf16
+/// state with round-to-nearest and dt per head from 4 tiles an SM: batch 256 292.6 / 293.9 /
+/// 298.0 us (96.8 / 96.5 / 95.7% of copy) against c8_m3_s3's 309.0 / 307.7 / 308.9 and v11's
+/// 312.9 / 314.8 / 314.4; batch 64 (graph) 76.9 us against 79.5 / 81.0. Calls 3-4 (v11 itself
+/// interleaved since; h200_session28_call{3,4}_*): 291.7 / 292.8 / 294.6 us at batch 256 against
+/// v11's 296.2 / 294.7 / 296.4 and v9's 318.4 / 319.0 / 319.5, 76.6 / 76.2 / 76.7 at 64; with
+/// dt / D / dt_bias per dim too (call 4, one run): 305.9 us against v11's 315.9 and v9's 367.7.
+/// An f32 state on v11 interleaved: 563.6 / 563.6 us (98.5% of copy) against v8's 605.8 /
+/// 604.8; f16 with round-to-nearest and dt per head on v11: 295.4 / 294.9 against v9's 338.1 /
+/// 339.4.
 pub fn auto_version(s: &AutoShape) -> &'static str {
     let layout_ok = v3_ok(s.dstate, s.state).is_none();
     let tiles = (s.batch * s.nheads) as u64;
     let v11 = v11_ok("v11", s.dim, s.dstate, s.state).is_none();
-    let c4m4 = v11_ok("x11_bf16_c4_m4", s.dim, s.dstate, s.state).is_none();
+    let c8s3i = v11_ok("x11_bf16_c8_m3_s3_i", s.dim, s.dstate, s.state).is_none();
     if !layout_ok {
         return "v1";
     }
@@ -164,9 +176,9 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
         let nearest_per_head = !s.sr && !s.dt_per_dim;
         if s.state == DType::F32 && v11 {
             "v11"
-        } else if s.state == DType::BF16 && nearest_per_head && c4m4 && tiles <= 128 * s.sm_count {
-            "x11_bf16_c4_m4"
-        } else if (s.state == DType::BF16 || s.state == DType::F16) && nearest_per_head && v11 {
+        } else if s.state == DType::BF16 && !s.sr && c8s3i {
+            "x11_bf16_c8_m3_s3_i"
+        } else if s.state == DType::F16 && nearest_per_head && v11 {
             "v11"
         } else if s.state != DType::F32 && s.dstate == V9_DSTATE {
             "v9"
@@ -1068,7 +1080,8 @@ impl SsuOnly {
 }
 
 /// `ssu_v11`: v11 (and its sweep forms) next to v9 / v8 at the Super shape, dt / D / dt_bias per
-/// head: bf16 at batch 256 and 64 (graph replay), per-dim dt at 256, batch 1 next to v10, f32 at
+/// head: bf16 at batch 256 and 64 (graph replay), per-dim dt at 256 (v9, v11, the interleaved
+/// staged form), batch 1 next to v10, f32 at
 /// 256 (v8, v11), f16 at 256 with round-to-nearest and stochastic rounding (Philox 10).
 /// `DUET_SSU_ONLY` (above) keeps some kernels.
 pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
@@ -1080,7 +1093,10 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
             runs.push((batch, DType::BF16, version, true, 0));
         }
     }
-    runs.push((256, DType::BF16, "v11", false, 0));
+    // dt / D / dt_bias per dim (auto: v9 there until a run has them side by side)
+    for version in ["v9", "v11", "x11_bf16_c8_m3_s3_i"] {
+        runs.push((256, DType::BF16, version, false, 0));
+    }
     for version in ["v10", "v11"] {
         runs.push((1, DType::BF16, version, true, 0));
     }
@@ -1395,7 +1411,6 @@ mod ssu7_plan_tests {
             ("x11_bf16_c8_m3_s3", DType::BF16, 16),
             ("x11_bf16_c8_m3_s3_i", DType::BF16, 16),
             ("x11_bf16_c4_m4_s4_i", DType::BF16, 8),
-            ("x11_bf16_c8_m3_i", DType::BF16, 16),
         ];
         for (v, dt, rpc) in cases {
             assert_eq!(v11_rows_per_chunk(v, dt), rpc, "{v} {dt:?}");
@@ -1413,7 +1428,7 @@ mod ssu7_plan_tests {
         assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3"), Some(3));
         assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3_i"), Some(3));
         assert_eq!(super::v11_stages("x11_bf16_c4_m4_s4_i"), Some(4));
-        assert_eq!(super::v11_stages("x11_bf16_c8_m3_i"), None);
+        assert_eq!(super::v11_stages("x11_bf16_c4_m4_i"), None);
         assert_eq!(super::v11_stages("x11_bf16_c2_m4_r"), None);
         assert_eq!(super::v11_stages("v11"), None);
         // every sweep form is in the table above
@@ -1464,37 +1479,49 @@ mod ssu7_plan_tests {
             sm_count: 132,
         };
         assert_eq!(auto_version(&sup(256, DType::F32)), "v11");
-        assert_eq!(auto_version(&sup(256, DType::BF16)), "v11");
-        assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c4_m4");
+        assert_eq!(auto_version(&sup(256, DType::BF16)), "x11_bf16_c8_m3_s3_i");
+        assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c8_m3_s3_i");
         assert_eq!(auto_version(&sup(1, DType::BF16)), "v11");
         assert_eq!(auto_version(&sup(1, DType::F32)), "v10");
         assert_eq!(auto_version(&sup(256, DType::F16)), "v11");
         assert_eq!(auto_version(&sup(256, DType::I16)), "v9");
-        // dt per dim / stochastic rounding keep the older picks
+        // bf16 with dt per dim: the staged interleaved form (session 28 call 4); f16 with dt per
+        // dim and stochastic rounding keep the older picks
         let per_dim = |b| AutoShape {
             dt_per_dim: true,
             ..sup(b, DType::BF16)
         };
-        assert_eq!(auto_version(&per_dim(64)), "v9");
+        assert_eq!(auto_version(&per_dim(64)), "x11_bf16_c8_m3_s3_i");
+        let per_dim_f16 = AutoShape {
+            dt_per_dim: true,
+            ..sup(64, DType::F16)
+        };
+        assert_eq!(auto_version(&per_dim_f16), "v9");
         assert_eq!(auto_version(&per_dim(1)), "v10");
         let sr = AutoShape {
             sr: true,
             ..sup(64, DType::F16)
         };
         assert_eq!(auto_version(&sr), "v9");
-        // 129 tiles an SM is past c4_m4's range
+        // 129 tiles an SM (past session 27's c4_m4 range): still the interleaved staged form
         let over = AutoShape {
             nheads: 129,
             ..sup(132, DType::BF16)
         };
-        assert_eq!(auto_version(&over), "v11");
-        // f16 with stochastic rounding, dt per dim at batch 256: v9
+        assert_eq!(auto_version(&over), "x11_bf16_c8_m3_s3_i");
+        // dim 40 is not whole 16-row chunks: v9
+        let d40 = AutoShape {
+            dim: 40,
+            ..sup(256, DType::BF16)
+        };
+        assert_eq!(auto_version(&d40), "v9");
+        // f16 with stochastic rounding at batch 256: v9; bf16 with dt per dim: the staged form
         let sr256 = AutoShape {
             sr: true,
             ..sup(256, DType::F16)
         };
         assert_eq!(auto_version(&sr256), "v9");
-        assert_eq!(auto_version(&per_dim(256)), "v9");
+        assert_eq!(auto_version(&per_dim(256)), "x11_bf16_c8_m3_s3_i");
         // A full: v5; a dstate v3 cannot lay out: v1; dim 65 (no v11 chunking): v9 / v10 / v8
         let full = AutoShape {
             a_full: true,
