@@ -143,7 +143,7 @@ fn copy_kernel(
     let n16 = bytes / 16;
     // Session 28's in-place probes (bench_copy.cu v8-v10) add 1 to every byte of `dst` in place.
     let inplace = COPY_INPLACE.contains(&name);
-    if inplace && n16 % 1024 != 0 {
+    if inplace && !n16.is_multiple_of(1024) {
         return Err(GpuError::Unsupported(format!(
             "{name}: in-place probe over {bytes} bytes: needs a multiple of 16 KiB"
         )));
