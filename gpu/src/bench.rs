@@ -40,17 +40,7 @@ pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
     if !graph {
         return Ok((single, None));
     }
-    g.sync()?;
-    g.stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .map_err(|e| GpuError::Driver(format!("begin capture: {e}")))?;
-    let mut err = None;
-    for _ in 0..GRAPH_LAUNCHES {
-        if let Err(e) = f() {
-            err = Some(e);
-            break;
-        }
-    }
+    let err = capture_launches(g, &mut f)?;
     let graph = g
         .stream
         .end_capture(sys::CUgraphInstantiate_flags(0))
@@ -66,16 +56,36 @@ pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
             .launch()
             .map_err(|e| GpuError::Driver(format!("graph launch: {e}")))
     })?;
+    Ok((single, Some(per_launch(&t))))
+}
+
+/// Begins a capture on the GPU's stream and records GRAPH_LAUNCHES calls of `f`; the first
+/// error of `f` (the capture is still open: the caller ends it, then reports the error).
+fn capture_launches<F: FnMut() -> Result<(), GpuError>>(
+    g: &Gpu,
+    f: &mut F,
+) -> Result<Option<GpuError>, GpuError> {
+    g.sync()?;
+    g.stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(|e| GpuError::Driver(format!("begin capture: {e}")))?;
+    for _ in 0..GRAPH_LAUNCHES {
+        if let Err(e) = f() {
+            return Ok(Some(e));
+        }
+    }
+    Ok(None)
+}
+
+/// A graph replay's timing per launch of its GRAPH_LAUNCHES.
+fn per_launch(t: &Timing) -> Timing {
     let per = |x: f64| x / GRAPH_LAUNCHES as f64;
-    Ok((
-        single,
-        Some(Timing {
-            median_us: per(t.median_us),
-            p10_us: per(t.p10_us),
-            p90_us: per(t.p90_us),
-            samples: t.samples,
-        }),
-    ))
+    Timing {
+        median_us: per(t.median_us),
+        p10_us: per(t.p10_us),
+        p90_us: per(t.p90_us),
+        samples: t.samples,
+    }
 }
 
 /// Times a graph of GRAPH_LAUNCHES launches of `f` whose kernel-to-kernel edges are
@@ -92,17 +102,7 @@ pub fn time_graph_pdl<F: FnMut() -> Result<(), GpuError>>(
     if !std::ptr::eq(&*arc, g) {
         return Ok(None);
     }
-    g.sync()?;
-    g.stream
-        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-        .map_err(|e| GpuError::Driver(format!("begin capture: {e}")))?;
-    let mut err = None;
-    for _ in 0..GRAPH_LAUNCHES {
-        if let Err(e) = f() {
-            err = Some(e);
-            break;
-        }
-    }
+    let err = capture_launches(g, &mut f)?;
     let graph = crate::graph::end_capture(&arc, true);
     if let Some(e) = err {
         return Err(e);
@@ -112,16 +112,7 @@ pub fn time_graph_pdl<F: FnMut() -> Result<(), GpuError>>(
         return Ok(None);
     }
     let t = g.time(3, ITERS, || graph.launch())?;
-    let per = |x: f64| x / GRAPH_LAUNCHES as f64;
-    Ok(Some((
-        Timing {
-            median_us: per(t.median_us),
-            p10_us: per(t.p10_us),
-            p90_us: per(t.p90_us),
-            samples: t.samples,
-        },
-        graph.programmatic_edges,
-    )))
+    Ok(Some((per_launch(&t), graph.programmatic_edges)))
 }
 
 /// Device-to-device copy of `bytes` bytes: (timing, GB/s counting read + write).

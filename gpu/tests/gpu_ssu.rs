@@ -101,6 +101,28 @@ fn inputs(r: &mut Rng, s: &Shape, state_dt: DType, with_opts: bool, pads: bool) 
     m
 }
 
+/// `common::diff` of one version against the reference with `tol(state_dt)`; a failure's report
+/// goes into `fails` (the tests report every failing case, not the first).
+fn diff_into(
+    fails: &mut Vec<String>,
+    version: &str,
+    name: &str,
+    inp: &TensorMap,
+    sets: &[(String, String)],
+    state_dt: DType,
+) {
+    if let Err(e) = common::diff(
+        "selective_state_update",
+        version,
+        name,
+        inp,
+        sets,
+        &tol(state_dt),
+    ) {
+        fails.push(e);
+    }
+}
+
 fn tol(state_dt: DType) -> impl Fn(&str, &Tensor) -> Tolerance {
     move |name: &str, t: &Tensor| match name {
         // The stored state is bit-exact by construction (same fp32 operation order, exp in f64).
@@ -183,16 +205,7 @@ fn ssu_random_shapes_every_mode() {
             n_v9 += (v == "v9") as usize;
             n += 1;
             n_v3 += (!["v1", "v2"].contains(&v)) as usize;
-            if let Err(e) = common::diff(
-                "selective_state_update",
-                v,
-                &name,
-                &inp,
-                &sets,
-                &tol(state_dt),
-            ) {
-                fails.push(e);
-            }
+            diff_into(&mut fails, v, &name, &inp, &sets, state_dt);
         }
     }
     eprintln!(
@@ -498,16 +511,7 @@ fn ssu_v11_bit_exact() {
                 "v11 case {i} {v}: b{} slots{} h{} d{} g{} {state_dt} sr={sr} per_head={per_head} pads={pads} {pad_mode} {out_from}",
                 s.batch, s.slots, s.nheads, s.dim, s.ngroups
             );
-            if let Err(e) = common::diff(
-                "selective_state_update",
-                v,
-                &name,
-                &inp,
-                &sets,
-                &tol(state_dt),
-            ) {
-                fails.push(e);
-            }
+            diff_into(&mut fails, v, &name, &inp, &sets, state_dt);
         }
     }
     eprintln!("{n} v11 runs, {} failed", fails.len());
@@ -566,16 +570,7 @@ fn ssu_v11_interleaved_walk_bit_exact() {
         for v in versions {
             n += 1;
             let name = format!("interleaved walk {v}: b80 h64 d32 {state_dt} sr={sr}");
-            if let Err(e) = common::diff(
-                "selective_state_update",
-                v,
-                &name,
-                &inp,
-                &sets,
-                &tol(state_dt),
-            ) {
-                fails.push(e);
-            }
+            diff_into(&mut fails, v, &name, &inp, &sets, state_dt);
         }
     }
     eprintln!("{n} interleaved-walk runs, {} failed", fails.len());
