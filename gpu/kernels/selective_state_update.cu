@@ -1238,6 +1238,8 @@ SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 //     (TPR = dstate / VEC lanes a row; 16 for the 16-bit states, 32 for f32); the chunks of
 //     all tiles are split into equal contiguous ranges, one a warp (grid = SMs x resident
 //     blocks), so no warp has more than one chunk more than another (v9's tail: whole tiles);
+//     since session 28 whole tiles are first dealt round-robin over the warps (Ssu11Walk,
+//     every v11 entry and the `_i` forms), the contiguous split only for the rest;
 //   - each lane holds two chunks' state in registers (CH 16-byte vectors each): the loads of
 //     chunk c + 1 are in flight while chunk c is updated, stored (16-byte stores from
 //     registers) and reduced;
