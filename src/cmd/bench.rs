@@ -16,9 +16,10 @@ pub struct Args {
     ops: Vec<String>,
     #[arg(long)]
     all: bool,
-    /// Leave out the per-kernel ptxas report (one more NVRTC compile of every kernel file);
-    /// `duet profile` passes it, since its bench run only feeds ncu.
-    #[arg(long, hide = true)]
+    /// Leave out the per-kernel ptxas report (one more NVRTC compile of every kernel file not in
+    /// the kernel cache: minutes on a fresh machine); `duet profile` passes it, since its bench
+    /// run only feeds ncu.
+    #[arg(long)]
     no_resources: bool,
     /// GPU: kernel-only benchmark presets at the Super shapes (repeatable), e.g. router_t1,
     /// router_t4096, router_t32768, nvfp4_8192, conv1d_prefill_50k, ssd_50k, copy.
