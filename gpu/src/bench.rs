@@ -139,7 +139,9 @@ fn copy_kernel(
             "{name}: in-place probe over {bytes} bytes: needs a multiple of 16 KiB"
         )));
     }
-    let src = g.alloc_raw::<u8>(if inplace { 16 } else { n16 * 16 })?;
+    // (in place: a 16-byte source only for the kernels' common signature)
+    let sbytes = if inplace { 16 } else { n16 * 16 };
+    let src = g.alloc_raw::<u8>(sbytes)?;
     let dst = g.alloc_raw::<u8>(n16 * 16)?;
     let (sp, _a) = src.device_ptr(&g.stream);
     let (dp, _b) = dst.device_ptr(&g.stream);
@@ -148,7 +150,6 @@ fn copy_kernel(
     let grid = g.sm_count * blocks_per_sm;
     // The source a byte pattern, the destination poisoned: checked after the timing (in place:
     // the pattern, bumped once a launch).
-    let sbytes = if inplace { 16 } else { n16 * 16 };
     let dbyte = if inplace { 0x5Au8 } else { 0xA5u8 };
     let mut launches = 0usize;
     for (p, v, len) in [(sp, 0x5Au8, sbytes), (dp, dbyte, n16 * 16)] {

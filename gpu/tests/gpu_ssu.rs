@@ -101,6 +101,23 @@ fn inputs(r: &mut Rng, s: &Shape, state_dt: DType, with_opts: bool, pads: bool) 
     m
 }
 
+/// The comma-separated versions in env `var` (None when unset); a name not in `known` fails
+/// the test rather than leaving nothing to test.
+fn env_versions(var: &str, known: &[&str]) -> Option<Vec<String>> {
+    let only: Vec<String> = std::env::var(var)
+        .ok()?
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .collect();
+    for v in &only {
+        assert!(
+            known.contains(&v.as_str()),
+            "{var}: {v} is not one of {known:?}"
+        );
+    }
+    Some(only)
+}
+
 /// `common::diff` of one version against the reference with `tol(state_dt)`; a failure's report
 /// goes into `fails` (the tests report every failing case, not the first).
 fn diff_into(
@@ -327,17 +344,7 @@ fn ssu_state_offsets_beyond_2_pow_31() {
     let all = [
         "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
     ];
-    let only: Option<Vec<String>> = std::env::var("DUET_SSU_2POW31_VERSIONS")
-        .ok()
-        .map(|s| s.split(',').map(|v| v.trim().to_string()).collect());
-    if let Some(only) = &only {
-        for v in only {
-            assert!(
-                all.contains(&v.as_str()),
-                "DUET_SSU_2POW31_VERSIONS: {v} is not one of {all:?}"
-            );
-        }
-    }
+    let only = env_versions("DUET_SSU_2POW31_VERSIONS", &all);
     let versions: Vec<&str> = all
         .iter()
         .copied()
@@ -427,17 +434,10 @@ fn ssu_v11_bit_exact() {
     use gpu::ops::selective_state_update::{v11_ok, V11_SWEEP};
     // DUET_SSU_V11_VERSIONS=x11_bf16_c8_m3_s3,...: only these forms (for racecheck on one form;
     // v9 then does not run either). A name that is not v11 or a sweep form fails.
-    let only: Option<Vec<String>> = std::env::var("DUET_SSU_V11_VERSIONS")
-        .ok()
-        .map(|s| s.split(',').map(|v| v.trim().to_string()).collect());
-    if let Some(only) = &only {
-        for v in only {
-            assert!(
-                v == "v11" || V11_SWEEP.contains(&v.as_str()),
-                "DUET_SSU_V11_VERSIONS: {v} is not v11 or one of {V11_SWEEP:?}"
-            );
-        }
-    }
+    let known: Vec<&str> = std::iter::once("v11")
+        .chain(V11_SWEEP.iter().copied())
+        .collect();
+    let only = env_versions("DUET_SSU_V11_VERSIONS", &known);
     let mut r = Rng::new(1111);
     let mut fails = vec![];
     let mut n = 0;
