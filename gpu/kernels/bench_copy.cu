@@ -171,29 +171,42 @@ extern "C" __global__ void copy_v8(const uint4* __restrict__ src, uint4* __restr
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
         dst[i] = copy_bump(dst[i]);
 }
-// Warp w's chunk j (0 <= j < its count): v9 contiguous, v10 tile-interleaved.
-template <bool INTERLEAVE>
-__device__ __forceinline__ i64 copy_inplace_chunk(i64 w, i64 warps, i64 tiles, i64 j) {
-    if (INTERLEAVE) return ((j >> 2) * warps + w) * 4 + (j & 3);
-    return tiles * 4 * w / warps + j;
+// Warp w's chunk j (0 <= j < its count): v9 contiguous (TC = 0), the others tile-interleaved
+// with tiles of TC chunks (v10: TC = 4, 16 KiB).
+template <int TC>
+__device__ __forceinline__ i64 copy_inplace_chunk(i64 w, i64 warps, i64 tiles4, i64 j) {
+    if (TC > 0) return ((j / TC) * warps + w) * TC + (j % TC);
+    return tiles4 * 4 * w / warps + j;
 }
-template <bool INTERLEAVE>
-__device__ __forceinline__ void copy_inplace_body(uint4* __restrict__ p, i64 n) {
+// TC = 0: v9's contiguous ranges over 16 KiB tiles; TC > 0: whole tiles of TC 4 KiB chunks dealt
+// round-robin over the warps. SRC: read `src`, write `dst` bumped (a copy in v10's order, the
+// pattern of a streaming kernel with separate input and output); else in place.
+template <int TC, bool SRC = false, int PF = 0>
+__device__ __forceinline__ void copy_inplace_body(const uint4* __restrict__ src, uint4* __restrict__ p, i64 n) {
     constexpr int J = 8;  // vectors a lane and chunk: 8 x 32 x 16 = 4 KiB
     const int lane = threadIdx.x & 31;
     const i64 warps = (i64)gridDim.x * (blockDim.x >> 5);
     const i64 w = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const i64 tiles = n / 1024;
-    const i64 count = INTERLEAVE ? (w < tiles ? ((tiles - 1 - w) / warps + 1) * 4 : 0)
-                                 : tiles * 4 * (w + 1) / warps - tiles * 4 * w / warps;
+    const i64 tiles4 = n / 1024;
+    const i64 tiles = TC > 0 ? n / (1024 / 4 * TC) : tiles4;
+    const i64 count = TC > 0 ? (w < tiles ? ((tiles - 1 - w) / warps + 1) * TC : 0)
+                             : tiles4 * 4 * (w + 1) / warps - tiles4 * 4 * w / warps;
+    const uint4* in = SRC ? src : p;
     uint4 a[J], b[J];
     auto load = [&](uint4(&q)[J], i64 j) {
-        const uint4* s = p + copy_inplace_chunk<INTERLEAVE>(w, warps, tiles, j) * 32 * J + lane;
+        // PF > 0 (tiled only): lane 0 sends the warp's tile PF rounds ahead to the L2 through the
+        // bulk copy engine when it starts a tile (more bytes in flight without registers).
+        if (PF > 0 && TC > 0 && lane == 0 && j % TC == 0 && j + PF * TC < count)
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+                             in + copy_inplace_chunk<TC>(w, warps, tiles4, j + PF * TC) * 32 * J),
+                         "r"(TC * 4096)
+                         : "memory");
+        const uint4* s = in + copy_inplace_chunk<TC>(w, warps, tiles4, j) * 32 * J + lane;
 #pragma unroll
         for (int i = 0; i < J; ++i) q[i] = s[32 * i];
     };
     auto store = [&](uint4(&q)[J], i64 j) {
-        uint4* d = p + copy_inplace_chunk<INTERLEAVE>(w, warps, tiles, j) * 32 * J + lane;
+        uint4* d = p + copy_inplace_chunk<TC>(w, warps, tiles4, j) * 32 * J + lane;
 #pragma unroll
         for (int i = 0; i < J; ++i) d[32 * i] = copy_bump(q[i]);
     };
@@ -207,11 +220,37 @@ __device__ __forceinline__ void copy_inplace_body(uint4* __restrict__ p, i64 n) 
 }
 extern "C" __global__ void __launch_bounds__(128) copy_v9(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                                            i64 n) {
-    (void)src;
-    copy_inplace_body<false>(dst, n);
+    copy_inplace_body<0>(src, dst, n);
 }
 extern "C" __global__ void __launch_bounds__(128) copy_v10(const uint4* __restrict__ src,
                                                             uint4* __restrict__ dst, i64 n) {
-    (void)src;
-    copy_inplace_body<true>(dst, n);
+    copy_inplace_body<4>(src, dst, n);
+}
+
+// Session 29: v10's tile size swept (does a denser window of concurrent accesses, or a longer
+// run a warp, get nearer the copy engines' ~4.2 TB/s?), and v10's order with a separate source.
+//   v11: tiles of one 4 KiB chunk; v12: 8 KiB; v13: 64 KiB; v14: 256 KiB (n a multiple of it);
+//   v15: v10 (16 KiB tiles) reading src, writing dst bumped (a copy, checked as one: 0x5B);
+//   v16: v10 with each warp's tile one round ahead sent to the L2 by a bulk prefetch;
+//   v17: v16 two rounds ahead.
+extern "C" __global__ void copy_v11(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<1>(src, dst, n);
+}
+extern "C" __global__ void copy_v12(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<2>(src, dst, n);
+}
+extern "C" __global__ void copy_v13(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<16>(src, dst, n);
+}
+extern "C" __global__ void copy_v14(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<64>(src, dst, n);
+}
+extern "C" __global__ void copy_v15(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<4, true>(src, dst, n);
+}
+extern "C" __global__ void copy_v16(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<4, false, 1>(src, dst, n);
+}
+extern "C" __global__ void copy_v17(const uint4* __restrict__ src, uint4* __restrict__ dst, i64 n) {
+    copy_inplace_body<4, false, 2>(src, dst, n);
 }

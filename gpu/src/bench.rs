@@ -28,6 +28,8 @@ const WARMUP: usize = 5;
 const ITERS: usize = 50;
 /// Launches captured per graph for the graph-replay timing.
 const GRAPH_LAUNCHES: usize = 20;
+/// Untimed replays of a graph before the timed ones.
+const GRAPH_WARMUP: usize = 3;
 
 /// Times `f` with events (one launch per sample) and, if `graph`, by replaying a graph of
 /// GRAPH_LAUNCHES launches (per-launch time = replay time / GRAPH_LAUNCHES).
@@ -51,7 +53,7 @@ pub fn time_launch<F: FnMut() -> Result<(), GpuError>>(
     let Some(graph) = graph else {
         return Ok((single, None));
     };
-    let t = g.time(3, ITERS, || {
+    let t = g.time(GRAPH_WARMUP, ITERS, || {
         graph
             .launch()
             .map_err(|e| GpuError::Driver(format!("graph launch: {e}")))
@@ -117,12 +119,14 @@ pub fn time_graph_pdl<F: FnMut() -> Result<(), GpuError>>(
 
 /// Device-to-device copy of `bytes` bytes: (timing, GB/s counting read + write).
 pub fn copy_ceiling(g: &Gpu, bytes: usize) -> Result<(Timing, f64), GpuError> {
-    copy_kernel(g, bytes, "copy_v1", 8, 512, 0)
+    copy_kernel(g, bytes, "copy_v1", 8, 512, 0, false)
 }
 
 /// Times `bench_copy.cu`'s kernel `name` copying `bytes` (rounded down to 16) on `blocks_per_sm`
 /// x SMs blocks of `threads` with `smem` bytes of dynamic shared memory (<= 48 KiB); returns the
-/// timing and GB/s counting bytes read plus written.
+/// timing and GB/s counting bytes read plus written. `graph`: the per-launch time of a replayed
+/// graph of launches instead of one launch's (the floor of a small kernel's launch; `bytes` may
+/// be 0: an empty kernel).
 fn copy_kernel(
     g: &Gpu,
     bytes: usize,
@@ -130,19 +134,21 @@ fn copy_kernel(
     blocks_per_sm: u32,
     threads: u32,
     smem: u32,
+    graph: bool,
 ) -> Result<(Timing, f64), GpuError> {
     let n16 = bytes / 16;
     // Session 28's in-place probes (bench_copy.cu v8-v10) add 1 to every byte of `dst` in place.
     let inplace = COPY_INPLACE.contains(&name);
-    if inplace && !n16.is_multiple_of(1024) {
+    let bumped = name == COPY_BUMPED;
+    if (inplace || bumped) && !n16.is_multiple_of(16384) {
         return Err(GpuError::Unsupported(format!(
-            "{name}: in-place probe over {bytes} bytes: needs a multiple of 16 KiB"
+            "{name}: tiled probe over {bytes} bytes: needs a multiple of 256 KiB"
         )));
     }
     // (in place: a 16-byte source only for the kernels' common signature)
-    let sbytes = if inplace { 16 } else { n16 * 16 };
+    let sbytes = if inplace { 16 } else { (n16 * 16).max(16) };
     let src = g.alloc_raw::<u8>(sbytes)?;
-    let dst = g.alloc_raw::<u8>(n16 * 16)?;
+    let dst = g.alloc_raw::<u8>((n16 * 16).max(16))?;
     let (sp, _a) = src.device_ptr(&g.stream);
     let (dp, _b) = dst.device_ptr(&g.stream);
     let f = g.function("bench_copy", name)?;
@@ -152,12 +158,12 @@ fn copy_kernel(
     // the pattern, bumped once a launch).
     let dbyte = if inplace { 0x5Au8 } else { 0xA5u8 };
     let mut launches = 0usize;
-    for (p, v, len) in [(sp, 0x5Au8, sbytes), (dp, dbyte, n16 * 16)] {
+    for (p, v, len) in [(sp, 0x5Au8, sbytes), (dp, dbyte, (n16 * 16).max(16))] {
         // SAFETY: p is a live allocation of n16 * 16 bytes on this stream's context.
         unsafe { cudarc::driver::result::memset_d8_async(p, v, len, g.stream.cu_stream()) }
             .map_err(|e| GpuError::Driver(format!("{name}: memset: {e}")))?;
     }
-    let (t, _) = time_launch(g, false, || {
+    let (single, replay) = time_launch(g, graph, || {
         launches += 1;
         let mut a = g.stream.launch_builder(&f);
         a.arg(&sp).arg(&dp).arg(&n);
@@ -167,16 +173,36 @@ fn copy_kernel(
             .map(|_| ())
             .map_err(|e| GpuError::Driver(format!("{name}: {e}")))
     })?;
+    let t = match (graph, replay) {
+        (false, _) => single,
+        (true, Some(t)) => {
+            // the captured launches ran (GRAPH_WARMUP + ITERS) times each, not once
+            launches += (GRAPH_WARMUP + ITERS - 1) * GRAPH_LAUNCHES;
+            t
+        }
+        (true, None) => {
+            return Err(GpuError::Driver(format!(
+                "{name}: the graph capture gave no graph"
+            )))
+        }
+    };
     // The copy must have written every byte: the first, a middle and the last 4 KiB (the
     // kernels' tails) hold the source's pattern (in place: bumped once a launch).
     let want = if inplace {
         0x5Au8.wrapping_add((launches % 256) as u8)
+    } else if bumped {
+        0x5B
     } else {
         0x5A
     };
     let len = n16 * 16;
     let probe = 4096.min(len);
-    for start in [0, len / 2 / 16 * 16, len - probe] {
+    let starts = if len == 0 {
+        vec![]
+    } else {
+        vec![0, len / 2 / 16 * 16, len - probe]
+    };
+    for start in starts {
         let got = g
             .stream
             .clone_dtoh(&dst.slice(start..start + probe))
@@ -196,7 +222,16 @@ fn copy_kernel(
 /// The in-place probes of bench_copy.cu (session 28): every byte bumped in place, read and
 /// written where it lies as a state update does: grid-stride (v8), SSU v11's pattern of one
 /// contiguous range of 4 KiB chunks a warp (v9), whole 16 KiB tiles dealt round-robin (v10).
-const COPY_INPLACE: [&str; 3] = ["copy_v8", "copy_v9", "copy_v10"];
+/// Session 29's tile-size sweep of v10: v11 (4 KiB tiles), v12 (8 KiB), v13 (64 KiB), v14
+/// (256 KiB); v16 / v17 (v10 with a bulk L2 prefetch of each warp's tile one / two rounds
+/// ahead), all in place.
+const COPY_INPLACE: [&str; 9] = [
+    "copy_v8", "copy_v9", "copy_v10", "copy_v11", "copy_v12", "copy_v13", "copy_v14", "copy_v16",
+    "copy_v17",
+];
+
+/// copy_v15: v10's order reading a source and writing the destination bumped once (0x5B).
+const COPY_BUMPED: &str = "copy_v15";
 
 /// copy_v3's dynamic shared memory: 128 bytes of barriers and 5 stages of 8 KiB (COPY3_ST,
 /// COPY3_CH in bench_copy.cu).
@@ -229,14 +264,45 @@ pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json:
             ("copy_v9", 4, 128, 0),
             ("copy_v10", 4, 128, 0),
             ("copy_v9", 3, 128, 0),
+            // Session 29: v10's tile size and occupancy swept, and its order as a copy.
+            ("copy_v10", 2, 128, 0),
+            ("copy_v10", 5, 128, 0),
+            ("copy_v10", 4, 256, 0),
+            ("copy_v11", 4, 128, 0),
+            ("copy_v12", 4, 128, 0),
+            ("copy_v13", 4, 128, 0),
+            ("copy_v14", 4, 128, 0),
+            ("copy_v15", 4, 128, 0),
+            ("copy_v15", 5, 128, 0),
+            ("copy_v16", 4, 128, 0),
+            ("copy_v17", 4, 128, 0),
         ]);
     }
     for (name, bps, threads, smem) in kernels {
-        out.push(match copy_kernel(g, bytes, name, bps, threads, smem) {
-            Ok((t, gbs)) => json!({"kernel": name, "blocks_per_sm": bps, "threads": threads,
+        out.push(
+            match copy_kernel(g, bytes, name, bps, threads, smem, false) {
+                Ok((t, gbs)) => json!({"kernel": name, "blocks_per_sm": bps, "threads": threads,
                                    "time": timing_json(&t), "gb_per_s": gbs}),
-            Err(e) => json!({"kernel": name, "blocks_per_sm": bps, "error": e.to_string()}),
-        });
+                Err(e) => json!({"kernel": name, "blocks_per_sm": bps, "error": e.to_string()}),
+            },
+        );
+    }
+    if with_v3 {
+        // Session 29: launch floors in a graph (per launch of a replayed graph of 20): an empty
+        // kernel (copy_v1 over 0 bytes) on SSU v11's batch-1 grid, v10 in place over batch 1's
+        // 2 MiB state (L2-resident across the launches: a floor, not DRAM) and over 128 MiB
+        // (batch 64's state).
+        for (name, b, bps) in [
+            ("copy_v1", 0usize, 4u32),
+            ("copy_v10", 2 << 20, 4),
+            ("copy_v10", 128 << 20, 4),
+        ] {
+            out.push(match copy_kernel(g, b, name, bps, 128, 0, true) {
+                Ok((t, gbs)) => json!({"kernel": name, "graph": true, "bytes": b,
+                    "blocks_per_sm": bps, "threads": 128, "time": timing_json(&t), "gb_per_s": gbs}),
+                Err(e) => json!({"kernel": name, "graph": true, "bytes": b, "error": e.to_string()}),
+            });
+        }
     }
     let n = bytes / 16 * 16;
     let src = g.alloc_raw::<u8>(n)?;

@@ -1050,11 +1050,16 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
 /// run only the cases on those kernels, so `ncu -c 1` on one of them costs seconds and a repeat
 /// of a few forms does not pay for the whole preset. A filter that names none of a preset's
 /// kernels is an error, not an empty result.
-struct SsuOnly(Option<String>);
+/// `DUET_SSU_BATCH=1,64` (batch sizes) likewise keeps the cases at those batches (a profiler's
+/// `-c 1` then sees, e.g., the batch-1 launch first).
+struct SsuOnly(Option<String>, Option<String>);
 
 impl SsuOnly {
     fn from_env() -> Self {
-        SsuOnly(std::env::var("DUET_SSU_ONLY").ok())
+        SsuOnly(
+            std::env::var("DUET_SSU_ONLY").ok(),
+            std::env::var("DUET_SSU_BATCH").ok(),
+        )
     }
 
     fn keeps(&self, version: &str, state_dt: DType, sr: bool) -> bool {
@@ -1064,6 +1069,12 @@ impl SsuOnly {
             .is_none_or(|only| only.split(',').any(|k| k.trim() == kernel))
     }
 
+    fn keeps_batch(&self, batch: usize) -> bool {
+        self.1
+            .as_ref()
+            .is_none_or(|only| only.split(',').any(|b| b.trim() == batch.to_string()))
+    }
+
     fn finish(
         &self,
         preset: &str,
@@ -1071,8 +1082,9 @@ impl SsuOnly {
     ) -> Result<serde_json::Value, GpuError> {
         if v.is_empty() {
             return Err(GpuError::Unsupported(format!(
-                "bench preset {preset}: DUET_SSU_ONLY={} names none of its kernels",
-                self.0.clone().unwrap_or_default()
+                "bench preset {preset}: DUET_SSU_ONLY={} / DUET_SSU_BATCH={} keep none of its cases",
+                self.0.clone().unwrap_or_default(),
+                self.1.clone().unwrap_or_default()
             )));
         }
         Ok(serde_json::json!({"op": OP, "versions": v}))
@@ -1110,7 +1122,7 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     }
     let mut v = vec![];
     for (batch, dt, version, per_head, rounds) in runs {
-        if only.keeps(version, dt, rounds > 0) {
+        if only.keeps(version, dt, rounds > 0) && only.keeps_batch(batch) {
             v.push(bench_super_version_sr(
                 g, batch, dt, version, per_head, rounds,
             )?);
@@ -1131,7 +1143,7 @@ pub fn bench_v11_b256(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     runs.push((DType::F32, "v11"));
     let mut v = vec![];
     for (dt, version) in runs {
-        if only.keeps(version, dt, false) {
+        if only.keeps(version, dt, false) && only.keeps_batch(256) {
             v.push(bench_super_version(g, 256, dt, version, true)?);
         }
     }
