@@ -1264,7 +1264,9 @@ SSU7_ENTRY_T(ssu_v9_i16, ST_I16, false, 4, true, 16)
 // an equal contiguous share of the chunks left over (no warp has more than one chunk more than
 // another). Session 28's in-place probes: bumping 1 GiB in place with whole 16 KiB tiles dealt
 // round-robin ran 542.5 us, with v11's contiguous ranges 559.1 (copy_v10 / copy_v9,
-// bench_copy.cu). The walk's tiles are numbered s = 0, 1, ... (the heads table's index).
+// bench_copy.cu). Session 29: groups of G = IL consecutive tiles may be dealt together (round
+// r: tiles (r * nw + w) G .. + G - 1; R then a multiple of G). The walk's tiles are numbered
+// s = 0, 1, ... (the heads table's index).
 // a / b for 0 <= a, 0 < b: the 32-bit division when both fit (ptxas's 64-bit one is a call).
 // Only in the heads fill: in ssu11_tile the two paths cost the c4 / c8 register forms an 8-byte
 // spill, in the walk v11_bf16 a 4-byte one.
@@ -1272,13 +1274,16 @@ __device__ __forceinline__ i64 ssu11_div(i64 a, i64 b) {
     return ((u64)a | (u64)b) >> 31 == 0 ? (i64)((u32)a / (u32)b) : a / b;
 }
 struct Ssu11Walk {
-    i64 nw, w, R, tb0, nseq, count;  // tb0: first tile of the contiguous part; nseq: tiles walked
-    int cpt, kb0;                    // kb0: first chunk (of tile tb0) of the contiguous part
-    __device__ __forceinline__ Ssu11Walk(i64 tiles, int cpt_, i64 nw_, i64 w_, bool il) {
+    i64 nw, w, R, tb0, nseq, count, jump;  // jump: tile step from a group's last tile to the next group
+    int cpt, kb0, gl;  // kb0: first chunk (of tile tb0) of the contiguous part; gl: log2 of the group
+    // il: tiles dealt together (a power of two <= 16; 0: no round-robin part).
+    __device__ __forceinline__ Ssu11Walk(i64 tiles, int cpt_, i64 nw_, i64 w_, int il) {
         nw = nw_;
         w = w_;
         cpt = cpt_;
-        R = il ? tiles / nw : 0;
+        gl = il >= 16 ? 4 : il >= 8 ? 3 : il >= 4 ? 2 : il >= 2 ? 1 : 0;
+        R = il > 0 ? (tiles / (nw << gl)) << gl : 0;
+        jump = (nw - 1) * ((i64)1 << gl) + 1;
         const i64 base = R * nw * cpt, rest = tiles * cpt - base;
         const i64 c0 = base + rest * w / nw, c1 = base + rest * (w + 1) / nw;
         tb0 = c0 / cpt;
@@ -1286,7 +1291,9 @@ struct Ssu11Walk {
         count = R * cpt + (c1 - c0);
         nseq = R + (c1 > c0 ? (c1 - 1) / cpt - tb0 + 1 : 0);
     }
-    __device__ __forceinline__ i64 tile(i64 s) const { return s < R ? s * nw + w : tb0 + (s - R); }
+    __device__ __forceinline__ i64 tile(i64 s) const {
+        return s < R ? ((((s >> gl) * nw + w) << gl) | (s & ((1 << gl) - 1))) : tb0 + (s - R);
+    }
 };
 // A chunk's place in the walk: tile t (walk tile s), chunk k of the tile, stepped one chunk at a
 // time with no division (session 27: v11 divided 64-bit indices about four times a chunk,
@@ -1304,7 +1311,7 @@ struct Ssu11Pos {
             k = 0;
             ++s;
             if (s < W.R) {
-                t += W.nw;
+                t += (s & ((1 << W.gl) - 1)) == 0 ? W.jump : 1;
             } else if (s == W.R) {
                 t = W.tb0;
                 k = W.kb0;
@@ -1621,7 +1628,7 @@ __device__ __forceinline__ void ssu11_chunk(const SsuParams& p, const Ssu11Tile<
     }
 }
 
-template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL, int STAGES, bool IL>
+template <int ST, bool SR, int CH, bool HOIST, bool OUTV, bool ROLL, int STAGES, int IL>
 __device__ __forceinline__ void ssu_v11_body(const SsuParams& p, const float* __restrict__ x,
                                              const float* __restrict__ dt, const float* __restrict__ A,
                                              const float* __restrict__ B, const float* __restrict__ C,
@@ -1803,6 +1810,10 @@ SSU11_ENTRY_RS(ssu_x11_bf16_c8_m3_s3, ST_BF16, false, 8, 3, false, 3)
 // Session 28: the interleaved walk (Ssu11Walk: whole tiles round-robin over the warps first).
 SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_s3_i, ST_BF16, false, 8, 3, false, 3, true)
 SSU11_ENTRY_RSI(ssu_x11_bf16_c4_m4_s4_i, ST_BF16, false, 4, 4, false, 4, true)
+// Session 29: groups of G consecutive tiles dealt round-robin (IL = G; G = 1 is `_i`): c8_m3_s3
+// with 64 KiB (g4) and 256 KiB (g16) groups, after copy_v13 / v14's tile-size sweep.
+SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_s3_g4, ST_BF16, false, 8, 3, false, 3, 4)
+SSU11_ENTRY_RSI(ssu_x11_bf16_c8_m3_s3_g16, ST_BF16, false, 8, 3, false, 3, 16)
 // (call 2 also had c8_m3_i, the register c8 form walked interleaved: 296.7 / 297.2 us at batch
 // 256, 78.2 at 64; it is v11 itself since.)
 

@@ -578,6 +578,51 @@ fn ssu_v11_interleaved_walk_bit_exact() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
+/// Session 29's grouped walks (`_g4`, `_g16`: groups of 4 / 16 consecutive tiles dealt
+/// round-robin) next to `_i` (groups of 1), bf16: 208 x 128 = 26,624 tiles of one chunk (dim 16)
+/// are more than 16 x the 1,584 warps of the c8_m3_s3 forms on the H200 (132 SMs x 3 blocks x 4
+/// warps), so every form walks at least one round of groups and then the contiguous rest.
+#[test]
+#[ignore = "gpu"]
+fn ssu_v11_grouped_walk_bit_exact() {
+    let mut r = Rng::new(2929);
+    let s = Shape {
+        batch: 208,
+        slots: 211,
+        nheads: 128,
+        dim: 16,
+        dstate: 128,
+        ngroups: 8,
+    };
+    let mut inp = inputs(&mut r, &s, DType::BF16, true, true);
+    inp.insert(
+        "dt".into(),
+        r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
+    );
+    inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
+    inp.insert(
+        "dt_bias".into(),
+        r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32),
+    );
+    let sets = common::sets(&[("dt_softplus", "true".to_string())]);
+    let mut fails = vec![];
+    let versions = [
+        "x11_bf16_c8_m3_s3_i",
+        "x11_bf16_c8_m3_s3_g4",
+        "x11_bf16_c8_m3_s3_g16",
+    ];
+    for v in versions {
+        let name = format!("grouped walk {v}: b208 h128 d16 bf16");
+        diff_into(&mut fails, v, &name, &inp, &sets, DType::BF16);
+    }
+    eprintln!(
+        "{} grouped-walk runs, {} failed",
+        versions.len(),
+        fails.len()
+    );
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
 /// The sweep variants of `duet bench --shape ssu_sweep_*` (rows per thread x early loads x
 /// streaming hints): bf16 state bit-exact with the reference on random shapes, partial row
 /// tiles, pad rows and both pad modes, before their timings mean anything.

@@ -29,8 +29,8 @@ pub const VERSIONS: &[&str] = &[
 
 /// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
 /// of ptxas>[_r: rolling reloads][_s<stages>: the loads staged in shared memory through
-/// cp.async][_i: whole tiles dealt round-robin over the warps first (session 28's walk)]`; v11
-/// itself is c8 / m3.
+/// cp.async][_i: whole tiles dealt round-robin over the warps first (session 28's walk)][_g<G>:
+/// groups of G consecutive tiles dealt round-robin (session 29)]`; v11 itself is c8 / m3.
 pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c4_m4",
     "x11_bf16_c2_m4",
@@ -40,6 +40,8 @@ pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c8_m3_s3",
     "x11_bf16_c8_m3_s3_i",
     "x11_bf16_c4_m4_s4_i",
+    "x11_bf16_c8_m3_s3_g4",
+    "x11_bf16_c8_m3_s3_g16",
 ];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
@@ -1423,6 +1425,8 @@ mod ssu7_plan_tests {
             ("x11_bf16_c8_m3_s3", DType::BF16, 16),
             ("x11_bf16_c8_m3_s3_i", DType::BF16, 16),
             ("x11_bf16_c4_m4_s4_i", DType::BF16, 8),
+            ("x11_bf16_c8_m3_s3_g4", DType::BF16, 16),
+            ("x11_bf16_c8_m3_s3_g16", DType::BF16, 16),
         ];
         for (v, dt, rpc) in cases {
             assert_eq!(v11_rows_per_chunk(v, dt), rpc, "{v} {dt:?}");
@@ -1440,6 +1444,7 @@ mod ssu7_plan_tests {
         assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3"), Some(3));
         assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3_i"), Some(3));
         assert_eq!(super::v11_stages("x11_bf16_c4_m4_s4_i"), Some(4));
+        assert_eq!(super::v11_stages("x11_bf16_c8_m3_s3_g16"), Some(3));
         assert_eq!(super::v11_stages("x11_bf16_c4_m4_i"), None);
         assert_eq!(super::v11_stages("x11_bf16_c2_m4_r"), None);
         assert_eq!(super::v11_stages("v11"), None);
