@@ -267,7 +267,6 @@ pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json:
             // Session 29: v10's tile size and occupancy swept, and its order as a copy.
             ("copy_v10", 2, 128, 0),
             ("copy_v10", 5, 128, 0),
-            ("copy_v10", 4, 256, 0),
             ("copy_v11", 4, 128, 0),
             ("copy_v12", 4, 128, 0),
             ("copy_v13", 4, 128, 0),
@@ -291,11 +290,14 @@ pub fn copy_variants(g: &Gpu, bytes: usize, with_v3: bool) -> Result<serde_json:
         // Session 29: launch floors in a graph (per launch of a replayed graph of 20): an empty
         // kernel (copy_v1 over 0 bytes) on SSU v11's batch-1 grid, v10 in place over batch 1's
         // 2 MiB state (L2-resident across the launches: a floor, not DRAM) and over 128 MiB
-        // (batch 64's state).
+        // (batch 64's state); v11 (4 KiB tiles: one chunk a warp over 512 warps at 2 MiB) the
+        // same.
         for (name, b, bps) in [
             ("copy_v1", 0usize, 4u32),
             ("copy_v10", 2 << 20, 4),
+            ("copy_v11", 2 << 20, 4),
             ("copy_v10", 128 << 20, 4),
+            ("copy_v11", 128 << 20, 4),
         ] {
             out.push(match copy_kernel(g, b, name, bps, 128, 0, true) {
                 Ok((t, gbs)) => json!({"kernel": name, "graph": true, "bytes": b,

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# Session 29, call 2 (DEVBIN_KCACHE="moe"; carry duet): issue 10 at T = 1 (39.6 us vs 25; the
-# weights of 22 experts, ~68 MB, take ~17.5 us at duet's copy speed): ncu --set full on both
-# GEMMs of auto's R form (r8p4: GEMM1 _ff_q, K = 1024, 924 blocks; GEMM2 _ff_o, K = 2688, 352
-# blocks), then the moe_t1 preset twice (v2, v3 / v4's pick).
+# Session 29, call 2 (DEVBIN_KCACHE="selective_state_update bench_copy"; carry duet, gpu_ssu):
+#   1. the SSU presets with graph replay at every batch (the issue's method; call 1's ncu had
+#      x11_bf16_c8_m3_s3_i at 282.5 us against its single launch's 294): ssu_v11 on auto's picks
+#      (c8_m3_s3_i, v11 for bf16 / f32 / f16), twice;
+#   2. ncu of v11 at batch 1 with warm caches (--cache-control none; call 1's cold-cache run:
+#      6.46 us), the warp stall reasons (raw page).
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
-export DUET_MOE_VERSIONS=v3
-run ncu-moe-t1 200 "$ncu" --clock-control none -k "regex:^moe_gemm_r8p4_ff_" -s 2 -c 2 --set full \
-    --import-source no --csv --page details "$B/duet" bench --backend gpu --no-resources \
-    --shape moe_t1 --out /tmp/ncu_bench.json
+export DUET_SSU_ONLY=ssu_x11_bf16_c8_m3_s3_i,ssu_v11_bf16,ssu_v11_f32,ssu_v11_f16,ssu_v9_bf16
 for i in 1 2; do
-    run "bench-moe-t1-$i" 120 "$B/duet" bench --backend gpu --no-resources --shape moe_t1 \
-        --out "$OUT/bench_moe_t1_$i.json"
+    run "bench-ssu-v11-$i" 200 "$B/duet" bench --backend gpu --no-resources --shape ssu_v11 \
+        --out "$OUT/bench_ssu_v11_$i.json"
 done
-unset DUET_MOE_VERSIONS
+export DUET_SSU_ONLY=ssu_v11_bf16 DUET_SSU_BATCH=1
+run ncu-v11-b1-warm 150 "$ncu" --clock-control none --cache-control none -k "regex:^ssu_v11_bf16$" -s 5 -c 1 \
+    --section SpeedOfLight --section WarpStateStats --section LaunchStats --section SchedulerStats \
+    --page raw --csv "$B/duet" bench --backend gpu --no-resources --shape ssu_v11 --out /tmp/ncu_bench.json
+unset DUET_SSU_ONLY DUET_SSU_BATCH
+# The copy probes again (kcache bench_copy), with copy_v11's graph floors at 2 / 128 MiB.
+run bench-copy 100 "$B/duet" bench --backend gpu --no-resources --shape copy --out "$OUT/bench_copy.json"
 pack

@@ -1034,7 +1034,8 @@ pub(crate) fn launch_shape(
 /// Benchmark at the Super shape (nheads 128, dim 64, dstate 128, ngroups 8; f32 small operands,
 /// D, z, dt_bias, softplus): the state cache holds enough slots that consecutive launches walk
 /// over >= 256 MB of state (each launch updates a different window of `batch` slots), so the
-/// L2 never holds the state; CUDA-graph replay for the small batches. Bytes counted: state read
+/// L2 never holds the state; single launches and CUDA-graph replay (every batch since session
+/// 29). Bytes counted: state read
 /// + write, plus x, z, out, dt, B, C.
 pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json::Value, GpuError> {
     let mut v = vec![];
@@ -1367,15 +1368,14 @@ fn bench_super_version_sr(
             .map(|_| ())
             .map_err(drv)
     };
-    let (single, graph) = crate::bench::time_launch(g, batch <= 64, &mut launch)?;
+    // Graph replay at every batch (session 29; before, batch <= 64 only): the targets
+    // are graph replays over rotating state buffers, and at batch 256 a single event-timed
+    // launch carries ~10 us of launch overhead (ncu: x11_bf16_c8_m3_s3_i runs 282.5 us, its
+    // single launch 294).
+    let (single, graph) = crate::bench::time_launch(g, true, &mut launch)?;
     // Graph replay with programmatic edges (the decode engine's `--engine-pdl`): the launch of
-    // one update overlaps the end of the one before it. Batch <= 64 (where launch latency is a
-    // visible part of the time); absent when the kernel is not PDL-safe.
-    let pdl = if batch <= 64 {
-        crate::bench::time_graph_pdl(g, &mut launch)?
-    } else {
-        None
-    };
+    // one update overlaps the end of the one before it; absent when the kernel is not PDL-safe.
+    let pdl = crate::bench::time_graph_pdl(g, &mut launch)?;
     let (copy, copy_gbs) = crate::bench::copy_ceiling(g, 1 << 30)?;
     // int16: + the rows' decode scales, read and written.
     let scale_bytes = if state_dt == DType::I16 {
