@@ -1112,7 +1112,9 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     for version in ["v9", "v11", "x11_bf16_c8_m3_s3_i"] {
         runs.push((256, DType::BF16, version, false, 0));
     }
-    for version in ["v10", "v11"] {
+    // (session 29: the c4 / c2 register forms at batch 1: 2 / 4 times v11's chunks, so 1,024 /
+    // 2,048 warps share the 128 tiles instead of 512)
+    for version in ["v10", "v11", "x11_bf16_c4_m4", "x11_bf16_c2_m4"] {
         runs.push((1, DType::BF16, version, true, 0));
     }
     for version in ["v8", "v11"] {
