@@ -118,6 +118,22 @@ fn env_versions(var: &str, known: &[&str]) -> Option<Vec<String>> {
     Some(only)
 }
 
+/// The walk tests' inputs: random state / x / B / C / z with pad slots, dt / D / dt_bias per
+/// head (the Super decode's layout, so v11 hoists the heads' values).
+fn walk_inputs(r: &mut Rng, s: &Shape, state_dt: DType) -> TensorMap {
+    let mut inp = inputs(r, s, state_dt, true, true);
+    inp.insert(
+        "dt".into(),
+        r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
+    );
+    inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
+    inp.insert(
+        "dt_bias".into(),
+        r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32),
+    );
+    inp
+}
+
 /// `common::diff` of one version against the reference with `tol(state_dt)`; a failure's report
 /// goes into `fails` (the tests report every failing case, not the first).
 fn diff_into(
@@ -547,16 +563,7 @@ fn ssu_v11_interleaved_walk_bit_exact() {
         (DType::F16, false),
         (DType::F16, true),
     ] {
-        let mut inp = inputs(&mut r, &s, state_dt, true, true);
-        inp.insert(
-            "dt".into(),
-            r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
-        );
-        inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
-        inp.insert(
-            "dt_bias".into(),
-            r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32),
-        );
+        let inp = walk_inputs(&mut r, &s, state_dt);
         let mut sets = vec![("dt_softplus", "true".to_string())];
         if sr {
             sets.push(("rounding", "stochastic".into()));
@@ -594,16 +601,7 @@ fn ssu_v11_grouped_walk_bit_exact() {
         dstate: 128,
         ngroups: 8,
     };
-    let mut inp = inputs(&mut r, &s, DType::BF16, true, true);
-    inp.insert(
-        "dt".into(),
-        r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
-    );
-    inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
-    inp.insert(
-        "dt_bias".into(),
-        r.uniform_tensor(&[s.nheads], -2.0, 0.5, DType::F32),
-    );
+    let inp = walk_inputs(&mut r, &s, DType::BF16);
     let sets = common::sets(&[("dt_softplus", "true".to_string())]);
     let mut fails = vec![];
     let versions = [

@@ -21,4 +21,7 @@ run ncu-v11-b1-warm 150 "$ncu" --clock-control none --cache-control none -k "reg
 unset DUET_SSU_ONLY DUET_SSU_BATCH
 # The copy probes again (kcache bench_copy), with copy_v11's graph floors at 2 / 128 MiB.
 run bench-copy 100 "$B/duet" bench --backend gpu --no-resources --shape copy --out "$OUT/bench_copy.json"
+# The walk tests again after their inputs moved into one helper (walk_inputs; same draws).
+run tests-walk 150 "$B/tests/gpu_ssu" --ignored --test-threads=1 ssu_v11_interleaved_walk_bit_exact \
+    ssu_v11_grouped_walk_bit_exact ssu_v11_bit_exact
 pack
