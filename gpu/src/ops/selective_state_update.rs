@@ -163,11 +163,19 @@ pub struct AutoShape {
 /// An f32 state on v11 interleaved: 563.6 / 563.6 us (98.5% of copy) against v8's 605.8 /
 /// 604.8; f16 with round-to-nearest and dt per head on v11: 295.4 / 294.9 against v9's 338.1 /
 /// 339.4.
+///
+/// Session 29 (call 2, `duet bench --shape ssu_v11` twice, graph replay at every batch,
+/// docs/measurements/h200_session29_call2_*): below 4 tiles an SM (batch 1), a bf16 state with
+/// round-to-nearest and dt per head on x11_bf16_c4_m4 (chunks of 8 rows: 1,024 warps share the
+/// 128 tiles instead of v11's 512): 4.54 / 4.56 us against v11's 4.70 / 4.72 and c2_m4's 4.70 /
+/// 4.73 (programmatic edges: 4.23 / 4.29 against 4.41 / 4.42). Batch 256 as a graph: c8_m3_s3_i
+/// 287.1 / 287.1 us, v11 290.6 / 290.9.
 pub fn auto_version(s: &AutoShape) -> &'static str {
     let layout_ok = v3_ok(s.dstate, s.state).is_none();
     let tiles = (s.batch * s.nheads) as u64;
     let v11 = v11_ok("v11", s.dim, s.dstate, s.state).is_none();
     let c8s3i = v11_ok("x11_bf16_c8_m3_s3_i", s.dim, s.dstate, s.state).is_none();
+    let c4 = v11_ok("x11_bf16_c4_m4", s.dim, s.dstate, s.state).is_none();
     if !layout_ok {
         return "v1";
     }
@@ -187,6 +195,8 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
         } else {
             "v8"
         }
+    } else if s.state == DType::BF16 && !s.sr && !s.dt_per_dim && c4 {
+        "x11_bf16_c4_m4"
     } else if s.state == DType::BF16 && !s.sr && !s.dt_per_dim && v11 {
         "v11"
     } else {
@@ -1500,7 +1510,7 @@ mod ssu7_plan_tests {
         assert_eq!(auto_version(&sup(256, DType::F32)), "v11");
         assert_eq!(auto_version(&sup(256, DType::BF16)), "x11_bf16_c8_m3_s3_i");
         assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c8_m3_s3_i");
-        assert_eq!(auto_version(&sup(1, DType::BF16)), "v11");
+        assert_eq!(auto_version(&sup(1, DType::BF16)), "x11_bf16_c4_m4");
         assert_eq!(auto_version(&sup(1, DType::F32)), "v10");
         assert_eq!(auto_version(&sup(256, DType::F16)), "v11");
         assert_eq!(auto_version(&sup(256, DType::I16)), "v9");
