@@ -146,9 +146,11 @@ fn copy_kernel(
         )));
     }
     // (in place: a 16-byte source only for the kernels' common signature)
-    let sbytes = if inplace { 16 } else { (n16 * 16).max(16) };
+    // (at least 16 bytes each: `bytes` may be 0)
+    let dbytes = (n16 * 16).max(16);
+    let sbytes = if inplace { 16 } else { dbytes };
     let src = g.alloc_raw::<u8>(sbytes)?;
-    let dst = g.alloc_raw::<u8>((n16 * 16).max(16))?;
+    let dst = g.alloc_raw::<u8>(dbytes)?;
     let (sp, _a) = src.device_ptr(&g.stream);
     let (dp, _b) = dst.device_ptr(&g.stream);
     let f = g.function("bench_copy", name)?;
@@ -158,7 +160,7 @@ fn copy_kernel(
     // the pattern, bumped once a launch).
     let dbyte = if inplace { 0x5Au8 } else { 0xA5u8 };
     let mut launches = 0usize;
-    for (p, v, len) in [(sp, 0x5Au8, sbytes), (dp, dbyte, (n16 * 16).max(16))] {
+    for (p, v, len) in [(sp, 0x5Au8, sbytes), (dp, dbyte, dbytes)] {
         // SAFETY: p is a live allocation of n16 * 16 bytes on this stream's context.
         unsafe { cudarc::driver::result::memset_d8_async(p, v, len, g.stream.cu_stream()) }
             .map_err(|e| GpuError::Driver(format!("{name}: memset: {e}")))?;
