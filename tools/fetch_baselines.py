@@ -10,6 +10,11 @@ What it takes, pinned by version and sha256 (PyPI):
   built here): empty ones stand in, so that `mamba_ssm.ops.triton.selective_state_update`
   and `mamba_ssm.ops.triton.ssd_combined` import with torch and triton alone.
 - einops 0.8.2 (wheel), which those files import.
+- flashinfer-python 0.7.4 (wheel, 101 MB): only the headers of its Mamba state update
+  (`flashinfer/data/include/flashinfer/mamba/*` and the three headers they include:
+  `utils.cuh`, `vec_dtypes.cuh`, `exception.h`), into `.baselines/flashinfer/include`.
+  `tools/flashinfer_ssu/ssu_bench.cu` (duet's harness) includes them and calls
+  `invokeSelectiveStateUpdate`; nvcc builds it (`tools/flashinfer_ssu/build.sh`).
 
 None of it becomes duet's code: `tools/triton_side_by_side.py` only calls it to time it.
 
@@ -33,7 +38,14 @@ FILES = [
     ("einops-0.8.2-py3-none-any.whl",
      "https://files.pythonhosted.org/packages/2a/09/f8d8f8f31e4483c10a906437b4ce31bdf3d6d417b73fe33f1a8b59e34228/einops-0.8.2-py3-none-any.whl",
      "54058201ac7087911181bfec4af6091bb59380360f069276601256a76af08193"),
+    ("flashinfer_python-0.7.4-py3-none-any.whl",
+     "https://files.pythonhosted.org/packages/7e/22/c96155b9959c0fb37ce179c7b1053552c170ab875bbbfc75406c9024c36f/flashinfer_python-0.7.4-py3-none-any.whl",
+     "a051a62e09a2738e8b0de47a1944fd2f0f3eff01b728b662141ea660cb09dd32"),
 ]
+# The flashinfer wheel's headers taken: prefix in the wheel, then the files or folders below it.
+FI_PREFIX = "flashinfer/data/include/"
+FI_TAKE = ["flashinfer/utils.cuh", "flashinfer/vec_dtypes.cuh", "flashinfer/exception.h",
+           "flashinfer/mamba/"]
 # The sdist's files taken (below its top folder), as prefix and suffix.
 TAKE = [("mamba_ssm/ops/triton/", ".py"), ("mamba_ssm/utils/", ".py")]
 # Stand-in (empty) package files.
@@ -73,8 +85,13 @@ def main():
         else:
             with zipfile.ZipFile(io.BytesIO(data)) as z:
                 for n in z.namelist():
+                    dst = None
                     if n.startswith("einops/"):
                         dst = os.path.join(tmp, n)
+                    elif n.startswith(FI_PREFIX) and any(
+                            n[len(FI_PREFIX):].startswith(f) for f in FI_TAKE):
+                        dst = os.path.join(tmp, "flashinfer", "include", n[len(FI_PREFIX):])
+                    if dst is not None and not n.endswith("/"):
                         os.makedirs(os.path.dirname(dst), exist_ok=True)
                         with open(dst, "wb") as o:
                             o.write(z.read(n))
