@@ -452,6 +452,7 @@ fn ssu_v11_bit_exact() {
     // v9 then does not run either). A name that is not v11 or a sweep form fails.
     let known: Vec<&str> = std::iter::once("v11")
         .chain(V11_SWEEP.iter().copied())
+        .chain(XB.iter().copied())
         .collect();
     let only = env_versions("DUET_SSU_V11_VERSIONS", &known);
     let mut r = Rng::new(1111);
@@ -513,13 +514,15 @@ fn ssu_v11_bit_exact() {
             sets.push(("philox_rounds", ["10", "5", "7"][i % 3].into()));
         }
         let sets = common::sets(&sets);
-        let mut versions = vec!["v9", "v11"];
+        let mut versions = vec!["v9", "v11", "v11_xb"];
         if state_dt == DType::BF16 {
             versions.extend(V11_SWEEP.iter().copied());
+            versions.extend(XB[1..].iter().copied());
         }
         versions.retain(|v| only.as_ref().is_none_or(|o| o.iter().any(|x| x == v)));
         for v in versions {
-            if v != "v9" && v11_ok(v, s.dim, s.dstate, state_dt).is_some() {
+            let base = v.strip_suffix("_xb").unwrap_or(v);
+            if v != "v9" && v11_ok(base, s.dim, s.dstate, state_dt).is_some() {
                 continue;
             }
             n += (v != "v9") as usize;
@@ -535,6 +538,15 @@ fn ssu_v11_bit_exact() {
     assert!(n >= want, "v11 ran only {n} cases");
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
+
+/// The bf16 small-operand forms (session 30: x, B, C, z and out read and written as bf16), run by
+/// name; the inputs draw x / B / C / z in bf16, so they apply. "v11_xb" first (every state type).
+const XB: [&str; 4] = [
+    "v11_xb",
+    "x11_bf16_c4_m4_xb",
+    "x11_bf16_c8_m3_s3_i_xb",
+    "x11_bf16_c8_m3_s3_i_b_xb",
+];
 
 /// Session 28's interleaved walk (v11 and the `_i` forms: whole tiles dealt round-robin over the
 /// warps for tiles / warps rounds, then an equal contiguous share of the rest) only leaves the
@@ -570,9 +582,10 @@ fn ssu_v11_interleaved_walk_bit_exact() {
             sets.push(("seed", "2828".into()));
         }
         let sets = common::sets(&sets);
-        let mut versions = vec!["v11"];
+        let mut versions = vec!["v11", "v11_xb"];
         if state_dt == DType::BF16 {
             versions.extend(V11_SWEEP.iter().copied());
+            versions.extend(XB[1..].iter().copied());
         }
         for v in versions {
             n += 1;
@@ -581,7 +594,7 @@ fn ssu_v11_interleaved_walk_bit_exact() {
         }
     }
     eprintln!("{n} interleaved-walk runs, {} failed", fails.len());
-    assert!(n >= 4 + V11_SWEEP.len());
+    assert!(n >= 8 + V11_SWEEP.len() + XB.len() - 1);
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 

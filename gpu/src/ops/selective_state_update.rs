@@ -31,6 +31,70 @@ pub const VERSIONS: &[&str] = &[
 /// of ptxas>[_r: rolling reloads][_s<stages>: the loads staged in shared memory through
 /// cp.async][_i: whole tiles dealt round-robin over the warps first (session 28's walk)][_g<G>:
 /// groups of G consecutive tiles dealt round-robin (session 29)]`; v11 itself is c8 / m3.
+/// The v11 kernels (`ssu_<name>`) that also come in a bf16 small-operand form `ssu_<name>_xb`
+/// (session 30): x, B, C, z and `out` in bf16, as Nemotron's mixer passes them and as the issue's
+/// speed targets state the shape, instead of f32 copies (half of those bytes). The same f32
+/// values reach the arithmetic, so the same bits. Versions `<v11 form>_xb` (`v11_xb`,
+/// `x11_bf16_c4_m4_xb`, ...) run them by name when x is bf16 and every x, B, C, z value is a
+/// bf16 value; `auto` takes them where they measured faster ([`auto_small_bf16`]); the bench
+/// times `<version>_xb`.
+pub const V11_XB: &[&str] = &[
+    "v11_f32",
+    "v11_bf16",
+    "v11_f16",
+    "v11_f16_sr",
+    "x11_bf16_c4_m4",
+    "x11_bf16_c8_m3_s3_i",
+    "x11_bf16_c8_m3_s3_i_b",
+];
+
+/// The v11 form of a `<form>_xb` version name (None: not one).
+fn xb_base(version: &str) -> Option<&str> {
+    version.strip_suffix("_xb").filter(|b| is_v11(b))
+}
+
+/// Whether `auto` runs its v11 kernel's bf16 small-operand form for bf16 inputs. Session 30 call
+/// 2 (graph replay, two runs, Super shape): faster with dt / D / dt_bias per head at 4 tiles an
+/// SM and more (bf16 state batch 256 284.2-284.3 vs 287.7-287.8 us, batch 64 76.0-76.1 vs
+/// 76.7; f32 state batch 256 554.5-555.4 vs 561.1-561.6), slower per dim (batch 256 303.3-304.1
+/// vs 298.7-299.0) and at batch 1 (c4_m4 4.68-4.72 vs 4.58-4.60).
+pub fn auto_small_bf16(s: &AutoShape, bias_per_dim: bool) -> bool {
+    !s.dt_per_dim && !bias_per_dim && (s.batch * s.nheads) as u64 >= 4 * s.sm_count
+}
+
+/// Whether the bf16 small-operand kernels apply to these inputs: x is bf16 (so `out` is) and x,
+/// B, C and z hold only bf16 values (bit for bit, NaNs included).
+fn xb_inputs(parsed: &reference::ops::selective_state_update::Parsed) -> bool {
+    use reference::num::bf16::{bf16_bits_to_f32, f32_to_bf16_bits};
+    let exact = |v: &[f32]| {
+        v.iter()
+            .all(|&f| bf16_bits_to_f32(f32_to_bf16_bits(f)).to_bits() == f.to_bits())
+    };
+    parsed.x_dtype == DType::BF16
+        && exact(&parsed.x)
+        && exact(&parsed.b)
+        && exact(&parsed.c)
+        && parsed.z.as_deref().is_none_or(exact)
+}
+
+/// x, B, C, z uploaded as bf16 (the `_xb` kernels; [`xb_inputs`] holds them exact), the rest as
+/// [`upload_operands`] does.
+fn upload_operands_xb(
+    g: &Gpu,
+    parsed: &reference::ops::selective_state_update::Parsed,
+) -> Result<Operands, GpuError> {
+    let mut o = upload_operands(g, parsed)?;
+    let bf = |v: &[f32]| {
+        let v = if v.is_empty() { vec![0.0] } else { v.to_vec() };
+        g.upload(&Tensor::from_f32_as(&[v.len()], &v, DType::BF16))
+    };
+    o.x = bf(&parsed.x)?;
+    o.b = bf(&parsed.b)?;
+    o.c = bf(&parsed.c)?;
+    o.z = bf(parsed.z.as_deref().unwrap_or(&[]))?;
+    Ok(o)
+}
+
 pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c4_m4",
     "x11_bf16_c2_m4",
@@ -42,6 +106,8 @@ pub const V11_SWEEP: &[&str] = &[
     "x11_bf16_c4_m4_s4_i",
     "x11_bf16_c8_m3_s3_g4",
     "x11_bf16_c8_m3_s3_g16",
+    // session 30: c8_m3_s3_i storing whole chunks from its ring with the bulk copy engine
+    "x11_bf16_c8_m3_s3_i_b",
 ];
 
 /// v11 (persistent warps, the state streamed into registers; selective_state_update.cu): its
@@ -170,6 +236,14 @@ pub struct AutoShape {
 /// 128 tiles instead of v11's 512): 4.54 / 4.56 us against v11's 4.70 / 4.72 and c2_m4's 4.70 /
 /// 4.73 (programmatic edges: 4.23 / 4.29 against 4.41 / 4.42). Batch 256 as a graph: c8_m3_s3_i
 /// 287.1 / 287.1 us, v11 290.6 / 290.9.
+///
+/// Session 30 (call 3, `duet bench --shape ssu_v11_b256` twice and `--shape ssu_v11` at batch
+/// 64, docs/measurements/h200_session30_call3_*): c8_m3_s3_i storing whole chunks from its ring
+/// with the bulk copy engine (`_b`), bf16 state, dt per head, graph replay: batch 256 285.7 /
+/// 286.2 us against 287.8 / 288.0 (bf16 small operands, `_xb`: 281.6 / 281.9 against 283.6 /
+/// 284.3; FlashInfer 0.7.4's vertical kernel 280.2 in the same call), batch 64 77.1 against
+/// 77.5 (`_xb` 76.5 against 76.0): `_b` from 128 tiles an SM with dt per head (per dim not
+/// measured).
 pub fn auto_version(s: &AutoShape) -> &'static str {
     let layout_ok = v3_ok(s.dstate, s.state).is_none();
     let tiles = (s.batch * s.nheads) as u64;
@@ -187,7 +261,11 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
         if s.state == DType::F32 && v11 {
             "v11"
         } else if s.state == DType::BF16 && !s.sr && c8s3i {
-            "x11_bf16_c8_m3_s3_i"
+            if tiles >= 128 * s.sm_count && !s.dt_per_dim {
+                "x11_bf16_c8_m3_s3_i_b"
+            } else {
+                "x11_bf16_c8_m3_s3_i"
+            }
         } else if s.state == DType::F16 && nearest_per_head && v11 {
             "v11"
         } else if s.state != DType::F32 && s.dstate == V9_DSTATE {
@@ -522,6 +600,11 @@ pub fn run(
     p: &Params,
     opts: &RunOpts,
 ) -> Result<TensorMap, GpuError> {
+    // `<v11 form>_xb`: that form's bf16 small-operand kernel (checked below).
+    let (version, xb_named) = match xb_base(version) {
+        Some(b) => (b, true),
+        None => (version, false),
+    };
     if !VERSIONS.contains(&version)
         && sweep_rpt(version).is_none()
         && !V7_SWEEP.contains(&version)
@@ -536,7 +619,6 @@ pub fn run(
     let (parsed, prm) = prepare(inputs, p)?;
     let dims = parsed.dims;
     let sr = prm.sr;
-    let operands = upload_operands(g, &parsed)?;
     let sbi = g.upload(&Tensor::from_i64(
         &[dims.batch.max(1)],
         parsed
@@ -547,13 +629,19 @@ pub fn run(
     let mut state = g.upload(&parsed.state)?;
     let scale_host = parsed.scale.clone().unwrap_or_else(|| vec![1.0]);
     let mut scale = g.upload(&Tensor::from_f32(&[scale_host.len()], scale_host))?;
-    let mut out = g.alloc_poisoned(
-        &[dims.batch * dims.nheads * dims.dim],
-        DType::F32,
-        opts.poison,
-    )?;
     // auto: auto_version (its doc has the measurements behind each choice).
     let state_dtype = parsed.state.dtype();
+    let auto_shape = AutoShape {
+        batch: dims.batch,
+        nheads: dims.nheads,
+        dim: dims.dim,
+        dstate: dims.dstate,
+        state: state_dtype,
+        sr: sr == 1,
+        dt_per_dim: parsed.dt.1,
+        a_full: parsed.a.1,
+        sm_count: g.sm_count as u64,
+    };
     let chosen = match version {
         "v2" => {
             if let Some(why) = v2_ok(dims.dim, dims.dstate) {
@@ -582,17 +670,7 @@ pub fn run(
             }
             version
         }
-        "auto" => auto_version(&AutoShape {
-            batch: dims.batch,
-            nheads: dims.nheads,
-            dim: dims.dim,
-            dstate: dims.dstate,
-            state: state_dtype,
-            sr: sr == 1,
-            dt_per_dim: parsed.dt.1,
-            a_full: parsed.a.1,
-            sm_count: g.sm_count as u64,
-        }),
+        "auto" => auto_version(&auto_shape),
         v if is_v11(v) => {
             if let Some(why) = v11_ok(v, dims.dim, dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {why}")));
@@ -641,6 +719,38 @@ pub fn run(
         _ => "v1",
     };
     let (fname, dtiles) = launch_shape(chosen, dims.dim, dims.dstate, state_dtype, sr == 1);
+    // bf16 x / B / C / z / out: by name (`_xb`), or auto's pick where it measured faster.
+    let has_xb = is_v11(chosen) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(&fname));
+    let xb = if xb_named {
+        if !has_xb {
+            return Err(GpuError::Unsupported(format!(
+                "{OP} {chosen}_xb: {fname} has no bf16 small-operand form (those: {})",
+                V11_XB.join(", ")
+            )));
+        }
+        if !xb_inputs(&parsed) {
+            return Err(GpuError::Unsupported(format!(
+                "{OP} {chosen}_xb: takes x in bf16 and x, B, C, z holding only bf16 values; run {chosen} for others"
+            )));
+        }
+        true
+    } else {
+        version == "auto"
+            && has_xb
+            && xb_inputs(&parsed)
+            && auto_small_bf16(&auto_shape, parsed.dt_bias.as_ref().is_some_and(|d| d.1))
+    };
+    let fname = if xb { format!("{fname}_xb") } else { fname };
+    let operands = if xb {
+        upload_operands_xb(g, &parsed)?
+    } else {
+        upload_operands(g, &parsed)?
+    };
+    let mut out = g.alloc_poisoned(
+        &[dims.batch * dims.nheads * dims.dim],
+        if xb { DType::BF16 } else { DType::F32 },
+        opts.poison,
+    )?;
     let f = g.function("selective_state_update", &fname)?;
     let blocks = (dims.batch * dims.nheads) as u64 * dtiles as u64;
     if blocks > i32::MAX as u64 {
@@ -673,11 +783,17 @@ pub fn run(
     let _ = (&mut state, &mut scale, &mut out);
     let out_t = g.download(&out, "out")?;
     let st = g.download(&state, "state")?;
+    let out_t = if xb {
+        // already x's dtype, rounded by the kernel as from_f32_as rounds
+        Tensor {
+            shape: parsed.x_shape.clone(),
+            data: out_t.data,
+        }
+    } else {
+        Tensor::from_f32_as(&parsed.x_shape, &out_t.to_f32_vec(), parsed.x_dtype)
+    };
     let mut m = reference::op::outputs([
-        (
-            "out",
-            Tensor::from_f32_as(&parsed.x_shape, &out_t.to_f32_vec(), parsed.x_dtype),
-        ),
+        ("out", out_t),
         (
             "state",
             Tensor {
@@ -1051,7 +1167,10 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     // Per-dim dt / D / dt_bias (the general layout) and per-head ("tie_hdim": what Nemotron-H's
     // decode passes, dt / A / D / dt_bias broadcast over the head dim).
     const LISTED: [&str; 9] = ["v1", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10"];
-    for version in LISTED {
+    // DUET_SSU_AUTO_ONLY=1: only auto's entries (a device call's budget: v1 / v4 alone take most
+    // of the batch-256 preset's minute).
+    let auto_only = std::env::var("DUET_SSU_AUTO_ONLY").is_ok_and(|v| v == "1");
+    for version in LISTED.iter().filter(|_| !auto_only) {
         for per_head in [false, true] {
             v.push(bench_super_version(g, batch, state_dt, version, per_head)?);
         }
@@ -1060,7 +1179,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
     // since session 26 may be a v11 form outside the list above), marked `"auto": true`; a
     // listed version's entry is repeated, not timed again.
     for (ph, per_head) in [false, true].into_iter().enumerate() {
-        let a = auto_version(&AutoShape {
+        let shape = AutoShape {
             batch,
             nheads: 128,
             dim: 64,
@@ -1070,13 +1189,29 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
             dt_per_dim: !per_head,
             a_full: false,
             sm_count: g.sm_count as u64,
-        });
-        let mut e = match LISTED.iter().position(|&l| l == a) {
-            Some(i) => v[2 * i + ph].clone(),
-            None => bench_super_version(g, batch, state_dt, a, per_head)?,
         };
+        let a = auto_version(&shape);
+        let mut e = match LISTED.iter().position(|&l| l == a) {
+            Some(i) if !auto_only => v[2 * i + ph].clone(),
+            _ => bench_super_version(g, batch, state_dt, a, per_head)?,
+        };
+        // Session 30: auto's pick depends on the small operands' dtype too (auto_small_bf16):
+        // with bf16 x / B / C / z (the shape) it may be the kernel's `_xb` form, timed
+        // here whenever it exists; `"auto"` says which of the two auto runs for bf16 inputs.
+        let (fname, _) = launch_shape(a, 64, 128, state_dt, false);
+        let has_xb = is_v11(a) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(&fname));
+        let xb_auto = has_xb && auto_small_bf16(&shape, !per_head);
         e["auto"] = serde_json::json!(true);
+        e["auto_for_small_operands"] = serde_json::json!(if xb_auto { "f32" } else { "f32, bf16" });
         v.push(e);
+        if has_xb {
+            let mut e = bench_super_version(g, batch, state_dt, &format!("{a}_xb"), per_head)?;
+            e["auto"] = serde_json::json!(xb_auto);
+            if xb_auto {
+                e["auto_for_small_operands"] = serde_json::json!("bf16");
+            }
+            v.push(e);
+        }
     }
     Ok(serde_json::json!({"op": OP, "versions": v}))
 }
@@ -1098,7 +1233,12 @@ impl SsuOnly {
     }
 
     fn keeps(&self, version: &str, state_dt: DType, sr: bool) -> bool {
-        let (kernel, _) = launch_shape(version, 64, V9_DSTATE, state_dt, sr);
+        let (base, xb) = match xb_base(version) {
+            Some(b) => (b, "_xb"),
+            None => (version, ""),
+        };
+        let (kernel, _) = launch_shape(base, 64, V9_DSTATE, state_dt, sr);
+        let kernel = format!("{kernel}{xb}");
         self.0
             .as_ref()
             .is_none_or(|only| only.split(',').any(|k| k.trim() == kernel))
@@ -1139,6 +1279,10 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
         for version in ["v9", "v11"].iter().chain(V11_SWEEP) {
             runs.push((batch, DType::BF16, version, true, 0));
         }
+        // session 30: bf16 small operands on the large-batch forms
+        for version in ["x11_bf16_c8_m3_s3_i_xb", "x11_bf16_c8_m3_s3_i_b_xb"] {
+            runs.push((batch, DType::BF16, version, true, 0));
+        }
     }
     // dt / D / dt_bias per dim (auto: v9 there until a run has them side by side)
     for version in ["v9", "v11", "x11_bf16_c8_m3_s3_i"] {
@@ -1175,6 +1319,7 @@ pub fn bench_v11_b256(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     let mut runs: Vec<(DType, &str)> = ["v9", "v11"]
         .iter()
         .chain(V11_SWEEP)
+        .chain(&["x11_bf16_c8_m3_s3_i_xb", "x11_bf16_c8_m3_s3_i_b_xb"])
         .map(|v| (DType::BF16, *v))
         .collect();
     runs.push((DType::F32, "v11"));
@@ -1237,6 +1382,11 @@ fn bench_super_version_sr(
 ) -> Result<serde_json::Value, GpuError> {
     // sr_rounds > 0: stochastic rounding with that many Philox rounds.
     let sr = sr_rounds > 0;
+    // `<version>_xb`: the v11 kernel's bf16 small-operand form (x / B / C / z / out in bf16).
+    let (version, xb) = match version.strip_suffix("_xb") {
+        Some(v) => (v, true),
+        None => (version, false),
+    };
     if sr && state_dt != DType::F16 {
         return Err(GpuError::Unsupported(format!(
             "bench: stochastic rounding takes an f16 state, not {state_dt}"
@@ -1295,15 +1445,18 @@ fn bench_super_version_sr(
     let dev_state = g.upload(&state)?;
     drop(state);
     let f32t = |v: Vec<f32>| g.upload(&Tensor::from_f32(&[v.len()], v));
+    // x / B / C / z: bf16 for the `_xb` forms, else f32
+    let small = if xb { DType::BF16 } else { DType::F32 };
+    let smallt = |v: Vec<f32>| g.upload(&Tensor::from_f32_as(&[v.len()], &v, small));
     let per = if per_head { 1 } else { dim };
     let operands = Operands {
-        x: f32t(r.normal_vec(batch * nheads * dim, 1.0))?,
+        x: smallt(r.normal_vec(batch * nheads * dim, 1.0))?,
         dt: f32t(r.uniform_vec(batch * nheads * per, -3.0, 0.0))?,
         a: f32t(r.uniform_vec(nheads, -4.0, -0.5))?,
-        b: f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?,
-        c: f32t(r.normal_vec(batch * ngroups * dstate, 1.0))?,
+        b: smallt(r.normal_vec(batch * ngroups * dstate, 1.0))?,
+        c: smallt(r.normal_vec(batch * ngroups * dstate, 1.0))?,
         d: f32t(r.normal_vec(nheads * per, 1.0))?,
-        z: f32t(r.normal_vec(batch * nheads * dim, 1.0))?,
+        z: smallt(r.normal_vec(batch * nheads * dim, 1.0))?,
         bias: f32t(r.uniform_vec(nheads * per, -1.0, 0.0))?,
     };
     let sbis: Vec<_> = (0..windows)
@@ -1321,7 +1474,7 @@ fn bench_super_version_sr(
         1
     };
     let scale = f32t(r.uniform_vec(scale_rows, 1e-5, 1e-4))?;
-    let out = g.alloc_poisoned(&[batch * nheads * dim], DType::F32, 0)?;
+    let out = g.alloc_poisoned(&[batch * nheads * dim], small, 0)?;
     let prm = SsuParams {
         batch: batch as i64,
         nheads: nheads as i64,
@@ -1358,6 +1511,13 @@ fn bench_super_version_sr(
         _ => (version, None),
     };
     let (fname, dtiles) = launch_shape(base, dim, dstate, state_dt, sr);
+    if xb && !(is_v11(base) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(&fname))) {
+        return Err(GpuError::Unsupported(format!(
+            "bench {version}_xb: no bf16 small-operand form (those: {})",
+            V11_XB.join(", ")
+        )));
+    }
+    let fname = if xb { format!("{fname}_xb") } else { fname };
     let f = g.function("selective_state_update", &fname)?;
     let blocks = ((batch * nheads) * dtiles) as u32;
     let s = &g.stream;
@@ -1417,19 +1577,25 @@ fn bench_super_version_sr(
     } else {
         0
     };
+    // x, z, out and B, C in their dtype; dt, D, dt_bias (f32, one a row)
     let bytes = (2 * batch * per_slot
         + scale_bytes
-        + 4 * (3 * batch * nheads * dim + 2 * batch * ngroups * dstate + batch * nheads * dim))
-        as f64;
+        + small.size() * (3 * batch * nheads * dim + 2 * batch * ngroups * dstate)
+        + 4 * batch * nheads * dim) as f64;
     let best = graph
         .as_ref()
         .map_or(single.median_us, |t| t.median_us.min(single.median_us));
+    let version = if xb {
+        format!("{version}_xb")
+    } else {
+        version.to_string()
+    };
     Ok(serde_json::json!({
         "op": OP, "version": version,
         "kernel": fname, "dt_D_bias": if per_head { "per_head" } else { "per_dim" },
         "rounding": if sr { format!("stochastic (philox {sr_rounds}, group of 4)") } else { "nearest".into() },
         "shape": {"batch": batch, "nheads": nheads, "dim": dim, "dstate": dstate, "ngroups": ngroups,
-                  "state": state_dt.name(), "small_operands": "f32", "rotating_state_mb": (slots * per_slot) >> 20},
+                  "state": state_dt.name(), "small_operands": small.name(), "rotating_state_mb": (slots * per_slot) >> 20},
         "single_launch": {"median_us": single.median_us, "p10_us": single.p10_us, "p90_us": single.p90_us},
         "graph_replay": graph.map(|t| serde_json::json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us})),
         "graph_replay_pdl": pdl.map(|(t, edges)| serde_json::json!({"median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "programmatic_edges": edges})),
@@ -1437,6 +1603,97 @@ fn bench_super_version_sr(
         "copy_ceiling_gb_per_s": copy_gbs, "copy_median_us": copy.median_us,
         "pct_of_copy": 100.0 * (bytes / (best * 1e-6) / 1e9) / copy_gbs,
     }))
+}
+
+#[cfg(test)]
+mod xb_tests {
+    use super::{auto_small_bf16, prepare, xb_inputs, AutoShape, DType, Params, Tensor, OP};
+
+    /// auto's small-operand rule: bf16 forms per head from 4 tiles an SM (session 30 call 2).
+    #[test]
+    fn auto_takes_bf16_small_operands_per_head_at_4_tiles_an_sm() {
+        let shape = |batch, dt_per_dim| AutoShape {
+            batch,
+            nheads: 128,
+            dim: 64,
+            dstate: 128,
+            state: DType::BF16,
+            sr: false,
+            dt_per_dim,
+            a_full: false,
+            sm_count: 132,
+        };
+        assert!(auto_small_bf16(&shape(256, false), false));
+        assert!(auto_small_bf16(&shape(64, false), false));
+        // 5 x 128 = 640 >= 528; 4 x 128 = 512 < 528
+        assert!(auto_small_bf16(&shape(5, false), false));
+        assert!(!auto_small_bf16(&shape(4, false), false));
+        assert!(!auto_small_bf16(&shape(1, false), false));
+        assert!(!auto_small_bf16(&shape(256, true), false));
+        assert!(!auto_small_bf16(&shape(256, false), true));
+    }
+
+    fn parsed(
+        x: DType,
+        b: DType,
+        z: Option<DType>,
+    ) -> reference::ops::selective_state_update::Parsed {
+        let mut r = compare::gen::Rng::new(30);
+        let mut m = reference::TensorMap::new();
+        m.insert(
+            "state".into(),
+            r.normal_tensor(&[2, 4, 16, 128], 1.0, DType::BF16),
+        );
+        m.insert("x".into(), r.normal_tensor(&[2, 4, 16], 1.0, x));
+        m.insert(
+            "dt".into(),
+            r.uniform_tensor(&[2, 4], -3.0, 1.0, DType::F32),
+        );
+        m.insert("A".into(), r.uniform_tensor(&[4], -4.0, -0.5, DType::F32));
+        m.insert("B".into(), r.normal_tensor(&[2, 2, 128], 1.0, b));
+        m.insert("C".into(), r.normal_tensor(&[2, 2, 128], 1.0, DType::BF16));
+        if let Some(zd) = z {
+            m.insert("z".into(), r.normal_tensor(&[2, 4, 16], 1.0, zd));
+        }
+        let def = reference::ops::find(OP).expect("op");
+        let p = Params::resolve(&def, &[]).expect("params");
+        prepare(&m, &p).expect("prepare").0
+    }
+
+    /// The `_xb` kernels run exactly when x is bf16 and x / B / C / z hold only bf16 values.
+    #[test]
+    fn xb_kernels_take_only_bf16_exact_inputs() {
+        assert!(xb_inputs(&parsed(
+            DType::BF16,
+            DType::BF16,
+            Some(DType::BF16)
+        )));
+        assert!(xb_inputs(&parsed(DType::BF16, DType::BF16, None)));
+        // f32 x: `out` is f32
+        assert!(!xb_inputs(&parsed(
+            DType::F32,
+            DType::BF16,
+            Some(DType::BF16)
+        )));
+        // an f32 B or z with values bf16 cannot hold
+        assert!(!xb_inputs(&parsed(
+            DType::BF16,
+            DType::F32,
+            Some(DType::BF16)
+        )));
+        assert!(!xb_inputs(&parsed(
+            DType::BF16,
+            DType::BF16,
+            Some(DType::F32)
+        )));
+        // f32 tensors whose values are all bf16 values are exact: the same bits either way
+        let mut q = parsed(DType::BF16, DType::BF16, Some(DType::BF16));
+        let t = Tensor::from_f32_as(&[q.b.len()], &q.b, DType::BF16);
+        q.b = t.to_f32_vec();
+        assert!(xb_inputs(&q));
+        q.b[3] = 1.0 + f32::EPSILON;
+        assert!(!xb_inputs(&q));
+    }
 }
 
 #[cfg(test)]
@@ -1461,6 +1718,7 @@ mod ssu7_plan_tests {
             ("x11_bf16_c4_m4_s4_i", DType::BF16, 8),
             ("x11_bf16_c8_m3_s3_g4", DType::BF16, 16),
             ("x11_bf16_c8_m3_s3_g16", DType::BF16, 16),
+            ("x11_bf16_c8_m3_s3_i_b", DType::BF16, 16),
         ];
         for (v, dt, rpc) in cases {
             assert_eq!(v11_rows_per_chunk(v, dt), rpc, "{v} {dt:?}");
@@ -1530,7 +1788,16 @@ mod ssu7_plan_tests {
             sm_count: 132,
         };
         assert_eq!(auto_version(&sup(256, DType::F32)), "v11");
-        assert_eq!(auto_version(&sup(256, DType::BF16)), "x11_bf16_c8_m3_s3_i");
+        assert_eq!(
+            auto_version(&sup(256, DType::BF16)),
+            "x11_bf16_c8_m3_s3_i_b"
+        );
+        // 128 tiles an SM: 132 x 128 = 16,896 = 132 x 128 heads
+        assert_eq!(
+            auto_version(&sup(132, DType::BF16)),
+            "x11_bf16_c8_m3_s3_i_b"
+        );
+        assert_eq!(auto_version(&sup(131, DType::BF16)), "x11_bf16_c8_m3_s3_i");
         assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c8_m3_s3_i");
         assert_eq!(auto_version(&sup(1, DType::BF16)), "x11_bf16_c4_m4");
         assert_eq!(auto_version(&sup(1, DType::F32)), "v10");
@@ -1543,6 +1810,7 @@ mod ssu7_plan_tests {
             ..sup(b, DType::BF16)
         };
         assert_eq!(auto_version(&per_dim(64)), "x11_bf16_c8_m3_s3_i");
+        assert_eq!(auto_version(&per_dim(256)), "x11_bf16_c8_m3_s3_i"); // `_b` measured per head only
         let per_dim_f16 = AutoShape {
             dt_per_dim: true,
             ..sup(64, DType::F16)
@@ -1554,12 +1822,13 @@ mod ssu7_plan_tests {
             ..sup(64, DType::F16)
         };
         assert_eq!(auto_version(&sr), "v9");
-        // 129 tiles an SM (past session 27's c4_m4 range): still the interleaved staged form
+        // 129 tiles an SM (past session 27's c4_m4 range): the interleaved staged form, with
+        // bulk stores from 128 tiles an SM (session 30)
         let over = AutoShape {
             nheads: 129,
             ..sup(132, DType::BF16)
         };
-        assert_eq!(auto_version(&over), "x11_bf16_c8_m3_s3_i");
+        assert_eq!(auto_version(&over), "x11_bf16_c8_m3_s3_i_b");
         // dim 40 is not whole 16-row chunks: v9
         let d40 = AutoShape {
             dim: 40,
