@@ -77,22 +77,9 @@ fn xb_inputs(parsed: &reference::ops::selective_state_update::Parsed) -> bool {
         && parsed.z.as_deref().is_none_or(exact)
 }
 
-/// x, B, C, z uploaded as bf16 (the `_xb` kernels; [`xb_inputs`] holds them exact), the rest as
-/// [`upload_operands`] does.
-fn upload_operands_xb(
-    g: &Gpu,
-    parsed: &reference::ops::selective_state_update::Parsed,
-) -> Result<Operands, GpuError> {
-    let mut o = upload_operands(g, parsed)?;
-    let bf = |v: &[f32]| {
-        let v = if v.is_empty() { vec![0.0] } else { v.to_vec() };
-        g.upload(&Tensor::from_f32_as(&[v.len()], &v, DType::BF16))
-    };
-    o.x = bf(&parsed.x)?;
-    o.b = bf(&parsed.b)?;
-    o.c = bf(&parsed.c)?;
-    o.z = bf(parsed.z.as_deref().unwrap_or(&[]))?;
-    Ok(o)
+/// Whether the kernel `fname` of v11 form `version` has a bf16 small-operand form `<fname>_xb`.
+fn has_xb(version: &str, fname: &str) -> bool {
+    is_v11(version) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(fname))
 }
 
 pub const V11_SWEEP: &[&str] = &[
@@ -720,7 +707,7 @@ pub fn run(
     };
     let (fname, dtiles) = launch_shape(chosen, dims.dim, dims.dstate, state_dtype, sr == 1);
     // bf16 x / B / C / z / out: by name (`_xb`), or auto's pick where it measured faster.
-    let has_xb = is_v11(chosen) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(&fname));
+    let has_xb = has_xb(chosen, &fname);
     let xb = if xb_named {
         if !has_xb {
             return Err(GpuError::Unsupported(format!(
@@ -741,11 +728,8 @@ pub fn run(
             && auto_small_bf16(&auto_shape, parsed.dt_bias.as_ref().is_some_and(|d| d.1))
     };
     let fname = if xb { format!("{fname}_xb") } else { fname };
-    let operands = if xb {
-        upload_operands_xb(g, &parsed)?
-    } else {
-        upload_operands(g, &parsed)?
-    };
+    // x, B, C, z in bf16 for the `_xb` kernels (xb_inputs holds them exact)
+    let operands = upload_operands_as(g, &parsed, if xb { DType::BF16 } else { DType::F32 })?;
     let mut out = g.alloc_poisoned(
         &[dims.batch * dims.nheads * dims.dim],
         if xb { DType::BF16 } else { DType::F32 },
@@ -976,20 +960,29 @@ pub(crate) fn upload_operands(
     g: &Gpu,
     parsed: &reference::ops::selective_state_update::Parsed,
 ) -> Result<Operands, GpuError> {
-    let f32t = |v: &[f32]| {
-        g.upload(&Tensor::from_f32(
-            &[v.len().max(1)],
-            if v.is_empty() { vec![0.0] } else { v.to_vec() },
-        ))
+    upload_operands_as(g, parsed, DType::F32)
+}
+
+/// [`upload_operands`] with x, B, C and z in `small` (bf16 for the `_xb` kernels); dt, A, D and
+/// dt_bias stay f32.
+fn upload_operands_as(
+    g: &Gpu,
+    parsed: &reference::ops::selective_state_update::Parsed,
+    small: DType,
+) -> Result<Operands, GpuError> {
+    let up = |v: &[f32], dt: DType| {
+        let v = if v.is_empty() { vec![0.0] } else { v.to_vec() };
+        g.upload(&Tensor::from_f32_as(&[v.len()], &v, dt))
     };
+    let f32t = |v: &[f32]| up(v, DType::F32);
     Ok(Operands {
-        x: f32t(&parsed.x)?,
+        x: up(&parsed.x, small)?,
         dt: f32t(&parsed.dt.0)?,
         a: f32t(&parsed.a.0)?,
-        b: f32t(&parsed.b)?,
-        c: f32t(&parsed.c)?,
+        b: up(&parsed.b, small)?,
+        c: up(&parsed.c, small)?,
         d: f32t(parsed.d.as_ref().map_or(&[][..], |d| &d.0))?,
-        z: f32t(parsed.z.as_deref().unwrap_or(&[]))?,
+        z: up(parsed.z.as_deref().unwrap_or(&[]), small)?,
         bias: f32t(parsed.dt_bias.as_ref().map_or(&[][..], |d| &d.0))?,
     })
 }
@@ -1199,7 +1192,7 @@ pub fn bench_super(g: &Gpu, batch: usize, state_dt: DType) -> Result<serde_json:
         // with bf16 x / B / C / z (the shape) it may be the kernel's `_xb` form, timed
         // here whenever it exists; `"auto"` says which of the two auto runs for bf16 inputs.
         let (fname, _) = launch_shape(a, 64, 128, state_dt, false);
-        let has_xb = is_v11(a) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(&fname));
+        let has_xb = has_xb(a, &fname);
         let xb_auto = has_xb && auto_small_bf16(&shape, !per_head);
         e["auto"] = serde_json::json!(true);
         e["auto_for_small_operands"] = serde_json::json!(if xb_auto { "f32" } else { "f32, bf16" });
@@ -1511,7 +1504,7 @@ fn bench_super_version_sr(
         _ => (version, None),
     };
     let (fname, dtiles) = launch_shape(base, dim, dstate, state_dt, sr);
-    if xb && !(is_v11(base) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(&fname))) {
+    if xb && !has_xb(base, &fname) {
         return Err(GpuError::Unsupported(format!(
             "bench {version}_xb: no bf16 small-operand form (those: {})",
             V11_XB.join(", ")
