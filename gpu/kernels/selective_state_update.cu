@@ -1905,6 +1905,166 @@ SSU11_ENTRY_X(ssu_x11_bf16_c8_m3_s3_i_b_xb, ST_BF16, false, 8, 3, false, 3, true
 // (call 2 also had c8_m3_i, the register c8 form walked interleaved: 296.7 / 297.2 us at batch
 // 256, 78.2 at 64; it is v11 itself since.)
 
+// ---------------------------------------------------------------------------------------------
+// v12 (session 31): small batches. One block a tile (batch row, head), 512 threads, the tile's
+// state straight into registers, nothing persistent and no walk. Session 29's ncu had v11 at
+// batch 1 bound by one ~1,400-instruction chain a warp (the walk, the heads table, the f64
+// softplus / exp, the tile's values, the chunk, the row sums); FlashInfer's horizontal kernel
+// (one block a head) ran 3.98-4.07 us there against c4_m4's 4.54 (session 30). Here a lane
+// holds 16 elements of one row (8 lanes a row, 4 rows a warp, 64 rows a block pass) and its
+// chain is: the slot, the state / B / C loads, then one barrier behind which threads 0..63 have
+// put their row's values (x, x * D, the z gate, dt', dA: v11's expressions, so the same bits)
+// into shared memory, the update (ssu11_vec), three shuffles, the stores. The f64 softplus / exp
+// run in two warps only (per head: 64 copies of one chain) while the state loads are in flight.
+// `out` sums in a different order than v11 (within tolerance, as v11's); the state is bit-exact.
+#define SSU12_THREADS 512
+#define SSU12_ROWS 64  // rows a block pass: 16 warps x 4 rows
+
+template <int ST, bool SR, bool OUTV, bool XB>
+__device__ __forceinline__ void ssu_v12_body(const SsuParams& p, const float* __restrict__ x,
+                                             const float* __restrict__ dt, const float* __restrict__ A,
+                                             const float* __restrict__ B, const float* __restrict__ C,
+                                             const float* __restrict__ D, const float* __restrict__ z,
+                                             const float* __restrict__ dt_bias, const i64* __restrict__ sbi,
+                                             void* __restrict__ state_v, float* __restrict__ out,
+                                             float* __restrict__ rv) {
+    constexpr int VEC = Ssu3Elem<ST>::VEC, ESZ = 16 / VEC;
+    constexpr int NE = 16;                  // elements a lane
+    constexpr int NV = NE / VEC;            // 16-byte vectors a lane: 2 (16-bit states), 4 (f32)
+    constexpr int TPR = SSU11_DSTATE / NE;  // lanes a row: 8
+    constexpr int RPW = 32 / TPR;           // rows a warp: 4
+    static_assert(RPW * (SSU12_THREADS / 32) == SSU12_ROWS, "v12 block shape");
+    // the rows' values: rv = the entry's shared array of 5 x SSU12_ROWS floats
+    float* s_x = rv;
+    float* s_xd = rv + SSU12_ROWS;
+    float* s_gate = rv + 2 * SSU12_ROWS;
+    float* s_dt = rv + 3 * SSU12_ROWS;
+    float* s_da = rv + 4 * SSU12_ROWS;
+    unsigned char* state = (unsigned char*)state_v;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int lr = lane / TPR, lc = lane % TPR;
+    const i64 t = blockIdx.x;  // tile: b * nheads + h (the host keeps the grid below 2^31)
+    const i64 b = t / p.nheads, h = t - b * p.nheads;
+    const i64 g = h / (p.nheads / p.ngroups);
+    const i64 row0 = t * p.dim;  // the tile's first row of x / z / out / per-dim dt
+    const i64 goff = (b * p.ngroups + g) * SSU11_DSTATE;
+    // As v11: the parameters' constant-cache misses before the programmatic wait.
+    const i64 touch = p.nheads ^ p.has_z ^ p.softplus ^ (i64)x ^ (i64)z ^ (i64)out;
+    asm volatile("" ::"l"(touch));
+    DUET_PDL_ENTRY();  // no global memory is read or written above
+    const i64 slot = p.has_sbi ? sbi[b] : b;
+    const bool pad = p.has_sbi && slot == p.pad_slot_id;
+    const i64 srow0 = (slot * p.nheads + h) * p.dim;  // the slot's first state row
+    for (i64 r0 = 0; r0 < p.dim; r0 += SSU12_ROWS) {
+        const i64 d = r0 + warp * RPW + lr;  // this lane's row
+        const bool live = d < p.dim;
+        // vector j of the lane: columns (j * TPR + lc) * VEC .. + VEC (a row's 8 lanes read 128
+        // contiguous bytes a vector)
+        const i64 e0 = (srow0 + (live ? d : 0)) * SSU11_DSTATE + (i64)lc * VEC;  // element of vector 0
+        unsigned char* sp = state + e0 * ESZ;
+        // Program order = issue order: B / C and the rows' operands first (none waits for the
+        // slot), then the state (behind the slot's load), then the rows' f64 chain.
+        Ssu11Tile<VEC> T[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            T[j].pad = pad;
+            const i64 n = (i64)(j * TPR + lc) * VEC;
+            if constexpr (XB) {
+                const uint4 b8 = *(const uint4*)((const u16*)B + goff + n);
+                const uint4 c8 = *(const uint4*)((const u16*)C + goff + n);
+                const u32 bw[4] = {b8.x, b8.y, b8.z, b8.w}, cw[4] = {c8.x, c8.y, c8.z, c8.w};
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    T[j].bv[k] = __uint_as_float(k & 1 ? bw[k / 2] & 0xffff0000u : bw[k / 2] << 16);
+                    T[j].cv[k] = __uint_as_float(k & 1 ? cw[k / 2] & 0xffff0000u : cw[k / 2] << 16);
+                }
+            } else {
+#pragma unroll
+                for (int k4 = 0; k4 < VEC; k4 += 4) {
+                    const float4 b4 = *(const float4*)(B + goff + n + k4), c4 = *(const float4*)(C + goff + n + k4);
+                    T[j].bv[k4] = b4.x; T[j].bv[k4 + 1] = b4.y; T[j].bv[k4 + 2] = b4.z; T[j].bv[k4 + 3] = b4.w;
+                    T[j].cv[k4] = c4.x; T[j].cv[k4 + 1] = c4.y; T[j].cv[k4 + 2] = c4.z; T[j].cv[k4 + 3] = c4.w;
+                }
+            }
+        }
+        // The rows' operands (v11's ssu11_tile expressions), one thread a row.
+        const i64 rd = r0 + tid;
+        const bool rower = tid < SSU12_ROWS && rd < p.dim;
+        float xv = 0.f, zv = 0.f, dv = 0.f, dtv = 0.f, ah = 0.f;
+        if (rower) {
+            xv = XB ? bf16_to_f32(((const u16*)x)[row0 + rd]) : x[row0 + rd];
+            zv = p.has_z ? (XB ? bf16_to_f32(((const u16*)z)[row0 + rd]) : z[row0 + rd]) : 0.f;
+            dv = p.has_d ? (p.d_per_dim ? D[h * p.dim + rd] : D[h]) : 0.f;
+            dtv = p.dt_per_dim ? dt[row0 + rd] : dt[b * p.nheads + h];
+            if (p.has_bias) dtv = __fadd_rn(dtv, p.bias_per_dim ? dt_bias[h * p.dim + rd] : dt_bias[h]);
+            ah = A[h];
+        }
+        uint4 q[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            q[j] = make_uint4(0u, 0u, 0u, 0u);
+            if (live && !pad) q[j] = *(const uint4*)(sp + (i64)j * TPR * 16);
+        }
+        if (rower) {
+            s_x[tid] = xv;
+            s_gate[tid] = p.has_z ? zv / (1.f + expf(-zv)) : 1.f;
+            s_xd[tid] = xv * dv;
+            if (p.softplus && dtv <= 20.f) dtv = (float)log1p(exp((double)dtv));
+            s_dt[tid] = dtv;
+            s_da[tid] = (float)exp((double)__fmul_rn(ah, dtv));
+        }
+        __syncthreads();
+        const int rl = warp * RPW + lr;  // the row's index in the pass
+        const float xr = s_x[rl], dtr = s_dt[rl], dA = s_da[rl];
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            uint4 qo;
+            acc += ssu11_vec<ST, SR, false, OUTV>(p, T[j], q[j], xr, dtr, dA, e0 + (i64)j * TPR * VEC, qo);
+            if (live && !pad) *(uint4*)(sp + (i64)j * TPR * 16) = qo;
+        }
+#pragma unroll
+        for (int o = TPR / 2; o >= 1; o >>= 1) acc += __shfl_xor_sync(DUET_FULL_MASK, acc, o);
+        if (lc == 0 && live) {
+            float o = acc;
+            if (p.has_d) o += s_xd[rl];
+            if (p.has_z) o *= s_gate[rl];
+            o = (pad && p.pad_mode == 0) ? 0.f : o;
+            if (XB) ((u16*)out)[row0 + d] = f32_to_bf16(o);
+            else out[row0 + d] = o;
+        }
+        if (r0 + SSU12_ROWS < p.dim) __syncthreads();  // the next pass rewrites the row values
+    }
+}
+
+// MINB: blocks an SM asked of ptxas (v12: 1, up to 128 registers; the m2 form: 2, 64 registers,
+// so two tiles share an SM: batch 2's 256 tiles in one wave).
+#define SSU12_ENTRY(NAME, ST, SR, XB) SSU12_ENTRY_M(NAME, ST, SR, XB, 1)
+#define SSU12_ENTRY_M(NAME, ST, SR, XB, MINB)                                                                  \
+    extern "C" __global__ void __launch_bounds__(SSU12_THREADS, MINB) NAME(                                       \
+        SsuParams p, const float* __restrict__ x, const float* __restrict__ dt, const float* __restrict__ A, \
+        const float* __restrict__ B, const float* __restrict__ C, const float* __restrict__ D,              \
+        const float* __restrict__ z, const float* __restrict__ dt_bias, const i64* __restrict__ sbi,        \
+        void* __restrict__ state, float* __restrict__ state_scale, float* __restrict__ out) {               \
+        DUET_PDL_DEFERRED(); /* the body waits after its parameter-only prologue */                         \
+        (void)state_scale;                                                                                  \
+        __shared__ float rv[5 * SSU12_ROWS];                                                                \
+        if (p.out_from == 1)                                                                                \
+            ssu_v12_body<ST, SR, true, XB>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, rv);           \
+        else                                                                                                \
+            ssu_v12_body<ST, SR, false, XB>(p, x, dt, A, B, C, D, z, dt_bias, sbi, state, out, rv);          \
+    }
+SSU12_ENTRY(ssu_v12_f32, ST_F32, false, false)
+SSU12_ENTRY(ssu_v12_bf16, ST_BF16, false, false)
+SSU12_ENTRY(ssu_v12_f16, ST_F16, false, false)
+SSU12_ENTRY(ssu_v12_f16_sr, ST_F16, true, false)
+SSU12_ENTRY(ssu_v12_f32_xb, ST_F32, false, true)
+SSU12_ENTRY(ssu_v12_bf16_xb, ST_BF16, false, true)
+SSU12_ENTRY(ssu_v12_f16_xb, ST_F16, false, true)
+SSU12_ENTRY(ssu_v12_f16_sr_xb, ST_F16, true, true)
+SSU12_ENTRY_M(ssu_x12_bf16_m2, ST_BF16, false, false, 2)
+SSU12_ENTRY_M(ssu_x12_bf16_m2_xb, ST_BF16, false, true, 2)
+
 // gpu_ssu `v11_nan_steps_match_the_software_ones`: v11's element step (hardware conversions in
 // and out, no NaN handling) against the same step through common.cuh's software conversions
 // (which keep payloads) for every NaN: thread i of the grid-stride loop over [0, 2^24) takes the

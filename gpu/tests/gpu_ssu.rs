@@ -358,7 +358,7 @@ fn ssu_state_offsets_beyond_2_pow_31() {
     // DUET_SSU_2POW31_VERSIONS=v11,...: only these (each version costs ~16 s of upload); a name
     // that is not one of the list fails rather than leaving nothing to test.
     let all = [
-        "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
+        "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
     ];
     let only = env_versions("DUET_SSU_2POW31_VERSIONS", &all);
     let versions: Vec<&str> = all
@@ -539,6 +539,96 @@ fn ssu_v11_bit_exact() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
+/// v12 (session 31: one 512-thread block a (batch row, head) tile, 64-row passes): every state
+/// format (f32, bf16, f16 nearest and stochastic), dims from 8 to 128 (partial and several row
+/// passes), dt / D / dt_bias per head and per dim, with and without D / z / dt_bias, pad rows
+/// in both pad modes, both out_from modes, f32 and bf16 small operands (`v12_xb`): the state
+/// bit-exact, `out` within tolerance; v11 on the same inputs as a control where it applies.
+#[test]
+#[ignore = "gpu"]
+fn ssu_v12_bit_exact() {
+    use gpu::ops::selective_state_update::v11_ok;
+    let mut r = Rng::new(3131);
+    let mut fails = vec![];
+    let mut n = 0;
+    let formats = [
+        (DType::F32, false),
+        (DType::BF16, false),
+        (DType::F16, false),
+        (DType::F16, true),
+    ];
+    for i in 0..20 {
+        let (state_dt, sr) = formats[i % 4];
+        let ngroups = [1usize, 2, 4, 8][(i / 4) % 4];
+        let (batch, heads_per_group) = [(1usize, 1usize), (3, 2), (7, 3), (40, 4), (2, 16)][i % 5];
+        let s = Shape {
+            batch,
+            slots: batch + (i % 3),
+            nheads: ngroups * heads_per_group,
+            dim: [64usize, 16, 48, 128, 80, 8, 32][i % 7],
+            dstate: 128,
+            ngroups,
+        };
+        let pads = i % 3 == 1;
+        let mut inp = inputs(&mut r, &s, state_dt, i % 4 != 3, pads);
+        let per_head = i % 2 == 0;
+        if per_head {
+            inp.insert(
+                "dt".into(),
+                r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
+            );
+            if inp.contains_key("D") {
+                inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
+            }
+        } else if inp.contains_key("dt_bias") {
+            inp.insert(
+                "dt_bias".into(),
+                r.uniform_tensor(&[s.nheads, s.dim], -2.0, 0.5, DType::F32),
+            );
+        }
+        let pad_mode = if i % 6 == 1 {
+            "compute_from_zero_state"
+        } else {
+            "zero_output"
+        };
+        let out_from = if i % 5 == 2 {
+            "stored_state"
+        } else {
+            "unrounded_state"
+        };
+        let mut sets = vec![
+            ("dt_softplus", (i % 3 != 2).to_string()),
+            ("pad_mode", pad_mode.to_string()),
+            ("out_from", out_from.to_string()),
+        ];
+        if sr {
+            sets.push(("rounding", "stochastic".into()));
+            sets.push(("seed", (999 + i).to_string()));
+            sets.push(("philox_rounds", ["10", "5", "7"][i % 3].into()));
+        }
+        let sets = common::sets(&sets);
+        let mut versions = vec!["v12", "v12_xb"];
+        if state_dt == DType::BF16 {
+            versions.extend(["x12_bf16_m2", "x12_bf16_m2_xb"]);
+        }
+        if v11_ok("v11", s.dim, s.dstate, state_dt).is_none() {
+            versions.push("v11");
+        }
+        for v in versions {
+            n += (v.starts_with("v12") || v.starts_with("x12")) as usize;
+            let name = format!(
+                "v12 case {i} {v}: b{} slots{} h{} d{} g{} {state_dt} sr={sr} per_head={per_head} pads={pads} {pad_mode} {out_from}",
+                s.batch, s.slots, s.nheads, s.dim, s.ngroups
+            );
+            diff_into(&mut fails, v, &name, &inp, &sets, state_dt);
+        }
+    }
+    eprintln!("{n} v12 runs, {} failed", fails.len());
+    // 20 cases x (v12, v12_xb) + the 5 bf16 ones x (x12_bf16_m2, its _xb)
+    assert_eq!(n, 50, "v12 ran {n} cases");
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+}
+
 /// The bf16 small-operand forms (session 30: x, B, C, z and out read and written as bf16), run by
 /// name; the inputs draw x / B / C / z in bf16, so they apply. "v11_xb" first (every state type).
 const XB: [&str; 4] = [
@@ -582,10 +672,12 @@ fn ssu_v11_interleaved_walk_bit_exact() {
             sets.push(("seed", "2828".into()));
         }
         let sets = common::sets(&sets);
-        let mut versions = vec!["v11", "v11_xb"];
+        // v12 (session 31) too: 5,120 one-tile blocks
+        let mut versions = vec!["v11", "v11_xb", "v12", "v12_xb"];
         if state_dt == DType::BF16 {
             versions.extend(V11_SWEEP.iter().copied());
             versions.extend(XB[1..].iter().copied());
+            versions.extend(["x12_bf16_m2", "x12_bf16_m2_xb"]);
         }
         for v in versions {
             n += 1;
@@ -594,7 +686,7 @@ fn ssu_v11_interleaved_walk_bit_exact() {
         }
     }
     eprintln!("{n} interleaved-walk runs, {} failed", fails.len());
-    assert!(n >= 8 + V11_SWEEP.len() + XB.len() - 1);
+    assert!(n >= 18 + V11_SWEEP.len() + XB.len() - 1);
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 

@@ -24,7 +24,7 @@ pub const MAX_DSTATE: usize = 512;
 
 /// The versions `run` takes by name (besides the sweep variants).
 pub const VERSIONS: &[&str] = &[
-    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11",
+    "auto", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12",
 ];
 
 /// v11's sweep forms (bf16, nearest): `x11_bf16_c<chunk vectors a lane>_m<blocks an SM asked
@@ -46,11 +46,18 @@ pub const V11_XB: &[&str] = &[
     "x11_bf16_c4_m4",
     "x11_bf16_c8_m3_s3_i",
     "x11_bf16_c8_m3_s3_i_b",
+    "v12_f32",
+    "v12_bf16",
+    "v12_f16",
+    "v12_f16_sr",
+    "x12_bf16_m2",
 ];
 
-/// The v11 form of a `<form>_xb` version name (None: not one).
+/// The v11 / v12 form of a `<form>_xb` version name (None: not one).
 fn xb_base(version: &str) -> Option<&str> {
-    version.strip_suffix("_xb").filter(|b| is_v11(b))
+    version
+        .strip_suffix("_xb")
+        .filter(|b| is_v11(b) || is_v12(b))
 }
 
 /// Whether `auto` runs its v11 kernel's bf16 small-operand form for bf16 inputs. Session 30 call
@@ -58,8 +65,16 @@ fn xb_base(version: &str) -> Option<&str> {
 /// SM and more (bf16 state batch 256 284.2-284.3 vs 287.7-287.8 us, batch 64 76.0-76.1 vs
 /// 76.7; f32 state batch 256 554.5-555.4 vs 561.1-561.6), slower per dim (batch 256 303.3-304.1
 /// vs 298.7-299.0) and at batch 1 (c4_m4 4.68-4.72 vs 4.58-4.60).
+/// Session 31: with a bf16 state also at two tiles an SM and fewer, where auto runs v12 / its
+/// m2 form, and there with either dt layout (call 3, dt per head: batch 1 v12 3.49 / 3.55 vs
+/// 3.93 / 3.94 us, batch 2 m2 5.39 / 5.39 vs 5.60 / 5.61; call 4, batch 1 with dt / D /
+/// dt_bias per dim: 3.72 vs 4.19).
 pub fn auto_small_bf16(s: &AutoShape, bias_per_dim: bool) -> bool {
-    !s.dt_per_dim && !bias_per_dim && (s.batch * s.nheads) as u64 >= 4 * s.sm_count
+    let tiles = (s.batch * s.nheads) as u64;
+    if s.state == DType::BF16 && tiles <= 2 * s.sm_count {
+        return true;
+    }
+    !s.dt_per_dim && !bias_per_dim && tiles >= 4 * s.sm_count
 }
 
 /// Whether the bf16 small-operand kernels apply to these inputs: x is bf16 (so `out` is) and x,
@@ -79,7 +94,8 @@ fn xb_inputs(parsed: &reference::ops::selective_state_update::Parsed) -> bool {
 
 /// Whether the kernel `fname` of v11 form `version` has a bf16 small-operand form `<fname>_xb`.
 fn has_xb(version: &str, fname: &str) -> bool {
-    is_v11(version) && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(fname))
+    (is_v11(version) || is_v12(version))
+        && V11_XB.contains(&fname.strip_prefix("ssu_").unwrap_or(fname))
 }
 
 pub const V11_SWEEP: &[&str] = &[
@@ -231,6 +247,23 @@ pub struct AutoShape {
 /// 284.3; FlashInfer 0.7.4's vertical kernel 280.2 in the same call), batch 64 77.1 against
 /// 77.5 (`_xb` 76.5 against 76.0): `_b` from 128 tiles an SM with dt per head (per dim not
 /// measured).
+///
+/// Session 31 (call 2, `duet bench --shape ssu_v11` twice with `DUET_SSU_BATCH=1,2,4,8,16`,
+/// docs/measurements/h200_session31_call2_*): v12 (one 512-thread block a tile), bf16 state,
+/// dt per head, graph replay: batch 1 4.21 / 4.10 us (bf16 small operands 3.97 / 3.90;
+/// programmatic edges 3.47 / 3.27) against c4_m4's 4.59 / 4.60 (FlashInfer's horizontal kernel
+/// 4.01 in the same call), but batch 2 7.60 against 6.06 (one 512-thread block an SM at ~104
+/// registers: two waves), 4 13.3 against 9.1, 8 24.5 against c8_m3_s3_i's 13.2: v12 at one
+/// tile an SM and fewer.
+/// Call 3 (the loads reordered: B / C and the rows' operands before the slot-dependent state
+/// loads; two runs, docs/measurements/h200_session31_call3_*): batch 1 v12 3.93 / 3.94 us,
+/// `_xb` 3.49 / 3.55 (auto's preset: 3.55, programmatic edges 2.82), c4_m4 4.54 / 4.57; dt per
+/// dim v12 4.13 / 4.09 against v11's 5.99 (auto was v10: 5.64 in the preset); an f32 state v12
+/// 4.87 / 4.89 against v10's 6.62 / 6.61 and v11's 5.97; batch 2 the m2 form (two blocks an
+/// SM, 64 registers) 5.61 / 5.60, `_xb` 5.39 / 5.39, against c4_m4's 6.07 / 6.08; batch 4 m2
+/// `_xb` 9.19 / 9.20 against c4_m4's 9.12 / 9.17; batch 8 / 16 c8_m3_s3_i 13.2 / 23.4 against
+/// m2 `_xb`'s 15.8 / 30.3. So: v12 at one tile an SM and fewer (bf16 state, either dt layout;
+/// f32 with dt per head), its m2 form up to two (bf16, dt per head).
 pub fn auto_version(s: &AutoShape) -> &'static str {
     let layout_ok = v3_ok(s.dstate, s.state).is_none();
     let tiles = (s.batch * s.nheads) as u64;
@@ -260,6 +293,19 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
         } else {
             "v8"
         }
+    } else if tiles <= s.sm_count
+        && !s.sr
+        && v12_ok(s.dstate, s.state).is_none()
+        && (s.state == DType::BF16 || (s.state == DType::F32 && !s.dt_per_dim))
+    {
+        "v12"
+    } else if tiles <= 2 * s.sm_count
+        && s.state == DType::BF16
+        && !s.sr
+        && !s.dt_per_dim
+        && v12_ok(s.dstate, s.state).is_none()
+    {
+        "x12_bf16_m2"
     } else if s.state == DType::BF16 && !s.sr && !s.dt_per_dim && c4 {
         "x11_bf16_c4_m4"
     } else if s.state == DType::BF16 && !s.sr && !s.dt_per_dim && v11 {
@@ -267,6 +313,14 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
     } else {
         "v10"
     }
+}
+
+/// v12's sweep forms (bf16, nearest): `x12_bf16_m<blocks an SM asked of ptxas>` (v12 itself
+/// asks for 1: up to 128 registers a thread).
+pub const V12_SWEEP: &[&str] = &["x12_bf16_m2"];
+
+fn is_v12(version: &str) -> bool {
+    version == "v12" || V12_SWEEP.contains(&version)
 }
 
 fn is_v11(version: &str) -> bool {
@@ -342,7 +396,8 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
     }
     if (["v6", "v7", "v8", "v9", "v10"].contains(&version)
         || is_perhead_sweep(version)
-        || is_v11(version))
+        || is_v11(version)
+        || is_v12(version))
         && inputs.get("A").is_some_and(|a| a.rank() != 1)
     {
         return Some(format!(
@@ -363,6 +418,12 @@ pub fn applicable(version: &str, inputs: &TensorMap, _p: &Params) -> Option<Stri
     }
     if ["v3", "v4", "v5", "v6", "v10"].contains(&version) {
         return v3_ok(dstate, st.dtype());
+    }
+    if is_v12(version) {
+        if version != "v12" && st.dtype() != DType::BF16 {
+            return Some(format!("{version} takes a bf16 state"));
+        }
+        return v12_ok(dstate, st.dtype());
     }
     if is_v11(version) {
         let dim = st.shape.get(st.rank().checked_sub(2)?).copied()?;
@@ -596,6 +657,7 @@ pub fn run(
         && sweep_rpt(version).is_none()
         && !V7_SWEEP.contains(&version)
         && !V11_SWEEP.contains(&version)
+        && !V12_SWEEP.contains(&version)
     {
         return Err(GpuError::NoVersion {
             op: OP.into(),
@@ -658,6 +720,22 @@ pub fn run(
             version
         }
         "auto" => auto_version(&auto_shape),
+        v if is_v12(v) => {
+            if let Some(why) = v12_ok(dims.dstate, state_dtype) {
+                return Err(GpuError::Unsupported(format!("{OP} {v}: {why}")));
+            }
+            if parsed.a.1 {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: takes A per head (nheads,); a full A runs on v1-v5"
+                )));
+            }
+            if v != "v12" && (state_dtype != DType::BF16 || sr == 1) {
+                return Err(GpuError::Unsupported(format!(
+                    "{OP} {v}: the v12 sweep forms take a bf16 state with round-to-nearest"
+                )));
+            }
+            v
+        }
         v if is_v11(v) => {
             if let Some(why) = v11_ok(v, dims.dim, dims.dstate, state_dtype) {
                 return Err(GpuError::Unsupported(format!("{OP} {why}")));
@@ -752,6 +830,8 @@ pub fn run(
     } else if is_v11(chosen) {
         let chunks = blocks * (dims.dim / v11_rows_per_chunk(chosen, state_dtype)) as u64;
         launch_v11(g, &f, &prm, chunks, &ptrs)?;
+    } else if is_v12(chosen) {
+        launch_v12(g, &f, &prm, blocks, &ptrs)?;
     } else {
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
@@ -845,6 +925,58 @@ pub(crate) fn launch_v7(
     unsafe { l.launch(cfg(grid as u32, threads, plan.smem_bytes as u32)) }
         .map(|_| ())
         .map_err(|e| GpuError::Driver(format!("launch ssu_v7: {e}")))
+}
+
+/// v12 (one 512-thread block a (batch row, head) tile; selective_state_update.cu): dstate 128
+/// (8 lanes a row, 16 elements a lane), any dim (64-row passes), f32 / bf16 / f16 states (f16
+/// with either rounding), not the int16 block-scaled one.
+pub fn v12_ok(dstate: usize, state_dt: DType) -> Option<String> {
+    if dstate != V12_DSTATE {
+        return Some(format!(
+            "v12 takes dstate {V12_DSTATE} (got {dstate}); v1-v10 run others"
+        ));
+    }
+    if !matches!(state_dt, DType::F32 | DType::BF16 | DType::F16) {
+        return Some(format!(
+            "v12 takes an f32, bf16 or f16 state (got {state_dt}); v3-v10 run int16"
+        ));
+    }
+    None
+}
+
+/// v12's dstate (compiled in: 8 lanes of 16 elements a row).
+pub const V12_DSTATE: usize = 128;
+
+/// Launches a v12 kernel: one 512-thread block a (batch row, head) tile. `ptrs`: x, dt, A, B,
+/// C, D, z, dt_bias, sbi, state, state_scale, out.
+pub(crate) fn launch_v12(
+    g: &Gpu,
+    f: &cudarc::driver::CudaFunction,
+    prm: &SsuParams,
+    tiles: u64,
+    ptrs: &[u64],
+) -> Result<(), GpuError> {
+    if ptrs.len() != 12 {
+        return Err(GpuError::Unsupported(format!(
+            "ssu_v12: {} buffer arguments, the kernel takes 12",
+            ptrs.len()
+        )));
+    }
+    if tiles == 0 || tiles > i32::MAX as u64 {
+        return Err(GpuError::Unsupported(format!(
+            "ssu_v12: {tiles} tiles (batch x nheads) do not make a grid (1 ..= 2^31 - 1 blocks)"
+        )));
+    }
+    let mut l = g.stream.launch_builder(f);
+    l.arg(prm);
+    for p in ptrs {
+        l.arg(p);
+    }
+    // SAFETY: the ssu kernels' common signature (params, then the 12 buffers); one block a tile,
+    // the kernel's static shared memory only.
+    unsafe { l.launch(cfg(tiles as u32, 512, 0)) }
+        .map(|_| ())
+        .map_err(|e| GpuError::Driver(format!("launch ssu_v12: {e}")))
 }
 
 /// Launches a v11 kernel: as many 4-warp blocks as can be resident (registers, from the
@@ -1122,8 +1254,8 @@ pub(crate) fn launch_shape(
     match version {
         "v2" => ("ssu_v2".into(), 1),
         v if V7_SWEEP.contains(&v) => (format!("ssu_{v}_bf16"), 1),
-        v if V11_SWEEP.contains(&v) => (format!("ssu_{v}"), 1),
-        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" => {
+        v if V11_SWEEP.contains(&v) || V12_SWEEP.contains(&v) => (format!("ssu_{v}"), 1),
+        "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "v9" | "v10" | "v11" | "v12" => {
             let fmt = match (state_dt, sr) {
                 (DType::F32, _) => "f32",
                 (DType::BF16, _) => "bf16",
@@ -1131,7 +1263,7 @@ pub(crate) fn launch_shape(
                 (DType::F16, true) => "f16_sr",
                 _ => "i16",
             };
-            let dtiles = if is_persistent(version) || version == "v11" {
+            let dtiles = if is_persistent(version) || version == "v11" || version == "v12" {
                 1 // one (batch row, head) per tile
             } else {
                 dim.div_ceil(v3_rows_per_block(dstate, state_dt, version))
@@ -1285,6 +1417,28 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     // 2,048 warps share the 128 tiles instead of 512)
     for version in ["v10", "v11", "x11_bf16_c4_m4", "x11_bf16_c2_m4"] {
         runs.push((1, DType::BF16, version, true, 0));
+    }
+    // session 31: v12 (a block a tile) against auto's register form at small batches
+    // (auto: c4_m4 below 4 tiles an SM, the staged c8_m3_s3_i from there: batch 8 and 16)
+    for batch in [1usize, 2, 4, 8, 16] {
+        let autos: &[&str] = match batch {
+            1 => &["x11_bf16_c4_m4_xb"],
+            2 | 4 => &["x11_bf16_c4_m4", "x11_bf16_c4_m4_xb"],
+            _ => &["x11_bf16_c8_m3_s3_i", "x11_bf16_c8_m3_s3_i_xb"],
+        };
+        for version in autos
+            .iter()
+            .chain(&["v12", "v12_xb", "x12_bf16_m2", "x12_bf16_m2_xb"])
+        {
+            runs.push((batch, DType::BF16, version, true, 0));
+        }
+    }
+    // batch 1 with dt / D / dt_bias per dim (auto: v11) and with an f32 state (auto: v10)
+    for version in ["v11", "v12"] {
+        runs.push((1, DType::BF16, version, false, 0));
+    }
+    for version in ["v10", "v11", "v12"] {
+        runs.push((1, DType::F32, version, true, 0));
     }
     for version in ["v8", "v11"] {
         runs.push((256, DType::F32, version, true, 0));
@@ -1544,6 +1698,13 @@ fn bench_super_version_sr(
             let chunks = blocks as u64 * (dim / v11_rows_per_chunk(base, state_dt)) as u64;
             return launch_v11(g, &f, &prm, chunks, &p12);
         }
+        if is_v12(base) {
+            let p12 = [
+                ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst,
+                psc, pout,
+            ];
+            return launch_v12(g, &f, &prm, blocks as u64, &p12);
+        }
         let mut l = s.launch_builder(&f);
         l.arg(&prm);
         for p in &ptrs {
@@ -1621,7 +1782,17 @@ mod xb_tests {
         // 5 x 128 = 640 >= 528; 4 x 128 = 512 < 528
         assert!(auto_small_bf16(&shape(5, false), false));
         assert!(!auto_small_bf16(&shape(4, false), false));
-        assert!(!auto_small_bf16(&shape(1, false), false));
+        // batch 1 / 2 (128 / 256 tiles <= 2 x 132 SMs): v12's / m2's `_xb` (session 31);
+        // batch 3 (384 tiles): not
+        assert!(auto_small_bf16(&shape(1, false), false));
+        assert!(auto_small_bf16(&shape(2, false), false));
+        assert!(!auto_small_bf16(&shape(3, false), false));
+        let f32_b1 = AutoShape {
+            state: DType::F32,
+            ..shape(1, false)
+        };
+        assert!(!auto_small_bf16(&f32_b1, false));
+        assert!(auto_small_bf16(&shape(1, true), true));
         assert!(!auto_small_bf16(&shape(256, true), false));
         assert!(!auto_small_bf16(&shape(256, false), true));
     }
@@ -1686,6 +1857,33 @@ mod xb_tests {
         assert!(xb_inputs(&q));
         q.b[3] = 1.0 + f32::EPSILON;
         assert!(!xb_inputs(&q));
+    }
+
+    /// v12 takes dstate 128 and the f32 / bf16 / f16 states (the reason otherwise), has a
+    /// small-operand form for each of its kernels, and `v12_xb` names it.
+    #[test]
+    fn v12_limits_and_small_operand_forms() {
+        use super::{has_xb, launch_shape, v12_ok, xb_base};
+        for st in [DType::F32, DType::BF16, DType::F16] {
+            assert_eq!(v12_ok(128, st), None);
+        }
+        let why = v12_ok(64, DType::BF16).expect("dstate 64 refused");
+        assert!(why.contains("dstate 128"), "{why}");
+        let why = v12_ok(128, DType::I16).expect("int16 refused");
+        assert!(why.contains("int16"), "{why}");
+        assert_eq!(xb_base("v12_xb"), Some("v12"));
+        assert_eq!(xb_base("v10_xb"), None);
+        for (st, sr, k) in [
+            (DType::F32, false, "ssu_v12_f32"),
+            (DType::BF16, false, "ssu_v12_bf16"),
+            (DType::F16, false, "ssu_v12_f16"),
+            (DType::F16, true, "ssu_v12_f16_sr"),
+        ] {
+            let (fname, dtiles) = launch_shape("v12", 64, 128, st, sr);
+            assert_eq!((fname.as_str(), dtiles), (k, 1));
+            assert!(has_xb("v12", &fname), "{fname}");
+        }
+        assert!(!has_xb("v10", "ssu_v10_bf16"));
     }
 }
 
@@ -1792,8 +1990,14 @@ mod ssu7_plan_tests {
         );
         assert_eq!(auto_version(&sup(131, DType::BF16)), "x11_bf16_c8_m3_s3_i");
         assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c8_m3_s3_i");
-        assert_eq!(auto_version(&sup(1, DType::BF16)), "x11_bf16_c4_m4");
-        assert_eq!(auto_version(&sup(1, DType::F32)), "v10");
+        // one tile an SM and fewer: v12 (session 31; an f32 state with dt per head too, f16
+        // not measured), two: its m2 form, more: c4_m4
+        assert_eq!(auto_version(&sup(1, DType::BF16)), "v12");
+        assert_eq!(auto_version(&sup(2, DType::BF16)), "x12_bf16_m2");
+        assert_eq!(auto_version(&sup(3, DType::BF16)), "x11_bf16_c4_m4");
+        assert_eq!(auto_version(&sup(1, DType::F32)), "v12");
+        assert_eq!(auto_version(&sup(2, DType::F32)), "v10");
+        assert_eq!(auto_version(&sup(1, DType::F16)), "v10");
         assert_eq!(auto_version(&sup(256, DType::F16)), "v11");
         assert_eq!(auto_version(&sup(256, DType::I16)), "v9");
         // bf16 with dt per dim: the staged interleaved form (session 28 call 4); f16 with dt per
@@ -1809,7 +2013,8 @@ mod ssu7_plan_tests {
             ..sup(64, DType::F16)
         };
         assert_eq!(auto_version(&per_dim_f16), "v9");
-        assert_eq!(auto_version(&per_dim(1)), "v10");
+        assert_eq!(auto_version(&per_dim(1)), "v12");
+        assert_eq!(auto_version(&per_dim(2)), "v10");
         let sr = AutoShape {
             sr: true,
             ..sup(64, DType::F16)
@@ -1851,7 +2056,8 @@ mod ssu7_plan_tests {
             ..sup(b, state)
         };
         assert_eq!(auto_version(&d65(64, DType::BF16)), "v9");
-        assert_eq!(auto_version(&d65(1, DType::BF16)), "v10");
+        // v12 takes any dim (64-row passes)
+        assert_eq!(auto_version(&d65(1, DType::BF16)), "v12");
         assert_eq!(auto_version(&d65(256, DType::F32)), "v8");
     }
 }
