@@ -264,6 +264,8 @@ pub struct AutoShape {
 /// `_xb` 9.19 / 9.20 against c4_m4's 9.12 / 9.17; batch 8 / 16 c8_m3_s3_i 13.2 / 23.4 against
 /// m2 `_xb`'s 15.8 / 30.3. So: v12 at one tile an SM and fewer (bf16 state, either dt layout;
 /// f32 with dt per head), its m2 form up to two (bf16, dt per head).
+/// Call 5: an f16 state (round-to-nearest, dt per head) at batch 1 on v12 3.86 us against v10's
+/// 5.41: v12 there too (stochastic rounding and f16 with dt per dim not measured: v10).
 pub fn auto_version(s: &AutoShape) -> &'static str {
     let layout_ok = v3_ok(s.dstate, s.state).is_none();
     let tiles = (s.batch * s.nheads) as u64;
@@ -296,7 +298,8 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
     } else if tiles <= s.sm_count
         && !s.sr
         && v12_ok(s.dstate, s.state).is_none()
-        && (s.state == DType::BF16 || (s.state == DType::F32 && !s.dt_per_dim))
+        && (s.state == DType::BF16
+            || (matches!(s.state, DType::F32 | DType::F16) && !s.dt_per_dim))
     {
         "v12"
     } else if tiles <= 2 * s.sm_count
@@ -1440,6 +1443,10 @@ pub fn bench_v11(g: &Gpu) -> Result<serde_json::Value, GpuError> {
     for version in ["v10", "v11", "v12"] {
         runs.push((1, DType::F32, version, true, 0));
     }
+    // (an f16 state at batch 1 with round-to-nearest: auto v10)
+    for version in ["v10", "v12"] {
+        runs.push((1, DType::F16, version, true, 0));
+    }
     for version in ["v8", "v11"] {
         runs.push((256, DType::F32, version, true, 0));
     }
@@ -1990,14 +1997,19 @@ mod ssu7_plan_tests {
         );
         assert_eq!(auto_version(&sup(131, DType::BF16)), "x11_bf16_c8_m3_s3_i");
         assert_eq!(auto_version(&sup(64, DType::BF16)), "x11_bf16_c8_m3_s3_i");
-        // one tile an SM and fewer: v12 (session 31; an f32 state with dt per head too, f16
-        // not measured), two: its m2 form, more: c4_m4
+        // one tile an SM and fewer: v12 (session 31; f32 / f16 states with dt per head too),
+        // two: its m2 form, more: c4_m4
         assert_eq!(auto_version(&sup(1, DType::BF16)), "v12");
         assert_eq!(auto_version(&sup(2, DType::BF16)), "x12_bf16_m2");
         assert_eq!(auto_version(&sup(3, DType::BF16)), "x11_bf16_c4_m4");
         assert_eq!(auto_version(&sup(1, DType::F32)), "v12");
         assert_eq!(auto_version(&sup(2, DType::F32)), "v10");
-        assert_eq!(auto_version(&sup(1, DType::F16)), "v10");
+        assert_eq!(auto_version(&sup(1, DType::F16)), "v12");
+        let sr1 = AutoShape {
+            sr: true,
+            ..sup(1, DType::F16)
+        };
+        assert_eq!(auto_version(&sr1), "v10");
         assert_eq!(auto_version(&sup(256, DType::F16)), "v11");
         assert_eq!(auto_version(&sup(256, DType::I16)), "v9");
         // bf16 with dt per dim: the staged interleaved form (session 28 call 4); f16 with dt per
