@@ -254,16 +254,19 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
                 .iter()
                 .find(|k| k.kernel == name)
                 .unwrap_or_else(|| panic!("{name} missing from the ptxas report"));
-            if name == "ssu_x12_bf16_m2" {
-                // held to 64 registers with f32 B / C (16 + 16 a lane): ptxas keeps a few words
-                // on a small stack (20 / 16 bytes, a 24-byte frame, session 31); bounded so
-                // that a real spill fails here. Its `_xb` form (B / C packed) has none.
+            if name.starts_with("ssu_x12_bf16_m2") {
+                // held to 64 registers (two 512-thread blocks an SM): with v12's issue order
+                // (B / C, the rows' operands and the state all in flight before the f64 chain)
+                // ptxas keeps a few words on a small stack, once a thread a 64-row pass:
+                // 64 / 64 bytes and a 32-byte frame with f32 B / C, 40 / 40 and 24 with bf16
+                // ones (session 31; call 3 measured these forms: batch 2 5.60 / 5.39 us against
+                // c4_m4's 6.07). Bounded so that a real spill fails here.
                 assert!(
-                    k.spill_stores_bytes <= 32
-                        && k.spill_loads_bytes <= 32
+                    k.spill_stores_bytes <= 64
+                        && k.spill_loads_bytes <= 64
                         && k.stack_bytes <= 32
                         && k.smem_bytes == 5 * 64 * 4,
-                    "{name} spills more than session 31's 20 bytes: {k:?}"
+                    "{name} spills more than session 31's 64 bytes: {k:?}"
                 );
                 continue;
             }
