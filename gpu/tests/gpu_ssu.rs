@@ -438,6 +438,87 @@ fn ssu_multi_token_and_promote_cases_bit_exact() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
+/// One case of the v11 / v12 bit-exact tests: case `i` cycles the state format (f32, bf16, f16
+/// nearest, f16 stochastic), ngroups, `(batch, heads a group)` from `bh`, pads (every third
+/// case), dt / D / dt_bias per head (even cases) or per dim, D / z / dt_bias present (all but
+/// every fourth case), both pad modes, both out_from modes, softplus on two cases of three, and
+/// for stochastic rounding seed `seed0 + i` and Philox 10 / 5 / 7.
+struct ModeCase {
+    shape: Shape,
+    state_dt: DType,
+    inp: TensorMap,
+    sets: Vec<(String, String)>,
+    label: String,
+}
+
+fn mode_case(r: &mut Rng, i: usize, bh: &[(usize, usize)], dim: usize, seed0: usize) -> ModeCase {
+    let formats = [
+        (DType::F32, false),
+        (DType::BF16, false),
+        (DType::F16, false),
+        (DType::F16, true),
+    ];
+    let (state_dt, sr) = formats[i % 4];
+    let ngroups = [1usize, 2, 4, 8][(i / 4) % 4];
+    let (batch, heads_per_group) = bh[i % bh.len()];
+    let s = Shape {
+        batch,
+        slots: batch + (i % 3),
+        nheads: ngroups * heads_per_group,
+        dim,
+        dstate: 128,
+        ngroups,
+    };
+    let pads = i % 3 == 1;
+    let mut inp = inputs(r, &s, state_dt, i % 4 != 3, pads);
+    let per_head = i % 2 == 0;
+    if per_head {
+        inp.insert(
+            "dt".into(),
+            r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
+        );
+        if inp.contains_key("D") {
+            inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
+        }
+    } else if inp.contains_key("dt_bias") {
+        inp.insert(
+            "dt_bias".into(),
+            r.uniform_tensor(&[s.nheads, s.dim], -2.0, 0.5, DType::F32),
+        );
+    }
+    let pad_mode = if i % 6 == 1 {
+        "compute_from_zero_state"
+    } else {
+        "zero_output"
+    };
+    let out_from = if i % 5 == 2 {
+        "stored_state"
+    } else {
+        "unrounded_state"
+    };
+    let mut sets = vec![
+        ("dt_softplus", (i % 3 != 2).to_string()),
+        ("pad_mode", pad_mode.to_string()),
+        ("out_from", out_from.to_string()),
+    ];
+    if sr {
+        sets.push(("rounding", "stochastic".into()));
+        sets.push(("seed", (seed0 + i).to_string()));
+        sets.push(("philox_rounds", ["10", "5", "7"][i % 3].into()));
+    }
+    let label = format!(
+        "b{} slots{} h{} d{} g{} {state_dt} sr={sr} per_head={per_head} pads={pads} {pad_mode} {out_from}",
+        s.batch, s.slots, s.nheads, s.dim, s.ngroups
+    );
+    ModeCase {
+        shape: s,
+        state_dt,
+        inp,
+        sets: common::sets(&sets),
+        label,
+    }
+}
+
 /// v11 (persistent warps, the state streamed into registers) and its sweep forms: every state
 /// format it takes (f32, bf16, f16 nearest and stochastic), dim 16 / 32 / 48 / 64 (one to four
 /// chunks a tile), dt / D / dt_bias per head (the hoisted B * dt) and per dim, with and without
@@ -458,62 +539,11 @@ fn ssu_v11_bit_exact() {
     let mut r = Rng::new(1111);
     let mut fails = vec![];
     let mut n = 0;
-    let formats = [
-        (DType::F32, false),
-        (DType::BF16, false),
-        (DType::F16, false),
-        (DType::F16, true),
-    ];
     for i in 0..16 {
-        let (state_dt, sr) = formats[i % 4];
-        let ngroups = [1usize, 2, 4, 8][(i / 4) % 4];
-        let (batch, heads_per_group) = [(1usize, 1usize), (3, 2), (7, 3), (40, 4)][i % 4];
-        let s = Shape {
-            batch,
-            slots: batch + (i % 3),
-            nheads: ngroups * heads_per_group,
-            dim: [64usize, 16, 48, 32][(i / 2) % 4],
-            dstate: 128,
-            ngroups,
-        };
-        let pads = i % 3 == 1;
-        let mut inp = inputs(&mut r, &s, state_dt, i % 4 != 3, pads);
-        let per_head = i % 2 == 0;
-        if per_head {
-            inp.insert(
-                "dt".into(),
-                r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
-            );
-            if inp.contains_key("D") {
-                inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
-            }
-        } else if inp.contains_key("dt_bias") {
-            inp.insert(
-                "dt_bias".into(),
-                r.uniform_tensor(&[s.nheads, s.dim], -2.0, 0.5, DType::F32),
-            );
-        }
-        let pad_mode = if i % 6 == 1 {
-            "compute_from_zero_state"
-        } else {
-            "zero_output"
-        };
-        let out_from = if i % 5 == 2 {
-            "stored_state"
-        } else {
-            "unrounded_state"
-        };
-        let mut sets = vec![
-            ("dt_softplus", (i % 3 != 2).to_string()),
-            ("pad_mode", pad_mode.to_string()),
-            ("out_from", out_from.to_string()),
-        ];
-        if sr {
-            sets.push(("rounding", "stochastic".into()));
-            sets.push(("seed", (777 + i).to_string()));
-            sets.push(("philox_rounds", ["10", "5", "7"][i % 3].into()));
-        }
-        let sets = common::sets(&sets);
+        let bh = [(1usize, 1usize), (3, 2), (7, 3), (40, 4)];
+        let c = mode_case(&mut r, i, &bh, [64usize, 16, 48, 32][(i / 2) % 4], 777);
+        let (s, state_dt) = (&c.shape, c.state_dt);
+        let (inp, sets) = (&c.inp, &c.sets);
         let mut versions = vec!["v9", "v11", "v11_xb"];
         if state_dt == DType::BF16 {
             versions.extend(V11_SWEEP.iter().copied());
@@ -526,11 +556,8 @@ fn ssu_v11_bit_exact() {
                 continue;
             }
             n += (v != "v9") as usize;
-            let name = format!(
-                "v11 case {i} {v}: b{} slots{} h{} d{} g{} {state_dt} sr={sr} per_head={per_head} pads={pads} {pad_mode} {out_from}",
-                s.batch, s.slots, s.nheads, s.dim, s.ngroups
-            );
-            diff_into(&mut fails, v, &name, &inp, &sets, state_dt);
+            let name = format!("v11 case {i} {v}: {}", c.label);
+            diff_into(&mut fails, v, &name, inp, sets, state_dt);
         }
     }
     eprintln!("{n} v11 runs, {} failed", fails.len());
@@ -551,62 +578,17 @@ fn ssu_v12_bit_exact() {
     let mut r = Rng::new(3131);
     let mut fails = vec![];
     let mut n = 0;
-    let formats = [
-        (DType::F32, false),
-        (DType::BF16, false),
-        (DType::F16, false),
-        (DType::F16, true),
-    ];
     for i in 0..20 {
-        let (state_dt, sr) = formats[i % 4];
-        let ngroups = [1usize, 2, 4, 8][(i / 4) % 4];
-        let (batch, heads_per_group) = [(1usize, 1usize), (3, 2), (7, 3), (40, 4), (2, 16)][i % 5];
-        let s = Shape {
-            batch,
-            slots: batch + (i % 3),
-            nheads: ngroups * heads_per_group,
-            dim: [64usize, 16, 48, 128, 80, 8, 32][i % 7],
-            dstate: 128,
-            ngroups,
-        };
-        let pads = i % 3 == 1;
-        let mut inp = inputs(&mut r, &s, state_dt, i % 4 != 3, pads);
-        let per_head = i % 2 == 0;
-        if per_head {
-            inp.insert(
-                "dt".into(),
-                r.uniform_tensor(&[s.batch, s.nheads], -3.0, 1.0, DType::F32),
-            );
-            if inp.contains_key("D") {
-                inp.insert("D".into(), r.normal_tensor(&[s.nheads], 1.0, DType::F32));
-            }
-        } else if inp.contains_key("dt_bias") {
-            inp.insert(
-                "dt_bias".into(),
-                r.uniform_tensor(&[s.nheads, s.dim], -2.0, 0.5, DType::F32),
-            );
-        }
-        let pad_mode = if i % 6 == 1 {
-            "compute_from_zero_state"
-        } else {
-            "zero_output"
-        };
-        let out_from = if i % 5 == 2 {
-            "stored_state"
-        } else {
-            "unrounded_state"
-        };
-        let mut sets = vec![
-            ("dt_softplus", (i % 3 != 2).to_string()),
-            ("pad_mode", pad_mode.to_string()),
-            ("out_from", out_from.to_string()),
-        ];
-        if sr {
-            sets.push(("rounding", "stochastic".into()));
-            sets.push(("seed", (999 + i).to_string()));
-            sets.push(("philox_rounds", ["10", "5", "7"][i % 3].into()));
-        }
-        let sets = common::sets(&sets);
+        let bh = [(1usize, 1usize), (3, 2), (7, 3), (40, 4), (2, 16)];
+        let c = mode_case(
+            &mut r,
+            i,
+            &bh,
+            [64usize, 16, 48, 128, 80, 8, 32][i % 7],
+            999,
+        );
+        let (s, state_dt) = (&c.shape, c.state_dt);
+        let (inp, sets) = (&c.inp, &c.sets);
         let mut versions = vec!["v12", "v12_xb"];
         if state_dt == DType::BF16 {
             versions.extend(["x12_bf16_m2", "x12_bf16_m2_xb"]);
@@ -616,11 +598,8 @@ fn ssu_v12_bit_exact() {
         }
         for v in versions {
             n += (v.starts_with("v12") || v.starts_with("x12")) as usize;
-            let name = format!(
-                "v12 case {i} {v}: b{} slots{} h{} d{} g{} {state_dt} sr={sr} per_head={per_head} pads={pads} {pad_mode} {out_from}",
-                s.batch, s.slots, s.nheads, s.dim, s.ngroups
-            );
-            diff_into(&mut fails, v, &name, &inp, &sets, state_dt);
+            let name = format!("v12 case {i} {v}: {}", c.label);
+            diff_into(&mut fails, v, &name, inp, sets, state_dt);
         }
     }
     eprintln!("{n} v12 runs, {} failed", fails.len());
