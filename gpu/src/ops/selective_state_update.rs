@@ -298,8 +298,7 @@ pub fn auto_version(s: &AutoShape) -> &'static str {
     } else if tiles <= s.sm_count
         && !s.sr
         && v12_ok(s.dstate, s.state).is_none()
-        && (s.state == DType::BF16
-            || (matches!(s.state, DType::F32 | DType::F16) && !s.dt_per_dim))
+        && (s.state == DType::BF16 || (matches!(s.state, DType::F32 | DType::F16) && !s.dt_per_dim))
     {
         "v12"
     } else if tiles <= 2 * s.sm_count
