@@ -270,16 +270,7 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
                 );
                 continue;
             }
-            assert_eq!(
-                (
-                    k.spill_stores_bytes,
-                    k.spill_loads_bytes,
-                    k.stack_bytes,
-                    k.smem_bytes
-                ),
-                (0, 0, 0, 5 * 64 * 4),
-                "{name} spills, uses a stack frame or other shared memory: {k:?}"
-            );
+            assert_resident_with_smem(k, 5 * 64 * 4);
         }
     }
     for name in &v11 {
@@ -306,17 +297,23 @@ fn ptxas_resources_and_no_spills_in_ssu_v3() {
             );
             continue;
         }
-        assert_eq!(
-            (
-                k.spill_stores_bytes,
-                k.spill_loads_bytes,
-                k.stack_bytes,
-                k.smem_bytes
-            ),
-            (0, 0, 0, 0),
-            "{name} spills, uses a stack frame or shared memory: {k:?}"
-        );
+        assert_resident_with_smem(k, 0);
     }
+}
+
+/// No spill, no stack frame, and exactly `smem` bytes of static shared memory.
+fn assert_resident_with_smem(k: &compile::KernelResources, smem: u32) {
+    assert_eq!(
+        (
+            k.spill_stores_bytes,
+            k.spill_loads_bytes,
+            k.stack_bytes,
+            k.smem_bytes
+        ),
+        (0, 0, 0, smem),
+        "{} spills, uses a stack frame or other shared memory than {smem} bytes: {k:?}",
+        k.kernel
+    );
 }
 
 /// The router kernels: v4 (one warp per token, keys and bounds in registers) neither spills nor

@@ -722,24 +722,17 @@ pub fn run(
             version
         }
         "auto" => auto_version(&auto_shape),
-        v if is_v12(v) => {
-            if let Some(why) = v12_ok(dims.dstate, state_dtype) {
-                return Err(GpuError::Unsupported(format!("{OP} {v}: {why}")));
-            }
-            if parsed.a.1 {
-                return Err(GpuError::Unsupported(format!(
-                    "{OP} {v}: takes A per head (nheads,); a full A runs on v1-v5"
-                )));
-            }
-            if v != "v12" && (state_dtype != DType::BF16 || sr == 1) {
-                return Err(GpuError::Unsupported(format!(
-                    "{OP} {v}: the v12 sweep forms take a bf16 state with round-to-nearest"
-                )));
-            }
-            v
-        }
-        v if is_v11(v) => {
-            if let Some(why) = v11_ok(v, dims.dim, dims.dstate, state_dtype) {
+        v if is_v11(v) || is_v12(v) => {
+            // (v11_ok names the version in its reason; v12_ok does not)
+            let (family, why) = if is_v12(v) {
+                (
+                    "v12",
+                    v12_ok(dims.dstate, state_dtype).map(|w| format!("{v}: {w}")),
+                )
+            } else {
+                ("v11", v11_ok(v, dims.dim, dims.dstate, state_dtype))
+            };
+            if let Some(why) = why {
                 return Err(GpuError::Unsupported(format!("{OP} {why}")));
             }
             if parsed.a.1 {
@@ -747,9 +740,9 @@ pub fn run(
                     "{OP} {v}: takes A per head (nheads,); a full A runs on v1-v5"
                 )));
             }
-            if v != "v11" && (state_dtype != DType::BF16 || sr == 1) {
+            if v != family && (state_dtype != DType::BF16 || sr == 1) {
                 return Err(GpuError::Unsupported(format!(
-                    "{OP} {v}: the v11 sweep forms take a bf16 state with round-to-nearest"
+                    "{OP} {v}: the {family} sweep forms take a bf16 state with round-to-nearest"
                 )));
             }
             v
@@ -1689,26 +1682,19 @@ fn bench_super_version_sr(
     let mut launch = || {
         let psbi = sbi_ptrs[k % windows];
         k += 1;
+        // x, dt, A, B, C, D, z, dt_bias, sbi, state, state_scale, out (v7 / v11 / v12 launchers)
+        let p12 = [
+            ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst, psc,
+            pout,
+        ];
         if let Some(plan) = &plan7 {
-            let p12 = [
-                ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst,
-                psc, pout,
-            ];
             return launch_v7(g, &f, &prm, plan, blocks as u64, &p12, threads7);
         }
         if is_v11(base) {
-            let p12 = [
-                ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst,
-                psc, pout,
-            ];
             let chunks = blocks as u64 * (dim / v11_rows_per_chunk(base, state_dt)) as u64;
             return launch_v11(g, &f, &prm, chunks, &p12);
         }
         if is_v12(base) {
-            let p12 = [
-                ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], psbi, pst,
-                psc, pout,
-            ];
             return launch_v12(g, &f, &prm, blocks as u64, &p12);
         }
         let mut l = s.launch_builder(&f);
