@@ -73,6 +73,7 @@ __device__ __forceinline__ i64 load_index(const void* p, i64 i, int is64) {
 // grid-stride over the n assignments; range w = i / chunk. counts[w * E + e] zeroed by the host.
 extern "C" __global__ void moe_perm_count(const void* __restrict__ idx, int is64, i64 n, i64 chunk,
                                           i64 E, u32* __restrict__ counts) {
+    DUET_PDL_ENTRY();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 e = load_index(idx, i, is64);
         if (e < 0 || e >= E) continue;  // validated on the host
@@ -83,6 +84,7 @@ extern "C" __global__ void moe_perm_count(const void* __restrict__ idx, int is64
 // One thread per expert: counts[w][e] <- sum_{w' < w} counts[w'][e]; totals[e] <- the sum.
 extern "C" __global__ void moe_perm_colscan(u32* __restrict__ counts, i64 W, i64 E,
                                             u32* __restrict__ totals) {
+    DUET_PDL_ENTRY();
     i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= E) return;
     u32 run = 0;
@@ -106,6 +108,7 @@ extern "C" __global__ void moe_perm_offsets(const u32* __restrict__ totals, i64 
                                             i64* __restrict__ off64, i64 bm, i64 max_tiles,
                                             i32* __restrict__ tile_expert,
                                             i64* __restrict__ tile_row) {
+    DUET_PDL_ENTRY();
     __shared__ i64 ws[33];
     const i64 per = (E + blockDim.x - 1) / blockDim.x;
     const i64 lo = (i64)threadIdx.x * per;
@@ -137,6 +140,7 @@ extern "C" __global__ void moe_perm_scatter(const void* __restrict__ idx, int is
                                             const i64* __restrict__ off64,
                                             i32* __restrict__ ptoken, i32* __restrict__ pslot,
                                             i32* __restrict__ inverse) {
+    DUET_PDL_ENTRY();
     const i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const u32 lane = threadIdx.x & 31;
     if (w >= W) return;  // whole warps exit together (blockDim is a multiple of 32)
@@ -201,6 +205,7 @@ __device__ __forceinline__ void tile_schedule_block(const i64* off64, i64 E, i64
 extern "C" __global__ void moe_tile_schedule(const i64* __restrict__ off64, i64 E, i64 bm,
                                              i64 max_tiles, i32* __restrict__ tile_expert,
                                              i64* __restrict__ tile_row) {
+    DUET_PDL_ENTRY();
     __shared__ i64 ws[33];
     tile_schedule_block(off64, E, bm, max_tiles, tile_expert, tile_row, ws);
 }
@@ -353,16 +358,22 @@ struct GemmArgs {
     u16* h_out;          // q: optional bf16 [M, N]
     u32* amax_out;       // q: amax-only launch when set
     int out_dt;          // o: DT_F32 or DT_BF16
+    // The m-tile schedule (t_exp, t_row, off) was complete before the kernel this launch
+    // follows began (e.g. GEMM2 after GEMM1 on GEMM1's schedule): a form that honours it (r8's
+    // p forms) reads the schedule and issues its first weight stages before its PDL wait,
+    // so under a programmatic edge they overlap the kernel before. 0: wait first.
+    int early;
 };
 
 // Every grouped GEMM kernel's parameters (m16 / m64 / w64, v8, r) and their GemmArgs.
 #define MOE_GEMM_PARAMS                                                                           \
     const u8 *x, const u8 *x_sf, const float *x_g, const u8 *w, const u8 *w_sf, const float *w_g, \
         const i64 *off, const i32 *t_exp, const i64 *t_row, i64 N, i64 K, void *out, u8 *out_sf,  \
-        const float *out_g, int mode, int round_bf16, u16 *h_out, u32 *amax_out, int out_dt
+        const float *out_g, int mode, int round_bf16, u16 *h_out, u32 *amax_out, int out_dt,      \
+        int early
 #define MOE_GEMM_ARGS                                                                             \
     GemmArgs a = {x,   x_sf, x_g, w,      w_sf,  w_g,        off,   t_exp,    t_row, N,           \
-                  K,   out,  out_sf, out_g, mode, round_bf16, h_out, amax_out, out_dt};
+                  K,   out,  out_sf, out_g, mode, round_bf16, h_out, amax_out, out_dt, early};
 
 // Quantizes one 16-column block spread over the lanes that XOR-differ in the masks X0, 2*X0,
 // ... (NS steps), NV values per lane: the scale math of nvfp4.cu's nvfp4_block (both modes).
@@ -801,6 +812,7 @@ __device__ __forceinline__ void moe_gemm_body(const GemmArgs& a) {
 #define MOE_GEMM_KERNEL_WG(NAME, BM, BN, BK, WM, WN, MINB, AF4, BF4, EPI, WG)                           \
     extern "C" __global__ void __launch_bounds__(32 * WM * WN, MINB)                                    \
         NAME(MOE_GEMM_PARAMS) {                                                                    \
+        DUET_PDL_ENTRY();                                                                          \
         MOE_GEMM_ARGS                                                                              \
         moe_gemm_body<BM, BN, BK, WM, WN, AF4, BF4, EPI, WG>(a);                                    \
     }
@@ -1001,6 +1013,7 @@ __device__ __forceinline__ void moe_gemv_body(const GemmArgs& a) {
 #define MOE_GEMV_KERNEL(NAME, EPI)                                                                       \
     extern "C" __global__ void __launch_bounds__(128)                                                   \
         NAME(MOE_GEMM_PARAMS) {                                                                    \
+        DUET_PDL_ENTRY();                                                                          \
         MOE_GEMM_ARGS                                                                              \
         moe_gemv_body<EPI>(a);                                                                       \
     }
@@ -1062,6 +1075,10 @@ template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false, 
 __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     static_assert(CG == 1 || (P > 0 && SK == 1 && !U), "column groups: the ring forms, no split");
     extern __shared__ __align__(16) u8 r8_smem[];
+    // PDL (the kernel starts with DUET_PDL_DEFERRED): wait here unless a.early, else after the
+    // first weight stages are issued (below; the schedule and the weights are not written by
+    // the kernel this one follows).
+    if (!a.early) DUET_PDL_ENTRY();
     constexpr int RG = W / SK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -1146,6 +1163,8 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
             }
         }
     }
+    // a.early: the x rows (the kernel before may write them) only after the wait.
+    if (a.early) DUET_PDL_ENTRY();
     // Stage x: unit u = (step i, row r, t) -> the four fragment uint4 of its 16 bytes.
     if (R < 8 && tid < 4) zb[tid] = make_uint4(0u, 0u, 0u, 0u);
     const i64 units = ns * 4 * R;
@@ -1298,6 +1317,7 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
 #define MOE_R8_KERNEL(NAME, EPI, SK, W, AL, R, D, P, MINB, U, CG)                                \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                      \
         NAME(MOE_GEMM_PARAMS) {                                                                    \
+        DUET_PDL_DEFERRED();                                                                       \
         MOE_GEMM_ARGS                                                                              \
         moe_r8_body<EPI, SK, W, AL, R, D, P, U, CG>(a);                                            \
     }
@@ -1708,6 +1728,7 @@ __device__ __forceinline__ void moe_x_body(const GemmArgs& a) {
 
 #define MOE_X_KERNEL(NAME, EPI, NT, P, GK, MINB)                                                  \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS) {                \
+        DUET_PDL_ENTRY();                                                                          \
         MOE_GEMM_ARGS                                                                              \
         moe_x_body<EPI, NT, P, GK>(a);                                                             \
     }
@@ -1994,6 +2015,7 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
 
 #define MOE_S_KERNEL(NAME, EPI, NT, P, MINB, XH)                                                  \
     extern "C" __global__ void __launch_bounds__(256, MINB) NAME(MOE_GEMM_PARAMS, i64 items) {     \
+        DUET_PDL_ENTRY();                                                                          \
         MOE_GEMM_ARGS                                                                              \
         moe_s_body<EPI, NT, P, XH>(a);                                                             \
     }
@@ -2015,6 +2037,7 @@ MOE_S_FORM(s256h, 256, 4, 1, 1)
 // One thread a 16-code block (8 bytes of codes, 1 scale byte, 32 bytes out).
 extern "C" __global__ void moe_x_f16_v1(const u8* __restrict__ codes, const u8* __restrict__ sf,
                                         i64 blocks, u8* __restrict__ out) {
+    DUET_PDL_ENTRY();
     for (i64 b = (i64)blockIdx.x * blockDim.x + threadIdx.x; b < blocks;
          b += (i64)gridDim.x * blockDim.x) {
         moe_s_decode16(*(const uint2*)(codes + 8 * b), sf[b], out + 32 * b, 16);
@@ -2028,6 +2051,7 @@ extern "C" __global__ void moe_finalize_v1(const void* __restrict__ eo, int eo_d
                                            const float* __restrict__ wts,
                                            const i32* __restrict__ inverse, i64 T, i64 k, i64 H,
                                            float* __restrict__ out) {
+    DUET_PDL_ENTRY();
     const i64 n = T * H;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const i64 tok = i / H, h = i - tok * H;
@@ -2057,6 +2081,7 @@ __device__ __forceinline__ u32 moe_hash(u64 x) {
 // kind 0: random bytes (E2M1 code pairs); kind 1: E4M3 scales in [2^-3, 2^3) (exponent field
 // 4..9, any mantissa); kind 2: bf16 normal-ish values in (-1, 1).
 extern "C" __global__ void moe_fill(u8* __restrict__ p, i64 n, u64 seed, int kind) {
+    DUET_PDL_ENTRY();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         const u32 h = moe_hash(seed * 0x9e3779b97f4a7c15ull + (u64)i);
         if (kind == 0) {

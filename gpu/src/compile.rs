@@ -458,6 +458,8 @@ mod tests {
             "causal_conv1d",
             "noaux_tc_router",
             "selective_state_update",
+            // not the engine's: the MoE layer bench's programmatic graphs (session 32)
+            "moe",
         ] {
             let k = source(f).unwrap();
             assert_eq!(

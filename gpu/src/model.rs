@@ -413,7 +413,8 @@ pub struct GpuKernels {
     /// --slot-kernel` picks.
     pub slot_kernel: &'static str,
     /// The decode step's SSU kernel version ([`DECODE_SSUS`]; `DUET_DECODE_SSU`, default
-    /// [`DECODE_SSU`]): both give the same bits.
+    /// [`DECODE_SSU`]): every one gives the same bits (v12 runs where it applies, dstate 128
+    /// and at most one head an SM, v10 elsewhere: [`decode_ssu_kernel`]).
     pub decode_ssu: &'static str,
 }
 
@@ -2277,13 +2278,36 @@ pub const SLOT_MMA_UP: &str = "model_gemv1_slots_nvfp4w_mma1";
 pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma2w8_relu";
 
 /// The SSU version of the decode step (batch 1, f32 state, A per head: what `auto` picks
-/// there): v10 from session 12 (v6's arithmetic, so the same state and `out` bits; 16 rows a
-/// block and the loads before the prologue: bf16 batch 1 5.48 us against v6's 7.01, session
-/// 12 call 2).
-pub const DECODE_SSU: &str = "v10";
+/// there): v12 since session 32 (one 512-thread block a head; at the Super shape, f32 state,
+/// dt per head, 4.87-4.99 us against v10's 6.61-6.78, session 31 call 3), where it applies
+/// (dstate 128, at most one head an SM: [`decode_ssu_kernel`]); v10 elsewhere (session 12:
+/// 16 rows a block and the loads before the prologue). Every version is bit-exact against
+/// the reference, so the state and `out` bits do not depend on the choice.
+pub const DECODE_SSU: &str = "v12";
 
-/// The values of [`GpuKernels::decode_ssu`] (v6: the decode step's kernel until session 12).
-pub const DECODE_SSUS: &[&str] = &["v6", "v10"];
+/// The values of [`GpuKernels::decode_ssu`] (v6: the decode step's kernel until session 12,
+/// v10 until session 31).
+pub const DECODE_SSUS: &[&str] = &["v6", "v10", "v12"];
+
+/// The kernel the decode step runs for the configured version: (version, threads a block).
+/// v12 needs dstate [`ops::selective_state_update::V12_DSTATE`] and takes one block a head,
+/// so it runs where the heads fit one wave (`nheads <= sms`); elsewhere v10.
+pub fn decode_ssu_kernel(
+    configured: &'static str,
+    nheads: usize,
+    dstate: usize,
+    sms: usize,
+) -> (&'static str, u32) {
+    use crate::ops::selective_state_update as ssu;
+    if configured != "v12" {
+        return (configured, 128);
+    }
+    if ssu::v12_ok(dstate, DType::F32).is_none() && nheads <= sms {
+        ("v12", 512)
+    } else {
+        ("v10", 128)
+    }
+}
 
 /// [`GpuKernels::decode_ssu`] from `DUET_DECODE_SSU` (unset: [`DECODE_SSU`]; an unknown value
 /// says so on stderr and keeps the default).
@@ -2817,9 +2841,22 @@ impl GpuKernels {
         ))
     }
 
-    /// Whether the decode step can run v10 directly, where `auto` would run v10 (batch 1, an
-    /// f32 state, A per head: every Nemotron-H decode step): the `auto` version configured, a
-    /// dstate v10 compiles for, fewer heads than 4 per SM, per-head operands of `nheads`.
+    /// What the decode step's SSU launch runs at these dims: ([`decode_ssu_kernel`]'s version,
+    /// threads a block) for the configured [`GpuKernels::decode_ssu`] and this GPU's SMs.
+    pub fn decode_ssu_launch(&self, dims: SsmDims) -> (&'static str, u32) {
+        decode_ssu_kernel(
+            self.decode_ssu,
+            dims.nheads,
+            dims.dstate,
+            self.g.sm_count as usize,
+        )
+    }
+
+    /// Whether the decode step can run its SSU kernel ([`decode_ssu_kernel`]: v12 or v10)
+    /// directly, where `auto` would run it (batch 1, an f32 state, A per head: every
+    /// Nemotron-H decode step): the `auto` version configured, a dstate v10 compiles for
+    /// (v12 needs 128 and falls back to v10 otherwise), fewer heads than 4 per SM, per-head
+    /// operands of `nheads`.
     pub(crate) fn ssu_direct_ok(&self, dims: SsmDims, p: &SsmParams<'_>) -> bool {
         use crate::ops::selective_state_update as ssu;
         let SsmDims {
@@ -2861,7 +2898,8 @@ impl GpuKernels {
             dstate: n,
         } = dims;
         let prm = ssu::decode_params(h, hd, n, ng)?;
-        let (fname, dtiles) = ssu::launch_shape(self.decode_ssu, hd, n, DType::F32, false);
+        let (version, threads) = decode_ssu_kernel(self.decode_ssu, h, n, self.g.sm_count as usize);
+        let (fname, dtiles) = ssu::launch_shape(version, hd, n, DType::F32, false);
         let f = self.g.function("selective_state_update", &fname)?;
         let blocks = grid_u32("selective_state_update", h as u64 * dtiles as u64)?;
         let s = &self.g.stream;
@@ -2896,14 +2934,15 @@ impl GpuKernels {
         // SAFETY: the common ssu signature (params, then the 12 buffers above); the caller holds
         // the state at h * hd * n f32, x and out at h * hd, dt h, B / C ngroups * n; A / D /
         // dt_bias hold h (ssu_direct_ok); the dummies are never read (their has_* flags are 0).
-        unsafe { l.launch(runtime::cfg(blocks, 128, 0)) }
+        // v12 takes one 512-thread block a head (launch_shape: one d-tile), the others 128.
+        unsafe { l.launch(runtime::cfg(blocks, threads, 0)) }
             .map_err(launch_err("selective_state_update decode step"))?;
         Ok(())
     }
 
     /// Whether [`GpuKernels::launch_mamba_step`] takes this layer: conv width 2..=4, xBC =
     /// [x | B | C] with d_inner and ngroups*dstate multiples of 4, per-head operands of
-    /// nheads, and the ssu decode case (v10)
+    /// nheads, and the ssu decode case (v12 / v10)
     /// ([`GpuKernels::ssu_direct_ok`]).
     pub(crate) fn mamba_step_ok(&self, m: &MambaStep<'_>) -> bool {
         use crate::ops::causal_conv1d::MAX_WIDTH;
@@ -2924,7 +2963,7 @@ impl GpuKernels {
 
     /// Queues one Mamba decode step on device pointers: `causal_conv1d_update` v1 (SiLU) of
     /// xBC (conv_dim f32 at `xbc`) on the conv window `conv` (conv_dim, k-1) into `xa`
-    /// (conv_dim f32 of scratch), then the decode SSU (v10) on the SSM state `ssm` (nheads, headdim, dstate)
+    /// (conv_dim f32 of scratch), then the decode SSU (v12 / v10: [`decode_ssu_kernel`]) on the SSM state `ssm` (nheads, headdim, dstate)
     /// with x, B and C read straight from `xa` and the raw dt (nheads f32 at `dt`); y
     /// (nheads*headdim f32) into `y`. The caller checked [`GpuKernels::mamba_step_ok`] and the
     /// buffer sizes.
@@ -2971,7 +3010,7 @@ impl GpuKernels {
     /// [`ModelKernels::mamba_decode`] with the layer's states resident on the device: the
     /// first decode step after a prefill (or after states came back to the host) uploads them
     /// once into a [`GpuMambaState`]; every step then uploads the token's xBC and dt rows, runs
-    /// `causal_conv1d_update` v1 (SiLU) on the resident conv window, and the decode SSU (v10) on the resident
+    /// `causal_conv1d_update` v1 (SiLU) on the resident conv window, and the decode SSU (v12 / v10) on the resident
     /// SSM state reading x, B and C straight from the conv output, and downloads y. `None`:
     /// not this case (the op runner path runs on host states instead).
     fn mamba_decode_resident(
@@ -3760,6 +3799,14 @@ mod tests {
         }
         assert_eq!(slotm_smem(2688), 22 * 768 + 512);
         assert!(DECODE_SSUS.contains(&DECODE_SSU));
+        // v12 where dstate is 128 and the heads fit one wave; v10 elsewhere; others as asked.
+        assert_eq!(decode_ssu_kernel("v12", 128, 128, 132), ("v12", 512));
+        assert_eq!(decode_ssu_kernel("v12", 132, 128, 132), ("v12", 512));
+        assert_eq!(decode_ssu_kernel("v12", 133, 128, 132), ("v10", 128));
+        assert_eq!(decode_ssu_kernel("v12", 8, 16, 132), ("v10", 128));
+        assert_eq!(decode_ssu_kernel("v12", 8, 64, 132), ("v10", 128));
+        assert_eq!(decode_ssu_kernel("v10", 128, 128, 132), ("v10", 128));
+        assert_eq!(decode_ssu_kernel("v6", 128, 128, 132), ("v6", 128));
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2"), 2);
         assert_eq!(slots_xs_columns("model_gemv1_slots_nvfp4w_xs4r2_relu"), 2);
         assert_eq!(

@@ -1577,3 +1577,81 @@ fn decode_engine_fused_norms_give_the_unfused_bits() {
         }
     }
 }
+
+/// The decode step's SSU at the Super shape (128 heads x 64, dstate 128, 8 groups; f32 state,
+/// per-head dt / A / D / dt_bias, softplus): every [`gpu::model::DECODE_SSUS`] version (v12
+/// one 512-thread block a head, v10, v6) gives the same state and `out` bits, under both
+/// poisons, close to the CPU step; the default runs v12 there.
+#[test]
+#[ignore = "gpu"]
+fn decode_ssu_versions_agree_at_the_super_shape() {
+    let (nh, hd, ng, ds) = (128usize, 64usize, 8usize, 128usize);
+    let dims = SsmDims {
+        nheads: nh,
+        headdim: hd,
+        ngroups: ng,
+        dstate: ds,
+    };
+    let mut r = Rng(0x5eed_0032);
+    let a: Vec<f32> = r.pos(nh, 0.5, 4.0).iter().map(|v| -v).collect();
+    let d = r.vec(nh, 1.0);
+    let dtb = r.vec(nh, 1.0);
+    let p = SsmParams {
+        a: &a,
+        d: &d,
+        dt_bias: &dtb,
+    };
+    let init = r.vec(nh * hd * ds, 1.0);
+    let (x, dt, b, c) = (
+        r.vec(nh * hd, 1.0),
+        r.vec(nh, 1.0),
+        r.vec(ng * ds, 1.0),
+        r.vec(ng * ds, 1.0),
+    );
+    let rows = SsmRows {
+        x: &x,
+        dt: &dt,
+        b: &b,
+        c: &c,
+    };
+    let mut s0 = init.clone();
+    let y0 = CpuKernels
+        .ssu_step(dims, &mut s0, &p, &rows)
+        .expect("cpu ssu");
+    assert_eq!(
+        gpu_k(0xFF).decode_ssu_launch(dims),
+        ("v12", 512),
+        "the default decode SSU at the Super shape"
+    );
+    let mut first: Option<(Vec<u32>, Vec<u32>)> = None;
+    for v in gpu::model::DECODE_SSUS {
+        // Both poisons: every output element written (bit-identical results).
+        let runs: Vec<(Vec<u32>, Vec<u32>)> = [0xFFu8, 0x00]
+            .iter()
+            .map(|&poison| {
+                let mut g = gpu_k(poison);
+                g.decode_ssu = v;
+                let mut s = init.clone();
+                let y = g.ssu_step(dims, &mut s, &p, &rows).expect("gpu ssu");
+                (bits(&y), bits(&s))
+            })
+            .collect();
+        assert!(
+            runs[0] == runs[1],
+            "decode ssu {v}: results differ between poisons"
+        );
+        let got = runs[0].clone();
+        let gy: Vec<f32> = got.0.iter().map(|b| f32::from_bits(*b)).collect();
+        let gs: Vec<f32> = got.1.iter().map(|b| f32::from_bits(*b)).collect();
+        assert_close(&format!("decode ssu {v} out"), &y0, &gy, 1e-6, 1e-5);
+        assert_close(&format!("decode ssu {v} state"), &s0, &gs, 1e-6, 1e-5);
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert!(
+                *f == got,
+                "decode ssu {v}: bits differ from {}",
+                gpu::model::DECODE_SSUS[0]
+            ),
+        }
+    }
+}

@@ -896,3 +896,52 @@ fn chain_permute_gemm1_gemm2_finalize() {
         panic!("{msg}");
     }
 }
+
+/// The expert layer at the Super shapes (T = 1 and 8; 512 experts, top-22, NVFP4) as a graph
+/// with programmatic edges (schedule -> GEMM1 -> GEMM2, GEMM2 issuing its first weight stages
+/// before its wait: `early`), on outputs poisoned before the replays, gives the eager
+/// launches' GEMM2 bits, for the decode-sized R forms the layer picks (r8p4 / r2p8) and for
+/// the schedule filled by the permutation.
+#[test]
+#[ignore = "gpu"]
+fn expert_layer_with_programmatic_edges_gives_the_eager_bits() {
+    let g = gpu();
+    for t in [1usize, 8] {
+        let v =
+            gpu::ops::moe::bench_expert_layer_versions(&g, t, 1.0, Some(&["v3_r8p4", "v3_r2p8"]))
+                .unwrap_or_else(|e| panic!("T = {t}: {e}"));
+        let versions = v["versions"].as_array().expect("versions");
+        let mut checked = 0;
+        for ver in versions {
+            let name = ver["version"].as_str().unwrap_or("?");
+            for (what, p) in [
+                ("layer", &ver["layer"]["graph_pdl"]),
+                (
+                    "tiles from permute",
+                    &ver["layer_tiles_from_permute"]["graph_pdl"],
+                ),
+            ] {
+                assert!(
+                    p.is_object(),
+                    "T = {t} {name} {what}: no programmatic graph ran: {p}"
+                );
+                assert!(
+                    p["programmatic_edges"].as_u64().unwrap_or(0) > 0,
+                    "T = {t} {name} {what}: {p}"
+                );
+                assert_eq!(
+                    p["pdl_out_matches_eager"],
+                    serde_json::Value::Bool(true),
+                    "T = {t} {name} {what}: GEMM2's output under programmatic edges differs"
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            versions.iter().any(|x| x["version"] == "v3_r8p4")
+                && versions.iter().any(|x| x["version"] == "v3_r2p8"),
+            "T = {t}: the r forms did not run"
+        );
+        assert!(checked >= 4, "T = {t}: {checked} graphs checked");
+    }
+}

@@ -801,11 +801,17 @@ pub fn launch_gemm(
     k: usize,
     epi: &Epilogue,
 ) -> Result<(), GpuError> {
-    launch_gemm_as(g, sched, sched.cfg, x, w, off64, n, k, epi)
+    launch_gemm_as(g, sched, sched.cfg, x, w, off64, n, k, epi, false)
 }
 
 /// [`launch_gemm`] with tile config `c` over `sched`'s m-tiles (`c.bm()` must be the
 /// schedule's: e.g. another `R` form with the same rows and another K split).
+/// `early`: the schedule (`sched`'s tables, `off64`) was complete before the kernel this
+/// launch follows began (GEMM2 after GEMM1 on the same or an earlier schedule), so the r8 p
+/// forms may read it and issue their first weight stages before their PDL wait (moe.cu
+/// `GemmArgs::early`; without a programmatic edge the wait is a no-op and `early` changes
+/// nothing). False when the kernel before may write the schedule (the permutation, the
+/// schedule kernel).
 #[allow(clippy::too_many_arguments)]
 pub fn launch_gemm_as(
     g: &Gpu,
@@ -817,6 +823,7 @@ pub fn launch_gemm_as(
     n: usize,
     k: usize,
     epi: &Epilogue,
+    early: bool,
 ) -> Result<(), GpuError> {
     if c.bm() != sched.cfg.bm() {
         return Err(GpuError::Unsupported(format!(
@@ -943,7 +950,8 @@ pub fn launch_gemm_as(
     a.arg(&w.data).arg(&w.sf).arg(&w.global);
     a.arg(&off64).arg(&te).arg(&tr).arg(&n64).arg(&k64);
     a.arg(&codes).arg(&sfp).arg(&og).arg(&mode).arg(&round);
-    a.arg(&h).arg(&amax).arg(&out_dt);
+    let early = early as i32;
+    a.arg(&h).arg(&amax).arg(&out_dt).arg(&early);
     if flat {
         a.arg(&items);
     }
@@ -1594,6 +1602,25 @@ fn timing_json(t: &crate::runtime::Timing) -> serde_json::Value {
 /// GEMM2 (bf16 out) on the permuted rows; weights generated on the device. `floor_us` is the
 /// issue's floor for this T. Returns timings per launch and % of the floor.
 pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json::Value, GpuError> {
+    // DUET_MOE_VERSIONS=a,b,...: only these (the first of the list, the reference of
+    // `max_rel_vs_first`, v3 and v4 always run).
+    let keep = std::env::var("DUET_MOE_VERSIONS").ok();
+    let keep: Option<Vec<&str>> = keep
+        .as_deref()
+        .map(|k| k.split(',').map(str::trim).collect());
+    bench_expert_layer_versions(g, t, floor_us, keep.as_deref())
+}
+
+/// [`bench_expert_layer`] over the GEMM versions in `keep` (plus the list's first, v3 and v4;
+/// `None`: every version). Each version's layer also runs as a graph with programmatic edges
+/// (`graph_pdl`) on poisoned outputs, and `pdl_out_matches_eager` says whether GEMM2's output
+/// then has the eager launches' bits.
+pub fn bench_expert_layer_versions(
+    g: &Gpu,
+    t: usize,
+    floor_us: f64,
+    keep: Option<&[&str]>,
+) -> Result<serde_json::Value, GpuError> {
     let (e, k, l, i) = (512usize, 22usize, 1024usize, 2688usize);
     let m = t * k;
     // Routing: k distinct experts per token (seeded LCG, uniform).
@@ -1719,10 +1746,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
     };
     list.push("v3");
     list.push("v4");
-    // DUET_MOE_VERSIONS=a,b,...: only these (the first of the list, the reference of
-    // `max_rel_vs_first`, v3 and v4 always run).
-    if let Ok(keep) = std::env::var("DUET_MOE_VERSIONS") {
-        let keep: Vec<&str> = keep.split(',').map(str::trim).collect();
+    if let Some(keep) = keep {
         let first = list.first().copied();
         list.retain(|v| Some(*v) == first || *v == "v3" || *v == "v4" || keep.contains(v));
     }
@@ -1763,7 +1787,9 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         };
         g.sync()?;
         let gemm1 = || launch_gemm(g, &sched, &xo, &w1o, offp, i, l, &epi1);
-        let gemm2 = || launch_gemm_as(g, s2, cfg2, &yo, &w2o, offp, l, i, &epi2);
+        // GEMM2 follows GEMM1, which follows the schedule(s): `early` (its weights start
+        // streaming during GEMM1's tail under a programmatic edge).
+        let gemm2 = || launch_gemm_as(g, s2, cfg2, &yo, &w2o, offp, l, i, &epi2, true);
         gemm1()?;
         gemm2()?;
         g.sync()?;
@@ -1806,6 +1832,30 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
             gemm2()
         })?;
         let layer_us = best(&tl, &tlg);
+        // The same layer as a graph with programmatic edges (each kernel may launch while the
+        // one before it finishes; GEMM2's r8 p forms issue their first weight stages before
+        // their wait: `early`).
+        // GEMM1's and GEMM2's outputs poisoned first: the replays must write every byte again.
+        let poison_outs = |seed: u64| -> Result<(), GpuError> {
+            fill(g, ptr(g, &y), m * i / 2, seed, 0)?;
+            fill(g, ptr(g, &ys), m * i / 16, seed + 1, 0)?;
+            fill(g, ptr(g, &out), m * l * 2, seed + 2, 0)
+        };
+        let out_bits = || -> Result<Vec<u8>, GpuError> {
+            g.sync()?;
+            g.stream
+                .clone_dtoh(&out)
+                .map_err(drv("moe bench output download"))
+        };
+        let eager_bits = out_bits()?;
+        poison_outs(91)?;
+        let tl_pdl = crate::bench::time_graph_pdl(g, || {
+            sched.launch(g, offp, e)?;
+            launch_sched2()?;
+            gemm1()?;
+            gemm2()
+        })?;
+        let tl_pdl_ok = tl_pdl.is_none() || out_bits()? == eager_bits;
         // The same GEMMs on a schedule the permutation fills (moe_perm_offsets): the layer
         // without the schedule launch, and the permutation's time with it. The tables are
         // checked against moe_tile_schedule's first.
@@ -1820,12 +1870,25 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
         let tiles_match = sched_p.download(g)? == sched.download(g)?;
         let gemm1p = || launch_gemm(g, &sched_p, &xo, &w1o, offp, i, l, &epi1);
         let s2p = sched2.as_ref().unwrap_or(&sched_p);
-        let gemm2p = || launch_gemm_as(g, s2p, cfg2, &yo, &w2o, offp, l, i, &epi2);
+        let gemm2p = || launch_gemm_as(g, s2p, cfg2, &yo, &w2o, offp, l, i, &epi2, true);
         let (tf, tfg) = crate::bench::time_launch(g, small, || {
             launch_sched2()?;
             gemm1p()?;
             gemm2p()
         })?;
+        poison_outs(94)?;
+        let tf_pdl = crate::bench::time_graph_pdl(g, || {
+            launch_sched2()?;
+            gemm1p()?;
+            gemm2p()
+        })?;
+        let tf_pdl_ok = tf_pdl.is_none() || out_bits()? == eager_bits;
+        let pdl_json = |t: &Option<(crate::runtime::Timing, usize)>, ok: bool| {
+            t.as_ref().map(|(t, edges)| {
+                serde_json::json!({"per_launch": timing_json(t), "us": t.median_us,
+                                   "programmatic_edges": edges, "pdl_out_matches_eager": ok})
+            })
+        };
         let (tpt, tptg) = crate::bench::time_launch(g, small, || {
             launch_permute(g, idx_p, false, t, k, e, &mut scratch, &po_t)
         })?;
@@ -1836,6 +1899,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
                       "us": layer_us, "pct_of_floor": 100.0 * floor_us / layer_us,
                       "tflops": flops / (layer_us * 1e-6) / 1e12,
                       "weight_gb_per_s": weight_bytes / (layer_us * 1e-6) / 1e9,
+                      "graph_pdl": pdl_json(&tl_pdl, tl_pdl_ok),
                       "note": "tile schedule + GEMM1 (relu^2 + NVFP4 epilogue) + GEMM2"},
             "gemm1": {"event": timing_json(&t1), "graph_per_launch": t1g.as_ref().map(timing_json)},
             "gemm2": {"event": timing_json(&t2), "graph_per_launch": t2g.as_ref().map(timing_json)},
@@ -1843,6 +1907,7 @@ pub fn bench_expert_layer(g: &Gpu, t: usize, floor_us: f64) -> Result<serde_json
                 "us": best(&tf, &tfg), "pct_of_floor": 100.0 * floor_us / best(&tf, &tfg),
                 "event": timing_json(&tf), "graph_per_launch": tfg.as_ref().map(timing_json),
                 "tiles_match": tiles_match,
+                "graph_pdl": pdl_json(&tf_pdl, tf_pdl_ok),
                 "permute_with_tiles": {"event": timing_json(&tpt),
                                         "graph_per_launch": tptg.as_ref().map(timing_json)},
                 "note": "GEMM1 + GEMM2 on the m-tile schedule moe_perm_offsets fills"},
