@@ -1118,11 +1118,19 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     const i64 srow = min(n0 + (lane >> 1), N - 1);
     const u8* rsl = wsf + srow * (K >> 4) + 4 * (lane & 1);
     // CG > 1: stream position j = (group j / ns, step j % ns) of the warp's live groups (gl).
+    // The stages are issued in order (j = 0, 1, ...), so the group and step of the next one
+    // are counted (qc, qi) instead of divided out (session 32: the i64 division by ns, a
+    // call a stage, is what made the c forms slow in session 22).
     const i64 gl = n0 < N ? min((i64)CG, (N - n0 + 16 * RG - 1) / (16 * RG)) : 0;
+    i64 qc = 0, qi = 0;
     auto issue_cg = [&](i64 j) {
         if (j < gl * ns) {
-            const i64 c = j / ns, i = j - c * ns;
-            const i64 nc = n0 + 16 * RG * c;
+            const i64 i = qi;
+            const i64 nc = n0 + 16 * RG * qc;
+            if (++qi == ns) {
+                qi = 0;
+                ++qc;
+            }
             const i64 ra_ = min(nc + g, N - 1), rb_ = min(nc + g + 8, N - 1);
             const i64 rs_ = min(nc + (lane >> 1), N - 1);
             u8* st = ring + (int)(j % P) * 1152;

@@ -413,8 +413,9 @@ pub struct GpuKernels {
     /// --slot-kernel` picks.
     pub slot_kernel: &'static str,
     /// The decode step's SSU kernel version ([`DECODE_SSUS`]; `DUET_DECODE_SSU`, default
-    /// [`DECODE_SSU`]): every one gives the same bits (v12 runs where it applies, dstate 128
-    /// and at most one head an SM, v10 elsewhere: [`decode_ssu_kernel`]).
+    /// [`DECODE_SSU`]): every one gives the same state bits and `out` within the op's tolerance
+    /// (v12 sums `out` in another order; v12 runs where it applies, dstate 128 and at most one
+    /// head an SM, v10 elsewhere: [`decode_ssu_kernel`]).
     pub decode_ssu: &'static str,
 }
 
@@ -2281,8 +2282,11 @@ pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma2w8_relu";
 /// there): v12 since session 32 (one 512-thread block a head; at the Super shape, f32 state,
 /// dt per head, 4.87-4.99 us against v10's 6.61-6.78, session 31 call 3), where it applies
 /// (dstate 128, at most one head an SM: [`decode_ssu_kernel`]); v10 elsewhere (session 12:
-/// 16 rows a block and the loads before the prologue). Every version is bit-exact against
-/// the reference, so the state and `out` bits do not depend on the choice.
+/// 16 rows a block and the loads before the prologue). Every version's state update is
+/// bit-exact against the reference (the same state bits whatever the choice); v12 sums `out`
+/// in another order than v6 / v10 (last-bit differences, gpu_model
+/// `decode_ssu_versions_agree_at_the_super_shape`). Session 32 call 1 (fused super engine,
+/// 24 steps): the engine's mamba_step 46.1 us a step (4 layers) on v12 against 53.5 on v10.
 pub const DECODE_SSU: &str = "v12";
 
 /// The values of [`GpuKernels::decode_ssu`] (v6: the decode step's kernel until session 12,

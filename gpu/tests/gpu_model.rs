@@ -1580,8 +1580,10 @@ fn decode_engine_fused_norms_give_the_unfused_bits() {
 
 /// The decode step's SSU at the Super shape (128 heads x 64, dstate 128, 8 groups; f32 state,
 /// per-head dt / A / D / dt_bias, softplus): every [`gpu::model::DECODE_SSUS`] version (v12
-/// one 512-thread block a head, v10, v6) gives the same state and `out` bits, under both
-/// poisons, close to the CPU step; the default runs v12 there.
+/// one 512-thread block a head, v10, v6) gives the same state bits (the update is elementwise
+/// and bit-exact in every version) and an `out` within 1e-6 of the CPU step's and of the
+/// others' (`out` sums dstate products in another order in v12: session 32 call 1 found its
+/// bits differ from v6 / v10's), under both poisons; the default runs v12 there.
 #[test]
 #[ignore = "gpu"]
 fn decode_ssu_versions_agree_at_the_super_shape() {
@@ -1647,11 +1649,15 @@ fn decode_ssu_versions_agree_at_the_super_shape() {
         assert_close(&format!("decode ssu {v} state"), &s0, &gs, 1e-6, 1e-5);
         match &first {
             None => first = Some(got),
-            Some(f) => assert!(
-                *f == got,
-                "decode ssu {v}: bits differ from {}",
-                gpu::model::DECODE_SSUS[0]
-            ),
+            Some(f) => {
+                let v0 = gpu::model::DECODE_SSUS[0];
+                assert!(
+                    f.1 == got.1,
+                    "decode ssu {v}: state bits differ from {v0}'s"
+                );
+                let fy: Vec<f32> = f.0.iter().map(|b| f32::from_bits(*b)).collect();
+                assert_close(&format!("decode ssu {v} out vs {v0}"), &fy, &gy, 1e-6, 1e-6);
+            }
         }
     }
 }

@@ -1749,11 +1749,15 @@ pub fn bench_expert_layer_versions(
     if let Some(keep) = keep {
         let first = list.first().copied();
         list.retain(|v| Some(*v) == first || *v == "v3" || *v == "v4" || keep.contains(v));
+        // "A/B": GEMM1 on version A, GEMM2 on version B (same m-tile rows; session 32).
+        list.extend(keep.iter().filter(|v| v.contains('/')));
     }
     for ver in list {
-        // GEMM1 has K = latent, GEMM2 K = width: `v3` may split them differently.
-        let cfgc = TileCfg::pick(ver, m, e, l, true)?;
-        let cfg2 = TileCfg::pick(ver, m, e, i, true)?;
+        // GEMM1 has K = latent, GEMM2 K = width: `v3` may split them differently; "A/B"
+        // names the two GEMMs' versions.
+        let (ver1, ver2) = ver.split_once('/').unwrap_or((ver, ver));
+        let cfgc = TileCfg::pick(ver1, m, e, l, true)?;
+        let cfg2 = TileCfg::pick(ver2, m, e, i, true)?;
         if tiles_seen.contains(&(cfgc.tag(), cfg2.tag())) {
             continue;
         }
