@@ -2285,8 +2285,9 @@ pub const SLOT_MMA_DOWN: &str = "model_gemv1_slots_nvfp4w_mma2w8_relu";
 /// 16 rows a block and the loads before the prologue). Every version's state update is
 /// bit-exact against the reference (the same state bits whatever the choice); v12 sums `out`
 /// in another order than v6 / v10 (last-bit differences, gpu_model
-/// `decode_ssu_versions_agree_at_the_super_shape`). Session 32 call 1 (fused super engine,
-/// 24 steps): the engine's mamba_step 46.1 us a step (4 layers) on v12 against 53.5 on v10.
+/// `decode_ssu_versions_agree_at_the_super_shape`). Session 32 (fused super engine): its
+/// mamba_step 46.0-48.4 us a step (4 layers, per-op events) on v12 against 53.4-54.0 on v10;
+/// under ncu the step's 4 SSU launches 22.66 us against 28.77.
 pub const DECODE_SSU: &str = "v12";
 
 /// The values of [`GpuKernels::decode_ssu`] (v6: the decode step's kernel until session 12,
