@@ -33,13 +33,14 @@ ncu_src_router() {
         "$B/duet" bench --backend gpu --shape router_t32768 --versions "$1" --out /tmp/ncu_bench.json
     run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/r$1.ncu-rep" --page source --csv --print-source sass
 }
-# ncu_src_moe TAG: ncu warp states, source counters, speed of light and occupancy of one launch of
-# moe_gemm_TAG in the moe_t4096 preset (DUET_MOE_VERSIONS picks the versions that run), its
-# source CSV (ncu-src-TAG-csv.log) and details page (ncu-det-TAG.log).
+# ncu_src_moe TAG [SHAPE]: ncu warp states, source counters, speed of light and occupancy of one
+# launch of moe_gemm_TAG in the moe_t4096 preset (or SHAPE, e.g. moe_t64; DUET_MOE_VERSIONS
+# picks the versions that run), its source CSV (ncu-src-TAG-csv.log) and details page
+# (ncu-det-TAG.log).
 ncu_src_moe() {
     run "ncu-src-$1" 200 "$ncu" --clock-control none -k "regex:^moe_gemm_$1\$" -c 1 \
         --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy \
-        --import-source no -o "/tmp/m$1" "$B/duet" bench --backend gpu --shape moe_t4096 \
+        --import-source no -o "/tmp/m$1" "$B/duet" bench --backend gpu --shape "${2:-moe_t4096}" \
         --out /tmp/ncu_bench.json
     run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/m$1.ncu-rep" --page source --csv --print-source sass
     run "ncu-det-$1" 60 "$ncu" --import "/tmp/m$1.ncu-rep" --page details --csv
