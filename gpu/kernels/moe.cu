@@ -1173,33 +1173,53 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     }
     // a.early: the x rows (the kernel before may write them) only after the wait.
     if (a.early) DUET_PDL_ENTRY();
-    // Stage x: unit u = (step i, row r, t) -> the four fragment uint4 of its 16 bytes.
+    // Stage x: unit u = (step i, row r, t) -> the four fragment uint4 of its 16 bytes. A thread
+    // loads XB units into registers before it decodes any (session 33: one unit at a time was
+    // a dependent global round trip per unit, ~5 a thread at K = 2688; ncu put 22% of GEMM2's
+    // stall samples at T = 64 on the first use of those loads). The register forms (P == 0)
+    // hold their first weight steps in registers here: one unit at a time (more spilled).
     if (R < 8 && tid < 4) zb[tid] = make_uint4(0u, 0u, 0u, 0u);
     const i64 units = ns * 4 * R;
-    for (i64 u = tid; u < units; u += blockDim.x) {
-        const i64 i = u / (4 * R);
-        const int r = (int)((u >> 2) % R), tt = (int)(u & 3);
-        uint4 o[4];
+    constexpr int XB = P > 0 ? 3 : 1;
+    for (i64 u0 = tid; u0 < units; u0 += (i64)XB * blockDim.x) {
+        uint4 xq[XB];
+        u32 xs[XB];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) o[j] = make_uint4(0u, 0u, 0u, 0u);
-        if (r < nrows) {
-            const i64 row = row0 + r;
-            uint4 q;
-            u32 sc;
-            r8_load<AL>(a.x + row * (K >> 1), a.x_sf + row * (K >> 4), i, tt, K, q, sc);
-            const u32 w4[4] = {q.x, q.y, q.z, q.w};
-            const u32 s0 = slotm_scale2(sc), s1 = slotm_scale2(sc >> 8);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                u32 d[4];
-                slotm_decode8(w4[j], d);
-                const u32 sj = j < 2 ? s0 : s1;
-                o[j] = make_uint4(slotm_hmul2(d[0], sj), slotm_hmul2(d[1], sj),
-                                  slotm_hmul2(d[2], sj), slotm_hmul2(d[3], sj));
+        for (int b = 0; b < XB; ++b) {
+            const i64 u = u0 + (i64)b * blockDim.x;
+            const i64 i = u / (4 * R);
+            const int r = (int)((u >> 2) % R), tt = (int)(u & 3);
+            xq[b] = make_uint4(0u, 0u, 0u, 0u);
+            xs[b] = 0u;
+            if (u < units && r < nrows) {
+                const i64 row = row0 + r;
+                r8_load<AL>(a.x + row * (K >> 1), a.x_sf + row * (K >> 4), i, tt, K, xq[b], xs[b]);
             }
         }
 #pragma unroll
-        for (int j = 0; j < 4; ++j) xb[((i * 4 + j) * R + r) * 4 + tt] = o[j];
+        for (int b = 0; b < XB; ++b) {
+            const i64 u = u0 + (i64)b * blockDim.x;
+            if (u >= units) break;
+            const i64 i = u / (4 * R);
+            const int r = (int)((u >> 2) % R), tt = (int)(u & 3);
+            uint4 o[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) o[j] = make_uint4(0u, 0u, 0u, 0u);
+            if (r < nrows) {
+                const u32 w4[4] = {xq[b].x, xq[b].y, xq[b].z, xq[b].w};
+                const u32 s0 = slotm_scale2(xs[b]), s1 = slotm_scale2(xs[b] >> 8);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    u32 d[4];
+                    slotm_decode8(w4[j], d);
+                    const u32 sj = j < 2 ? s0 : s1;
+                    o[j] = make_uint4(slotm_hmul2(d[0], sj), slotm_hmul2(d[1], sj),
+                                      slotm_hmul2(d[2], sj), slotm_hmul2(d[3], sj));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) xb[((i * 4 + j) * R + r) * 4 + tt] = o[j];
+        }
     }
     __syncthreads();
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1380,6 +1400,13 @@ MOE_R8_FORMC(r2p8c2, 2, 8, 2, 6)
 MOE_R8_FORMC(r2p8c4, 2, 8, 4, 6)
 MOE_R8_FORMC(r8p4c2, 8, 4, 2, 6)
 MOE_R8_FORMC(r8p4c4, 8, 4, 4, 6)
+// w{W} (session 33): W warps a block (16 W columns) share one staging of x: GEMM2's 8-row x
+// (43 KB at K = 2688) held r8p4 to 3 blocks (12 warps) an SM (ncu, T = 64); with 8 warps the
+// same x serves twice the columns (2 blocks, 16 warps), and its staging is half the work.
+// Measured and removed (calls 2, 4): r8w16p4 (T = 64 layer 672.7 us vs r8w8p4's 560.5),
+// r2w8p8 (T = 8 201.0 vs r2p8's 182.9), r8w8p3 (three stages, three blocks an SM: GEMM2 at
+// T = 64 324.7 vs 267.8).
+MOE_R8_FORMP(r8w8p4, 1, 8, true, 8, 1, 4, 3)
 
 // ---------------------------------------------------------------------------------------------
 // x (session 20): the prefill grouped GEMM on wgmma, weights as A from registers. NVFP4 x

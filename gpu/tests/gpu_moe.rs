@@ -900,16 +900,20 @@ fn chain_permute_gemm1_gemm2_finalize() {
 /// The expert layer at the Super shapes (T = 1 and 8; 512 experts, top-22, NVFP4) as a graph
 /// with programmatic edges (schedule -> GEMM1 -> GEMM2, GEMM2 issuing its first weight stages
 /// before its wait: `early`), on outputs poisoned before the replays, gives the eager
-/// launches' GEMM2 bits, for the decode-sized R forms the layer picks (r8p4 / r2p8) and for
-/// the schedule filled by the permutation.
+/// launches' GEMM2 bits, for the decode-sized R forms the layer picks (r8p4 / r2p8 / r8w8p4,
+/// and `v3`, which mixes them) and for the schedule filled by the permutation.
 #[test]
 #[ignore = "gpu"]
 fn expert_layer_with_programmatic_edges_gives_the_eager_bits() {
     let g = gpu();
     for t in [1usize, 8] {
-        let v =
-            gpu::ops::moe::bench_expert_layer_versions(&g, t, 1.0, Some(&["v3_r8p4", "v3_r2p8"]))
-                .unwrap_or_else(|e| panic!("T = {t}: {e}"));
+        let v = gpu::ops::moe::bench_expert_layer_versions(
+            &g,
+            t,
+            1.0,
+            Some(&["v3_r8p4", "v3_r2p8", "v3_r8w8p4", "v3"]),
+        )
+        .unwrap_or_else(|e| panic!("T = {t}: {e}"));
         let versions = v["versions"].as_array().expect("versions");
         let mut checked = 0;
         for ver in versions {
@@ -938,10 +942,11 @@ fn expert_layer_with_programmatic_edges_gives_the_eager_bits() {
             }
         }
         assert!(
-            versions.iter().any(|x| x["version"] == "v3_r8p4")
-                && versions.iter().any(|x| x["version"] == "v3_r2p8"),
+            ["v3_r8p4", "v3_r2p8", "v3_r8w8p4"]
+                .iter()
+                .all(|n| versions.iter().any(|x| x["version"] == *n)),
             "T = {t}: the r forms did not run"
         );
-        assert!(checked >= 4, "T = {t}: {checked} graphs checked");
+        assert!(checked >= 6, "T = {t}: {checked} graphs checked");
     }
 }

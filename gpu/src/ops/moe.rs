@@ -138,6 +138,7 @@ pub const R_FORMS: &[RForm] = &[
     rc("r2p8c4", 2, 8, 4),
     rc("r8p4c2", 8, 4, 2),
     rc("r8p4c4", 8, 4, 4),
+    rp("r8w8p4", 8, 1, 8, 4),
 ];
 
 /// One form of moe.cu's wgmma grouped GEMMs for prefill: 256 threads, 128 weight rows a block,
@@ -586,8 +587,9 @@ impl TileCfg {
     /// `v1`: by the average rows per expert; `v1_m16` / `v1_m64` force one. `v2`: as `v1`, but
     /// NVFP4 x NVFP4 with at most 8 rows per expert on average takes `V8`; `v2_v8` forces `V8`
     /// (`ff`: both operands NVFP4, which `V8` requires).
-    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes an `R` form (`r2p8`
-    /// at 0.1 < rows per expert <= 1, else `r8p4`: session 14's measurements), else as `v1`;
+    /// `v3`: NVFP4 x NVFP4 with at most 8 rows per expert on average takes an `R` form
+    /// (`r8w8p4` at more than 1 row per expert, `r2p8` at more than 0.1, else `r8w8p4` at
+    /// K <= 1024 and `r8p4` past it: sessions 14 and 33's measurements), else as `v1`;
     /// `v3_<form>` forces one of [`R_FORMS`].
     /// `v4`: NVFP4 x NVFP4 with K % 128 == 0 and more than 8 rows per expert on average takes
     /// [`V4_FORM`] of [`X_FORMS`] (or [`V4_LONG_FORM`] at K >= [`V4_LONG_K`]), else as `v3`; `v4_<form>` forces one of [`X_FORMS`] where it
@@ -634,10 +636,19 @@ impl TileCfg {
             "v3" if ff && m <= 8 * e.max(1) => {
                 // Session 14 call 3 (Super shapes, both GEMMs on one form): r8p4 fastest at
                 // T = 1 (39.5 us) and T = 64 (627.0), r2p8 at T = 8 (190.8): 2-row tiles
-                // where most experts hold one or two rows, else 8.
+                // where most experts hold one or two rows, else 8. Session 33 call 2: the
+                // 8-warp form r8w8p4 (x staged once for 128 columns) takes both GEMMs past one
+                // row per expert (T = 64, K = 2688: 261.8 vs 285.3 us; K = 1024: 288.6 vs
+                // 289.7) and GEMM1's short K at T = 1 (K = 1024: 17.5 vs 18.1; same 8-row
+                // tiles as r8p4, so one schedule serves both GEMMs). At T = 8 r2p8 keeps
+                // both: GEMM1 on r8w8p4 (95.0 vs 97.2) would need a second schedule.
                 let avg = m as f64 / e.max(1) as f64;
-                r(if avg > 0.1 && avg <= 1.0 {
+                r(if avg > 1.0 {
+                    "r8w8p4"
+                } else if avg > 0.1 {
                     "r2p8"
+                } else if k <= 1024 {
+                    "r8w8p4"
                 } else {
                     "r8p4"
                 })
@@ -2039,8 +2050,8 @@ mod tests {
         assert_eq!(tag("v4", 90112, 1920, true), Some(V4_FORM));
         assert_eq!(tag("v4", 90112, 1040, true), Some("m64"));
         assert_eq!(tag("v4", 90112, 1024, false), Some("m64"));
-        assert_eq!(tag("v4", 1408, 2688, true), Some("r8p4"));
-        assert_eq!(tag("v4", 22, 1024, true), Some("r8p4"));
+        assert_eq!(tag("v4", 1408, 2688, true), Some("r8w8p4"));
+        assert_eq!(tag("v4", 22, 1024, true), Some("r8w8p4"));
         for f in X_FORMS {
             let v = format!("v4_{}", f.tag);
             assert_eq!(
@@ -2070,12 +2081,14 @@ mod tests {
             ));
         }
         let tag = |m, k| TileCfg::pick("v3", m, 512, k, true).map(|c| c.tag()).ok();
-        assert_eq!(tag(22, 1024), Some("r8p4"));
+        assert_eq!(tag(22, 1024), Some("r8w8p4"));
         assert_eq!(tag(22, 2688), Some("r8p4"));
         assert_eq!(tag(176, 1024), Some("r2p8"));
         assert_eq!(tag(176, 2688), Some("r2p8"));
-        assert_eq!(tag(1408, 2688), Some("r8p4"));
-        assert_eq!(tag(4000, 1024), Some("r8p4"));
+        assert_eq!(tag(1408, 2688), Some("r8w8p4"));
+        assert_eq!(tag(1408, 1024), Some("r8w8p4"));
+        assert_eq!(tag(4000, 1024), Some("r8w8p4"));
+        assert_eq!(tag(4000, 2688), Some("r8w8p4"));
         assert_eq!(tag(90112, 1024), Some("m64"));
         assert_eq!(
             TileCfg::pick("v3", 176, 512, 1024, false)
