@@ -1405,7 +1405,9 @@ MOE_R8_FORMC(r8p4c4, 8, 4, 4, 6)
 // same x serves twice the columns (2 blocks, 16 warps), and its staging is half the work.
 // Measured and removed (calls 2, 4): r8w16p4 (T = 64 layer 672.7 us vs r8w8p4's 560.5),
 // r2w8p8 (T = 8 201.0 vs r2p8's 182.9), r8w8p3 (three stages, three blocks an SM: GEMM2 at
-// T = 64 324.7 vs 267.8).
+// T = 64 324.7 vs 267.8); call 5: x staged in chunks of 11 or 8 steps with a block barrier
+// between them (22.5 / 16 KB of x: three blocks an SM, or six ring stages) lost too (GEMM2 at
+// T = 64 305.6 / 358.4 vs r8w8p4's 283.5, GEMM1 309.2 / 331.9 vs 289.6).
 MOE_R8_FORMP(r8w8p4, 1, 8, true, 8, 1, 4, 3)
 
 // ---------------------------------------------------------------------------------------------

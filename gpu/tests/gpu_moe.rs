@@ -394,6 +394,9 @@ fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
         // r8's aligned path past its register ring (10 K steps over 1, 2 and 4 warps), partial
         // and full 8-row m-tiles
         (9, 4, 6, 1280, 96),
+        // K = 2688, the Super's GEMM2 (21 steps: x staged in 3-unit batches over 1344 units
+        // of an 8-row tile), N = 64 (half of r8w8p4's 128 columns: idle warps)
+        (9, 4, 6, 2688, 64),
         // the wgmma forms' prefill tiles: hundreds of rows an expert (full and partial 64- and
         // 128-token m-tiles), K = 512 (4 steps through a 4-stage ring), two weight slices
         (256, 2, 3, 512, 256),
