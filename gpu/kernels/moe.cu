@@ -364,6 +364,8 @@ struct GemmArgs {
     // so under a programmatic edge they overlap the kernel before. 0: wait first.
     int early;
 };
+// The fused layer's host writes this layout byte for byte (gpu/src/ops/moe.rs gemm_args_bytes).
+static_assert(sizeof(GemmArgs) == 144, "GemmArgs: 9 pointers, N, K, 3 pointers, 2 ints, 2 pointers, 2 ints");
 
 // Every grouped GEMM kernel's parameters (m16 / m64 / w64, v8, r) and their GemmArgs.
 #define MOE_GEMM_PARAMS                                                                           \
@@ -1046,11 +1048,16 @@ MOE_GEMV_KERNEL(moe_gemm_v8_ff_o, 1)
 //   (shared memory held R8's occupancy down at K = 2688); the lanes g >= R read zeros.
 // Dynamic shared memory: ceil(K / 128) * 256 * R bytes of x, 64 of zeros, then (SK > 1)
 // W * 512 bytes of partial fragments.
-template <bool AL>
+// CGL: loads through L2 only (ld.global.cg), for data another block of the same grid wrote
+// (the fused layer's GEMM2 reading GEMM1's output); else the read-only path.
+template <bool AL, bool CGL = false>
 __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __restrict__ rsf,
                                         i64 i, int t, i64 K, uint4& q, u32& s) {
     const i64 kb = 64 * i + 16 * t;  // byte of the codes; k = 2 kb
-    if (AL) {
+    if (AL && CGL) {
+        q = __ldcg((const uint4*)(rq + kb));
+        s = (u32)__ldcg((const unsigned short*)(rsf + 8 * i) + t);
+    } else if (AL) {
         q = __ldg((const uint4*)(rq + kb));
         s = (u32)__ldg((const unsigned short*)(rsf + 8 * i) + t);
     } else {
@@ -1071,8 +1078,12 @@ __device__ __forceinline__ void r8_load(const u8* __restrict__ rq, const u8* __r
         }
     }
 }
-template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false, int CG = 1>
-__device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
+// mt / by: the block's m-tile and column block (blockIdx.x / .y, or the fused layer's ticket).
+// XCG: x read through L2 only (r8_load's CGL; the fused layer's GEMM2).
+template <int EPI, int SK, int W, bool AL, int R, int D, int P, bool U = false, int CG = 1,
+          bool XCG = false>
+__device__ __forceinline__ void moe_r8_body(const GemmArgs& a, const i64 mt, const i64 by) {
+    static_assert(!XCG || AL, "coherent x loads: the aligned forms");
     static_assert(CG == 1 || (P > 0 && SK == 1 && !U), "column groups: the ring forms, no split");
     extern __shared__ __align__(16) u8 r8_smem[];
     // PDL (the kernel starts with DUET_PDL_DEFERRED): wait here unless a.early, else after the
@@ -1083,7 +1094,6 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int rg = warp % RG, ks = warp / RG;
-    const i64 mt = blockIdx.x;
     const int e = a.t_exp[mt];
     if (e < 0) return;  // the whole block: uniform
     const i64 N = a.N, K = a.K;
@@ -1096,7 +1106,7 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
     uint4* zb = xb + ns * 16 * R;
     // CG > 1: the warp's column groups c = 0 .. CG - 1 are n0 + 16 RG c (the block's 16 RG CG
     // columns), one weight stream through the ring.
-    const i64 n0 = ((i64)blockIdx.y * RG * CG + rg) * 16;
+    const i64 n0 = (by * RG * CG + rg) * 16;
     const i64 nA = n0 + g, nB = n0 + g + 8;
     const bool okA = nA < N, okB = nB < N;
     const i64 na = okA ? nA : N - 1, nbr = okB ? nB : N - 1;  // clamped: loads stay in bounds
@@ -1193,7 +1203,8 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
             xs[b] = 0u;
             if (u < units && r < nrows) {
                 const i64 row = row0 + r;
-                r8_load<AL>(a.x + row * (K >> 1), a.x_sf + row * (K >> 4), i, tt, K, xq[b], xs[b]);
+                r8_load<AL, XCG>(a.x + row * (K >> 1), a.x_sf + row * (K >> 4), i, tt, K, xq[b],
+                                 xs[b]);
             }
         }
 #pragma unroll
@@ -1347,7 +1358,7 @@ __device__ __forceinline__ void moe_r8_body(const GemmArgs& a) {
         NAME(MOE_GEMM_PARAMS) {                                                                    \
         DUET_PDL_DEFERRED();                                                                       \
         MOE_GEMM_ARGS                                                                              \
-        moe_r8_body<EPI, SK, W, AL, R, D, P, U, CG>(a);                                            \
+        moe_r8_body<EPI, SK, W, AL, R, D, P, U, CG>(a, blockIdx.x, blockIdx.y);                    \
     }
 // Forms r{R}[s{SK}][d{D}]: m-tiles of R rows (the schedule's BM), K over SK warps (1: 4 warps,
 // 64 columns a block; 2: 8 warps, 64 columns; 4: 8 warps, 32 columns), D steps in flight a
@@ -1409,6 +1420,71 @@ MOE_R8_FORMC(r8p4c4, 8, 4, 4, 6)
 // between them (22.5 / 16 KB of x: three blocks an SM, or six ring stages) lost too (GEMM2 at
 // T = 64 305.6 / 358.4 vs r8w8p4's 283.5, GEMM1 309.2 / 331.9 vs 289.6).
 MOE_R8_FORMP(r8w8p4, 1, 8, true, 8, 1, 4, 3)
+
+// ---------------------------------------------------------------------------------------------
+// The fused layer (session 33): GEMM1 (epilogue q) and GEMM2 (epilogue o) of r8w8p4 in one
+// grid, so GEMM1's instruction-bound tiles and GEMM2's memory-bound ones share the SMs and
+// neither waits for the other's tail. args[0] / args[1]: the two GEMMs' GemmArgs (one m-tile
+// schedule of 8 rows; GEMM2's x = GEMM1's output). sync (zeroed before the launch): [0] the
+// ticket counter, [1 + q] GEMM1's finished blocks of m-tile q.
+// - Each block takes a ticket at its start; tickets run in rounds: round q holds GEMM1's
+//   nb1 column blocks of m-tile q (q < tiles), then GEMM2's nb2 column blocks of m-tile
+//   q - lag (q >= lag). A GEMM2 block waits only for GEMM1 blocks of smaller tickets, which
+//   have started (resident or done): no deadlock at any occupancy.
+// - GEMM1 blocks: every thread fences its stores, the block meets, one thread adds 1 to
+//   sync[1 + q]. GEMM2 blocks of a live m-tile: one thread spins (ld.acquire.gpu) until the
+//   count is nb1, the block meets, then x is read through L2 only (r8_load's CGL).
+// Same arithmetic per tile as the two r8w8p4 launches: the same bits.
+__device__ __forceinline__ u32 moe_ld_acquire(const u32* p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+// Two blocks an SM: GEMM2's 80 KB of shared memory allow no more (at three, ptxas spilled).
+extern "C" __global__ void __launch_bounds__(256, 2)
+    moe_layer_r8w8p4_ff(const GemmArgs* __restrict__ args, u32* __restrict__ sync, i64 tiles,
+                        i64 lag) {
+    DUET_PDL_ENTRY();
+    __shared__ u32 ticket_s;
+    if (threadIdx.x == 0) ticket_s = atomicAdd(&sync[0], 1u);
+    __syncthreads();
+    const i64 tk = ticket_s;
+    const i64 nb1 = (args[0].N + 127) >> 7, nb2 = (args[1].N + 127) >> 7;
+    const i64 head = (lag < tiles ? lag : tiles) * nb1;  // rounds of GEMM1 only
+    const i64 mid = tiles > lag ? tiles - lag : 0;        // rounds of both
+    bool first;
+    i64 q, cb;
+    if (tk < head) {
+        first = true;
+        q = tk / nb1;
+        cb = tk % nb1;
+    } else if (tk - head < mid * (nb1 + nb2)) {
+        const i64 r = (tk - head) / (nb1 + nb2), o = (tk - head) % (nb1 + nb2);
+        first = o < nb1;
+        q = first ? lag + r : r;
+        cb = first ? o : o - nb1;
+    } else {
+        const i64 o = tk - head - mid * (nb1 + nb2);
+        first = false;
+        q = mid + o / nb2;
+        cb = o % nb2;
+    }
+    if (q >= tiles) return;  // past the grid's tickets (the host launches exactly them)
+    if (first) {
+        moe_r8_body<0, 1, 8, true, 8, 1, 4, false, 1, false>(args[0], q, cb);
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) atomicAdd(&sync[1 + q], 1u);
+    } else {
+        if (args[1].t_exp[q] >= 0) {
+            if (threadIdx.x == 0) {
+                while (moe_ld_acquire(&sync[1 + q]) < (u32)nb1) __nanosleep(100);
+            }
+            __syncthreads();
+        }
+        moe_r8_body<1, 1, 8, true, 8, 1, 4, false, 1, true>(args[1], q, cb);
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // x (session 20): the prefill grouped GEMM on wgmma, weights as A from registers. NVFP4 x

@@ -953,3 +953,29 @@ fn expert_layer_with_programmatic_edges_gives_the_eager_bits() {
         assert!(checked >= 6, "T = {t}: {checked} graphs checked");
     }
 }
+
+/// The fused layer (moe.cu `moe_layer_r8w8p4_ff`: GEMM1 and GEMM2 on r8w8p4 tiles in one
+/// launch, GEMM2's blocks of an m-tile waiting on a counter of its GEMM1 blocks) gives the two
+/// r8w8p4 launches' GEMM2 bits at the Super shapes (T = 1, 8, 64; outputs poisoned before it),
+/// and again after the bench's event and graph replays.
+#[test]
+#[ignore = "gpu"]
+fn fused_layer_gives_the_two_launches_bits() {
+    let g = gpu();
+    for t in [1usize, 8, 64] {
+        let v = gpu::ops::moe::bench_expert_layer_versions(&g, t, 1.0, Some(&["v3_r8w8p4"]))
+            .unwrap_or_else(|e| panic!("T = {t}: {e}"));
+        let f = &v["fused_layer"];
+        assert!(f.is_object(), "T = {t}: no fused layer ran: {f}");
+        assert_eq!(
+            f["matches_two_launches"],
+            serde_json::Value::Bool(true),
+            "T = {t}: the fused layer's GEMM2 output differs from the two launches': {f}"
+        );
+        assert_eq!(
+            f["replays_match"],
+            serde_json::Value::Bool(true),
+            "T = {t}: the output after the timed replays differs: {f}"
+        );
+    }
+}
