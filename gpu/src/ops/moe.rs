@@ -892,6 +892,9 @@ fn gemm_args_bytes(
 
 /// The tile form of the fused layer (moe.cu `moe_layer_r8w8p4_ff`).
 pub const FUSED_FORM: &str = "r8w8p4";
+fn fused_form() -> RForm {
+    RForm::by_tag(FUSED_FORM).unwrap_or(R_FORMS[0])
+}
 /// GEMM1 rounds the fused layer runs ahead of GEMM2 (moe.cu: round q holds GEMM1's blocks of
 /// m-tile q and GEMM2's of m-tile q - lag).
 pub const FUSED_LAG: i64 = 10;
@@ -923,7 +926,7 @@ impl FusedLayer {
         off64: u64,
         (n1, k1, n2): (usize, usize, usize),
     ) -> Result<Self, GpuError> {
-        let form = RForm::by_tag(FUSED_FORM).unwrap_or(R_FORMS[0]);
+        let form = fused_form();
         let why = if sched.cfg != TileCfg::R(form) {
             Some(format!(
                 "the schedule is for {} tiles, not {FUSED_FORM}",
@@ -1965,6 +1968,19 @@ pub fn bench_expert_layer_versions(
         // "A/B": GEMM1 on version A, GEMM2 on version B (same m-tile rows; session 32).
         list.extend(keep.iter().filter(|v| v.contains('/')));
     }
+    // GEMM1's and GEMM2's outputs poisoned (a replay must write every byte again), and
+    // GEMM2's output bits after the stream's work.
+    let poison_outs = |seed: u64| -> Result<(), GpuError> {
+        fill(g, ptr(g, &y), m * i / 2, seed, 0)?;
+        fill(g, ptr(g, &ys), m * i / 16, seed + 1, 0)?;
+        fill(g, ptr(g, &out), m * l * 2, seed + 2, 0)
+    };
+    let out_bits = || -> Result<Vec<u8>, GpuError> {
+        g.sync()?;
+        g.stream
+            .clone_dtoh(&out)
+            .map_err(drv("moe bench output download"))
+    };
     for ver in list {
         // GEMM1 has K = latent, GEMM2 K = width: `v3` may split them differently; "A/B"
         // names the two GEMMs' versions.
@@ -2053,17 +2069,6 @@ pub fn bench_expert_layer_versions(
         // one before it finishes; GEMM2's r8 p forms issue their first weight stages before
         // their wait: `early`).
         // GEMM1's and GEMM2's outputs poisoned first: the replays must write every byte again.
-        let poison_outs = |seed: u64| -> Result<(), GpuError> {
-            fill(g, ptr(g, &y), m * i / 2, seed, 0)?;
-            fill(g, ptr(g, &ys), m * i / 16, seed + 1, 0)?;
-            fill(g, ptr(g, &out), m * l * 2, seed + 2, 0)
-        };
-        let out_bits = || -> Result<Vec<u8>, GpuError> {
-            g.sync()?;
-            g.stream
-                .clone_dtoh(&out)
-                .map_err(drv("moe bench output download"))
-        };
         let eager_bits = out_bits()?;
         poison_outs(91)?;
         let tl_pdl = crate::bench::time_graph_pdl(g, || {
@@ -2135,19 +2140,13 @@ pub fn bench_expert_layer_versions(
     let fused = if m > 8 * e {
         serde_json::Value::Null
     } else {
-        let form = TileCfg::R(RForm::by_tag(FUSED_FORM).unwrap_or(R_FORMS[0]));
+        let form = TileCfg::R(fused_form());
         let sched = Schedule::new(g, form, m, e)?;
         sched.launch(g, offp, e)?;
         launch_gemm_as(g, &sched, form, &xo, &w1o, offp, i, l, &epi1, false)?;
         launch_gemm_as(g, &sched, form, &yo, &w2o, offp, l, i, &epi2, false)?;
-        g.sync()?;
-        let two = g
-            .stream
-            .clone_dtoh(&out)
-            .map_err(drv("moe bench output download"))?;
-        fill(g, ptr(g, &y), m * i / 2, 95, 0)?;
-        fill(g, ptr(g, &ys), m * i / 16, 96, 0)?;
-        fill(g, ptr(g, &out), m * l * 2, 97, 0)?;
+        let two = out_bits()?;
+        poison_outs(95)?;
         let fl = FusedLayer::new(
             g,
             &sched,
@@ -2161,20 +2160,12 @@ pub fn bench_expert_layer_versions(
             (i, l, l),
         )?;
         fl.launch(g)?;
-        g.sync()?;
-        let got = g
-            .stream
-            .clone_dtoh(&out)
-            .map_err(drv("moe bench output download"))?;
+        let got = out_bits()?;
         let (tfl, tflg) = crate::bench::time_launch(g, small, || {
             sched.launch(g, offp, e)?;
             fl.launch(g)
         })?;
-        g.sync()?;
-        let again = g
-            .stream
-            .clone_dtoh(&out)
-            .map_err(drv("moe bench output download"))?;
+        let again = out_bits()?;
         serde_json::json!({
             "tile": FUSED_FORM, "lag": FUSED_LAG, "us": best(&tfl, &tflg),
             "event": timing_json(&tfl), "graph_per_launch": tflg.as_ref().map(timing_json),
