@@ -1561,13 +1561,15 @@ __device__ __forceinline__ void moe_x_rs(float* d, const u32* a, u64 db) {
 // [feature] (row stride 132 floats: conflict-free), then each thread takes whole 16-feature
 // blocks of one token: NVFP4 in registers (nvfp4.cu's block math) and 8-byte code stores,
 // or 16-byte row stores for o.
-template <int EPI, int NT, int WIN = NT>
+// TOFF / BAR (the xw forms): the epilogue runs on the 256 threads from TOFF on, its barrier
+// the named barrier BAR over them (0: every thread of the block, __syncthreads).
+template <int EPI, int NT, int WIN = NT, int TOFF = 0, int BAR = 0>
 __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* acc, u8* smem,
                                                int e, i64 row0, i64 row_end, i64 c0,
                                                int ncols, int t0_arg = 0) {
     static_assert(WIN % 8 == 0 && WIN <= NT, "token window");
     const int t0 = WIN < NT ? t0_arg : 0;  // (a constant for whole-tile epilogues)
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, t = lane & 3;
+    const int tid = (int)threadIdx.x - TOFF, lane = tid & 31, warp = tid >> 5, t = lane & 3;
     const i64 N = a.N;
     constexpr int TS = 132;
     float* tile = (float*)smem;
@@ -1593,7 +1595,10 @@ __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* a
                     tile[(8 * j - t0 + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
                 }
     }
-    __syncthreads();
+    if constexpr (BAR == 0)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, 256;\n" ::"n"(BAR) : "memory");
     const i64 left = row_end - row0 < NT ? row_end - row0 : NT;
     float amax = 0.0f;
     // Unit u: block b = (u / 8) % 8 of token n = u % 8 + 8 (u / 64): a quarter-warp reads one
@@ -2143,6 +2148,278 @@ __device__ __forceinline__ void moe_s_body(const GemmArgs& a) {
 MOE_S_FORM(s256, 256, 4, 1, 0)
 MOE_S_FORM(s128, 128, 3, 2, 0)
 MOE_S_FORM(s256h, 256, 4, 1, 1)
+
+// D (64 x 192 f32) += A (64 x 16 f16, registers) . B (16 x 192 f16, shared memory, K-major).
+__device__ __forceinline__ void moe_x_rs192(float* d, const u32* a, u64 db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, "
+        "{%96,%97,%98,%99}, %100, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+        : "memory");
+}
+
+// ---------------------------------------------------------------------------------------------
+// xw forms (session 34): x64's operands (weights as wgmma's A from registers, tokens as N from
+// shared memory) with the x decode moved to a producer warpgroup, so the consumers only decode
+// their weights and issue wgmma's while the next x tile is decoded. 512 threads: warpgroups 0-1
+// produce (raw x by cp.async into their P-stage ring of NT rows of 80 bytes, decoded into one
+// of XS f16 tiles: x64's core-matrix layout and units; only the tile's live 64-token quarters),
+// warpgroups 2-3 consume (x64's per-thread weight ring and A decode, 64 weight rows each: warp
+// w = 8 .. 15 holds rows 16 (w - 8) ..). wgmma N = 64 x the tile's live quarters (n64 ..
+// n(NT), the S forms' instancing: an expert of 176 rows runs n128 + n64 at NT = 128, one n192
+// at NT = 192). Session 34's first form had one producer warpgroup: ncu (call 2) had its four
+// warps latency-bound on the decode (0.17 instructions a cycle each) and the consumers waiting
+// on it.
+// Hand-over by named barriers (ids 1 .. 2 XS + 2), per x tile b = s % XS:
+// - FULL(b) = 1 + b: the producer arrives after decoding step s into tile b (and its proxy
+//   fence), the consumers sync before their wgmma's read it;
+// - EMPTY(b) = 1 + XS + b: the consumers arrive once the wgmma's of step s are complete (at
+//   step s + 1, after the wait that leaves only step s + 1's first group pending), the producer
+//   syncs before decoding step s + XS into b (only steps it will refill are released);
+// - PROD = 1 + 2 XS: the producer's own (every producer thread's raw stage s landed, and done
+//   reading stage s - 1's slot before it is refilled); EPIB = 2 + 2 XS: the consumers' epilogue.
+// setmaxnreg moves registers from the producers to the consumers (their NT / 2 accumulators):
+// 2 x PREG + 2 x CREG = 4 x 128, the launch's 128 a thread.
+// Dynamic shared memory: XS x NT x 256 (x tiles) + P x (NT x 80 + 10240) bytes.
+template <int EPI, int NT, int P, int XS>
+__device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
+    static_assert(NT == 128 || NT == 192, "token tile");
+    static_assert(P >= 2 && XS >= 2, "ring stages, x tiles");
+    constexpr int GK = 4, NG = 2;          // k16 steps a group, groups a 128-k step
+    constexpr int XBUF = NT * 256;         // one 128-k step of x, f16
+    constexpr int XRAW = NT * MOE_X_XROW;  // one raw x stage
+    constexpr int PT = 256;                // producer threads
+    constexpr int XU = NT * 4 / PT;        // raw x units (token, quarter) a producer thread
+    constexpr int CREG = NT == 192 ? 184 : 160, PREG = 256 - CREG;
+    constexpr int PROD = 1 + 2 * XS, EPIB = 2 + 2 * XS;
+    static_assert(EPIB <= 15, "named barrier ids");
+    extern __shared__ __align__(128) u8 x_smem[];
+    u8* xbuf = x_smem;
+    u8* xraw = x_smem + XS * XBUF;
+    u8* wring = xraw + P * XRAW;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const i64 mt = blockIdx.x;
+    const int e = a.t_exp[mt];
+    if (e < 0) return;  // the whole block
+    const i64 N = a.N, K = a.K;
+    const int nsi = (int)(K >> 7);  // K / 128 (the host keeps K < 2^31)
+    const i64 row0 = a.t_row[mt];
+    const i64 row_end = a.off[e + 1];
+    const int left = (int)(row_end - row0 < NT ? row_end - row0 : NT);
+    const int nsel = (left + 63) >> 6;
+    if (warp < 8) {
+        // ---- producers ----
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(PREG) : "memory");
+        // Raw x unit c: token n = u / 4, quarter q = u % 4 (u = tid + 256 c: tokens 64 c ..
+        // 64 c + 63, so units past the live quarters are skipped whole); tokens past the tile's
+        // rows copy the expert's last row (never stored). Quarters 0 / 1 also copy the token's
+        // scale words 0 / 1 (row bytes 64 .. 71).
+        i64 roff[XU];  // the unit's token row, in code bytes (scales: roff / 8)
+#pragma unroll
+        for (int c = 0; c < XU; ++c) {
+            const int n = (tid + PT * c) >> 2;
+            roff[c] = (row0 + n < row_end ? row0 + n : row_end - 1) * (K >> 1);
+        }
+        auto issue = [&](int s, int slot) {
+            if (s < nsi) {
+                u8* xs = xraw + slot * XRAW;
+                const i64 o = 64 * (i64)s;
+#pragma unroll
+                for (int c = 0; c < XU; ++c) {
+                    if (c < nsel) {
+                        const int u = tid + PT * c, n = u >> 2, q = u & 3;
+                        duet_cp_async16(xs + n * MOE_X_XROW + 16 * q, a.x + roff[c] + 16 * q + o);
+                        if (q < 2)
+                            duet_cp_async4_zfill(xs + n * MOE_X_XROW + 64 + 4 * q,
+                                                 a.x_sf + (roff[c] >> 3) + 4 * q + (o >> 3), true);
+                    }
+                }
+            }
+            duet_cp_async_commit();  // every call: uniform group counting
+        };
+#pragma unroll 1
+        for (int s = 0; s < P - 1; ++s) issue(s, s);
+        int slot = 0;  // s % P
+#pragma unroll 1
+        for (int s = 0; s < nsi; ++s) {
+            const int prev = slot == 0 ? P - 1 : slot - 1;
+            const int next = slot == P - 1 ? 0 : slot + 1;
+            duet_cp_async_wait<P - 2>();  // stage s (this thread's bytes)
+            asm volatile("bar.sync %0, 256;\n" ::"n"(PROD) : "memory");
+            issue(s + P - 1, prev);  // the slot of stage s - 1: every producer thread is past it
+            const int b = s % XS;
+            if (s >= XS) asm volatile("bar.sync %0, 512;\n" ::"r"(1 + XS + b) : "memory");  // EMPTY(b)
+            // x64's decode: unit u = tid + 256 c: token n (8 consecutive tokens a quarter-warp;
+            // tokens 64 c .. 64 c + 63), word j of the token's four quarters -> the core-matrix
+            // rows of k16 steps 2 j, 2 j + 1.
+            const u8* xs = xraw + slot * XRAW;
+            u8* xb = xbuf + b * XBUF;
+#pragma unroll
+            for (int c = 0; c < XU; ++c) {
+                if (c >= nsel) continue;  // (a uniform skip of the dead quarters)
+                const int u = tid + PT * c;
+                const int n = ((u >> 5) << 3) | (u & 7), j = (u >> 3) & 3;
+                const u8* rr = xs + n * MOE_X_XROW;
+                const uint2 sc = *(const uint2*)(rr + 64);
+                u32 v[4][4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const u32 w = *(const u32*)(rr + 16 * q + 4 * j);
+                    const u32 sw = q < 2 ? sc.x : sc.y;
+                    const u32 s2 = slotm_scale2(sw >> (16 * (q & 1) + 8 * (j >> 1)));
+                    u32 d[4];
+                    slotm_decode8(w, d);
+#pragma unroll
+                    for (int h = 0; h < 4; ++h) v[q][h] = slotm_hmul2(d[h], s2);
+                }
+                u8* dst = xb + (n >> 3) * 2048 + (n & 7) * 16 + 2 * j * 256;
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int kc = 0; kc < 2; ++kc)
+                        *(uint4*)(dst + h * 256 + kc * 128) =
+                            make_uint4(v[0][2 * h + kc], v[1][2 * h + kc], v[2][2 * h + kc], v[3][2 * h + kc]);
+            }
+            wg_fence_smem();
+            asm volatile("bar.arrive %0, 512;\n" ::"r"(1 + b) : "memory");  // FULL(b)
+            slot = next;
+        }
+        duet_cp_async_wait<0>();
+        return;
+    }
+    // ---- consumers ----
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CREG) : "memory");
+    const int ctid = tid - PT, cw = warp - 8, t = lane & 3;
+    const i64 n0 = (i64)blockIdx.y * 128 + cw * 16;  // this warp's 16 weight rows
+    const i64 nA = n0 + (lane >> 2), nB = nA + 8;
+    // Rows past N load row N - 1 (in bounds); the epilogue skips them.
+    const i64 ra = nA < N ? nA : N - 1, rb = nB < N ? nB : N - 1;
+    const u8* wq = a.w + (i64)e * N * (K >> 1);
+    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+    const u8* gqa = wq + ra * (K >> 1) + 16 * t;
+    const u8* gqb = wq + rb * (K >> 1) + 16 * t;
+    const u8* gsa = wsf + ra * (K >> 4) + 4 * (t >> 1);
+    const u8* gsb = wsf + rb * (K >> 4) + 4 * (t >> 1);
+    auto issue_w = [&](int s, int slot) {
+        if (s < nsi) {
+            u8* ws = wring + slot * MOE_X_WSTAGE;
+            const i64 o = 64 * (i64)s;
+            duet_cp_async16(ws + 16 * ctid, gqa + o);
+            duet_cp_async16(ws + 4096 + 16 * ctid, gqb + o);
+            duet_cp_async4_zfill(ws + 8192 + 8 * ctid, gsa + (o >> 3), true);
+            duet_cp_async4_zfill(ws + 8192 + 8 * ctid + 4, gsb + (o >> 3), true);
+        }
+        duet_cp_async_commit();
+    };
+    float acc[NT / 2];
+    auto run = [&](auto ns_c) {
+        constexpr int NS = decltype(ns_c)::value;
+#pragma unroll
+        for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+        u32 af[2][GK][4];
+#pragma unroll 1
+        for (int s = 0; s < P - 1; ++s) issue_w(s, s);
+        int slot = 0;
+#pragma unroll 1
+        for (int s = 0; s < nsi; ++s) {
+            const int prev = slot == 0 ? P - 1 : slot - 1;
+            const int next = slot == P - 1 ? 0 : slot + 1;
+            issue_w(s + P - 1, prev);     // the slot of stage s - 1 (this thread's bytes, read)
+            duet_cp_async_wait<P - 1>();  // stage s
+            const u8* ws = wring + slot * MOE_X_WSTAGE;
+            const uint4 qa = *(const uint4*)(ws + 16 * ctid);
+            const uint4 qb = *(const uint4*)(ws + 4096 + 16 * ctid);
+            const uint2 sc = *(const uint2*)(ws + 8192 + 8 * ctid);
+            const u32 sa = sc.x >> (16 * (t & 1)), sb = sc.y >> (16 * (t & 1));
+            const u32 wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+            const int b = s % XS;
+            asm volatile("bar.sync %0, 512;\n" ::"r"(1 + b) : "memory");  // FULL(b)
+            // EMPTY of step s - 1's tile, arrived at below once its groups are complete (only
+            // tiles the producer refills); branch-free between the wgmma groups (a branch there
+            // made ptxas serialize them: C7513)
+            const int rel = (s >= 1 && s - 1 + XS < nsi) ? 1 + XS + (s - 1) % XS : 0;
+            const u8* xb = xbuf + b * XBUF;
+#pragma unroll
+            for (int gi = 0; gi < NG; ++gi) {
+                wg_wait1();  // only the previous group pending: its register set is free
+                if (gi == 1)  // step s - 1's groups are complete: its tile may be refilled
+                    asm volatile(
+                        "{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p bar.arrive %0, 512;\n}\n" ::"r"(rel)
+                        : "memory");
+                u32(&f)[GK][4] = af[gi & 1];
+#pragma unroll
+                for (int jj = 0; jj < GK / 2; ++jj) {
+                    const int j = gi * (GK / 2) + jj;
+                    const u32 s2a = slotm_scale2(sa >> (8 * (j >> 1)));
+                    const u32 s2b = slotm_scale2(sb >> (8 * (j >> 1)));
+                    u32 da[4], db[4];
+                    slotm_decode8(wa[j], da);
+                    slotm_decode8(wb[j], db);
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        f[2 * jj + h][0] = slotm_hmul2(da[2 * h], s2a);
+                        f[2 * jj + h][1] = slotm_hmul2(db[2 * h], s2b);
+                        f[2 * jj + h][2] = slotm_hmul2(da[2 * h + 1], s2a);
+                        f[2 * jj + h][3] = slotm_hmul2(db[2 * h + 1], s2b);
+                    }
+                }
+                wg_fence();
+#pragma unroll
+                for (int k = 0; k < GK; ++k) {
+                    const u64 db = wg_desc(xb + (gi * GK + k) * 256, 128, 2048);
+                    if constexpr (NS == 3)
+                        moe_x_rs192(acc, f[k], db);
+                    else if constexpr (NS == 2)
+                        moe_x_rs128(acc, f[k], db);
+                    else
+                        moe_x_rs64(acc, f[k], db);
+                }
+                wg_commit();
+            }
+            slot = next;
+        }
+        wg_wait0();
+        moe_x_pin<NT / 2>(acc);
+    };
+    bool ran = false;
+    if constexpr (NT >= 192) {
+        if (nsel == 3) {
+            run(moe_ic<3>{});
+            ran = true;
+        }
+    }
+    if (!ran) {
+        if (nsel == 2)
+            run(moe_ic<2>{});
+        else
+            run(moe_ic<1>{});
+    }
+    duet_cp_async_wait<0>();
+    // both consumer warpgroups are done with the x tiles (the producer with everything: its
+    // last writes preceded its last FULL arrival)
+    asm volatile("bar.sync %0, 256;\n" ::"n"(EPIB) : "memory");
+    constexpr int TS = 132;
+    static_assert(NT * TS * 4 <= XS * XBUF + P * (XRAW + MOE_X_WSTAGE), "the f32 tile fits");
+    moe_x_epilogue<EPI, NT, NT, PT, EPIB>(a, acc, x_smem, e, row0, row_end,
+                                           (i64)blockIdx.y * 128, 64 * nsel);
+}
+
+#define MOE_XW_KERNEL(NAME, EPI, NT, P, XS)                                                       \
+    extern "C" __global__ void __launch_bounds__(512, 1) NAME(MOE_GEMM_PARAMS) {                   \
+        DUET_PDL_ENTRY();                                                                          \
+        MOE_GEMM_ARGS                                                                              \
+        moe_xw_body<EPI, NT, P, XS>(a);                                                            \
+    }
+// Forms xw{NT} (host: gpu/src/ops/moe.rs X_FORMS, after the S forms, same order).
+#define MOE_XW_FORM(TAG, NT, P, XS)                                                               \
+    MOE_XW_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, XS)                                             \
+    MOE_XW_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, XS)
+MOE_XW_FORM(xw128, 128, 4, 3)
+MOE_XW_FORM(xw192, 192, 4, 2)
+MOE_XW_FORM(xw192t3, 192, 3, 3)
 
 // The XH forms' token operand: NVFP4 rows [M, K] (codes + E4M3 block scales) to f16 [M, K]
 // = code x block scale (exact in f16; the global scale stays for the epilogue), each 8-code

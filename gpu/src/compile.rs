@@ -292,6 +292,19 @@ pub fn resources(name: &str, arch: &str) -> Result<Vec<KernelResources>, GpuErro
     let mut opts = options(arch);
     opts.push("--ptxas-options=-v".into());
     let (_, log) = compile_with_log(k, &full_source(k), &opts)?;
+    // DUET_PTXAS_LOG=<substring>: print the ptxas lines that mention it (a kernel's name, a
+    // warning number) to stderr.
+    if let Ok(pat) = std::env::var("DUET_PTXAS_LOG") {
+        let mut on = false;
+        for l in log.lines() {
+            if l.contains("Compiling entry function") {
+                on = l.contains(&pat);
+            }
+            if on || l.contains(&pat) {
+                eprintln!("{l}");
+            }
+        }
+    }
     Ok(parse_ptxas_log(&log))
 }
 

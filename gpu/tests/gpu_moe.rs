@@ -404,6 +404,9 @@ fn gemm_shapes() -> Vec<(usize, usize, usize, usize, usize)> {
         // of ~400 rows (a full tile and a partial one) and of ~50 (one or two quarters)
         (600, 2, 3, 256, 384),
         (100, 4, 8, 256, 128),
+        // the xw forms (session 34): experts of ~100 rows (wgmma n128 at both token tiles) over
+        // 10 steps, so the producer refills each of its 2 / 3 x tiles several times
+        (300, 2, 6, 1280, 128),
         // the R forms' column groups (r*c*: 2 or 4 groups of 16 a warp, one ring stream): K =
         // 128 (one step a group, every step crosses a group), 25 groups (the last blocks'
         // warps hold 1..4 live groups)

@@ -162,6 +162,10 @@ pub struct XForm {
     /// An S form whose tokens come f16 from global memory (`moe_x_f16_v1`'s decode of the
     /// NVFP4 x, run first into [`DevOperand::f16`]): only the weights are decoded in the GEMM.
     pub f16_tokens: bool,
+    /// An xw form (MOE_XW_FORM, session 34): 512 threads, two producer warpgroups decode the
+    /// tokens into this many f16 tiles while two consumer warpgroups decode their weights and
+    /// run the wgmma's (0: not an xw form).
+    pub x_tiles: usize,
 }
 
 /// moe.cu's MOE_X_FORM list, in its order.
@@ -173,6 +177,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: false,
         f16_tokens: false,
+        x_tiles: 0,
     },
     XForm {
         tag: "x128",
@@ -181,6 +186,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: false,
         f16_tokens: false,
+        x_tiles: 0,
     },
     XForm {
         tag: "s256",
@@ -189,6 +195,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
         f16_tokens: false,
+        x_tiles: 0,
     },
     XForm {
         tag: "s128",
@@ -197,6 +204,7 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
         f16_tokens: false,
+        x_tiles: 0,
     },
     XForm {
         tag: "s256h",
@@ -205,6 +213,34 @@ pub const X_FORMS: &[XForm] = &[
         group: 4,
         shared_a: true,
         f16_tokens: true,
+        x_tiles: 0,
+    },
+    XForm {
+        tag: "xw128",
+        tokens: 128,
+        stages: 4,
+        group: 4,
+        shared_a: false,
+        f16_tokens: false,
+        x_tiles: 3,
+    },
+    XForm {
+        tag: "xw192",
+        tokens: 192,
+        stages: 4,
+        group: 4,
+        shared_a: false,
+        f16_tokens: false,
+        x_tiles: 2,
+    },
+    XForm {
+        tag: "xw192t3",
+        tokens: 192,
+        stages: 3,
+        group: 4,
+        shared_a: false,
+        f16_tokens: false,
+        x_tiles: 3,
     },
 ];
 
@@ -220,7 +256,17 @@ impl XForm {
         } else if self.shared_a {
             ((128 + self.tokens) * (2 * 128 + self.stages * 48)) as u32
         } else {
-            (2 * self.tokens * 256 + self.stages * (self.tokens * 80 + 10240)) as u32
+            let tiles = if self.x_tiles > 0 { self.x_tiles } else { 2 };
+            (tiles * self.tokens * 256 + self.stages * (self.tokens * 80 + 10240)) as u32
+        }
+    }
+    /// Threads a block: 512 for the xw forms (two producer and two consumer warpgroups), else
+    /// 256.
+    pub fn threads(self) -> u32 {
+        if self.x_tiles > 0 {
+            512
+        } else {
+            256
         }
     }
     fn by_tag(tag: &str) -> Option<XForm> {
@@ -1133,7 +1179,7 @@ pub fn launch_gemm_as(
                 }
                 launch_x_f16(g, x, k)?;
             }
-            (f.tag, 128, 256u32, f.smem())
+            (f.tag, 128, f.threads(), f.smem())
         }
         _ => (c.tag(), c.bn(), 128u32, c.smem(k)),
     };
@@ -2257,11 +2303,22 @@ mod tests {
         let src = include_str!("../../kernels/moe.cu");
         let lines: Vec<&str> = src
             .lines()
-            .filter(|l| l.starts_with("MOE_X_FORM(") || l.starts_with("MOE_S_FORM("))
+            .filter(|l| {
+                l.starts_with("MOE_X_FORM(")
+                    || l.starts_with("MOE_S_FORM(")
+                    || l.starts_with("MOE_XW_FORM(")
+            })
             .collect();
         assert_eq!(lines.len(), X_FORMS.len(), "{lines:?}");
         for (f, l) in X_FORMS.iter().zip(&lines) {
-            let head = if f.shared_a {
+            let head = if f.x_tiles > 0 {
+                assert_eq!(f.group, 4, "{f:?}: the xw forms commit 4 k16 steps a group");
+                assert!(!f.shared_a && !f.f16_tokens, "{f:?}");
+                format!(
+                    "MOE_XW_FORM({}, {}, {}, {})",
+                    f.tag, f.tokens, f.stages, f.x_tiles
+                )
+            } else if f.shared_a {
                 assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");
                 assert!(
                     l.ends_with(&format!(", {})", f.f16_tokens as u8)),
