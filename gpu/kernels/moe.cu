@@ -2163,7 +2163,7 @@ __device__ __forceinline__ void moe_x_rs192(float* d, const u32* a, u64 db) {
 
 // ---------------------------------------------------------------------------------------------
 // xw forms (session 34): x64's operands (weights as wgmma's A from registers, tokens as N from
-// shared memory) with the x decode moved to a producer warpgroup, so the consumers only decode
+// shared memory) with the x decode moved to producer warpgroups, so the consumers only decode
 // their weights and issue wgmma's while the next x tile is decoded. 512 threads: warpgroups 0-1
 // produce (raw x by cp.async into their P-stage ring of NT rows of 80 bytes, decoded into one
 // of XS f16 tiles: x64's core-matrix layout and units; only the tile's live 64-token quarters),
@@ -2174,12 +2174,12 @@ __device__ __forceinline__ void moe_x_rs192(float* d, const u32* a, u64 db) {
 // warps latency-bound on the decode (0.17 instructions a cycle each) and the consumers waiting
 // on it.
 // Hand-over by named barriers (ids 1 .. 2 XS + 2), per x tile b = s % XS:
-// - FULL(b) = 1 + b: the producer arrives after decoding step s into tile b (and its proxy
-//   fence), the consumers sync before their wgmma's read it;
+// - FULL(b) = 1 + b: the producers arrive after decoding step s into tile b (and their proxy
+//   fences), the consumers sync before their wgmma's read it;
 // - EMPTY(b) = 1 + XS + b: the consumers arrive once the wgmma's of step s are complete (at
-//   step s + 1, after the wait that leaves only step s + 1's first group pending), the producer
-//   syncs before decoding step s + XS into b (only steps it will refill are released);
-// - PROD = 1 + 2 XS: the producer's own (every producer thread's raw stage s landed, and done
+//   step s + 1, after the wait that leaves only step s + 1's first group pending), the producers
+//   sync before decoding step s + XS into b (only steps they will refill are released);
+// - PROD = 1 + 2 XS: the producers' own (every producer thread's raw stage s landed, and done
 //   reading stage s - 1's slot before it is refilled); EPIB = 2 + 2 XS: the consumers' epilogue.
 // setmaxnreg moves registers from the producers to the consumers (their NT / 2 accumulators):
 // 2 x PREG + 2 x CREG = 4 x 128, the launch's 128 a thread.
