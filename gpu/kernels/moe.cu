@@ -1561,16 +1561,15 @@ __device__ __forceinline__ void moe_x_rs(float* d, const u32* a, u64 db) {
 // [feature] (row stride 132 floats: conflict-free), then each thread takes whole 16-feature
 // blocks of one token: NVFP4 in registers (nvfp4.cu's block math) and 8-byte code stores,
 // or 16-byte row stores for o.
-// TOFF / BAR (the xw forms): the epilogue runs on the 256 threads from TOFF on, its barrier
-// the named barrier BAR over them (0: every thread of the block, __syncthreads).
-template <int EPI, int NT, int WIN = NT, int TOFF = 0, int BAR = 0>
-__device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* acc, u8* smem,
-                                               int e, i64 row0, i64 row_end, i64 c0,
-                                               int ncols, int t0_arg = 0) {
+// Two halves: moe_x_epi_tile (the accumulators' owners write the tile) and moe_x_epi_store
+// (any ET threads quantize / convert and store it), with a barrier between them.
+// TOFF (the xw forms): the tile is written by the 256 threads from TOFF on.
+template <int EPI, int NT, int WIN = NT, int TOFF = 0>
+__device__ __forceinline__ void moe_x_epi_tile(const GemmArgs& a, const float* acc, u8* smem,
+                                               int e, int ncols, int t0_arg = 0) {
     static_assert(WIN % 8 == 0 && WIN <= NT, "token window");
     const int t0 = WIN < NT ? t0_arg : 0;  // (a constant for whole-tile epilogues)
     const int tid = (int)threadIdx.x - TOFF, lane = tid & 31, warp = tid >> 5, t = lane & 3;
-    const i64 N = a.N;
     constexpr int TS = 132;
     float* tile = (float*)smem;
     const float up = 268435456.0f;  // 2^28: the two operands' 2^-14
@@ -1595,16 +1594,23 @@ __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* a
                     tile[(8 * j - t0 + 2 * t + q) * TS + 16 * warp + g + 8 * hh] = h;
                 }
     }
-    if constexpr (BAR == 0)
-        __syncthreads();
-    else
-        asm volatile("bar.sync %0, 256;\n" ::"n"(BAR) : "memory");
+}
+// The tile's tokens [t0, t0 + WIN) (of an NT-token m-tile) to the output: ET threads, thread
+// threadIdx.x - TOFF.
+template <int EPI, int NT, int WIN = NT, int ET = 256, int TOFF = 0>
+__device__ __forceinline__ void moe_x_epi_store(const GemmArgs& a, const u8* smem, i64 row0,
+                                                i64 row_end, i64 c0, int t0_arg = 0) {
+    const int t0 = WIN < NT ? t0_arg : 0;
+    const int tid = (int)threadIdx.x - TOFF, lane = tid & 31;
+    const i64 N = a.N;
+    constexpr int TS = 132;
+    const float* tile = (const float*)smem;
     const i64 left = row_end - row0 < NT ? row_end - row0 : NT;
     float amax = 0.0f;
     // Unit u: block b = (u / 8) % 8 of token n = u % 8 + 8 (u / 64): a quarter-warp reads one
     // block of 8 tokens (row stride 132: conflict-free 16-byte reads).
 #pragma unroll 1
-    for (int u = tid; u < WIN * 8; u += 256) {
+    for (int u = tid; u < WIN * 8; u += ET) {
         const int b = (u >> 3) & 7, nl = (u & 7) | ((u >> 6) << 3), n = t0 + nl;
         const i64 col = c0 + 16 * b;
         if (n >= left || col >= N) continue;
@@ -1669,6 +1675,19 @@ __device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* a
         amax = warp_max_f32(amax);
         if (lane == 0 && amax > 0.0f) atomicMax(a.amax_out, __float_as_uint(amax));
     }
+}
+// Both halves on one set of 256 threads (from TOFF on), BAR between them: a named barrier over
+// those threads (0: every thread of the block, __syncthreads).
+template <int EPI, int NT, int WIN = NT, int TOFF = 0, int BAR = 0>
+__device__ __forceinline__ void moe_x_epilogue(const GemmArgs& a, const float* acc, u8* smem,
+                                               int e, i64 row0, i64 row_end, i64 c0,
+                                               int ncols, int t0_arg = 0) {
+    moe_x_epi_tile<EPI, NT, WIN, TOFF>(a, acc, smem, e, ncols, t0_arg);
+    if constexpr (BAR == 0)
+        __syncthreads();
+    else
+        asm volatile("bar.sync %0, 256;\n" ::"n"(BAR) : "memory");
+    moe_x_epi_store<EPI, NT, WIN, 256, TOFF>(a, smem, row0, row_end, c0, t0_arg);
 }
 
 template <int EPI, int NT, int P, int GK>
@@ -2180,11 +2199,17 @@ __device__ __forceinline__ void moe_x_rs192(float* d, const u32* a, u64 db) {
 //   step s + 1, after the wait that leaves only step s + 1's first group pending), the producers
 //   sync before decoding step s + XS into b (only steps they will refill are released);
 // - PROD = 1 + 2 XS: the producers' own (every producer thread's raw stage s landed, and done
-//   reading stage s - 1's slot before it is refilled); EPIB = 2 + 2 XS: the consumers' epilogue.
+//   reading stage s - 1's slot before it is refilled);
+// - FIN = 3 + 2 XS: all 512 threads once the main loop is done (the producers' tile stores and
+//   cp.async writes, the consumers' wgmma reads), before the epilogue tile overwrites the x
+//   tiles and the ring. Session 34 ordered the producers' last stores only through their FULL
+//   bar.arrive (racecheck then reported write-write hazards with the epilogue's tile stores);
+// - EPIB = 2 + 2 XS: between the epilogue's halves: the consumers' 256 (EW 256: the producers
+//   have left), or all 512 (EW 512: the producers store half of the tile's 16-feature blocks).
 // setmaxnreg moves registers from the producers to the consumers (their NT / 2 accumulators):
 // 2 x PREG + 2 x CREG = 4 x 128, the launch's 128 a thread.
 // Dynamic shared memory: XS x NT x 256 (x tiles) + P x (NT x 80 + 10240) bytes.
-template <int EPI, int NT, int P, int XS>
+template <int EPI, int NT, int P, int XS, int EW>
 __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
     static_assert(NT == 128 || NT == 192, "token tile");
     static_assert(P >= 2 && XS >= 2, "ring stages, x tiles");
@@ -2194,8 +2219,11 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
     constexpr int PT = 256;                // producer threads
     constexpr int XU = NT * 4 / PT;        // raw x units (token, quarter) a producer thread
     constexpr int CREG = NT == 192 ? 184 : 160, PREG = 256 - CREG;
-    constexpr int PROD = 1 + 2 * XS, EPIB = 2 + 2 * XS;
-    static_assert(EPIB <= 15, "named barrier ids");
+    constexpr int PROD = 1 + 2 * XS, EPIB = 2 + 2 * XS, FIN = 3 + 2 * XS;
+    static_assert(FIN <= 15, "named barrier ids");
+    static_assert(EW == 256 || EW == 512, "epilogue store threads");
+    constexpr int TS = 132;
+    static_assert(NT * TS * 4 <= XS * XBUF + P * (XRAW + MOE_X_WSTAGE), "the f32 tile fits");
     extern __shared__ __align__(128) u8 x_smem[];
     u8* xbuf = x_smem;
     u8* xraw = x_smem + XS * XBUF;
@@ -2288,6 +2316,11 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
             slot = next;
         }
         duet_cp_async_wait<0>();
+        asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
+        if constexpr (EW == 512) {
+            asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");  // the tile is written
+            moe_x_epi_store<EPI, NT, NT, 512, 0>(a, x_smem, row0, row_end, (i64)blockIdx.y * 128);
+        }
         return;
     }
     // ---- consumers ----
@@ -2398,28 +2431,35 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
             run(moe_ic<1>{});
     }
     duet_cp_async_wait<0>();
-    // both consumer warpgroups are done with the x tiles (the producer with everything: its
-    // last writes preceded its last FULL arrival)
-    asm volatile("bar.sync %0, 256;\n" ::"n"(EPIB) : "memory");
-    constexpr int TS = 132;
-    static_assert(NT * TS * 4 <= XS * XBUF + P * (XRAW + MOE_X_WSTAGE), "the f32 tile fits");
-    moe_x_epilogue<EPI, NT, NT, PT, EPIB>(a, acc, x_smem, e, row0, row_end,
-                                           (i64)blockIdx.y * 128, 64 * nsel);
+    // every thread is done with the x tiles and the ring (wgmma reads, tile stores, cp.async)
+    asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
+    if constexpr (EW == 512) {
+        moe_x_epi_tile<EPI, NT, NT, PT>(a, acc, x_smem, e, 64 * nsel);
+        asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");
+        moe_x_epi_store<EPI, NT, NT, 512, 0>(a, x_smem, row0, row_end, (i64)blockIdx.y * 128);
+    } else {
+        moe_x_epilogue<EPI, NT, NT, PT, EPIB>(a, acc, x_smem, e, row0, row_end,
+                                               (i64)blockIdx.y * 128, 64 * nsel);
+    }
 }
 
-#define MOE_XW_KERNEL(NAME, EPI, NT, P, XS)                                                       \
+#define MOE_XW_KERNEL(NAME, EPI, NT, P, XS, EW)                                                   \
     extern "C" __global__ void __launch_bounds__(512, 1) NAME(MOE_GEMM_PARAMS) {                   \
         DUET_PDL_ENTRY();                                                                          \
         MOE_GEMM_ARGS                                                                              \
-        moe_xw_body<EPI, NT, P, XS>(a);                                                            \
+        moe_xw_body<EPI, NT, P, XS, EW>(a);                                                        \
     }
-// Forms xw{NT} (host: gpu/src/ops/moe.rs X_FORMS, after the S forms, same order).
-#define MOE_XW_FORM(TAG, NT, P, XS)                                                               \
-    MOE_XW_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, XS)                                             \
-    MOE_XW_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, XS)
-MOE_XW_FORM(xw128, 128, 4, 3)
-MOE_XW_FORM(xw192, 192, 4, 2)
-MOE_XW_FORM(xw192t3, 192, 3, 3)
+// Forms xw{NT} (host: gpu/src/ops/moe.rs X_FORMS, after the S forms, same order). EW: threads
+// that store the epilogue tile (256: the consumers; 512: the producers too, session 35: ncu had
+// xw192's GEMM1 epilogue at 27.6% of the samples with the producers idle).
+#define MOE_XW_FORM(TAG, NT, P, XS, EW)                                                           \
+    MOE_XW_KERNEL(moe_gemm_##TAG##_ff_q, 0, NT, P, XS, EW)                                         \
+    MOE_XW_KERNEL(moe_gemm_##TAG##_ff_o, 1, NT, P, XS, EW)
+MOE_XW_FORM(xw128, 128, 4, 3, 256)
+MOE_XW_FORM(xw192, 192, 4, 2, 256)
+MOE_XW_FORM(xw192t3, 192, 3, 3, 256)
+MOE_XW_FORM(xw192e, 192, 4, 2, 512)
+MOE_XW_FORM(xw192t3e, 192, 3, 3, 512)
 
 // The XH forms' token operand: NVFP4 rows [M, K] (codes + E4M3 block scales) to f16 [M, K]
 // = code x block scale (exact in f16; the global scale stays for the epilogue), each 8-code

@@ -166,6 +166,9 @@ pub struct XForm {
     /// tokens into this many f16 tiles while two consumer warpgroups decode their weights and
     /// run the wgmma's (0: not an xw form).
     pub x_tiles: usize,
+    /// Threads that store the epilogue tile: 256 (the consumers), or 512 for the xw forms
+    /// whose producers store half of it too (session 35's `e` forms).
+    pub store_threads: usize,
 }
 
 /// moe.cu's MOE_X_FORM list, in its order.
@@ -178,6 +181,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: false,
         f16_tokens: false,
         x_tiles: 0,
+        store_threads: 256,
     },
     XForm {
         tag: "x128",
@@ -187,6 +191,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: false,
         f16_tokens: false,
         x_tiles: 0,
+        store_threads: 256,
     },
     XForm {
         tag: "s256",
@@ -196,6 +201,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: true,
         f16_tokens: false,
         x_tiles: 0,
+        store_threads: 256,
     },
     XForm {
         tag: "s128",
@@ -205,6 +211,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: true,
         f16_tokens: false,
         x_tiles: 0,
+        store_threads: 256,
     },
     XForm {
         tag: "s256h",
@@ -214,6 +221,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: true,
         f16_tokens: true,
         x_tiles: 0,
+        store_threads: 256,
     },
     XForm {
         tag: "xw128",
@@ -223,6 +231,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: false,
         f16_tokens: false,
         x_tiles: 3,
+        store_threads: 256,
     },
     XForm {
         tag: "xw192",
@@ -232,6 +241,7 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: false,
         f16_tokens: false,
         x_tiles: 2,
+        store_threads: 256,
     },
     XForm {
         tag: "xw192t3",
@@ -241,6 +251,27 @@ pub const X_FORMS: &[XForm] = &[
         shared_a: false,
         f16_tokens: false,
         x_tiles: 3,
+        store_threads: 256,
+    },
+    XForm {
+        tag: "xw192e",
+        tokens: 192,
+        stages: 4,
+        group: 4,
+        shared_a: false,
+        f16_tokens: false,
+        x_tiles: 2,
+        store_threads: 512,
+    },
+    XForm {
+        tag: "xw192t3e",
+        tokens: 192,
+        stages: 3,
+        group: 4,
+        shared_a: false,
+        f16_tokens: false,
+        x_tiles: 3,
+        store_threads: 512,
     },
 ];
 
@@ -2315,12 +2346,16 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), X_FORMS.len(), "{lines:?}");
         for (f, l) in X_FORMS.iter().zip(&lines) {
+            assert!(
+                f.store_threads == 256 || (f.x_tiles > 0 && f.store_threads == 512),
+                "{f:?}: only an xw form stores its epilogue with 512 threads"
+            );
             let head = if f.x_tiles > 0 {
                 assert_eq!(f.group, 4, "{f:?}: the xw forms commit 4 k16 steps a group");
                 assert!(!f.shared_a && !f.f16_tokens, "{f:?}");
                 format!(
-                    "MOE_XW_FORM({}, {}, {}, {})",
-                    f.tag, f.tokens, f.stages, f.x_tiles
+                    "MOE_XW_FORM({}, {}, {}, {}, {})",
+                    f.tag, f.tokens, f.stages, f.x_tiles, f.store_threads
                 )
             } else if f.shared_a {
                 assert_eq!(f.group, 4, "{f:?}: an S form commits one 64-k step (4 k16)");

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Offline SASS checks on NVRTC's cubins (no GPU needed), for sessions without a device.
+
+    # once: the disassembler (PyPI; nothing else of the toolkit is needed)
+    pip install --target /tmp/nvd nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+    # a kernel cache of one file (the cubin of gpu/kernels/moe.cu), before and after a change
+    . scripts/nvrtc-env.sh
+    DUET_COMPILE_ONLY=moe DUET_KERNEL_CACHE=/tmp/kc_a cargo test --release -q -p duet-gpu \\
+        --test nvrtc_compile every_kernel_compiles_for_sm90a
+    python3 tools/sass_check.py dump /tmp/kc_a /tmp/a.sass
+    ...
+    python3 tools/sass_check.py diff /tmp/a.sass /tmp/b.sass     # which kernels changed
+    python3 tools/sass_check.py regs /tmp/b.sass [--kernel REGEX] # setmaxnreg regions
+
+`diff` compares each kernel's instructions (addresses dropped; branch targets kept, so a moved
+block shows as a change). `regs` checks warp-specialised kernels: the code from a
+`USETMAXREG.DEALLOC n` to the next unconditional EXIT (the producer path) and the subroutines it
+calls must use registers below n; exit status 1 if one does not. (Session 35 used both on the
+xw forms of moe.cu: the other 111 kernels' SASS unchanged by the epilogue split, the producers
+within their 72 registers.)
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ADDR = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?)\s*;?\s*/\*")
+FUNC = re.compile(r"Function : (\S+)")
+REG = re.compile(r"\bR(\d+)\b")
+
+
+def load(path):
+    """kernel name -> [(address, instruction text)]"""
+    out, cur = {}, None
+    with open(path) as f:
+        for line in f:
+            m = FUNC.search(line)
+            if m:
+                cur = m.group(1)
+                out[cur] = []
+                continue
+            m = ADDR.match(line)
+            if cur and m:
+                out[cur].append((int(m.group(1), 16), m.group(2)))
+    return out
+
+
+def cmd_dump(a):
+    exe = a.cuobjdump or os.environ.get("CUOBJDUMP") or "/tmp/nvd/nvidia/cu13/bin/cuobjdump"
+    if not os.path.isfile(exe):
+        print(f"cuobjdump not found at {exe}: pip install --target /tmp/nvd nvidia-cuda-cuobjdump "
+              "(or pass --cuobjdump / set CUOBJDUMP)", file=sys.stderr)
+        return 2
+    if not os.path.isdir(a.cache):
+        print(f"{a.cache} is not a directory: build the kernel cache first (see --help)", file=sys.stderr)
+        return 2
+    cubins = sorted(
+        os.path.join(a.cache, n) for n in os.listdir(a.cache) if n.endswith(".cubin")
+    )
+    if not cubins:
+        print(f"no .cubin in {a.cache}: build the kernel cache first (see --help)", file=sys.stderr)
+        return 2
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        for c in cubins:
+            r = subprocess.run([exe, "-sass", c], stdout=f, stderr=subprocess.PIPE, text=True)
+            if r.returncode != 0:
+                print(f"{exe} -sass {c} failed: {r.stderr.strip()}", file=sys.stderr)
+                return 2
+    os.replace(tmp, a.out)
+    print(f"{a.out}: {len(load(a.out))} kernels from {len(cubins)} cubin(s)")
+    return 0
+
+
+def cmd_diff(a):
+    x, y = load(a.a), load(a.b)
+    same = 0
+    for k in sorted(set(x) | set(y)):
+        if k not in x:
+            print(f"new      {k} ({len(y[k])} instructions)")
+        elif k not in y:
+            print(f"gone     {k}")
+        elif [t for _, t in x[k]] != [t for _, t in y[k]]:
+            print(f"changed  {k} ({len(x[k])} -> {len(y[k])} instructions)")
+        else:
+            same += 1
+    print(f"identical: {same} of {len(x)} kernels")
+    return 0
+
+
+def max_reg(instrs):
+    m = -1
+    for _, t in instrs:
+        for r in REG.findall(t):
+            m = max(m, int(r))
+    return m
+
+
+def cmd_regs(a):
+    k_re = re.compile(a.kernel) if a.kernel else None
+    bad = 0
+    seen = 0
+    for k, ins in sorted(load(a.sass).items()):
+        if k_re and not k_re.search(k):
+            continue
+        for i, (_, t) in enumerate(ins):
+            m = re.match(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+|\d+)", t)
+            if not m:
+                continue
+            limit = int(m.group(1), 0)
+            end = next((j for j in range(i + 1, len(ins)) if ins[j][1] == "EXIT"), len(ins) - 1)
+            region = ins[i : end + 1]
+            by_addr = {addr: j for j, (addr, _) in enumerate(ins)}
+            for _, t2 in list(region):
+                c = re.match(r"CALL\.REL(?:\.NOINC)? (0x[0-9a-f]+)", t2)
+                if c and int(c.group(1), 16) in by_addr:
+                    j = by_addr[int(c.group(1), 16)]
+                    while j < len(ins) and not ins[j][1].startswith("RET"):
+                        region.append(ins[j])
+                        j += 1
+            mr = max_reg(region)
+            ok = mr < limit
+            bad += not ok
+            seen += 1
+            print(f"{'ok  ' if ok else 'OVER'} {k}: DEALLOC {limit} at {ins[i][0]:#x}, "
+                  f"region of {len(region)} instructions uses up to R{mr}")
+    if seen == 0:
+        print("no USETMAXREG.DEALLOC in the selected kernels", file=sys.stderr)
+        return 2
+    return 1 if bad else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump", help="cuobjdump -sass every cubin of a kernel cache into one file")
+    d.add_argument("cache")
+    d.add_argument("out")
+    d.add_argument("--cuobjdump")
+    f = sub.add_parser("diff", help="per-kernel instruction diff of two dumps")
+    f.add_argument("a")
+    f.add_argument("b")
+    r = sub.add_parser("regs", help="setmaxnreg producer regions within their register count")
+    r.add_argument("sass")
+    r.add_argument("--kernel")
+    a = ap.parse_args()
+    return {"dump": cmd_dump, "diff": cmd_diff, "regs": cmd_regs}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
