@@ -171,108 +171,54 @@ pub struct XForm {
     pub store_threads: usize,
 }
 
-/// moe.cu's MOE_X_FORM list, in its order.
+/// An X form (MOE_X_FORM): tag, tokens, stages, k16 steps a group.
+const fn xf(tag: &'static str, tokens: usize, stages: usize, group: usize) -> XForm {
+    XForm {
+        tag,
+        tokens,
+        stages,
+        group,
+        shared_a: false,
+        f16_tokens: false,
+        x_tiles: 0,
+        store_threads: 256,
+    }
+}
+/// An S form (MOE_S_FORM): tag, tokens, stages, f16 tokens.
+const fn sf(tag: &'static str, tokens: usize, stages: usize, f16_tokens: bool) -> XForm {
+    XForm {
+        shared_a: true,
+        f16_tokens,
+        ..xf(tag, tokens, stages, 4)
+    }
+}
+/// An xw form (MOE_XW_FORM): tag, tokens, stages, x tiles, epilogue store threads.
+const fn xw(
+    tag: &'static str,
+    tokens: usize,
+    stages: usize,
+    x_tiles: usize,
+    store: usize,
+) -> XForm {
+    XForm {
+        x_tiles,
+        store_threads: store,
+        ..xf(tag, tokens, stages, 4)
+    }
+}
+
+/// moe.cu's MOE_X_FORM list, then its MOE_S_FORM and MOE_XW_FORM lists, in their order.
 pub const X_FORMS: &[XForm] = &[
-    XForm {
-        tag: "x64",
-        tokens: 64,
-        stages: 4,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 0,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "x128",
-        tokens: 128,
-        stages: 4,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 0,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "s256",
-        tokens: 256,
-        stages: 4,
-        group: 4,
-        shared_a: true,
-        f16_tokens: false,
-        x_tiles: 0,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "s128",
-        tokens: 128,
-        stages: 3,
-        group: 4,
-        shared_a: true,
-        f16_tokens: false,
-        x_tiles: 0,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "s256h",
-        tokens: 256,
-        stages: 4,
-        group: 4,
-        shared_a: true,
-        f16_tokens: true,
-        x_tiles: 0,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "xw128",
-        tokens: 128,
-        stages: 4,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 3,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "xw192",
-        tokens: 192,
-        stages: 4,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 2,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "xw192t3",
-        tokens: 192,
-        stages: 3,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 3,
-        store_threads: 256,
-    },
-    XForm {
-        tag: "xw192e",
-        tokens: 192,
-        stages: 4,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 2,
-        store_threads: 512,
-    },
-    XForm {
-        tag: "xw192t3e",
-        tokens: 192,
-        stages: 3,
-        group: 4,
-        shared_a: false,
-        f16_tokens: false,
-        x_tiles: 3,
-        store_threads: 512,
-    },
+    xf("x64", 64, 4, 4),
+    xf("x128", 128, 4, 4),
+    sf("s256", 256, 4, false),
+    sf("s128", 128, 3, false),
+    sf("s256h", 256, 4, true),
+    xw("xw128", 128, 4, 3, 256),
+    xw("xw192", 192, 4, 2, 256),
+    xw("xw192t3", 192, 3, 3, 256),
+    xw("xw192e", 192, 4, 2, 512),
+    xw("xw192t3e", 192, 3, 3, 512),
 ];
 
 impl XForm {
