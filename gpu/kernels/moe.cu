@@ -2461,6 +2461,54 @@ MOE_XW_FORM(xw192t3, 192, 3, 3, 256)
 MOE_XW_FORM(xw192e, 192, 4, 2, 512)
 MOE_XW_FORM(xw192t3e, 192, 3, 3, 512)
 
+// Racecheck calibration (session 35): the xw forms' hand-over alone. 512 threads a block:
+// threads 0..255 write tile s % 2 of step s (4 floats a thread), then bar.arrive FULL(b) = 1 + b
+// (512); from step 2 on they first sync EMPTY(b) = 3 + b (512). Threads 256..511 sync FULL(b),
+// sum 4 floats of the tile (another producer thread's), and arrive on EMPTY(b) when the tile is
+// refilled. Then, like the epilogue, they overwrite both tiles, after `fin` 1: a 512-thread
+// bar.sync (5) with the producers (the xw forms since session 35), `fin` 0: only a 256-thread
+// bar.sync (6) among themselves (session 34's order: the producers' last stores ordered only by
+// their FULL arrival). out[256 block + c]: the u32 sum a consumer thread read, as f32 bits;
+// out[256 gridDim.x + 256 block + c]: what it read back after the overwrite.
+extern "C" __global__ void __launch_bounds__(512, 1) moe_xw_handover_probe(int steps, int fin,
+                                                                           float* out) {
+    __shared__ __align__(16) float tiles[2][1024];
+    const int tid = threadIdx.x;
+    const i64 blocks = gridDim.x, blk = blockIdx.x;
+    if (tid < 256) {
+#pragma unroll 1
+        for (int s = 0; s < steps; ++s) {
+            const int b = s & 1;
+            if (s >= 2) asm volatile("bar.sync %0, 512;\n" ::"r"(3 + b) : "memory");
+            *(float4*)&tiles[b][4 * tid] =
+                make_float4((float)(s * 4096 + 4 * tid), (float)(s * 4096 + 4 * tid + 1),
+                            (float)(s * 4096 + 4 * tid + 2), (float)(s * 4096 + 4 * tid + 3));
+            asm volatile("bar.arrive %0, 512;\n" ::"r"(1 + b) : "memory");
+        }
+        if (fin) asm volatile("bar.sync 5, 512;\n" ::: "memory");
+        return;
+    }
+    const int c = tid - 256, src = (c + 37) & 255;
+    u32 acc = 0u;  // exact: integers < 2^24
+#pragma unroll 1
+    for (int s = 0; s < steps; ++s) {
+        const int b = s & 1;
+        asm volatile("bar.sync %0, 512;\n" ::"r"(1 + b) : "memory");
+        const float4 v = *(const float4*)&tiles[b][4 * src];
+        acc += (u32)v.x + (u32)v.y + (u32)v.z + (u32)v.w;
+        if (s + 2 < steps) asm volatile("bar.arrive %0, 512;\n" ::"r"(3 + b) : "memory");
+    }
+    if (fin)
+        asm volatile("bar.sync 5, 512;\n" ::: "memory");
+    else
+        asm volatile("bar.sync 6, 256;\n" ::: "memory");
+    tiles[0][4 * c] = -(float)c;
+    tiles[1][4 * c + 1] = -(float)c;
+    asm volatile("bar.sync 6, 256;\n" ::: "memory");
+    out[256 * blk + c] = __uint_as_float(acc);
+    out[256 * blocks + 256 * blk + c] = tiles[0][4 * ((c + 1) & 255)] + tiles[1][4 * ((c + 1) & 255) + 1];
+}
+
 // The XH forms' token operand: NVFP4 rows [M, K] (codes + E4M3 block scales) to f16 [M, K]
 // = code x block scale (exact in f16; the global scale stays for the epilogue), each 8-code
 // word in slotm_decode8's k order: the bytes the S forms' decode writes into a tile row.

@@ -10,6 +10,12 @@ scripts/device-session.sh
 DUET_MOE_TEST_VERSIONS=v4_xw192,v4_xw192t3,v4_xw192e,v4_xw192t3e run racecheck-xw 240 \
     compute-sanitizer --tool racecheck --print-limit 20 \
     $B/tests/gpu_moe --ignored --test-threads 1 bit_exact_on_exact_sums
+# the hand-over alone, with and without the final 512-thread barrier (tests xw_handover_probe_*)
+run racecheck-probe-fin 60 compute-sanitizer --tool racecheck --print-limit 5 \
+    $B/tests/gpu_moe --ignored --test-threads 1 xw_handover_probe_fin
+run racecheck-probe-arrive 60 compute-sanitizer --tool racecheck --print-limit 5 \
+    $B/tests/gpu_moe --ignored --test-threads 1 xw_handover_probe_arrive_only
+grep -h "test result\|FAILED\|panicked\|RACECHECK SUMMARY" $OUT/racecheck-probe-*.log >> $OUT/summary.txt
 DUET_MOE_TEST_VERSIONS=v4_xw192e,v4_xw192t3e run gpu-moe-e 120 $B/tests/gpu_moe --ignored --test-threads 1
 DUET_MOE_VERSIONS="v4_xw192/v4_xw192t3,v4_xw192e/v4_xw192t3e,v4" run bench-moe-4096 150 \
     "$B/duet" bench --backend gpu --no-resources --shape moe_t4096 --out "$OUT/bench_moe_4096.json"
