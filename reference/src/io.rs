@@ -264,7 +264,7 @@ pub fn safetensors_bytes(tensors: &TensorMap, meta: &BTreeMap<String, String>) -
         );
     }
     let mut h = serde_json::Value::Object(header).to_string().into_bytes();
-    while (h.len() + 8) % 8 != 0 {
+    while !(h.len() + 8).is_multiple_of(8) {
         h.push(b' ');
     }
     let mut out = Vec::with_capacity(8 + h.len() + data.len());

@@ -49,7 +49,7 @@ impl<R: BufRead> Lines<R> {
             return Ok(None);
         }
         self.line_no += 1;
-        if self.line_no % 8192 == 0 {
+        if self.line_no.is_multiple_of(8192) {
             if let Some(t) = &self.ticker {
                 t.bar.set(t.counter.get());
             }

@@ -637,7 +637,7 @@ impl TileCfg {
             ))),
             None => Err(unknown()),
         };
-        let x_fits = ff && k % 128 == 0;
+        let x_fits = ff && k.is_multiple_of(128);
         match version {
             "v4" if x_fits && m > 8 * e.max(1) => {
                 // Session 21 call 3 (Super shapes): s256 takes GEMM2 (K = 2688: 1592.9 vs x64
@@ -1122,7 +1122,8 @@ pub fn launch_gemm_as(
     // rows (K over one warp); K too long for its x staging, v8 (8-row schedules) or an error.
     let (tag, bn, threads, smem) = match c {
         TileCfg::R(f) => {
-            let al = k % 128 == 0 && [x.data, x.sf, w.data, w.sf].iter().all(|p| p % 16 == 0);
+            let al =
+                k.is_multiple_of(128) && [x.data, x.sf, w.data, w.sf].iter().all(|p| p % 16 == 0);
             let f1 = if al || f.general { f } else { f.general_form() };
             if f1.smem(k) <= MAX_DYN_SMEM {
                 (f1.tag, f1.bn(), 32 * f1.warps as u32, f1.smem(k))
@@ -1139,7 +1140,7 @@ pub fn launch_gemm_as(
             }
         }
         TileCfg::X(f) => {
-            let al = k % 128 == 0
+            let al = k.is_multiple_of(128)
                 && [x.data, x.sf, w.data, w.sf].iter().all(|p| p % 16 == 0)
                 && x.nvfp4
                 && w.nvfp4;

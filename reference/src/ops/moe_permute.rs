@@ -29,7 +29,7 @@ pub struct Permutation {
 /// Permutes `topk_indices` (`[T, k]` row-major, values in `0..num_experts`) by expert
 /// (counting sort: stable, O(T*k + E)).
 pub fn permute(topk_indices: &[i64], k: usize, num_experts: usize) -> Result<Permutation, String> {
-    if k == 0 || topk_indices.len() % k != 0 {
+    if k == 0 || !topk_indices.len().is_multiple_of(k) {
         return Err(format!(
             "topk_indices has {} entries, not a multiple of k = {k}",
             topk_indices.len()
