@@ -1084,6 +1084,7 @@ impl GpuKernels {
         Ok(true)
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch_gemm(
         &self,
         px: u64,

@@ -356,7 +356,9 @@ pub fn diff(base: &Summary, cand: &Summary, o: &DiffOptions) -> Result<Diff> {
             "both summaries must use the same --group-by and device merging".into(),
         ));
     }
-    if !(o.threshold_pct >= 0.0) || !(o.min_delta_ns >= 0.0) || !(o.alpha > 0.0 && o.alpha <= 1.0) {
+    // (written so that a NaN option fails: every comparison with NaN is false)
+    let valid = o.threshold_pct >= 0.0 && o.min_delta_ns >= 0.0 && o.alpha > 0.0 && o.alpha <= 1.0;
+    if !valid {
         return Err(TraceError::Option(format!(
             "thresholds must be >= 0 and alpha in (0, 1]; got threshold {}%, min delta {} ns, alpha {}",
             o.threshold_pct, o.min_delta_ns, o.alpha

@@ -197,8 +197,11 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
+/// A byte stream, the counter of raw (compressed) bytes read from it, and the file's length.
+pub type CountedStream = (Box<dyn Read>, Rc<Cell<u64>>, u64);
+
 /// Open a Kineto file as a byte stream, with a counter of raw (compressed) bytes read.
-pub fn open_stream(path: &Path, gz: bool) -> Result<(Box<dyn Read>, Rc<Cell<u64>>, u64)> {
+pub fn open_stream(path: &Path, gz: bool) -> Result<CountedStream> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let n = Rc::new(Cell::new(0u64));

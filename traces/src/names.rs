@@ -257,7 +257,7 @@ pub fn fold_templates(full: &str) -> String {
                 paren -= 1;
                 out.push(c);
             }
-            '<' if !(depth == 0 && prev == '-') && !is_operator_context(&out) => {
+            '<' if !(is_operator_context(&out) || depth == 0 && prev == '-') => {
                 if depth == 0 {
                     out.push_str("<...>");
                 }

@@ -574,8 +574,9 @@ impl Aggregator {
             .iter()
             .map(|n| CanonicalName::new(&n.raw))
             .collect();
-        let mut groups: HashMap<(String, i64), (Acc, Vec<String>, String, Option<LaunchInfo>)> =
-            HashMap::default();
+        // (name, device) -> (totals, raw names, display name, launch of the first instance)
+        type Group = (Acc, Vec<String>, String, Option<LaunchInfo>);
+        let mut groups: HashMap<(String, i64), Group> = HashMap::default();
         let mut order: Vec<(String, i64)> = Vec::new();
         let mut devices: Vec<i64> = Vec::new();
         for (s, &(ni, dev)) in self.slot_keys.iter().enumerate() {

@@ -26,6 +26,7 @@ fn routing(r: &mut Rng, t: usize, k: usize, e: usize) -> Vec<i64> {
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn gemm_inputs(
     seed: u64,
     t: usize,

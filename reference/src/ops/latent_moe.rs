@@ -38,7 +38,7 @@ pub fn routed_experts(
     k: usize,
     experts: &[(Mat, Mat)],
 ) -> Result<Vec<f32>, String> {
-    let lw = if t == 0 { 0 } else { lat.len() / t };
+    let lw = lat.len().checked_div(t).unwrap_or(0);
     let perm = permute(topk_indices, k, experts.len())?;
     // Per expert: gather its rows, up GEMM, relu^2, down GEMM (the grouped GEMM pair).
     let outs: Vec<Vec<f32>> = (0..experts.len())
@@ -83,13 +83,16 @@ pub struct LatentMoeWeights {
     pub shared: Option<(Mat, Mat)>,
 }
 
+/// `latent_moe`'s result: (out `(t, H)`, topk_indices, topk_weights).
+pub type LatentMoeOut = (Vec<f32>, Vec<i64>, Vec<f32>);
+
 /// The block on `hidden` `(t, H)`: returns (out `(t, H)`, topk_indices, topk_weights).
 pub fn latent_moe(
     hidden: &[f32],
     t: usize,
     w: &LatentMoeWeights,
     router: &RouterConfig,
-) -> Result<(Vec<f32>, Vec<i64>, Vec<f32>), String> {
+) -> Result<LatentMoeOut, String> {
     let logits = linear(hidden, t, &w.gate, None);
     let r = route(&logits, &w.bias, t, w.bias.len(), router)?;
     let idx: Vec<i64> = r.topk_indices.iter().map(|&i| i as i64).collect();
