@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Session 35, call 1 (prepared without a device: session 35 had none; run it first next time).
-# Build here first: scripts/devbin-quick.sh "gpu_moe gpu_index64" "moe" (6.6 MB); carry [".devbin.tar.xz"].
 # The xw forms now sync all 512 threads (FIN) before the epilogue tile overwrites the x tiles;
 # the new xw192e / xw192t3e forms store the epilogue tile with the producers too (512 threads).
 # racecheck over the bit-exact GEMM tests on all four (session 34 saw 456 write-write hazards on
 # xw192 before FIN; the bit-exact tests there are the e forms' first run), the layer at T = 4096
 # (both xw pairs, v4). Worst case 240 + 60 + 60 + 150 s of step limits.
+# Build here first: scripts/devbin-quick.sh "gpu_moe gpu_index64" "moe" (6.6 MB); carry [".devbin.tar.xz"].
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
