@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 35, call 2 (prepared without a device): gpu_moe with every version, memcheck over the
 # bit-exact GEMM tests on the xw forms (not run since session 34 call 5's producer change), their
-# GEMM2 past 2^31, and a second T = 4096 run of both xw pairs.
+# GEMM2 past 2^31 (a second T = 4096 run of both xw pairs fits a third call).
 # Build here first: scripts/devbin-quick.sh "gpu_moe gpu_index64" "moe" (6.6 MB); carry [".devbin.tar.xz"].
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
