@@ -73,8 +73,54 @@ fn main() {
     match result {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_text(&e));
             std::process::exit(2);
         }
+    }
+}
+
+/// The error and its causes, `: `-joined like anyhow's `{:#}`, but without a cause whose text
+/// the message before it already ends with (the traces crate's errors print their source in
+/// their own message: "x.sqlite: cannot read: No such file" once, not twice).
+fn error_text(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if out.is_empty() {
+            out = c;
+        } else if !out.ends_with(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    /// Like the traces crate's `TraceError::Io`: the source in the message and as `source()`.
+    #[derive(Debug)]
+    struct Wraps {
+        source: std::io::Error,
+    }
+    impl std::fmt::Display for Wraps {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "f.sqlite: cannot read: {}", self.source)
+        }
+    }
+    impl std::error::Error for Wraps {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn error_text_drops_a_cause_the_message_already_ends_with() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::from(Wraps { source: io });
+        assert_eq!(super::error_text(&e), "f.sqlite: cannot read: No such file");
+        // a context whose cause is not in its text keeps both
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::error_text(&e), "outer: inner");
     }
 }

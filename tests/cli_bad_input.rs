@@ -1488,6 +1488,30 @@ fn bad_trace(name: &str, bytes: &[u8], needles: &[&str]) {
     assert_clean_error(&out, &format!("trace diff {name}"), &all);
 }
 
+/// A missing trace file: one clear line that names it, the OS reason said once (the error's
+/// own message carries its source; the CLI does not print the cause again).
+#[test]
+fn trace_missing_file_says_why_once() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("missing.sqlite");
+    let out = duet([
+        OsStr::new("trace"),
+        OsStr::new("summary"),
+        p.as_os_str(),
+        OsStr::new("--no-progress"),
+    ]);
+    let err = assert_clean_error(
+        &out,
+        "trace summary missing.sqlite",
+        &["missing.sqlite", "cannot read"],
+    );
+    assert_eq!(
+        err.matches("os error").count(),
+        1,
+        "the OS reason once, not once per cause in the chain: {err}"
+    );
+}
+
 #[test]
 fn trace_empty_file() {
     bad_trace("empty.sqlite", b"", &["empty"]);
