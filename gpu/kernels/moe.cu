@@ -2472,6 +2472,7 @@ MOE_XW_FORM(xw192t3e, 192, 3, 3, 512)
 // out[256 gridDim.x + 256 block + c]: what it read back after the overwrite.
 extern "C" __global__ void __launch_bounds__(512, 1) moe_xw_handover_probe(int steps, int fin,
                                                                            float* out) {
+    DUET_PDL_ENTRY();
     __shared__ __align__(16) float tiles[2][1024];
     const int tid = threadIdx.x;
     const i64 blocks = gridDim.x, blk = blockIdx.x;
