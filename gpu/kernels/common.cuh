@@ -56,6 +56,18 @@ __device__ __forceinline__ void duet_cp_async4_zfill(void* smem, const void* gme
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(ok ? 4 : 0)
                  : "memory");
 }
+// The same on a 32-bit shared-window address (duet_smem_u32 of the destination, computed once
+// by the caller: no generic -> shared conversion a copy).
+__device__ __forceinline__ void duet_cp_async16_s(u32 sa, const void* gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+// A 4-byte copy issued only where `ok` (a predicated instruction: no branch around it).
+__device__ __forceinline__ void duet_cp_async4_s_if(u32 sa, const void* gmem, bool ok) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.ca.shared.global [%0], [%1], 4;\n}\n" ::"r"(sa),
+        "l"(gmem), "r"((int)ok)
+        : "memory");
+}
 __device__ __forceinline__ void duet_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

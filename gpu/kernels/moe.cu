@@ -2251,18 +2251,22 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
             const int n = (tid + PT * c) >> 2;
             roff[c] = (row0 + n < row_end ? row0 + n : row_end - 1) * (K >> 1);
         }
+        // this thread's byte in raw stage 0 (32-bit shared address): unit c adds PT / 4 tokens
+        const u32 xraw_s = duet_smem_u32(xraw) + (tid >> 2) * MOE_X_XROW + 16 * (tid & 3);
         auto issue = [&](int s, int slot) {
             if (s < nsi) {
-                u8* xs = xraw + slot * XRAW;
+                const u32 xs = xraw_s + slot * XRAW;
                 const i64 o = 64 * (i64)s;
+                const int q = tid & 3;  // (PT % 4 == 0: every unit of a thread has its quarter)
 #pragma unroll
                 for (int c = 0; c < XU; ++c) {
                     if (c < nsel) {
-                        const int u = tid + PT * c, n = u >> 2, q = u & 3;
-                        duet_cp_async16(xs + n * MOE_X_XROW + 16 * q, a.x + roff[c] + 16 * q + o);
-                        if (q < 2)
-                            duet_cp_async4_zfill(xs + n * MOE_X_XROW + 64 + 4 * q,
-                                                 a.x_sf + (roff[c] >> 3) + 4 * q + (o >> 3), true);
+                        const u32 d = xs + c * (PT / 4) * MOE_X_XROW;
+                        duet_cp_async16_s(d, a.x + roff[c] + 16 * q + o);
+                        // quarters 0 / 1: the token's scale word q (row bytes 64 + 4 q; d is at
+                        // 16 q)
+                        duet_cp_async4_s_if(d + 64 - 12 * q, a.x_sf + (roff[c] >> 3) + 4 * q + (o >> 3),
+                                            q < 2);
                     }
                 }
             }
@@ -2336,14 +2340,16 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
     const u8* gqb = wq + rb * (K >> 1) + 16 * t;
     const u8* gsa = wsf + ra * (K >> 4) + 4 * (t >> 1);
     const u8* gsb = wsf + rb * (K >> 4) + 4 * (t >> 1);
+    // this thread's codes / scales in ring stage 0 (32-bit shared addresses)
+    const u32 wq_s = duet_smem_u32(wring) + 16 * ctid, ws_s = duet_smem_u32(wring) + 8192 + 8 * ctid;
     auto issue_w = [&](int s, int slot) {
         if (s < nsi) {
-            u8* ws = wring + slot * MOE_X_WSTAGE;
+            const u32 so = slot * MOE_X_WSTAGE;
             const i64 o = 64 * (i64)s;
-            duet_cp_async16(ws + 16 * ctid, gqa + o);
-            duet_cp_async16(ws + 4096 + 16 * ctid, gqb + o);
-            duet_cp_async4_zfill(ws + 8192 + 8 * ctid, gsa + (o >> 3), true);
-            duet_cp_async4_zfill(ws + 8192 + 8 * ctid + 4, gsb + (o >> 3), true);
+            duet_cp_async16_s(wq_s + so, gqa + o);
+            duet_cp_async16_s(wq_s + so + 4096, gqb + o);
+            duet_cp_async4_s_if(ws_s + so, gsa + (o >> 3), true);
+            duet_cp_async4_s_if(ws_s + so + 4, gsb + (o >> 3), true);
         }
         duet_cp_async_commit();
     };
