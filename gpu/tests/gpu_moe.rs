@@ -1004,42 +1004,40 @@ fn xw_handover_probe(fin: i32) {
     use cudarc::driver::{DevicePtr, PushKernelArg};
     let g = gpu();
     let (blocks, steps) = (3usize, 7i32);
+    let n = 2 * 256 * blocks;
+    let mut out = g.alloc_raw::<f32>(n).expect("alloc");
+    g.stream
+        .memcpy_htod(&vec![f32::from_bits(0x7fc0_dead); n], &mut out)
+        .expect("poison");
+    let f = g.function("moe", "moe_xw_handover_probe").expect("kernel");
     {
-        let n = 2 * 256 * blocks;
-        let mut out = g.alloc_raw::<f32>(n).expect("alloc");
-        g.stream
-            .memcpy_htod(&vec![f32::from_bits(0x7fc0_dead); n], &mut out)
-            .expect("poison");
-        let f = g.function("moe", "moe_xw_handover_probe").expect("kernel");
-        {
-            let (op, _s) = out.device_ptr(&g.stream);
-            let mut a = g.stream.launch_builder(&f);
-            a.arg(&steps).arg(&fin).arg(&op);
-            // SAFETY: blocks of 512 threads, static shared memory; out holds 512 f32 a block.
-            unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 512, 0)) }.expect("launch");
-        }
-        let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
-        for b in 0..blocks {
-            for c in 0..256usize {
-                let src = (c + 37) % 256;
-                let mut want = 0u32;
-                for s in 0..steps as u32 {
-                    for i in 0..4 {
-                        want += s * 4096 + 4 * src as u32 + i;
-                    }
+        let (op, _s) = out.device_ptr(&g.stream);
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&steps).arg(&fin).arg(&op);
+        // SAFETY: blocks of 512 threads, static shared memory; out holds 512 f32 a block.
+        unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 512, 0)) }.expect("launch");
+    }
+    let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+    for b in 0..blocks {
+        for c in 0..256usize {
+            let src = (c + 37) % 256;
+            let mut want = 0u32;
+            for s in 0..steps as u32 {
+                for i in 0..4 {
+                    want += s * 4096 + 4 * src as u32 + i;
                 }
-                assert_eq!(
-                    got[256 * b + c].to_bits(),
-                    want,
-                    "fin {fin}: block {b} consumer {c} summed other values"
-                );
-                let back = -2.0 * ((c + 1) % 256) as f32;
-                assert_eq!(
-                    got[256 * blocks + 256 * b + c],
-                    back,
-                    "fin {fin}: block {b} consumer {c} read back another overwrite"
-                );
             }
+            assert_eq!(
+                got[256 * b + c].to_bits(),
+                want,
+                "fin {fin}: block {b} consumer {c} summed other values"
+            );
+            let back = -2.0 * ((c + 1) % 256) as f32;
+            assert_eq!(
+                got[256 * blocks + 256 * b + c],
+                back,
+                "fin {fin}: block {b} consumer {c} read back another overwrite"
+            );
         }
     }
 }
