@@ -14,10 +14,13 @@
 
 `diff` compares each kernel's instructions (addresses dropped; branch targets kept, so a moved
 block shows as a change). `regs` checks warp-specialised kernels: the code from a
-`USETMAXREG.DEALLOC n` to the next unconditional EXIT (the producer path) and the subroutines it
-calls must use registers below n; exit status 1 if one does not. (Session 35 used both on the
+`USETMAXREG.DEALLOC n` to the next unconditional EXIT (in address order: the producer path) and
+the subroutines it calls must use registers below the count in force there (n, or the count of
+a later USETMAXREG on the way, e.g. an inc before an epilogue shared with the consumers); exit
+status 1 if one does not. (Session 35 used both on the
 xw forms of moe.cu: the other 111 kernels' SASS unchanged by the epilogue split, the producers
-within their 72 registers.)
+within their 72 registers. The walk is in address order, not along the control flow: a region
+that ptxas lays out around another role's code is checked against that code's count too.)
 """
 import argparse
 import os
@@ -101,30 +104,51 @@ def cmd_regs(a):
     k_re = re.compile(a.kernel) if a.kernel else None
     bad = 0
     seen = 0
+    setmax = re.compile(r"USETMAXREG\.(DEALLOC|TRY_ALLOC)\.CTAPOOL (?:U?P\d+, )?(0x[0-9a-f]+|\d+)")
     for k, ins in sorted(load(a.sass).items()):
         if k_re and not k_re.search(k):
             continue
+        by_addr = {addr: j for j, (addr, _) in enumerate(ins)}
         for i, (_, t) in enumerate(ins):
-            m = re.match(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+|\d+)", t)
-            if not m:
+            m = setmax.match(t)
+            if not m or m.group(1) != "DEALLOC":
                 continue
-            limit = int(m.group(1), 0)
-            end = next((j for j in range(i + 1, len(ins)) if ins[j][1] == "EXIT"), len(ins) - 1)
-            region = ins[i : end + 1]
-            by_addr = {addr: j for j, (addr, _) in enumerate(ins)}
-            for _, t2 in list(region):
+            # Walk from the DEALLOC to the next unconditional EXIT in address order; a later
+            # USETMAXREG (an inc on the way, or another dec) sets the count from there on. Calls
+            # are checked against the count at the call.
+            limit = int(m.group(2), 0)
+            worst = (-1, limit)  # (register, count at that instruction)
+            over = []
+            n = 0
+            j = i
+            while j < len(ins):
+                t2 = ins[j][1]
+                m2 = setmax.match(t2)
+                if m2:
+                    limit = int(m2.group(2), 0)
+                body = [ins[j]]
                 c = re.match(r"CALL\.REL(?:\.NOINC)? (0x[0-9a-f]+)", t2)
                 if c and int(c.group(1), 16) in by_addr:
-                    j = by_addr[int(c.group(1), 16)]
-                    while j < len(ins) and not ins[j][1].startswith("RET"):
-                        region.append(ins[j])
-                        j += 1
-            mr = max_reg(region)
-            ok = mr < limit
-            bad += not ok
+                    q = by_addr[int(c.group(1), 16)]
+                    while q < len(ins) and not ins[q][1].startswith("RET"):
+                        body.append(ins[q])
+                        q += 1
+                for addr, t3 in body:
+                    n += 1
+                    r = max_reg([(addr, t3)])
+                    if r >= limit:
+                        over.append(f"{addr:#x} R{r} >= {limit}: {t3}")
+                    if r > worst[0]:
+                        worst = (r, limit)
+                if t2 == "EXIT":
+                    break
+                j += 1
             seen += 1
-            print(f"{'ok  ' if ok else 'OVER'} {k}: DEALLOC {limit} at {ins[i][0]:#x}, "
-                  f"region of {len(region)} instructions uses up to R{mr}")
+            bad += bool(over)
+            print(f"{'OVER' if over else 'ok  '} {k}: DEALLOC {int(m.group(2), 0)} at {ins[i][0]:#x}, "
+                  f"{n} instructions to the EXIT, up to R{worst[0]} (count {worst[1]} there)")
+            for o in over[:5]:
+                print(f"       {o}")
     if seen == 0:
         print("no USETMAXREG.DEALLOC in the selected kernels", file=sys.stderr)
         return 2

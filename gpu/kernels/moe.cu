@@ -2219,6 +2219,7 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
     constexpr int PT = 256;                // producer threads
     constexpr int XU = NT * 4 / PT;        // raw x units (token, quarter) a producer thread
     constexpr int CREG = NT == 192 ? 184 : 160, PREG = 256 - CREG;
+    constexpr int EREG = 128;  // EW 512: both roles for the epilogue's stores (2 x 2 x 128)
     constexpr int PROD = 1 + 2 * XS, EPIB = 2 + 2 * XS, FIN = 3 + 2 * XS;
     static_assert(FIN <= 15, "named barrier ids");
     static_assert(EW == 256 || EW == 512, "epilogue store threads");
@@ -2321,132 +2322,137 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
         }
         duet_cp_async_wait<0>();
         asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
-        if constexpr (EW == 512) {
-            asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");  // the tile is written
-            moe_x_epi_store<EPI, NT, NT, 512, 0>(a, x_smem, row0, row_end, (i64)blockIdx.y * 128);
-        }
-        return;
-    }
-    // ---- consumers ----
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CREG) : "memory");
-    const int ctid = tid - PT, cw = warp - 8, t = lane & 3;
-    const i64 n0 = (i64)blockIdx.y * 128 + cw * 16;  // this warp's 16 weight rows
-    const i64 nA = n0 + (lane >> 2), nB = nA + 8;
-    // Rows past N load row N - 1 (in bounds); the epilogue skips them.
-    const i64 ra = nA < N ? nA : N - 1, rb = nB < N ? nB : N - 1;
-    const u8* wq = a.w + (i64)e * N * (K >> 1);
-    const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
-    const u8* gqa = wq + ra * (K >> 1) + 16 * t;
-    const u8* gqb = wq + rb * (K >> 1) + 16 * t;
-    const u8* gsa = wsf + ra * (K >> 4) + 4 * (t >> 1);
-    const u8* gsb = wsf + rb * (K >> 4) + 4 * (t >> 1);
-    // this thread's codes / scales in ring stage 0 (32-bit shared addresses)
-    const u32 wq_s = duet_smem_u32(wring) + 16 * ctid, ws_s = duet_smem_u32(wring) + 8192 + 8 * ctid;
-    auto issue_w = [&](int s, int slot) {
-        if (s < nsi) {
-            const u32 so = slot * MOE_X_WSTAGE;
-            const i64 o = 64 * (i64)s;
-            duet_cp_async16_s(wq_s + so, gqa + o);
-            duet_cp_async16_s(wq_s + so + 4096, gqb + o);
-            duet_cp_async4_s_if(ws_s + so, gsa + (o >> 3), true);
-            duet_cp_async4_s_if(ws_s + so + 4, gsb + (o >> 3), true);
-        }
-        duet_cp_async_commit();
-    };
-    float acc[NT / 2];
-    auto run = [&](auto ns_c) {
-        constexpr int NS = decltype(ns_c)::value;
-#pragma unroll
-        for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
-        u32 af[2][GK][4];
-#pragma unroll 1
-        for (int s = 0; s < P - 1; ++s) issue_w(s, s);
-        int slot = 0;
-#pragma unroll 1
-        for (int s = 0; s < nsi; ++s) {
-            const int prev = slot == 0 ? P - 1 : slot - 1;
-            const int next = slot == P - 1 ? 0 : slot + 1;
-            issue_w(s + P - 1, prev);     // the slot of stage s - 1 (this thread's bytes, read)
-            duet_cp_async_wait<P - 1>();  // stage s
-            const u8* ws = wring + slot * MOE_X_WSTAGE;
-            const uint4 qa = *(const uint4*)(ws + 16 * ctid);
-            const uint4 qb = *(const uint4*)(ws + 4096 + 16 * ctid);
-            const uint2 sc = *(const uint2*)(ws + 8192 + 8 * ctid);
-            const u32 sa = sc.x >> (16 * (t & 1)), sb = sc.y >> (16 * (t & 1));
-            const u32 wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
-            const int b = s % XS;
-            asm volatile("bar.sync %0, 512;\n" ::"r"(1 + b) : "memory");  // FULL(b)
-            // EMPTY of step s - 1's tile, arrived at below once its groups are complete (only
-            // tiles the producer refills); branch-free between the wgmma groups (a branch there
-            // made ptxas serialize them: C7513)
-            const int rel = (s >= 1 && s - 1 + XS < nsi) ? 1 + XS + (s - 1) % XS : 0;
-            const u8* xb = xbuf + b * XBUF;
-#pragma unroll
-            for (int gi = 0; gi < NG; ++gi) {
-                wg_wait1();  // only the previous group pending: its register set is free
-                if (gi == 1)  // step s - 1's groups are complete: its tile may be refilled
-                    asm volatile(
-                        "{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p bar.arrive %0, 512;\n}\n" ::"r"(rel)
-                        : "memory");
-                u32(&f)[GK][4] = af[gi & 1];
-#pragma unroll
-                for (int jj = 0; jj < GK / 2; ++jj) {
-                    const int j = gi * (GK / 2) + jj;
-                    const u32 s2a = slotm_scale2(sa >> (8 * (j >> 1)));
-                    const u32 s2b = slotm_scale2(sb >> (8 * (j >> 1)));
-                    u32 da[4], db[4];
-                    slotm_decode8(wa[j], da);
-                    slotm_decode8(wb[j], db);
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        f[2 * jj + h][0] = slotm_hmul2(da[2 * h], s2a);
-                        f[2 * jj + h][1] = slotm_hmul2(db[2 * h], s2b);
-                        f[2 * jj + h][2] = slotm_hmul2(da[2 * h + 1], s2a);
-                        f[2 * jj + h][3] = slotm_hmul2(db[2 * h + 1], s2b);
-                    }
-                }
-                wg_fence();
-#pragma unroll
-                for (int k = 0; k < GK; ++k) {
-                    const u64 db = wg_desc(xb + (gi * GK + k) * 256, 128, 2048);
-                    if constexpr (NS == 3)
-                        moe_x_rs192(acc, f[k], db);
-                    else if constexpr (NS == 2)
-                        moe_x_rs128(acc, f[k], db);
-                    else
-                        moe_x_rs64(acc, f[k], db);
-                }
-                wg_commit();
-            }
-            slot = next;
-        }
-        wg_wait0();
-        moe_x_pin<NT / 2>(acc);
-    };
-    bool ran = false;
-    if constexpr (NT >= 192) {
-        if (nsel == 3) {
-            run(moe_ic<3>{});
-            ran = true;
-        }
-    }
-    if (!ran) {
-        if (nsel == 2)
-            run(moe_ic<2>{});
-        else
-            run(moe_ic<1>{});
-    }
-    duet_cp_async_wait<0>();
-    // every thread is done with the x tiles and the ring (wgmma reads, tile stores, cp.async)
-    asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
-    if constexpr (EW == 512) {
-        moe_x_epi_tile<EPI, NT, NT, PT>(a, acc, x_smem, e, 64 * nsel);
-        asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");
-        moe_x_epi_store<EPI, NT, NT, 512, 0>(a, x_smem, row0, row_end, (i64)blockIdx.y * 128);
+        if constexpr (EW != 512) return;
+        asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");  // the tile is written
+        // the consumers are down to EREG by now (before EPIB): take as many
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(EREG) : "memory");
     } else {
-        moe_x_epilogue<EPI, NT, NT, PT, EPIB>(a, acc, x_smem, e, row0, row_end,
-                                               (i64)blockIdx.y * 128, 64 * nsel);
+        // ---- consumers ----
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(CREG) : "memory");
+        const int ctid = tid - PT, cw = warp - 8, t = lane & 3;
+        const i64 n0 = (i64)blockIdx.y * 128 + cw * 16;  // this warp's 16 weight rows
+        const i64 nA = n0 + (lane >> 2), nB = nA + 8;
+        // Rows past N load row N - 1 (in bounds); the epilogue skips them.
+        const i64 ra = nA < N ? nA : N - 1, rb = nB < N ? nB : N - 1;
+        const u8* wq = a.w + (i64)e * N * (K >> 1);
+        const u8* wsf = a.w_sf + (i64)e * N * (K >> 4);
+        const u8* gqa = wq + ra * (K >> 1) + 16 * t;
+        const u8* gqb = wq + rb * (K >> 1) + 16 * t;
+        const u8* gsa = wsf + ra * (K >> 4) + 4 * (t >> 1);
+        const u8* gsb = wsf + rb * (K >> 4) + 4 * (t >> 1);
+        // this thread's codes / scales in ring stage 0 (32-bit shared addresses)
+        const u32 wq_s = duet_smem_u32(wring) + 16 * ctid, ws_s = duet_smem_u32(wring) + 8192 + 8 * ctid;
+        auto issue_w = [&](int s, int slot) {
+            if (s < nsi) {
+                const u32 so = slot * MOE_X_WSTAGE;
+                const i64 o = 64 * (i64)s;
+                duet_cp_async16_s(wq_s + so, gqa + o);
+                duet_cp_async16_s(wq_s + so + 4096, gqb + o);
+                duet_cp_async4_s_if(ws_s + so, gsa + (o >> 3), true);
+                duet_cp_async4_s_if(ws_s + so + 4, gsb + (o >> 3), true);
+            }
+            duet_cp_async_commit();
+        };
+        float acc[NT / 2];
+        auto run = [&](auto ns_c) {
+            constexpr int NS = decltype(ns_c)::value;
+#pragma unroll
+            for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+            u32 af[2][GK][4];
+#pragma unroll 1
+            for (int s = 0; s < P - 1; ++s) issue_w(s, s);
+            int slot = 0;
+#pragma unroll 1
+            for (int s = 0; s < nsi; ++s) {
+                const int prev = slot == 0 ? P - 1 : slot - 1;
+                const int next = slot == P - 1 ? 0 : slot + 1;
+                issue_w(s + P - 1, prev);     // the slot of stage s - 1 (this thread's bytes, read)
+                duet_cp_async_wait<P - 1>();  // stage s
+                const u8* ws = wring + slot * MOE_X_WSTAGE;
+                const uint4 qa = *(const uint4*)(ws + 16 * ctid);
+                const uint4 qb = *(const uint4*)(ws + 4096 + 16 * ctid);
+                const uint2 sc = *(const uint2*)(ws + 8192 + 8 * ctid);
+                const u32 sa = sc.x >> (16 * (t & 1)), sb = sc.y >> (16 * (t & 1));
+                const u32 wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+                const int b = s % XS;
+                asm volatile("bar.sync %0, 512;\n" ::"r"(1 + b) : "memory");  // FULL(b)
+                // EMPTY of step s - 1's tile, arrived at below once its groups are complete (only
+                // tiles the producer refills); branch-free between the wgmma groups (a branch there
+                // made ptxas serialize them: C7513)
+                const int rel = (s >= 1 && s - 1 + XS < nsi) ? 1 + XS + (s - 1) % XS : 0;
+                const u8* xb = xbuf + b * XBUF;
+#pragma unroll
+                for (int gi = 0; gi < NG; ++gi) {
+                    wg_wait1();  // only the previous group pending: its register set is free
+                    if (gi == 1)  // step s - 1's groups are complete: its tile may be refilled
+                        asm volatile(
+                            "{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p bar.arrive %0, 512;\n}\n" ::"r"(rel)
+                            : "memory");
+                    u32(&f)[GK][4] = af[gi & 1];
+#pragma unroll
+                    for (int jj = 0; jj < GK / 2; ++jj) {
+                        const int j = gi * (GK / 2) + jj;
+                        const u32 s2a = slotm_scale2(sa >> (8 * (j >> 1)));
+                        const u32 s2b = slotm_scale2(sb >> (8 * (j >> 1)));
+                        u32 da[4], db[4];
+                        slotm_decode8(wa[j], da);
+                        slotm_decode8(wb[j], db);
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            f[2 * jj + h][0] = slotm_hmul2(da[2 * h], s2a);
+                            f[2 * jj + h][1] = slotm_hmul2(db[2 * h], s2b);
+                            f[2 * jj + h][2] = slotm_hmul2(da[2 * h + 1], s2a);
+                            f[2 * jj + h][3] = slotm_hmul2(db[2 * h + 1], s2b);
+                        }
+                    }
+                    wg_fence();
+#pragma unroll
+                    for (int k = 0; k < GK; ++k) {
+                        const u64 db = wg_desc(xb + (gi * GK + k) * 256, 128, 2048);
+                        if constexpr (NS == 3)
+                            moe_x_rs192(acc, f[k], db);
+                        else if constexpr (NS == 2)
+                            moe_x_rs128(acc, f[k], db);
+                        else
+                            moe_x_rs64(acc, f[k], db);
+                    }
+                    wg_commit();
+                }
+                slot = next;
+            }
+            wg_wait0();
+            moe_x_pin<NT / 2>(acc);
+        };
+        bool ran = false;
+        if constexpr (NT >= 192) {
+            if (nsel == 3) {
+                run(moe_ic<3>{});
+                ran = true;
+            }
+        }
+        if (!ran) {
+            if (nsel == 2)
+                run(moe_ic<2>{});
+            else
+                run(moe_ic<1>{});
+        }
+        duet_cp_async_wait<0>();
+        // every thread is done with the x tiles and the ring (wgmma reads, tile stores, cp.async)
+        asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
+        if constexpr (EW == 512) {
+            moe_x_epi_tile<EPI, NT, NT, PT>(a, acc, x_smem, e, 64 * nsel);
+            // the accumulators are in the tile: down to EREG for the stores (the producers take
+            // the registers given back)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(EREG) : "memory");
+            asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");
+        } else {
+            moe_x_epilogue<EPI, NT, NT, PT, EPIB>(a, acc, x_smem, e, row0, row_end,
+                                                   (i64)blockIdx.y * 128, 64 * nsel);
+            return;
+        }
     }
+    // EW 512: every thread at EREG registers, one copy of the store loop for both roles
+    moe_x_epi_store<EPI, NT, NT, 512, 0>(a, x_smem, row0, row_end, (i64)blockIdx.y * 128);
 }
 
 #define MOE_XW_KERNEL(NAME, EPI, NT, P, XS, EW)                                                   \
