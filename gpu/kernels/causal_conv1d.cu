@@ -143,6 +143,47 @@ template <> struct VecIO<u16> {
     }
 };
 
+// One 16-byte vector v of row r through the conv (v2 / v5): unpack, the H-element halo from the
+// previous lane by shuffles (lane 0 takes `carry`, the vector before the warp's; every lane
+// leaves its own last H elements in `carry` for the next vector), the W taps with two
+// independent accumulators (ILP; FMA in the taps' order), the activation (FTZ: silu_ftz, else
+// silu_fast), a streaming store; final_states from the lane holding the row's last vector (its
+// last H elements: VE >= H).
+template <typename S, int W, bool FTZ>
+__device__ __forceinline__ void conv_vec_out(uint4 raw, float* carry, const float* wk, float b0,
+                                             int act, int xdt, uint4* __restrict__ ov, i64 row_v,
+                                             i64 v, i64 nv, void* __restrict__ fin, i64 r) {
+    constexpr int VE = VecIO<S>::VE;
+    constexpr int H = W - 1;
+    const int lane = threadIdx.x & 31;
+    float a[H + VE];
+    VecIO<S>::unpack(raw, a + H, xdt);
+#pragma unroll
+    for (int k = 0; k < H; ++k) {
+        const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
+        const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
+        a[k] = lane == 0 ? carry[k] : pa;
+        carry[k] = a31;
+    }
+    float o[VE];
+#pragma unroll
+    for (int j = 0; j < VE; j += 2) {
+        float acc0 = b0, acc1 = b0;
+#pragma unroll
+        for (int k = 0; k < W; ++k) {
+            acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
+            acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
+        }
+        o[j] = act ? (FTZ ? silu_ftz(acc0) : silu_fast(acc0)) : acc0;
+        o[j + 1] = act ? (FTZ ? silu_ftz(acc1) : silu_fast(acc1)) : acc1;
+    }
+    if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
+    if (H > 0 && v == nv - 1) {
+#pragma unroll
+        for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
+    }
+}
+
 template <typename S, int W, int SEG>
 __device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, int xdt,
                                                   const void* __restrict__ w, int wdt,
@@ -194,34 +235,7 @@ __device__ __forceinline__ void conv1d_fn_v2_impl(const void* __restrict__ x, in
         for (int q = 0; q < 2 * SEG; ++q) {
             const i64 v = v0 + (i64)q * 32 + lane;
             if (v0 + (i64)q * 32 >= nv) break;  // warp-uniform
-            float a[H + VE];
-            VecIO<S>::unpack(raw[q], a + H, xdt);
-#pragma unroll
-            for (int k = 0; k < H; ++k) {
-                const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
-                const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
-                a[k] = lane == 0 ? carry[k] : pa;
-                carry[k] = a31;
-            }
-            float o[VE];
-#pragma unroll
-            for (int j = 0; j < VE; j += 2) {
-                // two independent accumulators per step (ILP), FMA in the taps' order
-                float acc0 = b0, acc1 = b0;
-#pragma unroll
-                for (int k = 0; k < W; ++k) {
-                    acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
-                    acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
-                }
-                o[j] = act ? silu_fast(acc0) : acc0;
-                o[j + 1] = act ? silu_fast(acc1) : acc1;
-            }
-            if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
-            // final_states: the last H elements of the row lie in its last vector (VE >= H).
-            if (H > 0 && v == nv - 1) {
-#pragma unroll
-                for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
-            }
+            conv_vec_out<S, W, false>(raw[q], carry, wk, b0, act, xdt, ov, row_v, v, nv, fin, r);
         }
     }
 }
@@ -495,32 +509,7 @@ __device__ __forceinline__ void conv1d_fn_v5_impl(const void* __restrict__ x, in
         for (int q = 0; q < U; ++q) {
             const i64 v = wv0 + (i64)q * 32 + lane;
             if (wv0 + (i64)q * 32 >= nv) break;  // warp-uniform
-            float a[H + VE];
-            VecIO<S>::unpack(raw[q], a + H, xdt);
-#pragma unroll
-            for (int k = 0; k < H; ++k) {
-                const float pa = __shfl_up_sync(DUET_FULL_MASK, a[VE + k], 1);
-                const float a31 = __shfl_sync(DUET_FULL_MASK, a[VE + k], 31);
-                a[k] = lane == 0 ? carry[k] : pa;
-                carry[k] = a31;
-            }
-            float o[VE];
-#pragma unroll
-            for (int j = 0; j < VE; j += 2) {
-                float acc0 = b0, acc1 = b0;
-#pragma unroll
-                for (int k = 0; k < W; ++k) {
-                    acc0 = __fmaf_rn(wk[k], a[j + k], acc0);
-                    acc1 = __fmaf_rn(wk[k], a[j + 1 + k], acc1);
-                }
-                o[j] = act ? silu_ftz(acc0) : acc0;
-                o[j + 1] = act ? silu_ftz(acc1) : acc1;
-            }
-            if (v < nv) __stcs(ov + row_v + v, VecIO<S>::pack(o, xdt));
-            if (H > 0 && v == nv - 1) {
-#pragma unroll
-                for (int k = 0; k < H; ++k) store_from_f32(fin, r * H + k, xdt, a[VE + k]);
-            }
+            conv_vec_out<S, W, true>(raw[q], carry, wk, b0, act, xdt, ov, row_v, v, nv, fin, r);
         }
     }
 }

@@ -45,47 +45,6 @@ __device__ __forceinline__ i64 sf_offset(i64 m, i64 k, i64 kb, int layout) {
            (k % 4);
 }
 
-// Quantizes one block of 16 f32 values: returns the scale byte, writes 16 codes (4 bits each,
-// element i at bits 4i..4i+3 of *codes).
-__device__ __forceinline__ u8 nvfp4_block(const float v[16], float global, int mode, u64* codes) {
-    float vmax, sf_f;
-    u8 sf;
-    float rcp_g;
-    if (mode == MODE_KERNEL) {
-        vmax = fabsf(v[0]);
-#pragma unroll
-        for (int i = 1; i < 16; ++i) vmax = fmaxf(vmax, fabsf(v[i]));
-        sf_f = global * (vmax * rcp_approx_ftz(6.0f));
-        sf = f32_to_e4m3_sat(sf_f);
-        rcp_g = rcp_approx_ftz(global);
-    } else {
-        bool nan = false;
-        vmax = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-            nan |= v[i] != v[i];
-            vmax = fmaxf(vmax, fabsf(v[i]));
-        }
-        if (nan) vmax = __uint_as_float(0x7fc00000u);
-        sf_f = global * (vmax * (1.0f / 6.0f));
-        sf = f32_to_e4m3_nonsat(sf_f);
-        rcp_g = exact_rcp(global);
-    }
-    float sf_val = e4m3_to_f32(sf);
-    float out_scale = 0.0f;
-    if (sf_val != 0.0f)
-        out_scale = mode == MODE_KERNEL ? rcp_approx_ftz(sf_val * rcp_g) : exact_rcp(sf_val * rcp_g);
-    u64 c = 0;
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-        float s = v[i] * out_scale;
-        u32 code = (mode == MODE_EXACT && s != s) ? 0u : f32_to_e2m1(s);
-        c |= (u64)code << (4 * i);
-    }
-    *codes = c;
-    return sf;
-}
-
 // E2M1 code by bit arithmetic; identical to f32_to_e2m1 for every input (checked by the tests).
 __device__ __forceinline__ u32 f32_to_e2m1_fast(float x) {
     u32 b = __float_as_uint(x);
@@ -103,7 +62,10 @@ __device__ __forceinline__ u32 f32_to_e2m1_fast(float x) {
     return sign | idx;
 }
 
-__device__ __forceinline__ u8 nvfp4_block_fast(const float v[16], float global, int mode, u64* codes) {
+// Quantizes one block of 16 f32 values: returns the scale byte, writes 16 codes (4 bits each,
+// element i at bits 4i..4i+3 of *codes). FAST: the codes by f32_to_e2m1_fast (the same codes).
+template <bool FAST>
+__device__ __forceinline__ u8 nvfp4_block_t(const float v[16], float global, int mode, u64* codes) {
     float vmax, sf_f;
     u8 sf;
     float rcp_g;
@@ -135,11 +97,19 @@ __device__ __forceinline__ u8 nvfp4_block_fast(const float v[16], float global, 
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
         float s = v[i] * out_scale;
-        u32 code = (mode == MODE_EXACT && s != s) ? 0u : f32_to_e2m1_fast(s);
+        u32 code = (mode == MODE_EXACT && s != s) ? 0u
+                                                  : (FAST ? f32_to_e2m1_fast(s) : f32_to_e2m1(s));
         c |= (u64)code << (4 * i);
     }
     *codes = c;
     return sf;
+}
+
+__device__ __forceinline__ u8 nvfp4_block(const float v[16], float global, int mode, u64* codes) {
+    return nvfp4_block_t<false>(v, global, mode, codes);
+}
+__device__ __forceinline__ u8 nvfp4_block_fast(const float v[16], float global, int mode, u64* codes) {
+    return nvfp4_block_t<true>(v, global, mode, codes);
 }
 
 // Loads 16 consecutive elements of dtype `dt` starting at element `i0` (16-aligned).

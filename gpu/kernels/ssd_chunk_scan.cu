@@ -1353,6 +1353,36 @@ __device__ __forceinline__ void ssd3_store_s(const float* S, unsigned char* s_hi
     wg_fence_smem();
 }
 
+// State warpgroup: S (p rows 16 w + gl (+ 8), n columns 8 j + 2 tl (+ 1): the accumulator
+// layout) from initial_states (b, h, p, n) in any dtype, zeros without it.
+__device__ __forceinline__ void ssd3_init_state(float* S, const void* init, int idt, i64 b, i64 h,
+                                                const SsdDims& s, int w, int gl, int tl) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int p = 16 * w + gl + 8 * (e >> 1), n = 8 * j + 2 * tl + (e & 1);
+            const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
+            S[4 * j + e] = init ? load_as_f32(init, at, idt) : 0.0f;
+        }
+}
+
+// State warpgroup: the head's final state (f32, blockIdx.x = b H + h) from S.
+__device__ __forceinline__ void ssd3_store_final(const float* S, float* final_states, int w, int gl,
+                                                 int tl) {
+    float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const int n = 8 * j + 2 * tl;
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int p = 16 * w + gl + 8 * hf;
+            const i64 at = (i64)p * SSD2_N + n;
+            *reinterpret_cast<float2*>(fs + at) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
+        }
+    }
+}
+
 // grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd3Smem); tok: ssd2_tok's
 // records (B, nc, H).
 extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
@@ -1380,14 +1410,7 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
     // the same instruction: synccheck reported the two loops' copies, session 19 call 2).
     if (wg == 2) {
         float S[64];
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int p = 16 * w + gl + 8 * (e >> 1), n = 8 * j + 2 * tl + (e & 1);
-                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
-                S[4 * j + e] = init ? load_as_f32(init, at, idt) : 0.0f;
-            }
+        ssd3_init_state(S, init, idt, b, h, s, w, gl, tl);
         ssd3_store_s(S, sm->s_hi, sm->s_lo, w, lane);
         for (i64 c = 0; c < nc; ++c) {
             const int cur = (int)(c & 1);
@@ -1399,17 +1422,7 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             ssd3_store_s(S, sm->s_hi, sm->s_lo, w, lane);
         }
         // The head's final state (blockIdx.x = b H + h).
-        float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const int n = 8 * j + 2 * tl;
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int p = 16 * w + gl + 8 * hf;
-                const i64 at = (i64)p * SSD2_N + n;
-                *reinterpret_cast<float2*>(fs + at) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
-            }
-        }
+        ssd3_store_final(S, final_states, w, gl, tl);
     } else {
         // D of the head into shared memory (the first barrier 0 publishes it).
         if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
@@ -1673,30 +1686,14 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
     // the half again.
     if (wg == 2) {
         float S[64];
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int p = 16 * w + gl + 8 * (e >> 1), n = 8 * j + 2 * tl + (e & 1);
-                const i64 at = ((b * s.H + h) * SSD2_P + p) * SSD2_N + n;
-                S[4 * j + e] = init ? load_as_f32(init, at, idt) : 0.0f;
-            }
+        ssd3_init_state(S, init, idt, b, h, s, w, gl, tl);
         for (i64 c = 0; c < nc; ++c) {
             duet_cp_async_wait<0>();
             wg_fence_smem();
             asm volatile("barrier.sync 0;\n" ::: "memory");
             ssd4_state(&sm->st[c & 1], sm->xch, S, w, lane, c == 0);
         }
-        float* fs = final_states + (i64)blockIdx.x * (SSD2_P * SSD2_N);
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const int n = 8 * j + 2 * tl;
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                const int p = 16 * w + gl + 8 * hf;
-                *reinterpret_cast<float2*>(fs + (i64)p * SSD2_N + n) = make_float2(S[4 * j + 2 * hf], S[4 * j + 2 * hf + 1]);
-            }
-        }
+        ssd3_store_final(S, final_states, w, gl, tl);
     } else {
         if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
         if (wg == 0)
