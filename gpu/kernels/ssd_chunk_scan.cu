@@ -1460,6 +1460,42 @@ struct Ssd4Smem {
 };
 static_assert(sizeof(Ssd4Smem) == 204064, "V4_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
 
+// v5's named barriers (below; declared here for the row code v4 and v5 share). The
+// non-aligned forms: one id is passed at different code sites by different warpgroups. Every id
+// an immediate (session 22).
+#define SSD5_LR0 1      // 1, 2: stage p loaded, for row warpgroup 1 (warpgroup 0 arrives: 256)
+#define SSD5_LS0 3      // 3, 4: stage p loaded, for the state warpgroup (warpgroup 0 arrives: 256)
+#define SSD5_SF0 5      // 5, 6: stage p's chunk done by row warpgroup 1 and the state (they
+                        // arrive), before warpgroup 0 loads it again (syncs): 384
+#define SSD5_XFULL0 7   // 7 .. 9: X half slot s written (the state arrives, its reader syncs: 256)
+#define SSD5_XFREE0 10  // 10 .. 12: X half slot s read (its reader arrives, the state syncs: 256)
+#define SSD5_WG0 13     // row warpgroup 0 alone (128): its copies of a stage are all done
+template <int ID, int N, bool ARRIVE>
+__device__ __forceinline__ void ssd5_bar() {
+    if (ARRIVE)
+        asm volatile("barrier.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+    else
+        asm volatile("barrier.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+}
+// Barrier ID0 + i, i in 0 .. 1 (warp-uniform).
+template <int ID0, int N, bool ARRIVE>
+__device__ __forceinline__ void ssd5_bar2(int i) {
+    if (i == 0)
+        ssd5_bar<ID0, N, ARRIVE>();
+    else
+        ssd5_bar<ID0 + 1, N, ARRIVE>();
+}
+// Barrier ID0 + i, i in 0 .. 2 (warp-uniform).
+template <int ID0, int N, bool ARRIVE>
+__device__ __forceinline__ void ssd5_bar3(int i) {
+    if (i == 0)
+        ssd5_bar<ID0, N, ARRIVE>();
+    else if (i == 1)
+        ssd5_bar<ID0 + 1, N, ARRIVE>();
+    else
+        ssd5_bar<ID0 + 2, N, ARRIVE>();
+}
+
 // Two f32 -> bf16 pair, round to nearest even (cvt.rn.bf16x2); NaN keeps f32_to_bf16's payload.
 __device__ __forceinline__ u32 ssd4_bf16x2(float v0, float v1) {
     if (v0 != v0 || v1 != v1) return (u32)f32_to_bf16(v0) | ((u32)f32_to_bf16(v1) << 16);
@@ -1467,11 +1503,12 @@ __device__ __forceinline__ u32 ssd4_bf16x2(float v0, float v1) {
 }
 
 // Rows ia / ib of one row warpgroup: y = acc + X + D x (times silu(z) when Z), bf16 pairs.
+// xch holds rows i0 .. of X (v4: all 128, i0 = 0; v5: the warpgroup's half slot, i0 = 64 R).
 template <bool Z>
 __device__ __forceinline__ void ssd4_epilogue(const float* acc, const Ssd3Stage* st,
-                                              const float* xch, const float* dvec, const void* z,
-                                              int zdt, u16* y, i64 ybase, i64 yrow, int ia,
-                                              int ib, int qc, int t) {
+                                              const float* xch, int i0, const float* dvec,
+                                              const void* z, int zdt, u16* y, i64 ybase, i64 yrow,
+                                              int ia, int ib, int qc, int t) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int i = hf ? ib : ia;
@@ -1481,7 +1518,7 @@ __device__ __forceinline__ void ssd4_epilogue(const float* acc, const Ssd3Stage*
         for (int j = 0; j < 8; ++j) {
             const int p = 8 * j + 2 * t;
             const u32 xv = *reinterpret_cast<const u32*>(st->x + ssd3_off(i, j, 8) + 4 * t);
-            const float2 in = *reinterpret_cast<const float2*>(xch + i * SSD4_XCH_ROW + p);
+            const float2 in = *reinterpret_cast<const float2*>(xch + (i - i0) * SSD4_XCH_ROW + p);
             const float2 dv = *reinterpret_cast<const float2*>(dvec + p);
             float v0 = (acc[4 * j + 2 * hf] + in.x) + dv.x * bf16_to_f32((u16)(xv & 0xffff));
             float v1 = (acc[4 * j + 2 * hf + 1] + in.y) + dv.y * bf16_to_f32((u16)(xv >> 16));
@@ -1495,18 +1532,17 @@ __device__ __forceinline__ void ssd4_epilogue(const float* acc, const Ssd3Stage*
     }
 }
 
-// Row warpgroup R (rows 64 R ..): G, M, M · x of one chunk; after barrier 1 (X is in xch) the
-// epilogue. Warpgroup 0 issues the next chunk's loads while its M · x runs. (R is a template
-// parameter: wgmma under a branch ptxas cannot prove warp-uniform gets serialized.)
-template <int R>
-__device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch, int qc,
-                                          const float* dvec, const void* z, int zdt, u16* y,
-                                          i64 ybase, i64 yrow, int w, int lane,
-                                          const Ssd3Next& nx, const SsdDims& s) {
+// G, M and M · x of row warpgroup R (into acc, waited for); warpgroup 0 issues the next chunk's
+// loads (nx.st) while its M · x runs, in v5 (SF) after barrier SF(nx.c & 1): the stage's last
+// chunk is done everywhere (nx.c >= 2).
+template <int R, bool SF>
+__device__ __forceinline__ void ssd4_row_products(const Ssd3Stage* st, float* acc, int w,
+                                                  int lane, const Ssd3Next& nx,
+                                                  const SsdDims& s) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
     const unsigned char* crow = st->c + R * 8 * 2048;
-    float acc[32], g0[32], g1[32];
+    float g0[32], g1[32];
     // G = C · B^T: columns 0 .. 63, and for warpgroup 1 also 64 .. 127, one group each.
     wg_fence();
     ssd3_ss_n64<0>(g0, wg_desc(crow, 128, 2048), wg_desc(st->b, 128, 2048));
@@ -1542,6 +1578,7 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
     if (R == 0 && nx.st) {
         const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
         const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
+        if (SF && nx.c >= 2) ssd5_bar2<SSD5_SF0, 384, false>((int)(nx.c & 1));
         ssd3_load_stage<128>(nx.st, nx.x, nx.Bm, nx.Cm, nx.tok + (b * nc + nx.c) * s.H + h, s,
                              b, h, h / (s.H / s.G), nx.c, 32 * w + lane);
         duet_cp_async_commit();
@@ -1563,12 +1600,26 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
     }
     wg_wait0();
     ssd3_pin<32>(acc);
+}
+
+// Row warpgroup R (rows 64 R ..): G, M, M · x of one chunk; after barrier 1 (X is in xch) the
+// epilogue. Warpgroup 0 issues the next chunk's loads while its M · x runs. (R is a template
+// parameter: wgmma under a branch ptxas cannot prove warp-uniform gets serialized.)
+template <int R>
+__device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch, int qc,
+                                          const float* dvec, const void* z, int zdt, u16* y,
+                                          i64 ybase, i64 yrow, int w, int lane,
+                                          const Ssd3Next& nx, const SsdDims& s) {
+    const int g = lane >> 2, t = lane & 3;
+    float acc[32];
+    ssd4_row_products<R, false>(st, acc, w, lane, nx, s);
+    const int ia = 64 * R + 16 * w + g, ib = ia + 8;
     // Barrier 1 + R: the state warpgroup has written this warpgroup's rows of X.
     asm volatile("bar.sync %0, 256;\n" ::"n"(1 + R) : "memory");
     if (z)
-        ssd4_epilogue<true>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
+        ssd4_epilogue<true>(acc, st, xch, 0, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
     else
-        ssd4_epilogue<false>(acc, st, xch, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
+        ssd4_epilogue<false>(acc, st, xch, 0, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
     // Barrier 3 + R: this warpgroup's rows of xch are read; the state warpgroup may overwrite
     // them with the next chunk's X (racecheck, session 19 call 6, did not take barrier 0 as
     // ordering these reads before those writes; this barrier states it).
@@ -1579,8 +1630,13 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
 // at a time: both at once spilled), times exp(cs_l), into xch; half lh is row warpgroup lh's
 // (barrier 1 + lh: warpgroup 0 starts its epilogue while half 1 is computed); then S = decay S +
 // (x w)^T · B (v3's step).
-__device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, float* S, int w,
-                                           int lane, bool first) {
+// V5: half lh of chunk c goes to half slot (2 c + lh) % 3 of xch (64 rows each; slot0 = (2 c)
+// % 3, c2 = min(c, 2): small ints, the state has no register to spare), after its previous
+// reader released it (XFREE, from the fourth half on), and is released to its reader by XFULL;
+// `first` is v4's only.
+template <bool V5>
+__device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, float* S, int w,
+                                             int lane, bool first, int slot0, int c2) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
     const int pa = 16 * w + g;
@@ -1589,10 +1645,13 @@ __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, floa
         float xa[32];
         u32 fa[2][2][4];  // [k-step parity][hi / lo][fragment]
         const unsigned char* cb = st->c + lh * 8 * 2048;
-        // Row warpgroup lh is done with the previous chunk's half (arrived on barrier 3 + lh).
-        // Every barrier id an immediate (session 22; session 19 passed 1 + lh / 3 + lh in a
-        // register and racecheck reported the xch hand-over; the loop unrolled spills).
-        if (!first) {
+        const int slot = slot0 + lh == 3 ? 0 : slot0 + lh;
+        if (V5) {
+            if (2 * c2 + lh >= 3) ssd5_bar3<SSD5_XFREE0, 256, false>(slot);
+        } else if (!first) {
+            // Row warpgroup lh is done with the previous chunk's half (arrived on barrier 3 +
+            // lh). Every barrier id an immediate (session 22; session 19 passed 1 + lh / 3 + lh
+            // in a register and racecheck reported the xch hand-over; the loop unrolled spills).
             if (lh == 0)
                 asm volatile("bar.sync 3, 256;\n" ::: "memory");
             else
@@ -1620,21 +1679,39 @@ __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, floa
         for (int j = 0; j < 8; ++j) ev[j] = *reinterpret_cast<const float2*>(&tk.ein[64 * lh + 8 * j + 2 * t]);
         wg_wait0();
         ssd3_pin<32>(xa);
+        if (V5) {
+            float* xs = xch + slot * (64 * SSD4_XCH_ROW);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int l = 64 * lh + 8 * j + 2 * t;
-            const float2 e = ev[j];
-            xch[l * SSD4_XCH_ROW + pa] = xa[4 * j] * e.x;
-            xch[(l + 1) * SSD4_XCH_ROW + pa] = xa[4 * j + 1] * e.y;
-            xch[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
-            xch[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
+            for (int j = 0; j < 8; ++j) {
+                const int l = 8 * j + 2 * t;
+                const float2 e = ev[j];
+                xs[l * SSD4_XCH_ROW + pa] = xa[4 * j] * e.x;
+                xs[(l + 1) * SSD4_XCH_ROW + pa] = xa[4 * j + 1] * e.y;
+                xs[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
+                xs[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
+            }
+            ssd5_bar3<SSD5_XFULL0, 256, true>(slot);
+        } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int l = 64 * lh + 8 * j + 2 * t;
+                const float2 e = ev[j];
+                xch[l * SSD4_XCH_ROW + pa] = xa[4 * j] * e.x;
+                xch[(l + 1) * SSD4_XCH_ROW + pa] = xa[4 * j + 1] * e.y;
+                xch[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
+                xch[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
+            }
+            if (lh == 0)
+                asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+            else
+                asm volatile("bar.arrive 2, 256;\n" ::: "memory");
         }
-        if (lh == 0)
-            asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-        else
-            asm volatile("bar.arrive 2, 256;\n" ::: "memory");
     }
     ssd3_state(st, S, w, lane);
+}
+__device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, float* S, int w,
+                                           int lane, bool first) {
+    ssd4_state_t<false>(st, xch, S, w, lane, first, 0, 0);
 }
 
 // Row warpgroup R's chunk loop (barrier 0, then its rows of the chunk).
@@ -1700,6 +1777,124 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
             ssd4_row_loop<0>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
         else
             ssd4_row_loop<1>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
+    }
+}
+
+// ==== v5: v4 with the roles decoupled (session 36; written without a device) ====
+// v4 passes barrier 0 (all 384 threads) once a chunk, so the rows cannot start chunk c + 1
+// before the state warpgroup's update of chunk c is done, nor the state its X of chunk c + 1
+// before both row warpgroups' epilogues of chunk c: session 19 found the chunk step a chain
+// (~12k cycles a chunk against ~3.6k of wgmma work). v5 has no block-wide barrier; each role
+// waits only for the data it reads, through named barriers between pairs of roles:
+// - row warpgroup 0 loads chunk c + 1 into stage (c + 1) & 1 during its M · x of chunk c (as
+//   in v4), once row warpgroup 1 and the state are done with the stage's last chunk (SF); at
+//   the end of its chunk c it waits for its copies and releases the stage to row warpgroup 1
+//   (LR) and to the state (LS);
+// - X goes in 64-row halves into three half slots of xch (half lh of chunk c: slot
+//   (2 c + lh) % 3; 52 KB: two whole copies of v4's 34 KB xch do not fit next to the two 84 KB
+//   stages), so the state computes chunk c + 1's first half while the rows still read chunk
+//   c's (XFULL / XFREE per slot).
+// Same products, splits, token table and stages as v4: the same bits.
+struct Ssd5Smem {
+    Ssd3Stage st[2];
+    float xch[3 * 64 * SSD4_XCH_ROW];
+    float dvec[SSD2_P];
+};
+static_assert(sizeof(Ssd5Smem) == 221472, "V5_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
+
+// Row warpgroup R's chunk loop in v5 (above). Row warpgroup 0 enters it with chunk 0 loaded.
+template <int R>
+__device__ __forceinline__ void ssd5_row_loop(Ssd5Smem* sm, const u16* x, const u16* Bm,
+                                              const u16* Cm, const Ssd2Tok* tok, const void* z,
+                                              int zdt, const SsdDims& s, u16* y, int w,
+                                              int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+    // Chunk counts in 32 bits (a chunk is 128 tokens): v5 has no register to spare.
+    const int nc = (int)((s.L + SSD2_Q - 1) / SSD2_Q);
+    const i64 yrow = s.H * SSD2_P;
+    const int ia = 64 * R + 16 * w + g, ib = ia + 8;
+    int slot = R;  // (2 c + R) % 3
+    for (int c = 0; c < nc; ++c) {
+        const int cur = c & 1;
+        if (R == 1) ssd5_bar2<SSD5_LR0, 256, false>(cur);
+        const i64 t0 = (i64)c * SSD2_Q;
+        const int qc = (int)min((i64)SSD2_Q, s.L - t0);
+        const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
+        const Ssd3Next nx{R == 0 && c + 1 < nc ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok,
+                          (i64)c + 1};
+        float acc[32];
+        ssd4_row_products<R, true>(&sm->st[cur], acc, w, lane, nx, s);
+        // This warpgroup's half of X: half k = 2 c + R, in slot k % 3.
+        ssd5_bar3<SSD5_XFULL0, 256, false>(slot);
+        const float* xs = sm->xch + slot * (64 * SSD4_XCH_ROW);
+        if (z)
+            ssd4_epilogue<true>(acc, &sm->st[cur], xs, 64 * R, sm->dvec, z, zdt, y, ybase, yrow,
+                                ia, ib, qc, t);
+        else
+            ssd4_epilogue<false>(acc, &sm->st[cur], xs, 64 * R, sm->dvec, z, zdt, y, ybase, yrow,
+                                 ia, ib, qc, t);
+        // The state writes the slot again for half k + 3 (if there is one).
+        if (2 * c + R + 3 < 2 * nc) ssd5_bar3<SSD5_XFREE0, 256, true>(slot);
+        if (R == 1) {
+            // Row warpgroup 0 loads chunk c + 2 into this stage (if there is one).
+            if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
+        } else if (c + 1 < nc) {
+            // Chunk c + 1's copies (issued during M · x) are done: release its stage.
+            duet_cp_async_wait<0>();
+            wg_fence_smem();
+            ssd5_bar<SSD5_WG0, 128, false>();
+            ssd5_bar2<SSD5_LR0, 256, true>(cur ^ 1);
+            ssd5_bar2<SSD5_LS0, 256, true>(cur ^ 1);
+        }
+        slot = slot == 0 ? 2 : slot - 1;  // (2 c + 2 + R) % 3
+    }
+}
+
+// grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd5Smem); tok: ssd2_tok's
+// records (B, nc, H).
+extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
+    ssd5_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states) {
+    extern __shared__ __align__(128) unsigned char ssd5_raw[];
+    Ssd5Smem* sm = reinterpret_cast<Ssd5Smem*>(ssd5_raw);
+    const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
+    const i64 g = h / (s.H / s.G);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int gl = lane >> 2, tl = lane & 3;
+    const int wg = warp >> 2, w = warp & 3;
+    const int nc = (int)((s.L + SSD2_Q - 1) / SSD2_Q);
+    if (wg == 2) {
+        // The state warpgroup: chunk c once row warpgroup 0 released its stage (LS); X into the
+        // half slots, then the update; then the stage is done as far as the state goes (SF).
+        float S[64];
+        ssd3_init_state(S, init, idt, b, h, s, w, gl, tl);
+        int slot0 = 0;
+        for (int c = 0; c < nc; ++c) {
+            const int cur = c & 1;
+            ssd5_bar2<SSD5_LS0, 256, false>(cur);
+            ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0, min(c, 2));
+            if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
+            slot0 = slot0 == 0 ? 2 : slot0 - 1;  // (2 c + 2) % 3
+        }
+        ssd3_store_final(S, final_states, w, gl, tl);
+    } else if (wg == 0) {
+        // D of the head, and chunk 0, both released to the others by LR / LS of stage 0.
+        if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
+        if (nc > 0) {
+            ssd3_load_stage<128>(&sm->st[0], x, Bm, Cm, tok + (b * nc) * s.H + h, s, b, h, g, 0,
+                                 tid);
+            duet_cp_async_commit();
+            duet_cp_async_wait<0>();
+            wg_fence_smem();
+            ssd5_bar<SSD5_WG0, 128, false>();
+            ssd5_bar<SSD5_LR0, 256, true>();
+            ssd5_bar<SSD5_LS0, 256, true>();
+        }
+        ssd5_row_loop<0>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
+    } else {
+        ssd5_row_loop<1>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
     }
 }
 

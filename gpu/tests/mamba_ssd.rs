@@ -309,16 +309,17 @@ fn ssd_v2_hand_cases() {
         assert!(vs.contains(&"v2"), "{c:?}: v2 not applicable ({vs:?})");
         assert!(vs.contains(&"v3"), "{c:?}: v3 not applicable ({vs:?})");
         assert!(vs.contains(&"v4"), "{c:?}: v4 not applicable ({vs:?})");
+        assert!(vs.contains(&"v5"), "{c:?}: v5 not applicable ({vs:?})");
         runs += run_case(c, 900 + i as u64);
     }
     eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
 }
 
-/// v2, v3 and v4 equal the sequential recurrence too, and a wrong A makes that comparison fail.
+/// v2-v5 equal the sequential recurrence too, and a wrong A makes that comparison fail.
 #[test]
 #[ignore = "gpu"]
 fn ssd_v2_matches_sequential_oracle() {
-    for v in ["v2", "v3", "v4"] {
+    for v in ["v2", "v3", "v4", "v5"] {
         fused_matches_sequential_oracle(v);
     }
 }

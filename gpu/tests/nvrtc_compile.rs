@@ -358,7 +358,7 @@ fn assert_register_resident(r: &[compile::KernelResources], names: &[&str]) {
     }
 }
 
-/// The fused SSD kernels keep everything in registers: v2 (mma.sync), v3 and v4 (wgmma: the state
+/// The fused SSD kernels keep everything in registers: v2 (mma.sync), v3, v4 and v5 (wgmma: the state
 /// warpgroup's S and one batch of A fragments, the row warpgroups' accumulators, at most 168
 /// registers at 384 threads) neither spill nor use a stack frame.
 #[test]
@@ -374,6 +374,7 @@ fn ptxas_no_spills_in_fused_ssd() {
             "ssd2_fused_p64_n128",
             "ssd3_fused_p64_n128",
             "ssd4_fused_p64_n128",
+            "ssd5_fused_p64_n128",
         ],
     );
 }

@@ -14,7 +14,10 @@
 //! table, same splits) run the products as wgmma on three warpgroups (two for the output rows,
 //! one for the state) with C·B in the kernel: `ssd3_fused_p64_n128` (the rows compute the
 //! inter-chunk part from bf16 hi / lo copies of S in shared memory) and `ssd4_fused_p64_n128`
-//! (the state warpgroup computes it from its registers and hands it over in f32). `auto` = v3
+//! (the state warpgroup computes it from its registers and hands it over in f32); v5
+//! (`ssd5_fused_p64_n128`, session 36, not yet run on a GPU) is v4 with the roles decoupled:
+//! hand-overs between pairs of warpgroups through named barriers instead of a block barrier a
+//! chunk, the inter-chunk part in three 64-row slots. `auto` = v3
 //! where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`: v4 is faster but racecheck reports
 //! hazards on its hand-over buffer that session 19 could not explain (gpu/NOTES.md).
 //!
@@ -41,7 +44,7 @@ const OP: &str = "ssd_chunk_scan";
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1", "v1_small", "tuned", "v2", "v3", "v4", "auto"],
+        versions: &["v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "auto"],
         run,
         applicable,
     }]
@@ -127,7 +130,7 @@ impl SsdConfig {
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
             // v2-v4 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "v3" | "v4" | "auto" => Ok(SsdConfig::default()),
+            "tuned" | "v2" | "v3" | "v4" | "v5" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
@@ -186,6 +189,8 @@ const V2_SMEM_BYTES: u32 = 216_096;
 const V3_SMEM_BYTES: u32 = 202_016;
 /// `sizeof(Ssd4Smem)`: v4's (two chunk stages, the inter-chunk part in f32, D).
 const V4_SMEM_BYTES: u32 = 204_064;
+/// `sizeof(Ssd5Smem)`: v5's (two chunk stages, three 64-row slots of the inter-chunk part, D).
+const V5_SMEM_BYTES: u32 = 221_472;
 /// v3's / v4's block: three warpgroups (two for the output rows, one for the state).
 const V3_THREADS: u32 = 384;
 /// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
@@ -206,13 +211,15 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
     d.b.max(0) as usize * v2_chunks(d) * d.h.max(0) as usize * V2_TOK_BYTES
 }
 
-/// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`), `v3` (wgmma; C·B in the kernel) and
-/// `v4` (v3 with the inter-chunk product on the state warpgroup).
+/// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`), `v3` (wgmma; C·B in the kernel),
+/// `v4` (v3 with the inter-chunk product on the state warpgroup) and `v5` (v4 with the roles
+/// decoupled: pairwise hand-overs instead of a block barrier a chunk).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
     V2,
     V3,
     V4,
+    V5,
 }
 
 impl Fused {
@@ -222,6 +229,7 @@ impl Fused {
             Fused::V2 => ("ssd2_fused_p64_n128", THREADS, V2_SMEM_BYTES),
             Fused::V3 => ("ssd3_fused_p64_n128", V3_THREADS, V3_SMEM_BYTES),
             Fused::V4 => ("ssd4_fused_p64_n128", V3_THREADS, V4_SMEM_BYTES),
+            Fused::V5 => ("ssd5_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
         }
     }
 }
@@ -238,7 +246,7 @@ impl FusedWorkspace {
     pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<FusedWorkspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
-            Fused::V3 | Fused::V4 => 0,
+            Fused::V3 | Fused::V4 | Fused::V5 => 0,
         };
         Ok(FusedWorkspace {
             kernel: k,
@@ -249,7 +257,7 @@ impl FusedWorkspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if matches!(version, "v2" | "v3" | "v4") {
+    if matches!(version, "v2" | "v3" | "v4" | "v5") {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -472,10 +480,11 @@ impl SsdLaunch {
         a.arg(&self.init.0).arg(&self.init.1).arg(&s);
         a.arg(&self.y).arg(&self.final_states);
         // SAFETY: matches ssd2_fused_p64_n128 (with the C·B tiles after the token records) /
-        // ssd3_fused_p64_n128 / ssd4_fused_p64_n128 (without); x / B / C / y bf16 of the dims'
-        // shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked above, buffers
-        // start 256-byte aligned), the token records written above, final_states (B, H, 64, 128)
-        // f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) / sizeof(Ssd4Smem).
+        // ssd3_fused_p64_n128 / ssd4_fused_p64_n128 / ssd5_fused_p64_n128 (without); x / B / C /
+        // y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked
+        // above, buffers start 256-byte aligned), the token records written above, final_states
+        // (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) /
+        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) (k.kernel()).
         unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
         Ok(())
     }
@@ -796,10 +805,11 @@ pub fn run_with(
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
     let fused = match chosen {
-        Chosen::Version(v @ ("v2" | "v3" | "v4")) => match v2_unfit(inputs, Some(chunk)) {
+        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5")) => match v2_unfit(inputs, Some(chunk)) {
             None if v == "v2" => Some(Fused::V2),
             None if v == "v3" => Some(Fused::V3),
-            None => Some(Fused::V4),
+            None if v == "v4" => Some(Fused::V4),
+            None => Some(Fused::V5),
             Some(why) => return Err(GpuError::Unsupported(why)),
         },
         Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).map_or(Some(AUTO_FUSED), |_| None),
@@ -960,7 +970,12 @@ pub fn bench_scan(
             "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
         )
     };
-    let (v2, v3, v4) = (fused(Fused::V2)?, fused(Fused::V3)?, fused(Fused::V4)?);
+    let (v2, v3, v4, v5) = (
+        fused(Fused::V2)?,
+        fused(Fused::V3)?,
+        fused(Fused::V4)?,
+        fused(Fused::V5)?,
+    );
     let mut stages = vec![];
     let c = SsdConfig::default();
     for (i, name) in STAGES.iter().enumerate() {
@@ -973,7 +988,8 @@ pub fn bench_scan(
                   "z": false, "D": "per head", "dt_softplus": true},
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
-        "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4}))
+        "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4,
+        "v5": v5}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
