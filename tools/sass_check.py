@@ -10,6 +10,7 @@
     python3 tools/sass_check.py dump /tmp/kc_a /tmp/a.sass
     ...
     python3 tools/sass_check.py diff /tmp/a.sass /tmp/b.sass     # which kernels changed
+    python3 tools/sass_check.py diff --operands A B              # ... and how much beyond registers
     python3 tools/sass_check.py regs /tmp/b.sass [--kernel REGEX] # setmaxnreg regions
 
 `diff` compares each kernel's instructions (addresses dropped; branch targets kept, so a moved
@@ -26,6 +27,7 @@ import argparse
 import os
 import re
 import subprocess
+from collections import Counter
 import sys
 
 ADDR = re.compile(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?)\s*;?\s*/\*")
@@ -76,6 +78,15 @@ def cmd_dump(a):
     return 0
 
 
+OPERAND = re.compile(r"\bU?R\d+\b|\bU?P\d\b|\bB\d+\b|0x[0-9a-f]+")
+
+
+def norm(t):
+    """An instruction with its registers, predicates, convergence barriers and hex constants
+    (branch targets, offsets) blanked and reuse flags dropped."""
+    return OPERAND.sub("_", t.replace(".reuse", ""))
+
+
 def cmd_diff(a):
     x, y = load(a.a), load(a.b)
     same = 0
@@ -85,7 +96,15 @@ def cmd_diff(a):
         elif k not in y:
             print(f"gone     {k}")
         elif [t for _, t in x[k]] != [t for _, t in y[k]]:
-            print(f"changed  {k} ({len(x[k])} -> {len(y[k])} instructions)")
+            line = f"changed  {k} ({len(x[k])} -> {len(y[k])} instructions)"
+            if a.operands:
+                # How far apart beyond register allocation: instructions (as multisets, operands
+                # blanked) only in a / only in b.
+                ca = Counter(norm(t) for _, t in x[k])
+                cb = Counter(norm(t) for _, t in y[k])
+                line += f"; operands blanked: {sum((ca - cb).values())} only in a, " \
+                        f"{sum((cb - ca).values())} only in b"
+            print(line)
         else:
             same += 1
     print(f"identical: {same} of {len(x)} kernels")
@@ -165,6 +184,9 @@ def main():
     f = sub.add_parser("diff", help="per-kernel instruction diff of two dumps")
     f.add_argument("a")
     f.add_argument("b")
+    f.add_argument("--operands", action="store_true",
+                   help="for a changed kernel, also count the instructions that differ with "
+                        "registers, predicates and constants blanked (register allocation alone: 0)")
     r = sub.add_parser("regs", help="setmaxnreg producer regions within their register count")
     r.add_argument("sass")
     r.add_argument("--kernel")
