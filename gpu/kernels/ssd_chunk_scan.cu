@@ -1468,8 +1468,7 @@ static_assert(sizeof(Ssd4Smem) == 204064, "V4_SMEM_BYTES in gpu/src/ops/ssd_chun
 #define SSD5_SF0 5      // 5, 6: stage p's chunk done by row warpgroup 1 and the state (they
                         // arrive), before warpgroup 0 loads it again (syncs): 384
 #define SSD5_XFULL0 7   // 7 .. 9: X half slot s written (the state arrives, its reader syncs: 256)
-#define SSD5_XFREE0 10  // 10 .. 12: X half slot s read (its reader arrives, the state syncs: 256)
-#define SSD5_WG0 13     // row warpgroup 0 alone (128): its copies of a stage are all done
+#define SSD5_WG0 10     // row warpgroup 0 alone (128): its copies of a stage are all done
 template <int ID, int N, bool ARRIVE>
 __device__ __forceinline__ void ssd5_bar() {
     if (ARRIVE)
@@ -1631,12 +1630,13 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
 // (barrier 1 + lh: warpgroup 0 starts its epilogue while half 1 is computed); then S = decay S +
 // (x w)^T · B (v3's step).
 // V5: half lh of chunk c goes to half slot (2 c + lh) % 3 of xch (64 rows each; slot0 = (2 c)
-// % 3, c2 = min(c, 2): small ints, the state has no register to spare), after its previous
-// reader released it (XFREE, from the fourth half on), and is released to its reader by XFULL;
-// `first` is v4's only.
+// % 3, a small int: the state has no register to spare) and is released to its reader by XFULL.
+// The slot's previous reader (half 2 c + lh - 3) is done by then without a barrier of its own:
+// the state passed LS(c) (row warpgroup 0 finished chunk c - 1, and had synced SF on row
+// warpgroup 1's end of chunk c - 2); `first` is v4's only.
 template <bool V5>
 __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, float* S, int w,
-                                             int lane, bool first, int slot0, int c2) {
+                                             int lane, bool first, int slot0) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
     const int pa = 16 * w + g;
@@ -1646,9 +1646,7 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
         u32 fa[2][2][4];  // [k-step parity][hi / lo][fragment]
         const unsigned char* cb = st->c + lh * 8 * 2048;
         const int slot = slot0 + lh == 3 ? 0 : slot0 + lh;
-        if (V5) {
-            if (2 * c2 + lh >= 3) ssd5_bar3<SSD5_XFREE0, 256, false>(slot);
-        } else if (!first) {
+        if (!V5 && !first) {
             // Row warpgroup lh is done with the previous chunk's half (arrived on barrier 3 +
             // lh). Every barrier id an immediate (session 22; session 19 passed 1 + lh / 3 + lh
             // in a register and racecheck reported the xch hand-over; the loop unrolled spills).
@@ -1674,9 +1672,13 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
             // The previous k-step's group is done: its fragments (the other parity) are free.
             if (kk > 0) wg_wait1();
         }
+        // v4 loads exp(cs_l) while the last k-step runs; v5 after it (16 registers fewer at the
+        // peak: v5's state spilled otherwise).
         float2 ev[8];
+        if (!V5) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) ev[j] = *reinterpret_cast<const float2*>(&tk.ein[64 * lh + 8 * j + 2 * t]);
+            for (int j = 0; j < 8; ++j) ev[j] = *reinterpret_cast<const float2*>(&tk.ein[64 * lh + 8 * j + 2 * t]);
+        }
         wg_wait0();
         ssd3_pin<32>(xa);
         if (V5) {
@@ -1684,7 +1686,7 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
                 const int l = 8 * j + 2 * t;
-                const float2 e = ev[j];
+                const float2 e = *reinterpret_cast<const float2*>(&tk.ein[64 * lh + l]);
                 xs[l * SSD4_XCH_ROW + pa] = xa[4 * j] * e.x;
                 xs[(l + 1) * SSD4_XCH_ROW + pa] = xa[4 * j + 1] * e.y;
                 xs[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
@@ -1711,7 +1713,7 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
 }
 __device__ __forceinline__ void ssd4_state(const Ssd3Stage* st, float* xch, float* S, int w,
                                            int lane, bool first) {
-    ssd4_state_t<false>(st, xch, S, w, lane, first, 0, 0);
+    ssd4_state_t<false>(st, xch, S, w, lane, first, 0);
 }
 
 // Row warpgroup R's chunk loop (barrier 0, then its rows of the chunk).
@@ -1792,8 +1794,12 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
 //   (LR) and to the state (LS);
 // - X goes in 64-row halves into three half slots of xch (half lh of chunk c: slot
 //   (2 c + lh) % 3; 52 KB: two whole copies of v4's 34 KB xch do not fit next to the two 84 KB
-//   stages), so the state computes chunk c + 1's first half while the rows still read chunk
-//   c's (XFULL / XFREE per slot).
+//   stages), released to its reader by XFULL. The state starts chunk c + 1 once row warpgroup 0
+//   is done with chunk c (LS), while row warpgroup 1 may still read chunk c's second half: its
+//   slot is the one of the three the state does not write in chunk c + 1. A slot needs no
+//   barrier back to the state: its previous reader is done by LS (warpgroup 0's halves) or by
+//   SF -> LS (warpgroup 1's); gpu/src/handover_model.rs checks this protocol (and that two
+//   slots, or no SF, race).
 // Same products, splits, token table and stages as v4: the same bits.
 struct Ssd5Smem {
     Ssd3Stage st[2];
@@ -1834,8 +1840,6 @@ __device__ __forceinline__ void ssd5_row_loop(Ssd5Smem* sm, const u16* x, const 
         else
             ssd4_epilogue<false>(acc, &sm->st[cur], xs, 64 * R, sm->dvec, z, zdt, y, ybase, yrow,
                                  ia, ib, qc, t);
-        // The state writes the slot again for half k + 3 (if there is one).
-        if (2 * c + R + 3 < 2 * nc) ssd5_bar3<SSD5_XFREE0, 256, true>(slot);
         if (R == 1) {
             // Row warpgroup 0 loads chunk c + 2 into this stage (if there is one).
             if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
@@ -1874,7 +1878,7 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
         for (int c = 0; c < nc; ++c) {
             const int cur = c & 1;
             ssd5_bar2<SSD5_LS0, 256, false>(cur);
-            ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0, min(c, 2));
+            ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0);
             if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
             slot0 = slot0 == 0 ? 2 : slot0 - 1;  // (2 c + 2) % 3
         }

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod compile;
 pub mod engine;
 pub mod graph;
+pub mod handover_model;
 pub mod model;
 pub mod nvfp4_store;
 pub mod ops;
