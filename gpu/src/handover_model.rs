@@ -14,22 +14,18 @@
 //! asynchronous copy is a write at its issue and again where it is waited for; a wgmma's
 //! operand reads are reads where its group is waited for (they are over by then).
 //!
-//! Programs here: [`ssd_v4`] and [`ssd_v5`] (gpu/kernels/ssd_chunk_scan.cu). Session 19/22's
-//! racecheck reported v4's xch reads against the state's xch writes; the model finds v4's
-//! protocol ordered (tests below), so that report is not a missing barrier in the protocol.
+//! Programs here: [`ssd_v4`] and [`ssd_v5`] (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
+//! xw GEMM forms of gpu/kernels/moe.cu, session 34's end and session 35's). Racecheck reported
+//! SSD v4's xch reads against the state's xch writes (sessions 19 / 22) and the xw forms'
+//! producer x-tile stores against the epilogue tile (session 34); the model finds both
+//! protocols ordered (tests below), so neither report is a missing barrier in the protocol.
 
 use std::collections::HashMap;
 
-/// Shared-memory regions, at the granularity the protocols hand over.
+/// A shared-memory region at the granularity a protocol hands over: a name and an index (a
+/// stage, a slot, a tile).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Region {
-    /// Chunk stage p (C, B, x and the token record).
-    Stage(u8),
-    /// v4: the inter-chunk buffer's half h (rows 64 h ..); v5: half slot s.
-    Xch(u8),
-    /// D of the head.
-    Dvec,
-}
+pub struct Region(pub &'static str, pub u8);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -203,8 +199,8 @@ pub fn explore(p: &Protocol, runs: u64) -> Result<(), (u64, Fault)> {
 /// chunk c + 1's copies during its M · x; everyone waits for their copies before barrier 0.
 pub fn ssd_v4(nc: usize) -> Protocol {
     use Op::*;
-    use Region::*;
-    let st = |c: usize| Stage((c & 1) as u8);
+    let st = |c: usize| Region("stage", (c & 1) as u8);
+    let (xch, dvec) = (|h: usize| Region("xch", h as u8), Region("dvec", 0));
     let mut rows = [vec![], vec![]];
     let mut state = vec![];
     // The prologue: all 384 threads copy disjoint parts of chunk 0 and each waits for its own
@@ -212,7 +208,7 @@ pub fn ssd_v4(nc: usize) -> Protocol {
     if nc > 0 {
         rows[0].push(Write(st(0)));
     }
-    rows[0].push(Write(Dvec));
+    rows[0].push(Write(dvec));
     for c in 0..nc {
         // cp.async.wait_group 0 (row warpgroup 0's copies of chunk c complete), barrier 0.
         if c > 0 {
@@ -227,9 +223,9 @@ pub fn ssd_v4(nc: usize) -> Protocol {
                 ops.push(Write(st(c + 1))); // the next chunk's copies, issued
             }
             ops.push(Sync(1 + r as u8));
-            ops.push(Read(Xch(r as u8)));
+            ops.push(Read(xch(r)));
             ops.push(Read(st(c))); // x for D x
-            ops.push(Read(Dvec));
+            ops.push(Read(dvec));
             if c + 1 < nc {
                 ops.push(Arrive(3 + r as u8));
             }
@@ -239,7 +235,7 @@ pub fn ssd_v4(nc: usize) -> Protocol {
                 state.push(Sync(3 + lh));
             }
             state.push(Read(st(c))); // C
-            state.push(Write(Xch(lh)));
+            state.push(Write(xch(lh as usize)));
             state.push(Arrive(1 + lh));
         }
         state.push(Read(st(c))); // x, B (the update)
@@ -284,7 +280,6 @@ pub fn ssd_v5(nc: usize) -> Protocol {
 /// [`ssd_v5`], optionally broken.
 pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     use Op::*;
-    use Region::*;
     // Ids as in the kernel: LR 1-2, LS 3-4, SF 5-6, XFULL 7-9 (barrier 10 is row warpgroup
     // 0's own, not a hand-over).
     let (lr, ls, sf) = (
@@ -295,8 +290,10 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     let slots = if fault == V5Fault::TwoSlots { 2 } else { 3 };
     let slot = |k: usize| (k % slots) as u8;
     let xfull = |k: usize| 7 + slot(k);
-    let st = |c: usize| Stage((c & 1) as u8);
-    let mut r0 = vec![Write(Dvec)];
+    let st = |c: usize| Region("stage", (c & 1) as u8);
+    let xch = |k: usize| Region("xch", slot(k));
+    let dvec = Region("dvec", 0);
+    let mut r0 = vec![Write(dvec)];
     let mut r1 = vec![];
     let mut state = vec![];
     if nc > 0 {
@@ -318,9 +315,9 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
             }
             let k = 2 * c + r;
             ops.push(Sync(xfull(k)));
-            ops.push(Read(Xch(slot(k))));
+            ops.push(Read(xch(k)));
             ops.push(Read(st(c)));
-            ops.push(Read(Dvec));
+            ops.push(Read(dvec));
             if r == 1 {
                 if (c + 2 < nc && fault != V5Fault::NoSf) || fault == V5Fault::ExtraArrival {
                     ops.push(Arrive(sf(p)));
@@ -334,7 +331,7 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
         for lh in 0..2 {
             let k = 2 * c + lh;
             state.push(Read(st(c))); // C
-            state.push(Write(Xch(slot(k))));
+            state.push(Write(xch(k)));
             state.push(Arrive(xfull(k)));
         }
         state.push(Read(st(c))); // x, B (the update)
@@ -364,6 +361,139 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
             Role {
                 name: "state",
                 ops: state,
+            },
+        ],
+        parties,
+    }
+}
+
+/// Which end of the xw forms' main loop [`moe_xw`] models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XwEnd {
+    /// Session 34 (efae168d): the producers exit after their last FULL arrival; the two consumer
+    /// warpgroups sync on EPIB (256) and write / read the epilogue tile.
+    Session34,
+    /// Session 35: all 512 threads sync on FIN after the main loop, then as `Session34`.
+    Fin,
+    /// Session 35's e forms: FIN, the consumers write the tile, all 512 sync on EPIB, everyone
+    /// stores (reads the tile).
+    FinShared,
+    /// Broken on purpose: no barrier between the main loop and the tile (neither EPIB first nor
+    /// FIN): one consumer warpgroup's tile stores can overwrite x tiles the other still reads.
+    NoBarrier,
+}
+
+/// The xw GEMM forms (gpu/kernels/moe.cu `moe_xw_body`) over `nsi` 128-k steps with `p` ring
+/// stages and `xs` x tiles: one producer role (both producer warpgroups: they order their raw x
+/// stages among themselves by barrier PROD) copies raw x stage s (cp.async, a write at its issue
+/// and at its wait), decodes it into x tile s % xs after EMPTY (s >= xs) and arrives on FULL; each
+/// consumer warpgroup copies its weight stages (its own bytes), syncs on FULL, runs the wgmma
+/// groups (reads of the tile where their group is known complete), and arrives on EMPTY of step
+/// s - 1's tile once it is complete (only for tiles refilled). The epilogue's f32 tile overlays
+/// the whole shared memory (x tiles, raw x stages, weight rings): a write of every region.
+pub fn moe_xw(nsi: usize, p: usize, xs: usize, end: XwEnd) -> Protocol {
+    use Op::*;
+    // Barrier ids as in the kernel: FULL 1 + b, EMPTY 1 + xs + b, EPIB 2 + 2 xs, FIN 3 + 2 xs.
+    let full = |b: usize| (1 + b) as u8;
+    let empty = |b: usize| (1 + xs + b) as u8;
+    let (epib, fin) = ((2 + 2 * xs) as u8, (3 + 2 * xs) as u8);
+    // Every region in two parts: the bytes under consumer warpgroup 0's columns of the f32 tile
+    // and those under warpgroup 1's (the tile's rows interleave both over all of shared memory).
+    let part = |name: &'static str, i: usize, c: usize| Region(name, (2 * i + c) as u8);
+    let whole = |name: &'static str, i: usize| [part(name, i, 0), part(name, i, 1)];
+    let mut all: Vec<(&'static str, usize)> = (0..xs).map(|b| ("xtile", b)).collect();
+    for sl in 0..p {
+        all.extend([("xraw", sl), ("wring0", sl), ("wring1", sl)]);
+    }
+    let ring = |c: usize| if c == 0 { "wring0" } else { "wring1" };
+    let w = |ops: &mut Vec<Op>, name, i| ops.extend(whole(name, i).map(Write));
+    let r = |ops: &mut Vec<Op>, name, i| ops.extend(whole(name, i).map(Read));
+    let mut prod = vec![];
+    for s in 0..(p - 1).min(nsi) {
+        w(&mut prod, "xraw", s);
+    }
+    for s in 0..nsi {
+        let sl = s % p;
+        w(&mut prod, "xraw", sl); // stage s's copies complete (wait_group P - 2)
+        if s + p - 1 < nsi {
+            w(&mut prod, "xraw", (s + p - 1) % p); // issued into stage s - 1's slot
+        }
+        let b = s % xs;
+        if s >= xs {
+            prod.push(Sync(empty(b)));
+        }
+        r(&mut prod, "xraw", sl);
+        w(&mut prod, "xtile", b);
+        prod.push(Arrive(full(b)));
+    }
+    let mut cons = [vec![], vec![]];
+    for (c, ops) in cons.iter_mut().enumerate() {
+        for s in 0..(p - 1).min(nsi) {
+            w(ops, ring(c), s);
+        }
+        for s in 0..nsi {
+            if s + p - 1 < nsi {
+                w(ops, ring(c), (s + p - 1) % p);
+            }
+            w(ops, ring(c), s % p); // wait_group P - 1: stage s complete
+            r(ops, ring(c), s % p);
+            ops.push(Sync(full(s % xs)));
+            if s >= 1 {
+                // gi == 1: step s - 1's groups are complete (their reads of its tile are over)
+                r(ops, "xtile", (s - 1) % xs);
+                if s - 1 + xs < nsi {
+                    ops.push(Arrive(empty((s - 1) % xs)));
+                }
+            }
+            r(ops, "xtile", s % xs); // this step's groups (issued)
+        }
+        if nsi > 0 {
+            r(ops, "xtile", (nsi - 1) % xs); // wgmma.wait_group 0
+        }
+        if matches!(end, XwEnd::Fin | XwEnd::FinShared) {
+            ops.push(Sync(fin));
+        }
+        if end == XwEnd::Session34 {
+            ops.push(Sync(epib));
+        }
+        // This warpgroup's columns of the f32 tile, then EPIB (the consumers' own barrier in
+        // moe_x_epilogue; all 512 threads in the e forms) and the stores, which read all of it.
+        ops.extend(all.iter().map(|&(n, i)| Write(part(n, i, c))));
+        ops.push(Sync(epib));
+        for &(n, i) in &all {
+            r(ops, n, i);
+        }
+    }
+    if matches!(end, XwEnd::Fin | XwEnd::FinShared) {
+        prod.push(Sync(fin));
+    }
+    if end == XwEnd::FinShared {
+        prod.push(Sync(epib));
+        for &(n, i) in &all {
+            r(&mut prod, n, i);
+        }
+    }
+    let [c0, c1] = cons;
+    let mut parties = HashMap::new();
+    for b in 0..xs {
+        parties.insert(full(b), 3);
+        parties.insert(empty(b), 3);
+    }
+    parties.insert(fin, 3);
+    parties.insert(epib, if end == XwEnd::FinShared { 3 } else { 2 });
+    Protocol {
+        roles: vec![
+            Role {
+                name: "producers",
+                ops: prod,
+            },
+            Role {
+                name: "consumers0",
+                ops: c0,
+            },
+            Role {
+                name: "consumers1",
+                ops: c1,
             },
         ],
         parties,
@@ -419,11 +549,11 @@ mod tests {
             roles: vec![
                 Role {
                     name: "a",
-                    ops: vec![Write(Region::Dvec), Arrive(1)],
+                    ops: vec![Write(Region("d", 0)), Arrive(1)],
                 },
                 Role {
                     name: "b",
-                    ops: vec![Read(Region::Dvec), Sync(1)],
+                    ops: vec![Read(Region("d", 0)), Sync(1)],
                 },
             ],
             parties: HashMap::from([(1, 2)]),
@@ -433,11 +563,11 @@ mod tests {
             roles: vec![
                 Role {
                     name: "a",
-                    ops: vec![Write(Region::Dvec), Arrive(1)],
+                    ops: vec![Write(Region("d", 0)), Arrive(1)],
                 },
                 Role {
                     name: "b",
-                    ops: vec![Sync(1), Read(Region::Dvec)],
+                    ops: vec![Sync(1), Read(Region("d", 0))],
                 },
             ],
             parties: HashMap::from([(1, 2)]),
@@ -457,5 +587,23 @@ mod tests {
             parties: HashMap::from([(1, 2), (2, 2)]),
         };
         assert!(matches!(explore(&dead, 5), Err((_, Fault::Deadlock(_)))));
+    }
+
+    #[test]
+    fn moe_xw_protocols_are_ordered() {
+        // xw192 (P 4, XS 2), xw192t3 (P 3, XS 3), xw128 (P 4, XS 3), K / 128 = 1 .. 9 steps.
+        for (p, xs) in [(4, 2), (3, 3), (4, 3)] {
+            for nsi in 1..=9 {
+                for end in [XwEnd::Session34, XwEnd::Fin, XwEnd::FinShared] {
+                    if let Err((seed, f)) = explore(&moe_xw(nsi, p, xs, end), RUNS) {
+                        panic!("xw P {p} XS {xs}, {nsi} steps, {end:?}, seed {seed}: {f:?}");
+                    }
+                }
+            }
+        }
+        // Without a barrier between the main loop and the tile, a consumer warpgroup's tile
+        // stores race with the other's last reads of the x tiles.
+        let e = explore(&moe_xw(4, 4, 2, XwEnd::NoBarrier), RUNS).unwrap_err();
+        assert!(matches!(e.1, Fault::Race(_)), "{e:?}");
     }
 }
