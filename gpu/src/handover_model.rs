@@ -504,7 +504,7 @@ pub fn moe_xw(nsi: usize, p: usize, xs: usize, end: XwEnd) -> Protocol {
 mod tests {
     use super::*;
 
-    const RUNS: u64 = 400;
+    const RUNS: u64 = 1500;
 
     #[test]
     fn ssd_v5_protocol_is_ordered_and_deadlock_free() {
