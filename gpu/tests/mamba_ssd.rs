@@ -315,11 +315,11 @@ fn ssd_v2_hand_cases() {
     eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
 }
 
-/// v2-v5 equal the sequential recurrence too, and a wrong A makes that comparison fail.
+/// v2-v5 and v5m equal the sequential recurrence too, and a wrong A makes that comparison fail.
 #[test]
 #[ignore = "gpu"]
 fn ssd_v2_matches_sequential_oracle() {
-    for v in ["v2", "v3", "v4", "v5"] {
+    for v in ["v2", "v3", "v4", "v5", "v5m"] {
         fused_matches_sequential_oracle(v);
     }
 }

@@ -17,7 +17,8 @@
 //! (the state warpgroup computes it from its registers and hands it over in f32); v5
 //! (`ssd5_fused_p64_n128`, session 36, not yet run on a GPU) is v4 with the roles decoupled:
 //! hand-overs between pairs of warpgroups through named barriers instead of a block barrier a
-//! chunk, the inter-chunk part in three 64-row slots. `auto` = v3
+//! chunk, the inter-chunk part in three 64-row slots; v5m (`ssd5m_fused_p64_n128`) is v5 with
+//! M in one bf16 pass (mamba_ssm's rounding of its decay-weighted C·B). `auto` = v3
 //! where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`: v4 is faster but racecheck reports
 //! hazards on its hand-over buffer that session 19 could not explain (gpu/NOTES.md).
 //!
@@ -44,7 +45,9 @@ const OP: &str = "ssd_chunk_scan";
 pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
-        versions: &["v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "auto"],
+        versions: &[
+            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v5m", "auto",
+        ],
         run,
         applicable,
     }]
@@ -130,7 +133,7 @@ impl SsdConfig {
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
             // v2-v4 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "v3" | "v4" | "v5" | "auto" => Ok(SsdConfig::default()),
+            "tuned" | "v2" | "v3" | "v4" | "v5" | "v5m" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
@@ -212,14 +215,16 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
 }
 
 /// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`), `v3` (wgmma; C·B in the kernel),
-/// `v4` (v3 with the inter-chunk product on the state warpgroup) and `v5` (v4 with the roles
-/// decoupled: pairwise hand-overs instead of a block barrier a chunk).
+/// `v4` (v3 with the inter-chunk product on the state warpgroup), `v5` (v4 with the roles
+/// decoupled: pairwise hand-overs instead of a block barrier a chunk) and `v5m` (v5 with M · x on
+/// M's bf16 high part alone, as mamba_ssm's Triton chunk scan rounds it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
     V2,
     V3,
     V4,
     V5,
+    V5m,
 }
 
 impl Fused {
@@ -230,6 +235,7 @@ impl Fused {
             Fused::V3 => ("ssd3_fused_p64_n128", V3_THREADS, V3_SMEM_BYTES),
             Fused::V4 => ("ssd4_fused_p64_n128", V3_THREADS, V4_SMEM_BYTES),
             Fused::V5 => ("ssd5_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
+            Fused::V5m => ("ssd5m_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
         }
     }
 }
@@ -246,7 +252,7 @@ impl FusedWorkspace {
     pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<FusedWorkspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
-            Fused::V3 | Fused::V4 | Fused::V5 => 0,
+            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V5m => 0,
         };
         Ok(FusedWorkspace {
             kernel: k,
@@ -257,7 +263,7 @@ impl FusedWorkspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if matches!(version, "v2" | "v3" | "v4" | "v5") {
+    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v5m") {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -480,7 +486,7 @@ impl SsdLaunch {
         a.arg(&self.init.0).arg(&self.init.1).arg(&s);
         a.arg(&self.y).arg(&self.final_states);
         // SAFETY: matches ssd2_fused_p64_n128 (with the C·B tiles after the token records) /
-        // ssd3_fused_p64_n128 / ssd4_fused_p64_n128 / ssd5_fused_p64_n128 (without); x / B / C /
+        // ssd3 / ssd4 / ssd5 / ssd5m_fused_p64_n128 (without); x / B / C /
         // y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked
         // above, buffers start 256-byte aligned), the token records written above, final_states
         // (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) /
@@ -805,13 +811,16 @@ pub fn run_with(
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
     let fused = match chosen {
-        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5")) => match v2_unfit(inputs, Some(chunk)) {
-            None if v == "v2" => Some(Fused::V2),
-            None if v == "v3" => Some(Fused::V3),
-            None if v == "v4" => Some(Fused::V4),
-            None => Some(Fused::V5),
-            Some(why) => return Err(GpuError::Unsupported(why)),
-        },
+        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v5m")) => {
+            match v2_unfit(inputs, Some(chunk)) {
+                None if v == "v2" => Some(Fused::V2),
+                None if v == "v3" => Some(Fused::V3),
+                None if v == "v4" => Some(Fused::V4),
+                None if v == "v5" => Some(Fused::V5),
+                None => Some(Fused::V5m),
+                Some(why) => return Err(GpuError::Unsupported(why)),
+            }
+        }
         Chosen::Version("auto") => v2_unfit(inputs, Some(chunk)).map_or(Some(AUTO_FUSED), |_| None),
         _ => None,
     };
@@ -970,11 +979,12 @@ pub fn bench_scan(
             "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
         )
     };
-    let (v2, v3, v4, v5) = (
+    let (v2, v3, v4, v5, v5m) = (
         fused(Fused::V2)?,
         fused(Fused::V3)?,
         fused(Fused::V4)?,
         fused(Fused::V5)?,
+        fused(Fused::V5m)?,
     );
     let mut stages = vec![];
     let c = SsdConfig::default();
@@ -989,7 +999,7 @@ pub fn bench_scan(
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
         "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4,
-        "v5": v5}))
+        "v5": v5, "v5m": v5m}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
