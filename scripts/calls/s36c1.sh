@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Session 36, call 1 (prepared without a device: session 36 had none). SSD v5
 # (`ssd5_fused_p64_n128`: v4 with the roles decoupled, pairwise named-barrier hand-overs instead
-# of a block barrier a chunk; first run anywhere). The sequential oracle first with a short limit
+# of a block barrier a chunk; first run anywhere) and v5m (v5 with M in one bf16 pass, as
+# mamba_ssm rounds it: its tolerance is the question). The sequential oracle first with a short limit
 # (a wrong hand-over hangs: v5 has no block-wide barrier), then mamba_ssd's v2-v5 tests (hand
 # cases, oracle, proptest; every case runs every version), the presets ssd_4k / ssd_50k (v2-v5
-# side by side, one run), racecheck over the bf16 row of the case table (v4 and v5 next to v1-v3).
+# side by side, one run), racecheck over the bf16 row of the case table (v4, v5, v5m next to v1-v3).
 # Worst case 60 + 150 + 200 + 120 s of step limits.
 # Build here first (with s35's MoE calls in the same carry):
 #   scripts/devbin-quick.sh "gpu_moe gpu_index64 mamba_ssd" "moe ssd_chunk_scan"
