@@ -76,3 +76,14 @@ ncu_ssd2() {
         "$B/duet" bench --backend gpu --shape ssd_4k --out /tmp/ncu_bench.json
     run ncu-src-ssd2-csv 60 "$ncu" --import /tmp/ssd2.ncu-rep --page source --csv --print-source sass
 }
+# ncu_ssd K: ncu warp states, source counters, speed of light and occupancy on one launch of
+# the fused SSD kernel K (e.g. ssd5_fused_p64_n128) in the ssd_4k preset, its source CSV
+# (ncu-src-K-csv.log) and details page (ncu-det-K.log).
+ncu_ssd() {
+    run "ncu-src-$1" 150 "$ncu" --clock-control none -k "regex:^$1\$" -c 1 \
+        --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy \
+        --import-source no -o "/tmp/s$1" "$B/duet" bench --backend gpu --no-resources --shape ssd_4k \
+        --out /tmp/ncu_bench.json
+    run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/s$1.ncu-rep" --page source --csv --print-source sass
+    run "ncu-det-$1" 60 "$ncu" --import "/tmp/s$1.ncu-rep" --page details --csv
+}
