@@ -49,6 +49,19 @@ pub struct Protocol {
     pub parties: HashMap<u8, usize>,
 }
 
+impl Protocol {
+    /// Roles from (name, program) pairs.
+    pub fn new(roles: Vec<(&'static str, Vec<Op>)>, parties: HashMap<u8, usize>) -> Protocol {
+        Protocol {
+            roles: roles
+                .into_iter()
+                .map(|(name, ops)| Role { name, ops })
+                .collect(),
+            parties,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     Deadlock(String),
@@ -241,23 +254,10 @@ pub fn ssd_v4(nc: usize) -> Protocol {
         state.push(Read(st(c))); // x, B (the update)
     }
     let [r0, r1] = rows;
-    Protocol {
-        roles: vec![
-            Role {
-                name: "rows0",
-                ops: r0,
-            },
-            Role {
-                name: "rows1",
-                ops: r1,
-            },
-            Role {
-                name: "state",
-                ops: state,
-            },
-        ],
-        parties: HashMap::from([(0, 3), (1, 2), (2, 2), (3, 2), (4, 2)]),
-    }
+    Protocol::new(
+        vec![("rows0", r0), ("rows1", r1), ("state", state)],
+        HashMap::from([(0, 3), (1, 2), (2, 2), (3, 2), (4, 2)]),
+    )
 }
 
 /// The ways [`ssd_v5_with`] can be broken on purpose (the checker must see each).
@@ -348,23 +348,10 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     for k in 0..3 {
         parties.insert(xfull(k), 2);
     }
-    Protocol {
-        roles: vec![
-            Role {
-                name: "rows0",
-                ops: r0,
-            },
-            Role {
-                name: "rows1",
-                ops: r1,
-            },
-            Role {
-                name: "state",
-                ops: state,
-            },
-        ],
+    Protocol::new(
+        vec![("rows0", r0), ("rows1", r1), ("state", state)],
         parties,
-    }
+    )
 }
 
 /// Which end of the xw forms' main loop [`moe_xw`] models.
@@ -481,23 +468,10 @@ pub fn moe_xw(nsi: usize, p: usize, xs: usize, end: XwEnd) -> Protocol {
     }
     parties.insert(fin, 3);
     parties.insert(epib, if end == XwEnd::FinShared { 3 } else { 2 });
-    Protocol {
-        roles: vec![
-            Role {
-                name: "producers",
-                ops: prod,
-            },
-            Role {
-                name: "consumers0",
-                ops: c0,
-            },
-            Role {
-                name: "consumers1",
-                ops: c1,
-            },
-        ],
+    Protocol::new(
+        vec![("producers", prod), ("consumers0", c0), ("consumers1", c1)],
         parties,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -545,47 +519,18 @@ mod tests {
     #[test]
     fn the_checker_sees_an_unordered_write_and_a_deadlock() {
         use Op::*;
-        let race = Protocol {
-            roles: vec![
-                Role {
-                    name: "a",
-                    ops: vec![Write(Region("d", 0)), Arrive(1)],
-                },
-                Role {
-                    name: "b",
-                    ops: vec![Read(Region("d", 0)), Sync(1)],
-                },
-            ],
-            parties: HashMap::from([(1, 2)]),
+        let d = Region("d", 0);
+        let two = |a: Vec<Op>, b: Vec<Op>, ids: &[u8]| {
+            Protocol::new(
+                vec![("a", a), ("b", b)],
+                ids.iter().map(|&i| (i, 2)).collect(),
+            )
         };
+        let race = two(vec![Write(d), Arrive(1)], vec![Read(d), Sync(1)], &[1]);
         assert!(matches!(explore(&race, 50), Err((_, Fault::Race(_)))));
-        let ordered = Protocol {
-            roles: vec![
-                Role {
-                    name: "a",
-                    ops: vec![Write(Region("d", 0)), Arrive(1)],
-                },
-                Role {
-                    name: "b",
-                    ops: vec![Sync(1), Read(Region("d", 0))],
-                },
-            ],
-            parties: HashMap::from([(1, 2)]),
-        };
+        let ordered = two(vec![Write(d), Arrive(1)], vec![Sync(1), Read(d)], &[1]);
         assert_eq!(explore(&ordered, 50), Ok(()));
-        let dead = Protocol {
-            roles: vec![
-                Role {
-                    name: "a",
-                    ops: vec![Sync(1), Arrive(2)],
-                },
-                Role {
-                    name: "b",
-                    ops: vec![Sync(2), Arrive(1)],
-                },
-            ],
-            parties: HashMap::from([(1, 2), (2, 2)]),
-        };
+        let dead = two(vec![Sync(1), Arrive(2)], vec![Sync(2), Arrive(1)], &[1, 2]);
         assert!(matches!(explore(&dead, 5), Err((_, Fault::Deadlock(_)))));
     }
 
