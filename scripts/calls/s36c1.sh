@@ -14,10 +14,20 @@ cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
 run ssd-oracle 60 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2_matches_sequential_oracle
-run ssd-v2 150 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2
-grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log $OUT/ssd-v2.log | head -20 >> $OUT/summary.txt
-run bench-ssd 200 "$B/duet" bench --backend gpu --no-resources --shape ssd_4k --shape ssd_50k \
-    --out "$OUT/bench_ssd.json"
-python3 scripts/calls/ssd_summary.py "$OUT/bench_ssd.json" >> $OUT/summary.txt
-SAN_LIMIT=120 scripts/device-session.sh racecheck:ssd_chunk_scan/what=bf16
+grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
+if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then
+    run ssd-v2 150 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2
+    grep -h "test result\|FAILED\|panicked" $OUT/ssd-v2.log | head -20 >> $OUT/summary.txt
+    run bench-ssd 200 "$B/duet" bench --backend gpu --no-resources --shape ssd_4k --shape ssd_50k \
+        --out "$OUT/bench_ssd.json"
+    python3 scripts/calls/ssd_summary.py "$OUT/bench_ssd.json" >> $OUT/summary.txt
+    SAN_LIMIT=120 scripts/device-session.sh racecheck:ssd_chunk_scan/what=bf16
+else
+    # v5 / v5m failed or hung (a hang would stall every later step): v4 (refactored with v5)
+    # and the others only, then stop.
+    echo "ssd-oracle failed: v2-v4 only" >> $OUT/summary.txt
+    DUET_MAMBA_TEST_VERSIONS=v1,v1_small,tuned,v2,v3,v4,auto run ssd-v2-without-v5 150 \
+        $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2
+    grep -h "test result\|FAILED\|panicked" $OUT/ssd-v2-without-v5.log | head -20 >> $OUT/summary.txt
+fi
 pack
