@@ -132,7 +132,7 @@ impl SsdConfig {
             "v1" => Ok(SsdConfig::default()),
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
-            // v2-v4 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
+            // v2-v5m are fused kernels (no tile config); `auto` falls back to the tuned tiles.
             "tuned" | "v2" | "v3" | "v4" | "v5" | "v5m" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
