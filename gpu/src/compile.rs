@@ -147,15 +147,40 @@ pub fn full_source(k: &KernelSource) -> String {
     )
 }
 
-/// NVRTC options for `arch` (e.g. `sm_90a`).
-pub fn options(arch: &str) -> Vec<String> {
-    vec![
+/// NVRTC options for `arch` (e.g. `sm_90a`), plus one `-D` a define of `DUET_NVRTC_DEFINES`.
+pub fn options(arch: &str) -> Result<Vec<String>, GpuError> {
+    let mut o = vec![
         format!("--gpu-architecture={arch}"),
         "-lineinfo".into(),
         "--std=c++17".into(),
         "--fmad=false".into(),
         "-default-device".into(),
-    ]
+    ];
+    if let Ok(v) = std::env::var("DUET_NVRTC_DEFINES") {
+        o.extend(parse_defines(&v)?.into_iter().map(|d| format!("-D{d}")));
+    }
+    Ok(o)
+}
+
+/// `DUET_NVRTC_DEFINES`: comma-separated `NAME` or `NAME=VALUE` (an A/B switch of a kernel
+/// file, e.g. `SSD_LOAD_MAP=2`). The defines are part of the cache key. Anything else is an
+/// error naming the entry.
+pub fn parse_defines(v: &str) -> Result<Vec<String>, GpuError> {
+    let mut out = Vec::new();
+    for d in v.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let (name, value) = d.split_once('=').unwrap_or((d, ""));
+        let name_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let value_ok = value.chars().all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c));
+        if !name_ok || !value_ok {
+            return Err(GpuError::Unsupported(format!(
+                "DUET_NVRTC_DEFINES entry '{d}' is not NAME or NAME=VALUE (letters, digits, _; \
+                 values may also have . + -); e.g. DUET_NVRTC_DEFINES=SSD_LOAD_MAP=2"
+            )));
+        }
+        out.push(d.to_string());
+    }
+    Ok(out)
 }
 
 /// FNV-1a 64: a stable hash for cache keys (std's hasher is not stable across releases).
@@ -225,7 +250,7 @@ pub fn compile_fresh(name: &str, arch: &str) -> Result<Arc<Vec<u8>>, GpuError> {
 fn compile_cached(name: &str, arch: &str, fresh: bool) -> Result<Arc<Vec<u8>>, GpuError> {
     let k = source(name)?;
     let src = full_source(&k);
-    let opts = options(arch);
+    let opts = options(arch)?;
     let hash = source_hash(&src, &opts);
     let key = (hash, arch.to_string());
     if !fresh {
@@ -258,7 +283,7 @@ fn compile_cached(name: &str, arch: &str, fresh: bool) -> Result<Arc<Vec<u8>>, G
 
 /// Compiles an arbitrary source (not cached): for tests of the error path.
 pub fn compile_source(k: &KernelSource, arch: &str) -> Result<Vec<u8>, GpuError> {
-    compile_uncached(k, &full_source(k), &options(arch))
+    compile_uncached(k, &full_source(k), &options(arch)?)
 }
 
 /// Runs NVRTC once; on failure returns the log with the offending source lines quoted.
@@ -289,7 +314,7 @@ pub fn resources(name: &str, arch: &str) -> Result<Vec<KernelResources>, GpuErro
         .iter()
         .find(|k| k.name == name)
         .ok_or_else(|| GpuError::Unsupported(format!("no kernel file '{name}'")))?;
-    let mut opts = options(arch);
+    let mut opts = options(arch)?;
     opts.push("--ptxas-options=-v".into());
     let (_, log) = compile_with_log(k, &full_source(k), &opts)?;
     // DUET_PTXAS_LOG=<substring>: print the ptxas lines that mention it (a kernel's name, a
@@ -548,6 +573,19 @@ ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions
             (r[1].kernel.as_str(), r[1].registers, r[1].stack_bytes),
             ("k_b", 32, 0)
         );
+    }
+
+    #[test]
+    fn defines_are_checked() {
+        assert_eq!(
+            parse_defines("SSD_LOAD_MAP=2, FOO,_B=1.5e-3").unwrap(),
+            vec!["SSD_LOAD_MAP=2", "FOO", "_B=1.5e-3"]
+        );
+        assert!(parse_defines("").unwrap().is_empty());
+        for bad in ["2X=1", "A B", "X=\"1\"", "X=1;rm", "-DX"] {
+            let e = parse_defines(bad).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("NAME=VALUE"), "{bad}: {e}");
+        }
     }
 
     #[test]

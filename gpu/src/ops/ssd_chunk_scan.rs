@@ -15,12 +15,13 @@
 //! one for the state) with C·B in the kernel: `ssd3_fused_p64_n128` (the rows compute the
 //! inter-chunk part from bf16 hi / lo copies of S in shared memory) and `ssd4_fused_p64_n128`
 //! (the state warpgroup computes it from its registers and hands it over in f32); v5
-//! (`ssd5_fused_p64_n128`, session 36, not yet run on a GPU) is v4 with the roles decoupled:
+//! (`ssd5_fused_p64_n128`, session 36; first run session 37) is v4 with the roles decoupled:
 //! hand-overs between pairs of warpgroups through named barriers instead of a block barrier a
 //! chunk, the inter-chunk part in three 64-row slots; v5m (`ssd5m_fused_p64_n128`) is v5 with
-//! M in one bf16 pass (mamba_ssm's rounding of its decay-weighted C·B). `auto` = v3
-//! where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`: v4 is faster but racecheck reports
-//! hazards on its hand-over buffer that session 19 could not explain (gpu/NOTES.md).
+//! M in one bf16 pass (mamba_ssm's rounding of its decay-weighted C·B). `auto` = v5
+//! where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`. v4 is as fast but racecheck
+//! reports hazards on its hand-over buffer that sessions 19-37 could not explain; v5 runs clean
+//! under racecheck, synccheck and memcheck (gpu/NOTES.md, session 37).
 //!
 //! Measured on the H200 (bench preset `ssd_50k`: batch 1, 50,000 tokens, 128 heads x 64,
 //! dstate 128, 8 groups, chunk 128, bf16 x/B/C, no z), session 18 call 4: v1 (default config)
@@ -28,7 +29,9 @@
 //! the f32 CUDA-core GEMMs run at ~10 TFLOP/s); v2 4.41 ms (ssd_4k: 372-380 us, of which
 //! ssd2_tok 8.5 us, ssd2_cb 9.4 us under ncu). Session 19 (call 6, one run): v2 4423 us, v3
 //! 2935 us, v4 2678 us (ssd_4k: 373 / 262 / 252 us); call 7: v2 4458, v3 2952, v4 2621 us
-//! (ssd_4k 385 / 263 / 248 us). The 1500 us target is not met
+//! (ssd_4k 385 / 263 / 248 us). Session 37 (calls 1 and 3): v2 4401 / 4395, v3 2937 / 2925,
+//! v4 2669 / 2652, v5 2712 / 2714, v5m 2576 / 2574 us (ssd_4k: 393 / 259 / 243 / 242 / 235
+//! us). The 1500 us target is not met
 //! (gpu/NOTES.md, session 19: the chunk step is a chain of wgmma waits, barriers and the rows'
 //! ALU work, not tensor-bound).
 
@@ -137,7 +140,7 @@ impl SsdConfig {
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned, v2, v3, v4, auto".into(),
+                known: "v1, v1_small, tuned, v2, v3, v4, v5, v5m, auto".into(),
             }),
         }
     }
@@ -176,10 +179,12 @@ pub fn v2_unfit(inputs: &TensorMap, chunk: Option<usize>) -> Option<String> {
     None
 }
 
-/// The fused kernel `auto` takes where [`v2_unfit`] is None: v3, the fastest form that ran
-/// clean under racecheck (v4: 2.62 vs 2.95 ms at 50,000 tokens, but racecheck reports its
-/// epilogue's reads of xch against the state warpgroup's writes; session 19, calls 6-7).
-pub const AUTO_FUSED: Fused = Fused::V3;
+/// The fused kernel `auto` takes where [`v2_unfit`] is None: v5, the fastest form that ran
+/// clean under racecheck (session 37: 2.71 ms at 50,000 tokens against v3's 2.93; v4, 2.66 ms,
+/// has racecheck reports of its epilogue's reads of xch against the state warpgroup's writes,
+/// sessions 19, 22 and 37; v5m, 2.57 ms, takes y to 88 % of its bf16 tolerance on the case
+/// table's bf16 row against the others' 45 %).
+pub const AUTO_FUSED: Fused = Fused::V5;
 
 /// v2's compiled shape (gpu/kernels/ssd_chunk_scan.cu `SSD2_P`, `SSD2_N`, `SSD2_Q`).
 pub const V2_HEADDIM: usize = 64;
