@@ -1200,7 +1200,55 @@ struct Ssd3Next {
     const u16 *x, *Bm, *Cm;
     const Ssd2Tok* tok;
     i64 c;
+    // v6 (TMA): the tensor maps and the stage's full barrier (unused elsewhere)
+    const struct SsdTmaps* tm;
+    u64* full;
 };
+
+// ---- v6: the stage loads through the tensor memory accelerator (TMA) ----
+// A CUtensorMap (cuTensorMapEncodeTiled, gpu/src/ops/ssd_chunk_scan.rs `ssd6_tensor_maps`):
+// 128 opaque bytes, 64-byte aligned, passed by value as a __grid_constant__ kernel parameter.
+struct __align__(64) SsdTmap {
+    unsigned long long v[16];
+};
+// C, B (batch, seqlen, ngroups, 128) and x (batch, seqlen, nheads, 64), each seen as a 5-D
+// tensor (8 elements of a 16-byte segment, token [row stride], segment [16 bytes], group or
+// head [row bytes], batch): a box of (8, 8, SEGS, 1, 1) is one 8-row group of a tile, and the
+// TMA writes it innermost-first, i.e. in the core-matrix layout of ssd3_off (16-byte rows of
+// a core matrix, then the 8 rows, then the segments). Rows past the sequence read as zeros
+// (out of bounds of the token dimension), as ssd3_load_stage's zero fill.
+struct __align__(64) SsdTmaps {
+    SsdTmap c, b, x;
+};
+__device__ __forceinline__ void ssd6_tma5(u32 dst, const SsdTmap* tm, int tok, int gh, int bt,
+                                          u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+        "[%0], [%1, {%2, %3, %2, %4, %5}], [%6];" ::"r"(dst),
+        "l"(reinterpret_cast<u64>(tm)), "r"(0), "r"(tok), "r"(gh), "r"(bt), "r"(bar)
+        : "memory");
+}
+// One warp (32 lanes): chunk c's C and B (lanes 0 .. 15: 8-row group = lane), x (lanes 16 ..
+// 31) and token record (lane 0, a bulk copy), all completing on `full`, which lane 0 arms with
+// the stage's bytes (whole boxes, zero-filled rows included) before its arrival.
+__device__ __forceinline__ void ssd6_load_stage(Ssd3Stage* st, const SsdTmaps* tm,
+                                                const Ssd2Tok* tok, i64 b, i64 h, i64 g, i64 c,
+                                                int lane, u64* full) {
+    const u32 bar = duet_smem_u32(full);
+    const int t0 = (int)(c * SSD2_Q);  // the host keeps seqlen < 2^31
+    if (lane < 16) {
+        ssd6_tma5(duet_smem_u32(st->c + lane * 2048), &tm->c, t0 + 8 * lane, (int)g, (int)b, bar);
+        ssd6_tma5(duet_smem_u32(st->b + lane * 2048), &tm->b, t0 + 8 * lane, (int)g, (int)b, bar);
+    } else {
+        const int gi = lane - 16;
+        ssd6_tma5(duet_smem_u32(st->x + gi * 1024), &tm->x, t0 + 8 * gi, (int)h, (int)b, bar);
+    }
+    if (lane == 0) {
+        duet_mbar_expect_tx(full, 2 * SSD3_BC_BYTES + SSD3_X_BYTES + SSD2_TOK_BYTES);
+        duet_bulk_g2s(&st->tok, tok, SSD2_TOK_BYTES, full);
+        duet_mbar_arrive(full);
+    }
+}
 
 // M = G exp(cs_i - cs_s) dt'_s for one 64-column half hn of G (accumulator layout, rows ia /
 // ib), masked to s <= i in token i's sequence, as bf16 hi + lo A fragments of 4 k-steps.
@@ -1569,7 +1617,7 @@ __device__ __forceinline__ void ssd4_epilogue(const float* acc, const Ssd3Stage*
 // loads (nx.st) while its M · x runs, in v5 (SF) after barrier SF(nx.c & 1): the stage's last
 // chunk is done everywhere (nx.c >= 2). MLO: M · x also with M's bf16 low part (~16 bits of M);
 // without it M is one bf16 (round to nearest), as mamba_ssm's Triton chunk scan has it.
-template <int R, bool SF, bool MLO = true>
+template <int R, bool SF, bool MLO = true, bool TMA = false>
 __device__ __forceinline__ void ssd4_row_products(const Ssd3Stage* st, float* acc, int w,
                                                   int lane, const Ssd3Next& nx,
                                                   const SsdDims& s) {
@@ -1613,9 +1661,15 @@ __device__ __forceinline__ void ssd4_row_products(const Ssd3Stage* st, float* ac
         const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
         const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
         if (SF && nx.c >= 2) ssd5_bar2<SSD5_SF0, 384, false>((int)(nx.c & 1));
-        ssd3_load_stage<128>(nx.st, nx.x, nx.Bm, nx.Cm, nx.tok + (b * nc + nx.c) * s.H + h, s,
-                             b, h, h / (s.H / s.G), nx.c, 32 * w + lane);
-        duet_cp_async_commit();
+        if constexpr (TMA) {
+            if (w == 0)
+                ssd6_load_stage(nx.st, nx.tm, nx.tok + (b * nc + nx.c) * s.H + h, b, h,
+                                h / (s.H / s.G), nx.c, lane, nx.full);
+        } else {
+            ssd3_load_stage<128>(nx.st, nx.x, nx.Bm, nx.Cm, nx.tok + (b * nc + nx.c) * s.H + h,
+                                 s, b, h, h / (s.H / s.G), nx.c, 32 * w + lane);
+            duet_cp_async_commit();
+        }
     }
     if (R == 1) {
         // The second half's M (G's columns 64 .. 127) once the first M · x is done with mh / ml.
@@ -1845,12 +1899,34 @@ struct Ssd5Smem {
 };
 static_assert(sizeof(Ssd5Smem) == 221472, "V5_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
 
+// v6: v5's shared memory with 128-byte aligned stages (the TMA's destinations) and a full
+// barrier a stage (chunk c in stage c % 2 completes phase (c / 2) % 2 of full[c % 2]).
+struct __align__(128) Ssd6Stage : Ssd3Stage {};
+struct Ssd6Smem {
+    Ssd6Stage st[2];
+    float xch[3 * 64 * SSD4_XCH_ROW];
+    float dvec[SSD2_P];
+    u64 full[2];
+};
+static_assert(sizeof(Ssd6Smem) == 221824, "V6_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
+template <bool TMA>
+struct Ssd5SmemOf {
+    using T = Ssd5Smem;
+};
+template <>
+struct Ssd5SmemOf<true> {
+    using T = Ssd6Smem;
+};
+
 // Row warpgroup R's chunk loop in v5 (above). Row warpgroup 0 enters it with chunk 0 loaded.
-template <int R, bool MLO>
-__device__ __forceinline__ void ssd5_row_loop(Ssd5Smem* sm, const u16* x, const u16* Bm,
-                                              const u16* Cm, const Ssd2Tok* tok, const void* z,
-                                              int zdt, const SsdDims& s, u16* y, int w,
-                                              int lane) {
+// TMA (v6): warp 0 of row warpgroup 0 issues the next chunk's loads; every thread of it waits
+// on the stage's full barrier instead of its own cp.async groups; row warpgroup 1 also waits on
+// it after LR (the TMA's writes observed by each reader itself).
+template <int R, bool MLO, bool TMA = false>
+__device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, const u16* x,
+                                              const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                                              const SsdTmaps* tm, const void* z, int zdt,
+                                              const SsdDims& s, u16* y, int w, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
     // Chunk counts in 32 bits (a chunk is 128 tokens): v5 has no register to spare.
@@ -1860,14 +1936,21 @@ __device__ __forceinline__ void ssd5_row_loop(Ssd5Smem* sm, const u16* x, const 
     int slot = R;  // (2 c + R) % 3
     for (int c = 0; c < nc; ++c) {
         const int cur = c & 1;
-        if (R == 1) ssd5_bar2<SSD5_LR0, 256, false>(cur);
+        if (R == 1) {
+            ssd5_bar2<SSD5_LR0, 256, false>(cur);
+            if constexpr (TMA) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
+        }
         const i64 t0 = (i64)c * SSD2_Q;
         const int qc = (int)min((i64)SSD2_Q, s.L - t0);
         const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
-        const Ssd3Next nx{R == 0 && c + 1 < nc ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok,
-                          (i64)c + 1};
+        Ssd3Next nx{R == 0 && c + 1 < nc ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok,
+                    (i64)c + 1};
+        if constexpr (TMA) {
+            nx.tm = tm;
+            nx.full = &sm->full[cur ^ 1];
+        }
         float acc[32];
-        ssd4_row_products<R, true, MLO>(&sm->st[cur], acc, w, lane, nx, s);
+        ssd4_row_products<R, true, MLO, TMA>(&sm->st[cur], acc, w, lane, nx, s);
         // This warpgroup's half of X: half k = 2 c + R, in slot k % 3.
         ssd5_bar3<SSD5_XFULL0, 256, false>(slot);
         const float* xs = sm->xch + slot * (64 * SSD4_XCH_ROW);
@@ -1882,9 +1965,13 @@ __device__ __forceinline__ void ssd5_row_loop(Ssd5Smem* sm, const u16* x, const 
             if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
         } else if (c + 1 < nc) {
             // Chunk c + 1's copies (issued during M · x) are done: release its stage.
-            duet_cp_async_wait<0>();
-            wg_fence_smem();
-            ssd5_bar<SSD5_WG0, 128, false>();
+            if constexpr (TMA) {
+                duet_mbar_wait(&sm->full[cur ^ 1], (u32)((c + 1) >> 1) & 1);
+            } else {
+                duet_cp_async_wait<0>();
+                wg_fence_smem();
+                ssd5_bar<SSD5_WG0, 128, false>();
+            }
             ssd5_bar2<SSD5_LR0, 256, true>(cur ^ 1);
             ssd5_bar2<SSD5_LS0, 256, true>(cur ^ 1);
         }
@@ -1894,13 +1981,15 @@ __device__ __forceinline__ void ssd5_row_loop(Ssd5Smem* sm, const u16* x, const 
 
 // grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd5Smem); tok: ssd2_tok's
 // records (B, nc, H). MLO false: v5m (M in one bf16 pass).
-template <bool MLO>
+template <bool MLO, bool TMA = false>
 __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16* Cm,
                                           const Ssd2Tok* tok, const void* Dm, int ddt,
                                           const void* z, int zdt, const void* init, int idt,
-                                          const SsdDims& s, u16* y, float* final_states) {
+                                          const SsdDims& s, u16* y, float* final_states,
+                                          const SsdTmaps* tm = nullptr) {
     extern __shared__ __align__(128) unsigned char ssd5_raw[];
-    Ssd5Smem* sm = reinterpret_cast<Ssd5Smem*>(ssd5_raw);
+    using SM = typename Ssd5SmemOf<TMA>::T;
+    SM* sm = reinterpret_cast<SM*>(ssd5_raw);
     const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
     const i64 g = h / (s.H / s.G);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -1916,6 +2005,7 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
         for (int c = 0; c < nc; ++c) {
             const int cur = c & 1;
             ssd5_bar2<SSD5_LS0, 256, false>(cur);
+            if constexpr (TMA) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
             ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0);
             if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
             slot0 = slot0 == 0 ? 2 : slot0 - 1;  // (2 c + 2) % 3
@@ -1924,7 +2014,22 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
     } else if (wg == 0) {
         // D of the head, and chunk 0, both released to the others by LR / LS of stage 0.
         if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
-        if (nc > 0) {
+        if constexpr (TMA) {
+            if (tid == 0) {
+                duet_mbar_init(&sm->full[0], 1);
+                duet_mbar_init(&sm->full[1], 1);
+                duet_mbar_init_fence();
+            }
+            ssd5_bar<SSD5_WG0, 128, false>();  // the barriers (and dvec) for row warpgroup 0
+            if (nc > 0) {
+                if (warp == 0)
+                    ssd6_load_stage(&sm->st[0], tm, tok + (b * nc) * s.H + h, b, h, g, 0, lane,
+                                    &sm->full[0]);
+                duet_mbar_wait(&sm->full[0], 0);
+                ssd5_bar<SSD5_LR0, 256, true>();
+                ssd5_bar<SSD5_LS0, 256, true>();
+            }
+        } else if (nc > 0) {
             ssd3_load_stage<128>(&sm->st[0], x, Bm, Cm, tok + (b * nc) * s.H + h, s, b, h, g, 0,
                                  tid);
             duet_cp_async_commit();
@@ -1934,9 +2039,9 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
             ssd5_bar<SSD5_LR0, 256, true>();
             ssd5_bar<SSD5_LS0, 256, true>();
         }
-        ssd5_row_loop<0, MLO>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
+        ssd5_row_loop<0, MLO, TMA>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
     } else {
-        ssd5_row_loop<1, MLO>(sm, x, Bm, Cm, tok, z, zdt, s, y, w, lane);
+        ssd5_row_loop<1, MLO, TMA>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
     }
 }
 extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
@@ -1944,6 +2049,19 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
                         const void* Dm, int ddt, const void* z, int zdt, const void* init,
                         int idt, SsdDims s, u16* y, float* final_states) {
     ssd5_body<true>(x, Bm, Cm, tok, Dm, ddt, z, zdt, init, idt, s, y, final_states);
+}
+// v6: v5 with the stage loads through the TMA (session 37: ncu on v5 at ssd_4k had row
+// warpgroup 0, which issues the loads, as the warpgroup that waits least at the barriers (6 % of
+// its stall samples against 29 % / 23 % for row warpgroup 1 / the state) and 29 % of its samples
+// in long-scoreboard stalls of its cp.async loop: 40 LDGSTS a thread a chunk, each counted as
+// 32 shared-memory wavefronts). One warp issues 48 tensor copies and one bulk copy a chunk.
+// The tensor maps: gpu/src/ops/ssd_chunk_scan.rs `ssd6_tensor_maps`.
+extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
+    ssd6_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states,
+                        const __grid_constant__ SsdTmaps tm) {
+    ssd5_body<true, true>(x, Bm, Cm, tok, Dm, ddt, z, zdt, init, idt, s, y, final_states, &tm);
 }
 // v5m: v5 with M · x on M's bf16 high part alone (12 of v5's 112 m64n64k16-equivalents a chunk
 // fewer, and no low part to compute): mamba_ssm's Triton chunk scan rounds its decay-weighted

@@ -312,17 +312,18 @@ fn ssd_v2_hand_cases() {
         assert!(vs.contains(&"v3"), "{c:?}: v3 not applicable ({vs:?})");
         assert!(vs.contains(&"v4"), "{c:?}: v4 not applicable ({vs:?})");
         assert!(vs.contains(&"v5"), "{c:?}: v5 not applicable ({vs:?})");
+        assert!(vs.contains(&"v6"), "{c:?}: v6 not applicable ({vs:?})");
         runs += run_case(c, 900 + i as u64);
     }
     eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
 }
 
-/// v2-v5 and v5m equal the sequential recurrence too, and a wrong A makes that comparison fail.
+/// v2-v6 and v5m equal the sequential recurrence too, and a wrong A makes that comparison fail.
 #[test]
 #[ignore = "gpu"]
 fn ssd_v2_matches_sequential_oracle() {
     let keep = kept_versions(OP);
-    for v in ["v2", "v3", "v4", "v5", "v5m"] {
+    for v in ["v2", "v3", "v4", "v5", "v5m", "v6"] {
         if keep.as_ref().is_none_or(|k| k.iter().any(|x| x == v)) {
             fused_matches_sequential_oracle(v);
         }

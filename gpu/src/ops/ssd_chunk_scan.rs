@@ -49,7 +49,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
         versions: &[
-            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v5m", "auto",
+            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v5m", "v6", "auto",
         ],
         run,
         applicable,
@@ -135,12 +135,12 @@ impl SsdConfig {
             "v1" => Ok(SsdConfig::default()),
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
-            // v2-v5m are fused kernels (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "v3" | "v4" | "v5" | "v5m" | "auto" => Ok(SsdConfig::default()),
+            // v2-v6 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
+            "tuned" | "v2" | "v3" | "v4" | "v5" | "v5m" | "v6" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned, v2, v3, v4, v5, v5m, auto".into(),
+                known: "v1, v1_small, tuned, v2, v3, v4, v5, v5m, v6, auto".into(),
             }),
         }
     }
@@ -199,6 +199,8 @@ const V3_SMEM_BYTES: u32 = 202_016;
 const V4_SMEM_BYTES: u32 = 204_064;
 /// `sizeof(Ssd5Smem)`: v5's (two chunk stages, three 64-row slots of the inter-chunk part, D).
 const V5_SMEM_BYTES: u32 = 221_472;
+/// `sizeof(Ssd6Smem)`: v6's (v5's with 128-byte aligned stages and a full barrier a stage).
+const V6_SMEM_BYTES: u32 = 221_824;
 /// v3's / v4's block: three warpgroups (two for the output rows, one for the state).
 const V3_THREADS: u32 = 384;
 /// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
@@ -222,7 +224,8 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
 /// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`), `v3` (wgmma; C·B in the kernel),
 /// `v4` (v3 with the inter-chunk product on the state warpgroup), `v5` (v4 with the roles
 /// decoupled: pairwise hand-overs instead of a block barrier a chunk) and `v5m` (v5 with M · x on
-/// M's bf16 high part alone, as mamba_ssm's Triton chunk scan rounds it).
+/// M's bf16 high part alone, as mamba_ssm's Triton chunk scan rounds it) and `v6` (v5 with the
+/// stage loads through the TMA: [`ssd6_tensor_maps`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
     V2,
@@ -230,6 +233,7 @@ pub enum Fused {
     V4,
     V5,
     V5m,
+    V6,
 }
 
 impl Fused {
@@ -241,6 +245,7 @@ impl Fused {
             Fused::V4 => ("ssd4_fused_p64_n128", V3_THREADS, V4_SMEM_BYTES),
             Fused::V5 => ("ssd5_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
             Fused::V5m => ("ssd5m_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
+            Fused::V6 => ("ssd6_fused_p64_n128", V3_THREADS, V6_SMEM_BYTES),
         }
     }
 }
@@ -257,7 +262,7 @@ impl FusedWorkspace {
     pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<FusedWorkspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
-            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V5m => 0,
+            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V5m | Fused::V6 => 0,
         };
         Ok(FusedWorkspace {
             kernel: k,
@@ -268,7 +273,7 @@ impl FusedWorkspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v5m") {
+    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v5m" | "v6") {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -382,6 +387,79 @@ pub struct SsdLaunch {
     pub final_states: u64,
 }
 
+/// v6's tensor maps (`SsdTmaps` in gpu/kernels/ssd_chunk_scan.cu): three CUtensorMaps, passed
+/// by value as one `__grid_constant__` kernel parameter.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug)]
+pub struct SsdTmaps {
+    pub c: [u64; 16],
+    pub b: [u64; 16],
+    pub x: [u64; 16],
+}
+
+// SAFETY: repr(C), 64-byte aligned: three 128-byte CUtensorMaps, the layout of `SsdTmaps`.
+unsafe impl DeviceRepr for SsdTmaps {}
+
+/// The 5-D view of a bf16 (batch, seqlen, groups, segs x 8) tensor the v6 kernel loads by
+/// 8-row groups: dims (8 elements, token, 16-byte segment, group, batch), strides in bytes
+/// (row, 16, 16 segs, seqlen rows), box (8, 8, segs, 1, 1) = one 8-row group in the core-matrix
+/// layout; tokens past seqlen read as zeros.
+pub fn ssd6_dims(b: i64, l: i64, groups: i64, segs: i64) -> ([u64; 5], [u64; 4], [u32; 5]) {
+    let (b, l, groups, segs) = (b.max(1) as u64, l.max(1) as u64, groups as u64, segs as u64);
+    let row = groups * segs * 16;
+    (
+        [8, l, segs, groups, b],
+        [row, 16, segs * 16, l * row],
+        [8, 8, segs as u32, 1, 1],
+    )
+}
+
+/// Encodes v6's three tensor maps (C and B: groups x 128, x: heads x 64) on the device pointers.
+pub fn ssd6_tensor_maps(s: &SsdDims, x: u64, b: u64, c: u64) -> Result<SsdTmaps, GpuError> {
+    use cudarc::driver::sys;
+    if s.l >= (1i64 << 31) - 2 * V2_CHUNK as i64 {
+        return Err(GpuError::Unsupported(format!(
+            "v6 addresses tokens in 32 bits: seqlen {} must be < 2^31 - 256 (use v5)",
+            s.l
+        )));
+    }
+    let encode = |ptr: u64, groups: i64, segs: i64| -> Result<[u64; 16], GpuError> {
+        let (dims, strides, boxd) = ssd6_dims(s.b, s.l, groups, segs);
+        let elem = [1u32; 5];
+        let mut m = sys::CUtensorMap { opaque: [0; 16] };
+        // SAFETY: every array has the rank's length (5 dims, 4 strides); the pointer is a device
+        // allocation of at least b * l * groups * segs * 16 bytes (the caller's tensor).
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                &mut m,
+                sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+                5,
+                ptr as *mut std::ffi::c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxd.as_ptr(),
+                elem.as_ptr(),
+                sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+                sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        if r != sys::CUresult::CUDA_SUCCESS {
+            return Err(GpuError::Driver(format!(
+                "cuTensorMapEncodeTiled (v6, dims {dims:?}, strides {strides:?}, box {boxd:?}): \
+                 {r:?}"
+            )));
+        }
+        Ok(m.opaque)
+    };
+    Ok(SsdTmaps {
+        c: encode(c, s.g, V2_DSTATE as i64 / 8)?,
+        b: encode(b, s.g, V2_DSTATE as i64 / 8)?,
+        x: encode(x, s.h, V2_HEADDIM as i64 / 8)?,
+    })
+}
+
 fn drv(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
     move |e| GpuError::Driver(format!("launch {what}: {e}"))
 }
@@ -490,12 +568,21 @@ impl SsdLaunch {
             .arg(&self.z.1);
         a.arg(&self.init.0).arg(&self.init.1).arg(&s);
         a.arg(&self.y).arg(&self.final_states);
+        let maps = if k == Fused::V6 {
+            Some(ssd6_tensor_maps(&s, self.x.0, self.b.0, self.c.0)?)
+        } else {
+            None
+        };
+        if let Some(m) = &maps {
+            a.arg(m);
+        }
         // SAFETY: matches ssd2_fused_p64_n128 (with the C·B tiles after the token records) /
         // ssd3 / ssd4 / ssd5 / ssd5m_fused_p64_n128 (without); x / B / C /
         // y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked
         // above, buffers start 256-byte aligned), the token records written above, final_states
         // (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) /
-        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) (k.kernel()).
+        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) / sizeof(Ssd6Smem) (k.kernel()); v6 also takes
+        // the tensor maps of x / B / C by value (`SsdTmaps`, 64-byte aligned).
         unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
         Ok(())
     }
@@ -816,12 +903,13 @@ pub fn run_with(
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
     let fused = match chosen {
-        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v5m")) => {
+        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v5m" | "v6")) => {
             match v2_unfit(inputs, Some(chunk)) {
                 None if v == "v2" => Some(Fused::V2),
                 None if v == "v3" => Some(Fused::V3),
                 None if v == "v4" => Some(Fused::V4),
                 None if v == "v5" => Some(Fused::V5),
+                None if v == "v6" => Some(Fused::V6),
                 None => Some(Fused::V5m),
                 Some(why) => return Err(GpuError::Unsupported(why)),
             }
@@ -984,12 +1072,13 @@ pub fn bench_scan(
             "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
         )
     };
-    let (v2, v3, v4, v5, v5m) = (
+    let (v2, v3, v4, v5, v5m, v6) = (
         fused(Fused::V2)?,
         fused(Fused::V3)?,
         fused(Fused::V4)?,
         fused(Fused::V5)?,
         fused(Fused::V5m)?,
+        fused(Fused::V6)?,
     );
     let mut stages = vec![];
     let c = SsdConfig::default();
@@ -1004,7 +1093,7 @@ pub fn bench_scan(
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
         "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4,
-        "v5": v5, "v5m": v5m}))
+        "v5": v5, "v5m": v5m, "v6": v6}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
@@ -1116,6 +1205,37 @@ pub fn tune(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// v6's 5-D view addresses every element of a (batch, seqlen, groups, 8 segs) bf16 tensor
+    /// where the row-major layout has it, and a box of (8, 8, segs, 1, 1) holds one 8-row group
+    /// of the tile in ssd3_off's core-matrix order (the kernel's destination offsets and its
+    /// expected bytes: 16 boxes of C and B, 16 of x a chunk).
+    #[test]
+    fn ssd6_view_matches_row_major_and_core_matrices() {
+        for (b, l, g, segs) in [(2i64, 300i64, 8i64, 16i64), (3, 129, 4, 8), (1, 50_000, 128, 8)] {
+            let (dims, strides, boxd) = ssd6_dims(b, l, g, segs);
+            let mut r = compare::gen::Rng::new(5);
+            for _ in 0..200 {
+                let pick = |r: &mut compare::gen::Rng, n: u64| {
+                    ((r.uniform_vec(1, 0.0, 1.0)[0] as f64 * n as f64) as u64).min(n - 1)
+                };
+                let (bi, t, gi) = (pick(&mut r, b as u64), pick(&mut r, l as u64), pick(&mut r, g as u64));
+                let e = pick(&mut r, (segs * 8) as u64);
+                let flat = (((bi * l as u64 + t) * g as u64 + gi) * (segs * 8) as u64 + e) * 2;
+                let coord = [e % 8, t, e / 8, gi, bi];
+                assert!(coord.iter().zip(dims).all(|(c, d)| *c < d));
+                let via = coord[0] * 2 + coord[1] * strides[0] + coord[2] * strides[1]
+                    + coord[3] * strides[2] + coord[4] * strides[3];
+                assert_eq!(via, flat, "b {bi} t {t} g {gi} e {e}");
+            }
+            // box order: element, row, segment -> offset (seg * 8 + row) * 16 + 2 * element,
+            // = ssd3_off(r, sg, segs) within one 8-row group
+            assert_eq!(boxd, [8, 8, segs as u32, 1, 1]);
+            let bytes: u32 = boxd.iter().product::<u32>() * 2;
+            assert_eq!(bytes as i64 * 16, 128 * segs * 16);
+            assert!(strides.iter().all(|s| s % 16 == 0));
+        }
+    }
 
     fn inputs(dtype: DType, headdim: usize, dstate: usize) -> TensorMap {
         let mut m = TensorMap::new();
