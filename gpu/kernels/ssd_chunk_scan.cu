@@ -1107,42 +1107,6 @@ __device__ __forceinline__ void ssd3_pin(float* d) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// Which (row r, 16-byte segment sg) of a tile with SEGS segments a row thread tid copies first
-// (then rows r + NT / SEGS, ...). The threads of 8 rows x SEGS segments (8 SEGS threads) take
-// one 8-row group; a warp takes 8 rows x 4 segments (64 contiguous bytes of each row).
-// SSD_LOAD_MAP 0: lane -> row lane % 8, segment lane / 8: the warp's shared-memory writes are 512
-// contiguous bytes, but each quarter-warp (8 lanes, one 128-byte access phase) reads 16 bytes
-// of 8 rows, half of a 32-byte sector each: ncu (session 37, ssd5 at ssd_4k) counted 2x the
-// ideal L2 sectors on these cp.async (bypass) loads and L2 at 73 % of its throughput.
-// SSD_LOAD_MAP 1: a quarter-warp takes 4 rows x 2 segments (one whole sector of each row; its
-// shared-memory writes 2-way bank conflicted).
-// SSD_LOAD_MAP 2: a quarter-warp takes 2 rows x 4 segments (two whole sectors of each row; 4-way).
-#ifndef SSD_LOAD_MAP
-#define SSD_LOAD_MAP 0
-#endif
-// Returns the segment's byte offset in the tile (ssd3_off(r, sg, SEGS)).
-template <int SEGS>
-__device__ __forceinline__ int ssd3_load_map(int tid, int& r, int& sg) {
-    static_assert(SEGS == 8 || SEGS == 16, "SEGS");
-    constexpr int GS = SEGS == 16 ? 7 : 6;  // log2 of the threads of one 8-row group
-#if SSD_LOAD_MAP == 1 || SSD_LOAD_MAP == 2
-    const int lane = tid & 31, grp = tid >> GS, wseg = ((tid >> 5) & (SEGS / 4 - 1)) * 4;
-#endif
-#if SSD_LOAD_MAP == 1
-    r = 8 * grp + ((lane >> 3) & 1) * 4 + ((lane >> 1) & 3);
-    sg = wseg + 2 * (lane >> 4) + (lane & 1);
-#elif SSD_LOAD_MAP == 2
-    r = 8 * grp + 2 * (lane >> 3) + ((lane >> 2) & 1);
-    sg = wseg + (lane & 3);
-#else
-    // (the same map in the form the kernels had before the switch: the same SASS)
-    r = ((tid >> GS) << 3) + (tid & 7);
-    sg = (tid >> 3) & (SEGS - 1);
-    return tid * 16;
-#endif
-    return ssd3_off(r, sg, SEGS);
-}
-
 // NT threads (tid < NT; NT a multiple of 128): cp.async of chunk c's C, B (group g), x (head h)
 // and token table into a stage, in the core-matrix layout; rows past the sequence are
 // zero-filled. Segment i of a tile is its i-th 16 bytes in shared memory (i = (row / 8, 16-byte
@@ -1151,6 +1115,11 @@ __device__ __forceinline__ int ssd3_load_map(int tid, int& r, int& sg) {
 // M · x runs (it has the least work): when all 384 threads issued them first thing in a chunk, a quarter of
 // the stall samples sat in this loop (session 19, calls 2-3: the LDGSTS hold their address and
 // predicate registers until the memory pipe takes them), delaying the row warpgroups' products.
+// Session 37: ncu counts these 16-byte bypass copies at 2x the ideal L2 sectors and 8x the
+// ideal shared-memory wavefronts (32 a warp instruction) whichever thread takes which 16 bytes:
+// two other maps (a quarter-warp on whole sectors of 4 rows or of 2 rows) left both counts and
+// the times unchanged (v5 at ssd_50k 2649-2663 us against 2654 with this map). v6 loads its
+// stages through the TMA instead.
 template <int NT>
 __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, const u16* Bm,
                                                 const u16* Cm, const Ssd2Tok* tok,
@@ -1162,10 +1131,11 @@ __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, con
     {
         // C and B: 16 segments a row; rows advance by NT / 16 a step.
         const i64 rs = s.G * SSD2_N;
-        int r, sg;
-        int dst = ssd3_load_map<16>(tid, r, sg);
+        int r = ((tid >> 7) << 3) + (tid & 7);
+        const int sg = (tid >> 3) & 15;
         const i64 base = ((b * s.L + t0) * s.G + g) * SSD2_N;
         i64 src = base + (i64)r * rs + sg * 8;
+        int dst = tid * 16;
 #pragma unroll 1
         for (; r < SSD2_Q; r += NT / 16, src += (NT / 16) * rs, dst += NT * 16) {
             const bool ok = r < qc;
@@ -1176,10 +1146,11 @@ __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, con
     {
         // x: 8 segments a row; rows advance by NT / 8 a step.
         const i64 rs = s.H * SSD2_P;
-        int r, sg;
-        int dst = ssd3_load_map<8>(tid, r, sg);
+        int r = ((tid >> 6) << 3) + (tid & 7);
+        const int sg = (tid >> 3) & 7;
         const i64 base = ((b * s.L + t0) * s.H + h) * SSD2_P;
         i64 src = base + (i64)r * rs + sg * 8;
+        int dst = tid * 16;
 #pragma unroll 1
         for (; r < SSD2_Q; r += NT / 8, src += (NT / 8) * rs, dst += NT * 16) {
             const bool ok = r < qc;
