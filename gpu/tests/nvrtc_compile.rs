@@ -375,7 +375,6 @@ fn ptxas_no_spills_in_fused_ssd() {
             "ssd3_fused_p64_n128",
             "ssd4_fused_p64_n128",
             "ssd5_fused_p64_n128",
-            "ssd5m_fused_p64_n128",
             "ssd6_fused_p64_n128",
         ],
     );
