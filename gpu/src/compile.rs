@@ -169,9 +169,14 @@ pub fn parse_defines(v: &str) -> Result<Vec<String>, GpuError> {
     let mut out = Vec::new();
     for d in v.split(',').map(str::trim).filter(|d| !d.is_empty()) {
         let (name, value) = d.split_once('=').unwrap_or((d, ""));
-        let name_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        let name_ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        let value_ok = value.chars().all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c));
+        let value_ok = value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c));
         if !name_ok || !value_ok {
             return Err(GpuError::Unsupported(format!(
                 "DUET_NVRTC_DEFINES entry '{d}' is not NAME or NAME=VALUE (letters, digits, _; \

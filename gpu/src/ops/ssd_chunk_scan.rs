@@ -1209,20 +1209,31 @@ mod tests {
     /// expected bytes: 16 boxes of C and B, 16 of x a chunk).
     #[test]
     fn ssd6_view_matches_row_major_and_core_matrices() {
-        for (b, l, g, segs) in [(2i64, 300i64, 8i64, 16i64), (3, 129, 4, 8), (1, 50_000, 128, 8)] {
+        for (b, l, g, segs) in [
+            (2i64, 300i64, 8i64, 16i64),
+            (3, 129, 4, 8),
+            (1, 50_000, 128, 8),
+        ] {
             let (dims, strides, boxd) = ssd6_dims(b, l, g, segs);
             let mut r = compare::gen::Rng::new(5);
             for _ in 0..200 {
                 let pick = |r: &mut compare::gen::Rng, n: u64| {
                     ((r.uniform_vec(1, 0.0, 1.0)[0] as f64 * n as f64) as u64).min(n - 1)
                 };
-                let (bi, t, gi) = (pick(&mut r, b as u64), pick(&mut r, l as u64), pick(&mut r, g as u64));
+                let (bi, t, gi) = (
+                    pick(&mut r, b as u64),
+                    pick(&mut r, l as u64),
+                    pick(&mut r, g as u64),
+                );
                 let e = pick(&mut r, (segs * 8) as u64);
                 let flat = (((bi * l as u64 + t) * g as u64 + gi) * (segs * 8) as u64 + e) * 2;
                 let coord = [e % 8, t, e / 8, gi, bi];
                 assert!(coord.iter().zip(dims).all(|(c, d)| *c < d));
-                let via = coord[0] * 2 + coord[1] * strides[0] + coord[2] * strides[1]
-                    + coord[3] * strides[2] + coord[4] * strides[3];
+                let via = coord[0] * 2
+                    + coord[1] * strides[0]
+                    + coord[2] * strides[1]
+                    + coord[3] * strides[2]
+                    + coord[4] * strides[3];
                 assert_eq!(via, flat, "b {bi} t {t} g {gi} e {e}");
             }
             // box order: element, row, segment -> offset (seg * 8 + row) * 16 + 2 * element,
