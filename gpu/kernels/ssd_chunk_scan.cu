@@ -1548,6 +1548,18 @@ __device__ __forceinline__ void ssd5_bar3(int i) {
         ssd5_bar<ID0 + 2, N, ARRIVE>();
 }
 
+// v7's XFULL: barrier of X half k by k % 6 (7, 8, 9, 11, 12, 13; 10 is SSD5_WG0), i in 0 .. 5
+// (warp-uniform). v5's three ids (by slot) rely on LR a chunk; without it row warpgroup 1 could
+// sync half k + 3's barrier before row warpgroup 0 synced half k's (gpu/src/handover_model.rs
+// `V7Fault::ThreeXfull`).
+template <bool ARRIVE>
+__device__ __forceinline__ void ssd7_xfull(int i) {
+    if (i < 3)
+        ssd5_bar3<7, 256, ARRIVE>(i);
+    else
+        ssd5_bar3<11, 256, ARRIVE>(i - 3);
+}
+
 // Two f32 -> bf16 pair, round to nearest even (cvt.rn.bf16x2); NaN keeps f32_to_bf16's payload.
 __device__ __forceinline__ u32 ssd4_bf16x2(float v0, float v1) {
     if (v0 != v0 || v1 != v1) return (u32)f32_to_bf16(v0) | ((u32)f32_to_bf16(v1) << 16);
@@ -1693,9 +1705,12 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
 // The slot's previous reader (half 2 c + lh - 3) is done by then without a barrier of its own:
 // the state passed LS(c) (row warpgroup 0 finished chunk c - 1, and had synced SF on row
 // warpgroup 1's end of chunk c - 2); `first` is v4's only.
-template <bool V5>
+// DEC (v7): halves by XFULL id k % 6 (k6 = (2 c) % 6 for half 0), and before storing half 1
+// the state syncs W0D(w0d) (row warpgroup 0 is done with the slot, chunk c - 1; w0d < 0: none).
+template <bool V5, bool DEC = false>
 __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, float* S, int w,
-                                             int lane, bool first, int slot0) {
+                                             int lane, bool first, int slot0, int k6 = 0,
+                                             int w0d = -1) {
     const int g = lane >> 2, t = lane & 3;
     const Ssd2Tok& tk = st->tok;
     const int pa = 16 * w + g;
@@ -1740,6 +1755,7 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
         }
         wg_wait0();
         ssd3_pin<32>(xa);
+        if (DEC && lh == 1 && w0d >= 0) ssd5_bar2<SSD5_LS0, 256, false>(w0d);
         if (V5) {
             // One base (row 2 t, column pa of the slot) and immediate offsets: l = 8 j + 2 t.
             float* xs = xch + slot * (64 * SSD4_XCH_ROW) + 2 * t * SSD4_XCH_ROW + pa;
@@ -1753,7 +1769,10 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
                 r[8] = xa[4 * j + 2] * e.x;
                 r[SSD4_XCH_ROW + 8] = xa[4 * j + 3] * e.y;
             }
-            ssd5_bar3<SSD5_XFULL0, 256, true>(slot);
+            if constexpr (DEC)
+                ssd7_xfull<true>(k6 + lh);
+            else
+                ssd5_bar3<SSD5_XFULL0, 256, true>(slot);
         } else {
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
@@ -1892,7 +1911,10 @@ struct Ssd5SmemOf<true> {
 // TMA (v6): warp 0 of row warpgroup 0 issues the next chunk's loads; every thread of it waits
 // on the stage's full barrier instead of its own cp.async groups; row warpgroup 1 also waits on
 // it after LR (the TMA's writes observed by each reader itself).
-template <int R, bool TMA = false>
+// DEC (v7, TMA only): no LR / LS a chunk; row warpgroup 1 syncs LR once (chunk 0: D and the
+// stage), every role waits on the stage's full barrier itself; row warpgroup 0 arrives on
+// W0D(c % 2) once its chunk-c epilogue has read its slot; XFULL by half k % 6.
+template <int R, bool TMA = false, bool DEC = false>
 __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, const u16* x,
                                               const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
                                               const SsdTmaps* tm, const void* z, int zdt,
@@ -1903,12 +1925,15 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
     const int nc = (int)((s.L + SSD2_Q - 1) / SSD2_Q);
     const i64 yrow = s.H * SSD2_P;
     const int ia = 64 * R + 16 * w + g, ib = ia + 8;
-    int slot = R;  // (2 c + R) % 3
+    static_assert(TMA || !DEC, "v7 is v6 (TMA) decoupled");
+    int slot = R;  // (2 c + R) % 3 (DEC: (2 c + R) % 6)
     for (int c = 0; c < nc; ++c) {
         const int cur = c & 1;
         if (R == 1) {
-            ssd5_bar2<SSD5_LR0, 256, false>(cur);
+            if (!DEC || c == 0) ssd5_bar2<SSD5_LR0, 256, false>(cur);
             if constexpr (TMA) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
+        } else if constexpr (DEC) {
+            if (c > 0) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
         }
         const i64 t0 = (i64)c * SSD2_Q;
         const int qc = (int)min((i64)SSD2_Q, s.L - t0);
@@ -1922,8 +1947,11 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
         float acc[32];
         ssd4_row_products<R, true, TMA>(&sm->st[cur], acc, w, lane, nx, s);
         // This warpgroup's half of X: half k = 2 c + R, in slot k % 3.
-        ssd5_bar3<SSD5_XFULL0, 256, false>(slot);
-        const float* xs = sm->xch + slot * (64 * SSD4_XCH_ROW);
+        if constexpr (DEC)
+            ssd7_xfull<false>(slot);
+        const int slot3 = DEC ? (slot >= 3 ? slot - 3 : slot) : slot;
+        if constexpr (!DEC) ssd5_bar3<SSD5_XFULL0, 256, false>(slot);
+        const float* xs = sm->xch + slot3 * (64 * SSD4_XCH_ROW);
         if (z)
             ssd4_epilogue<true>(acc, &sm->st[cur], xs, 64 * R, sm->dvec, z, zdt, y, ybase, yrow,
                                 ia, ib, qc, t);
@@ -1933,6 +1961,10 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
         if (R == 1) {
             // Row warpgroup 0 loads chunk c + 2 into this stage (if there is one).
             if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
+        } else if (DEC && c + 1 < nc) {
+            // W0D(c % 2): this warpgroup's chunk-c slot is read (the state's chunk c + 1 may
+            // overwrite it with its second half)
+            ssd5_bar2<SSD5_LS0, 256, true>(cur);
         } else if (c + 1 < nc) {
             // Chunk c + 1's copies (issued during M · x) are done: release its stage.
             if constexpr (TMA) {
@@ -1945,13 +1977,16 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
             ssd5_bar2<SSD5_LR0, 256, true>(cur ^ 1);
             ssd5_bar2<SSD5_LS0, 256, true>(cur ^ 1);
         }
-        slot = slot == 0 ? 2 : slot - 1;  // (2 c + 2 + R) % 3
+        if constexpr (DEC)
+            slot = slot >= 4 ? slot - 4 : slot + 2;  // (2 c + 2 + R) % 6
+        else
+            slot = slot == 0 ? 2 : slot - 1;  // (2 c + 2 + R) % 3
     }
 }
 
 // grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd5Smem); tok: ssd2_tok's
 // records (B, nc, H).
-template <bool TMA = false>
+template <bool TMA = false, bool DEC = false>
 __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16* Cm,
                                           const Ssd2Tok* tok, const void* Dm, int ddt,
                                           const void* z, int zdt, const void* init, int idt,
@@ -1966,17 +2001,34 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
     const int gl = lane >> 2, tl = lane & 3;
     const int wg = warp >> 2, w = warp & 3;
     const int nc = (int)((s.L + SSD2_Q - 1) / SSD2_Q);
+    if constexpr (DEC) {
+        // v7: the state waits on the stage barriers without a hand-over from row warpgroup 0
+        // first, so they are initialised before the roles split.
+        if (tid == 0) {
+            duet_mbar_init(&sm->full[0], 1);
+            duet_mbar_init(&sm->full[1], 1);
+            duet_mbar_init_fence();
+        }
+        __syncthreads();
+    }
     if (wg == 2) {
         // The state warpgroup: chunk c once row warpgroup 0 released its stage (LS); X into the
         // half slots, then the update; then the stage is done as far as the state goes (SF).
+        // v7 (DEC): chunk c once its stage landed; the second half once W0D(c - 1).
         float S[64];
         ssd3_init_state(S, init, idt, b, h, s, w, gl, tl);
-        int slot0 = 0;
+        int slot0 = 0, k6 = 0;
         for (int c = 0; c < nc; ++c) {
             const int cur = c & 1;
-            ssd5_bar2<SSD5_LS0, 256, false>(cur);
+            if constexpr (!DEC) ssd5_bar2<SSD5_LS0, 256, false>(cur);
             if constexpr (TMA) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
-            ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0);
+            if constexpr (DEC) {
+                ssd4_state_t<true, true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0, k6,
+                                         c >= 1 ? (c - 1) & 1 : -1);
+                k6 = k6 == 4 ? 0 : k6 + 2;  // (2 c + 2) % 6
+            } else {
+                ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0);
+            }
             if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
             slot0 = slot0 == 0 ? 2 : slot0 - 1;  // (2 c + 2) % 3
         }
@@ -1985,7 +2037,7 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
         // D of the head, and chunk 0, both released to the others by LR / LS of stage 0.
         if (tid < SSD2_P) sm->dvec[tid] = Dm ? load_as_f32(Dm, h * SSD2_P + tid, ddt) : 0.0f;
         if constexpr (TMA) {
-            if (tid == 0) {
+            if (!DEC && tid == 0) {
                 duet_mbar_init(&sm->full[0], 1);
                 duet_mbar_init(&sm->full[1], 1);
                 duet_mbar_init_fence();
@@ -1997,7 +2049,7 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
                                     &sm->full[0]);
                 duet_mbar_wait(&sm->full[0], 0);
                 ssd5_bar<SSD5_LR0, 256, true>();
-                ssd5_bar<SSD5_LS0, 256, true>();
+                if constexpr (!DEC) ssd5_bar<SSD5_LS0, 256, true>();
             }
         } else if (nc > 0) {
             ssd3_load_stage<128>(&sm->st[0], x, Bm, Cm, tok + (b * nc) * s.H + h, s, b, h, g, 0,
@@ -2009,9 +2061,9 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
             ssd5_bar<SSD5_LR0, 256, true>();
             ssd5_bar<SSD5_LS0, 256, true>();
         }
-        ssd5_row_loop<0, TMA>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
+        ssd5_row_loop<0, TMA, DEC>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
     } else {
-        ssd5_row_loop<1, TMA>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
+        ssd5_row_loop<1, TMA, DEC>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
     }
 }
 extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
@@ -2032,6 +2084,21 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
                         int idt, SsdDims s, u16* y, float* final_states,
                         const __grid_constant__ SsdTmaps tm) {
     ssd5_body<true>(x, Bm, Cm, tok, Dm, ddt, z, zdt, init, idt, s, y, final_states, &tm);
+}
+// v7: v6 with the roles decoupled further (session 37, prepared without a device run). ncu on
+// v6 (call 9) put 33 % of the barrier stall samples on row warpgroup 1 waiting for LR, 27 % on
+// the state waiting for LS, 28 % on row warpgroup 0 waiting for X (XFULL): the state could not
+// start chunk c + 1's X before row warpgroup 0 had finished chunk c, while row warpgroup 0's
+// epilogue of chunk c waited for the state's X of chunk c. Here every role waits on the stage's
+// full barrier itself, row warpgroup 0 hands only its slot back (W0D, after its epilogue) and the
+// state needs it only before storing chunk c + 1's second half; XFULL by half k % 6. Protocol:
+// gpu/src/handover_model.rs `ssd_v7` (ordered; the broken variants are caught).
+extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
+    ssd7_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states,
+                        const __grid_constant__ SsdTmaps tm) {
+    ssd5_body<true, true>(x, Bm, Cm, tok, Dm, ddt, z, zdt, init, idt, s, y, final_states, &tm);
 }
 
 // Racecheck calibration (session 22): v4's xch hand-over pattern alone. Blocks of 384

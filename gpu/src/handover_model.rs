@@ -14,7 +14,8 @@
 //! asynchronous copy is a write at its issue and again where it is waited for; a wgmma's
 //! operand reads are reads where its group is waited for (they are over by then).
 //!
-//! Programs here: [`ssd_v4`] and [`ssd_v5`] (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
+//! Programs here: [`ssd_v4`], [`ssd_v5`] (also v6's: the same named barriers, plus the TMA's
+//! mbarrier waits) and [`ssd_v7`] (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
 //! xw GEMM forms of gpu/kernels/moe.cu, session 34's end and session 35's). Racecheck reported
 //! SSD v4's xch reads against the state's xch writes (sessions 19 / 22) and the xw forms'
 //! producer x-tile stores against the epilogue tile (session 34); the model finds both
@@ -33,6 +34,12 @@ pub enum Op {
     Sync(u8),
     Read(Region),
     Write(Region),
+    /// Completes the next phase of single-arrival mbarrier `id` (the TMA's stage barriers: one
+    /// thread arms it, the copies land; modelled as the arming role's release).
+    MbarArrive(u8),
+    /// Waits for this role's next phase of mbarrier `id` (each waiter waits every phase once,
+    /// by parity: a waiter two phases behind would read the wrong parity, [`Fault::Aba`]).
+    MbarWait(u8),
 }
 
 /// One warpgroup's program.
@@ -69,6 +76,7 @@ pub enum Fault {
     Dangling(String),
     Race(String),
     UnknownBarrier(u8),
+    Aba(String),
 }
 
 struct Access {
@@ -103,9 +111,19 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
         .collect();
     let mut phases: HashMap<u8, Phase> = HashMap::new();
     let mut log: HashMap<Region, Vec<Access>> = HashMap::new();
+    // mbarriers: the arming role's clock at each completed phase; phases each role has waited
+    let mut mbar_done: HashMap<u8, Vec<Vec<i64>>> = HashMap::new();
+    let mut mbar_waited: HashMap<(u8, usize), usize> = HashMap::new();
     loop {
+        let ready = |i: usize| match p.roles[i].ops[pc[i]] {
+            Op::MbarWait(b) => {
+                let k = mbar_waited.get(&(b, i)).copied().unwrap_or(0);
+                mbar_done.get(&b).map_or(0, |d| d.len()) > k
+            }
+            _ => true,
+        };
         let runnable: Vec<usize> = (0..n)
-            .filter(|&i| !blocked[i] && pc[i] < p.roles[i].ops.len())
+            .filter(|&i| !blocked[i] && pc[i] < p.roles[i].ops.len() && ready(i))
             .collect();
         if runnable.is_empty() {
             if (0..n).all(|i| pc[i] >= p.roles[i].ops.len()) {
@@ -158,6 +176,24 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
                         },
                     );
                 }
+            }
+            Op::MbarArrive(b) => {
+                mbar_done.entry(b).or_default().push(clock[i].clone());
+                clock[i][i] += 1;
+            }
+            Op::MbarWait(b) => {
+                let k = mbar_waited.entry((b, i)).or_insert(0);
+                let done = &mbar_done[&b];
+                if done.len() > *k + 1 {
+                    return Err(Fault::Aba(format!(
+                        "{} waits phase {k} of mbarrier {b} (op {}) after phase {} completed",
+                        p.roles[i].name,
+                        pc[i],
+                        *k + 1
+                    )));
+                }
+                join(&mut clock[i], &done[*k]);
+                *k += 1;
             }
             Op::Read(r) | Op::Write(r) => {
                 let write = matches!(op, Op::Write(_));
@@ -354,6 +390,133 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     )
 }
 
+/// The ways [`ssd_v7_with`] can be broken on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum V7Fault {
+    None,
+    /// The state writes X's second half without waiting for row warpgroup 0's W0D.
+    NoW0d,
+    /// One W0D id for every chunk instead of one a chunk parity.
+    OneW0d,
+    /// Row warpgroup 1 does not wait on the stage's mbarrier (only chunk 0's LR).
+    NoFullWait,
+    /// XFULL by slot (v5's three ids): without LR a chunk, row warpgroup 1 can sync half
+    /// k + 3's id before row warpgroup 0 synced half k's and take its phase.
+    ThreeXfull,
+}
+
+/// SSD v7 (`ssd7_fused_p64_n128`: v6's TMA loads, the roles decoupled further) over `nc`
+/// chunks. Ids: LR 1 (chunk 0 only: stage 0 and D, for row warpgroup 1), W0D 3-4 (row
+/// warpgroup 0 is done with its chunk-c half slot: the state may write chunk c + 1's second
+/// half there), SF 5-6 as v5, XFULL by half k % 6 (7, 8, 9, 11, 12, 13; 10 is row warpgroup 0's
+/// own barrier): halves k and k + 3 share a slot but not a barrier, halves k and k + 6 have one
+/// reader; mbarriers 20-21 (full[p]: stage p loaded). Row
+/// warpgroups and the state wait on the stage's mbarrier themselves (no LR / LS a chunk), so the
+/// state can compute chunk c + 1's first half while row warpgroup 0 still finishes chunk c.
+pub fn ssd_v7(nc: usize) -> Protocol {
+    ssd_v7_with(nc, V7Fault::None)
+}
+
+/// [`ssd_v7`], optionally broken.
+pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
+    use Op::*;
+    let w0d = |c: usize| {
+        if fault == V7Fault::OneW0d {
+            3
+        } else {
+            3 + (c & 1) as u8
+        }
+    };
+    let sf = |p: usize| 5 + p as u8;
+    let slot = |k: usize| (k % 3) as u8;
+    let xfull = |k: usize| {
+        if fault == V7Fault::ThreeXfull {
+            7 + slot(k)
+        } else {
+            [7, 8, 9, 11, 12, 13][k % 6]
+        }
+    };
+    let full = |c: usize| 20 + (c & 1) as u8;
+    let st = |c: usize| Region("stage", (c & 1) as u8);
+    let xch = |k: usize| Region("xch", slot(k));
+    let dvec = Region("dvec", 0);
+    // Thread 0 initialises the mbarriers before the roles split (a block barrier: not a
+    // hand-over of data, so not modelled).
+    let mut r0 = vec![Write(dvec)];
+    let mut r1 = vec![];
+    let mut state = vec![];
+    if nc > 0 {
+        // warp 0 issues chunk 0 (the TMA's writes, then lane 0 arms full[0])
+        r0.extend([
+            Write(st(0)),
+            MbarArrive(full(0)),
+            MbarWait(full(0)),
+            Arrive(1),
+        ]);
+    }
+    for c in 0..nc {
+        let p = c & 1;
+        for (r, ops) in [&mut r0, &mut r1].into_iter().enumerate() {
+            if r == 1 {
+                if c == 0 {
+                    ops.push(Sync(1));
+                }
+                if c == 0 || fault != V7Fault::NoFullWait {
+                    ops.push(MbarWait(full(c)));
+                }
+            } else if c > 0 {
+                ops.push(MbarWait(full(c)));
+            }
+            ops.push(Read(st(c))); // G, M · x
+            if r == 0 && c + 1 < nc {
+                if c + 1 >= 2 {
+                    ops.push(Sync(sf(p ^ 1)));
+                }
+                ops.extend([Write(st(c + 1)), MbarArrive(full(c + 1))]); // TMA issue
+            }
+            let k = 2 * c + r;
+            ops.push(Sync(xfull(k)));
+            ops.push(Read(xch(k)));
+            ops.push(Read(st(c)));
+            ops.push(Read(dvec));
+            if r == 1 {
+                if c + 2 < nc {
+                    ops.push(Arrive(sf(p)));
+                }
+            } else if c + 1 < nc {
+                ops.push(Arrive(w0d(c)));
+            }
+        }
+        state.push(MbarWait(full(c)));
+        for lh in 0..2 {
+            if lh == 1 && c >= 1 && fault != V7Fault::NoW0d {
+                state.push(Sync(w0d(c - 1)));
+            }
+            let k = 2 * c + lh;
+            state.push(Read(st(c))); // C
+            state.push(Write(xch(k)));
+            state.push(Arrive(xfull(k)));
+        }
+        state.push(Read(st(c))); // x, B (the update)
+        if c + 2 < nc {
+            state.push(Arrive(sf(p)));
+        }
+    }
+    let mut parties = HashMap::new();
+    parties.insert(1, 2);
+    for p in 0..2 {
+        parties.insert(3 + p as u8, 2);
+        parties.insert(sf(p), 3);
+    }
+    for k in 0..6 {
+        parties.insert(xfull(k), 2);
+    }
+    Protocol::new(
+        vec![("rows0", r0), ("rows1", r1), ("state", state)],
+        parties,
+    )
+}
+
 /// Which end of the xw forms' main loop [`moe_xw`] models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XwEnd {
@@ -487,6 +650,52 @@ mod tests {
                 panic!("v5, {nc} chunks, seed {seed}: {f:?}");
             }
         }
+    }
+
+    #[test]
+    fn ssd_v7_protocol_is_ordered_and_deadlock_free() {
+        for nc in 0..=8 {
+            if let Err((seed, f)) = explore(&ssd_v7(nc), RUNS) {
+                panic!("v7, {nc} chunks, seed {seed}: {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn broken_v7_protocols_are_caught() {
+        // Without W0D the state's second half of chunk c + 1 overwrites the slot row warpgroup 0
+        // may still read for chunk c; without its mbarrier wait row warpgroup 1 reads a stage
+        // the TMA may still write.
+        for f in [V7Fault::NoW0d, V7Fault::NoFullWait] {
+            let e = explore(&ssd_v7_with(6, f), RUNS).unwrap_err();
+            assert!(matches!(e.1, Fault::Race(_)), "{f:?}: {e:?}");
+        }
+        // One W0D id: row warpgroup 0 can arrive for chunk c + 1 before the state synced c;
+        // v5's three XFULL ids: row warpgroup 1's sync for half k + 3 can take half k's phase.
+        for f in [V7Fault::OneW0d, V7Fault::ThreeXfull] {
+            let e = explore(&ssd_v7_with(8, f), RUNS).unwrap_err();
+            assert!(
+                matches!(
+                    e.1,
+                    Fault::DoubleArrival(_) | Fault::Race(_) | Fault::Deadlock(_)
+                ),
+                "{f:?}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_checker_sees_an_mbarrier_aba() {
+        use Op::*;
+        // a waiter two phases behind (parity waits cannot tell phase k from k + 2)
+        let p = Protocol::new(
+            vec![
+                ("a", vec![MbarArrive(20), MbarArrive(20), MbarArrive(20)]),
+                ("b", vec![MbarWait(20)]),
+            ],
+            HashMap::new(),
+        );
+        assert!(matches!(explore(&p, 200), Err((_, Fault::Aba(_)))));
     }
 
     #[test]

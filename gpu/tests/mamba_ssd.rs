@@ -313,17 +313,18 @@ fn ssd_v2_hand_cases() {
         assert!(vs.contains(&"v4"), "{c:?}: v4 not applicable ({vs:?})");
         assert!(vs.contains(&"v5"), "{c:?}: v5 not applicable ({vs:?})");
         assert!(vs.contains(&"v6"), "{c:?}: v6 not applicable ({vs:?})");
+        assert!(vs.contains(&"v7"), "{c:?}: v7 not applicable ({vs:?})");
         runs += run_case(c, 900 + i as u64);
     }
     eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
 }
 
-/// v2-v6 equal the sequential recurrence too, and a wrong A makes that comparison fail.
+/// v2-v7 equal the sequential recurrence too, and a wrong A makes that comparison fail.
 #[test]
 #[ignore = "gpu"]
 fn ssd_v2_matches_sequential_oracle() {
     let keep = kept_versions(OP);
-    for v in ["v2", "v3", "v4", "v5", "v6"] {
+    for v in ["v2", "v3", "v4", "v5", "v6", "v7"] {
         if keep.as_ref().is_none_or(|k| k.iter().any(|x| x == v)) {
             fused_matches_sequential_oracle(v);
         }

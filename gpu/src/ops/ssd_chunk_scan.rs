@@ -19,7 +19,9 @@
 //! hand-overs between pairs of warpgroups through named barriers instead of a block barrier a
 //! chunk, the inter-chunk part in three 64-row slots; v6 (`ssd6_fused_p64_n128`, session 37)
 //! is v5 with the stage loads through the TMA (5-D tensor maps whose boxes land in the
-//! core-matrix layout, [`ssd6_tensor_maps`]; one warp issues them, mbarrier completion).
+//! core-matrix layout, [`ssd6_tensor_maps`]; one warp issues them, mbarrier completion); v7
+//! (`ssd7_fused_p64_n128`, session 37, not yet run on a GPU) is v6 without the per-chunk
+//! LR / LS hand-overs (the protocol is `handover_model::ssd_v7`).
 //! `auto` = v3 where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`: v4-v6 are faster but
 //! racecheck reports hazards on their inter-chunk hand-over buffer that sessions 19-37 could not
 //! explain (gpu/NOTES.md, session 37). (Session 36's v5m, M in one bf16 pass as mamba_ssm
@@ -51,7 +53,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
         versions: &[
-            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v6", "auto",
+            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v6", "v7", "auto",
         ],
         run,
         applicable,
@@ -138,11 +140,11 @@ impl SsdConfig {
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
             // v2-v6 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "v3" | "v4" | "v5" | "v6" | "auto" => Ok(SsdConfig::default()),
+            "tuned" | "v2" | "v3" | "v4" | "v5" | "v6" | "v7" | "auto" => Ok(SsdConfig::default()),
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned, v2, v3, v4, v5, v6, auto".into(),
+                known: "v1, v1_small, tuned, v2, v3, v4, v5, v6, v7, auto".into(),
             }),
         }
     }
@@ -225,8 +227,10 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
 
 /// The fused kernels: `v2` (mma.sync; C·B from `ssd2_cb`), `v3` (wgmma; C·B in the kernel),
 /// `v4` (v3 with the inter-chunk product on the state warpgroup), `v5` (v4 with the roles
-/// decoupled: pairwise hand-overs instead of a block barrier a chunk) and `v6` (v5 with the
-/// stage loads through the TMA: [`ssd6_tensor_maps`]).
+/// decoupled: pairwise hand-overs instead of a block barrier a chunk), `v6` (v5 with the
+/// stage loads through the TMA: [`ssd6_tensor_maps`]) and `v7` (v6 with the roles decoupled
+/// further: every role waits on the stage's mbarrier, the state on row warpgroup 0 only for the
+/// slot its second half reuses; `gpu::handover_model::ssd_v7`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
     V2,
@@ -234,6 +238,7 @@ pub enum Fused {
     V4,
     V5,
     V6,
+    V7,
 }
 
 impl Fused {
@@ -245,6 +250,7 @@ impl Fused {
             Fused::V4 => ("ssd4_fused_p64_n128", V3_THREADS, V4_SMEM_BYTES),
             Fused::V5 => ("ssd5_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
             Fused::V6 => ("ssd6_fused_p64_n128", V3_THREADS, V6_SMEM_BYTES),
+            Fused::V7 => ("ssd7_fused_p64_n128", V3_THREADS, V6_SMEM_BYTES),
         }
     }
 }
@@ -261,7 +267,7 @@ impl FusedWorkspace {
     pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<FusedWorkspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
-            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V6 => 0,
+            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V6 | Fused::V7 => 0,
         };
         Ok(FusedWorkspace {
             kernel: k,
@@ -272,7 +278,7 @@ impl FusedWorkspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v6") {
+    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v6" | "v7") {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -567,7 +573,7 @@ impl SsdLaunch {
             .arg(&self.z.1);
         a.arg(&self.init.0).arg(&self.init.1).arg(&s);
         a.arg(&self.y).arg(&self.final_states);
-        let maps = if k == Fused::V6 {
+        let maps = if matches!(k, Fused::V6 | Fused::V7) {
             Some(ssd6_tensor_maps(&s, self.x.0, self.b.0, self.c.0)?)
         } else {
             None
@@ -902,13 +908,14 @@ pub fn run_with(
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
     let fused = match chosen {
-        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v6")) => {
+        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v6" | "v7")) => {
             match v2_unfit(inputs, Some(chunk)) {
                 None if v == "v2" => Some(Fused::V2),
                 None if v == "v3" => Some(Fused::V3),
                 None if v == "v4" => Some(Fused::V4),
                 None if v == "v5" => Some(Fused::V5),
-                None => Some(Fused::V6),
+                None if v == "v6" => Some(Fused::V6),
+                None => Some(Fused::V7),
                 Some(why) => return Err(GpuError::Unsupported(why)),
             }
         }
@@ -1070,12 +1077,13 @@ pub fn bench_scan(
             "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
         )
     };
-    let (v2, v3, v4, v5, v6) = (
+    let (v2, v3, v4, v5, v6, v7) = (
         fused(Fused::V2)?,
         fused(Fused::V3)?,
         fused(Fused::V4)?,
         fused(Fused::V5)?,
         fused(Fused::V6)?,
+        fused(Fused::V7)?,
     );
     let mut stages = vec![];
     let c = SsdConfig::default();
@@ -1090,7 +1098,7 @@ pub fn bench_scan(
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
         "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4,
-        "v5": v5, "v6": v6}))
+        "v5": v5, "v6": v6, "v7": v7}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on

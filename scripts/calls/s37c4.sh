@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session 37, prepared for the next session (no device time was left): SSD v7
+# (`ssd7_fused_p64_n128`: v6 without the per-chunk LR / LS hand-overs, XFULL by half k % 6;
+# protocol model `handover_model::ssd_v7`; first run anywhere). The sequential oracle under a
+# short limit first (a hand-over gap hangs), then mamba_ssd's fused tests (every version),
+# ssd_4k / ssd_50k twice (v6 = 2597-2606 us at 50k in session 37), ncu source counters on
+# ssd7 (scripts: the role split by SASS address, gpu/NOTES.md session 37), racecheck on v7
+# alone, v7 past 2^31. Worst case 60 + 150 + 2 x 120 + 150 + 150 + 150 s; expected ~300 s.
+# Build: scripts/devbin-quick.sh "mamba_ssd gpu_index64" "ssd_chunk_scan"; carry
+# [".devbin.tar.xz"].
+cd "$(dirname "$0")/../.."
+scripts/device-session.sh
+. scripts/calls/lib.sh
+run ssd-oracle 60 env DUET_MAMBA_TEST_VERSIONS=v6,v7 $B/tests/mamba_ssd --ignored --test-threads 1 \
+    ssd_v2_matches_sequential_oracle
+grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
+if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then
+    run ssd-v2 150 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2
+    grep -h "test result\|FAILED\|panicked" $OUT/ssd-v2.log | head -20 >> $OUT/summary.txt
+    for i in 1 2; do
+        run "bench-ssd-$i" 120 "$B/duet" bench --backend gpu --no-resources --shape ssd_4k \
+            --shape ssd_50k --out "$OUT/bench_ssd_$i.json"
+        python3 scripts/calls/ssd_summary.py "$OUT/bench_ssd_$i.json" | sed "s/^/run $i /" >> $OUT/summary.txt
+    done
+    ncu_ssd ssd7_fused_p64_n128
+    run racecheck-v7 150 env DUET_MAMBA_TEST_VERSIONS=v7 compute-sanitizer --tool racecheck \
+        --print-limit 10 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2_matches_sequential_oracle
+    grep -h "RACECHECK SUMMARY\|test result" $OUT/racecheck-v7.log >> $OUT/summary.txt
+    run index64-ssd7 150 $B/tests/gpu_index64 --ignored --test-threads 1 --nocapture \
+        ssd_chunk_scan_v7_past_2_pow_31
+    grep -h "test result\|FAILED\|panicked" $OUT/index64-ssd7.log | head -5 >> $OUT/summary.txt
+else
+    echo "ssd-oracle failed or hung: v7 not run further" >> $OUT/summary.txt
+    grep -h "panicked\|Error\|error" $OUT/ssd-oracle.log | head -10 >> $OUT/summary.txt
+fi
+pack
