@@ -643,22 +643,23 @@ mod tests {
 
     const RUNS: u64 = 1500;
 
-    #[test]
-    fn ssd_v5_protocol_is_ordered_and_deadlock_free() {
+    /// `protocol(nc)` is ordered and deadlock-free for 0..=8 chunks.
+    fn ordered_for_0_to_8_chunks(name: &str, protocol: fn(usize) -> Protocol) {
         for nc in 0..=8 {
-            if let Err((seed, f)) = explore(&ssd_v5(nc), RUNS) {
-                panic!("v5, {nc} chunks, seed {seed}: {f:?}");
+            if let Err((seed, f)) = explore(&protocol(nc), RUNS) {
+                panic!("{name}, {nc} chunks, seed {seed}: {f:?}");
             }
         }
     }
 
     #[test]
+    fn ssd_v5_protocol_is_ordered_and_deadlock_free() {
+        ordered_for_0_to_8_chunks("v5", ssd_v5);
+    }
+
+    #[test]
     fn ssd_v7_protocol_is_ordered_and_deadlock_free() {
-        for nc in 0..=8 {
-            if let Err((seed, f)) = explore(&ssd_v7(nc), RUNS) {
-                panic!("v7, {nc} chunks, seed {seed}: {f:?}");
-            }
-        }
+        ordered_for_0_to_8_chunks("v7", ssd_v7);
     }
 
     #[test]
@@ -701,11 +702,7 @@ mod tests {
     #[test]
     fn ssd_v4_protocol_is_ordered_and_deadlock_free() {
         // Racecheck's v4 report (sessions 19 / 22) is not a missing barrier in this protocol.
-        for nc in 0..=8 {
-            if let Err((seed, f)) = explore(&ssd_v4(nc), RUNS) {
-                panic!("v4, {nc} chunks, seed {seed}: {f:?}");
-            }
-        }
+        ordered_for_0_to_8_chunks("v4", ssd_v4);
     }
 
     #[test]
