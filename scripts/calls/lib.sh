@@ -86,4 +86,6 @@ ncu_ssd() {
         --out /tmp/ncu_bench.json
     run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/s$1.ncu-rep" --page source --csv --print-source sass
     run "ncu-det-$1" 60 "$ncu" --import "/tmp/s$1.ncu-rep" --page details --csv
+    # the stall split by role (fused SSD kernels v5-v7: row warpgroup 1, row warpgroup 0, state)
+    python3 tools/ncu_roles.py "$OUT/ncu-src-$1-csv.log" rows1,rows0,state | sed "s/^/$1 /" >> "$OUT/summary.txt"
 }
