@@ -147,7 +147,7 @@ pub fn full_source(k: &KernelSource) -> String {
     )
 }
 
-/// NVRTC options for `arch` (e.g. `sm_90a`), plus one `-D` a define of `DUET_NVRTC_DEFINES`.
+/// NVRTC options for `arch` (e.g. `sm_90a`), plus a `-D` for each define in `DUET_NVRTC_DEFINES`.
 pub fn options(arch: &str) -> Result<Vec<String>, GpuError> {
     let mut o = vec![
         format!("--gpu-architecture={arch}"),
@@ -163,8 +163,8 @@ pub fn options(arch: &str) -> Result<Vec<String>, GpuError> {
 }
 
 /// `DUET_NVRTC_DEFINES`: comma-separated `NAME` or `NAME=VALUE` (an A/B switch of a kernel
-/// file, e.g. `SSD_LOAD_MAP=2`). The defines are part of the cache key. Anything else is an
-/// error naming the entry.
+/// file without a new kernel entry point; session 37 switched SSD's stage-load thread map this
+/// way). The defines are part of the cache key. Anything else is an error naming the entry.
 pub fn parse_defines(v: &str) -> Result<Vec<String>, GpuError> {
     let mut out = Vec::new();
     for d in v.split(',').map(str::trim).filter(|d| !d.is_empty()) {
@@ -180,7 +180,7 @@ pub fn parse_defines(v: &str) -> Result<Vec<String>, GpuError> {
         if !name_ok || !value_ok {
             return Err(GpuError::Unsupported(format!(
                 "DUET_NVRTC_DEFINES entry '{d}' is not NAME or NAME=VALUE (letters, digits, _; \
-                 values may also have . + -); e.g. DUET_NVRTC_DEFINES=SSD_LOAD_MAP=2"
+                 values may also have . + -); e.g. DUET_NVRTC_DEFINES=MY_SWITCH=2,OTHER"
             )));
         }
         out.push(d.to_string());
