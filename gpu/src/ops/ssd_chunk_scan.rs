@@ -586,7 +586,7 @@ impl SsdLaunch {
         // y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked
         // above, buffers start 256-byte aligned), the token records written above, final_states
         // (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) /
-        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) / sizeof(Ssd6Smem) (k.kernel()); v6 also takes
+        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) / sizeof(Ssd6Smem) (k.kernel()); v6 / v7 also take
         // the tensor maps of x / B / C by value (`SsdTmaps`, 64-byte aligned).
         unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
         Ok(())
