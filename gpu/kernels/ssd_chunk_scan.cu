@@ -2164,3 +2164,63 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     extern __shared__ __align__(128) unsigned char ssd4_probe_raw[];
     ssd4_probe_body(reinterpret_cast<Ssd4Smem*>(ssd4_probe_raw)->xch, chunks, out);
 }
+
+// Racecheck calibration (session 37): v5's / v6's X-slot protocol alone (ids and order as
+// ssd5_row_loop / ssd5_body, gpu/src/handover_model.rs `ssd_v5`), on v5's grid and dynamic
+// shared memory (xch where Ssd5Smem has it), without stages, wgmma or copies. The state
+// (threads 256..383) syncs LS(c % 2), writes half k = 2 c + lh into slot k % 3 (value
+// 4096 k + element), arrives on XFULL(slot), and on SF(c % 2) when chunk c + 2 follows. Row
+// warpgroup 0 releases chunk 0 (LR / LS 0), then per chunk syncs SF before "loading" chunk
+// c + 1 >= 2, syncs XFULL of its half, sums another thread's elements of its slot, and releases
+// chunk c + 1 (LR / LS); row warpgroup 1 syncs LR, XFULL, sums, arrives on SF. out[384 block +
+// tid] (row threads): the u32 sum, as f32 bits. Under racecheck: a report here (no wgmma, no
+// TMA) is the tool on this barrier chain; none moves the question to what the kernels add.
+extern "C" __global__ void __launch_bounds__(384, 1)
+    ssd5_handover_probe_dyn(int chunks, float* out) {
+    extern __shared__ __align__(128) unsigned char ssd5_probe_raw[];
+    float* xch = reinterpret_cast<Ssd5Smem*>(ssd5_probe_raw)->xch;
+    const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
+    if (wg == 2) {
+        int slot0 = 0;
+        for (int c = 0; c < chunks; ++c) {
+            ssd5_bar2<SSD5_LS0, 256, false>(c & 1);
+#pragma unroll 1
+            for (int lh = 0; lh < 2; ++lh) {
+                const int slot = slot0 + lh == 3 ? 0 : slot0 + lh, k = 2 * c + lh;
+                for (int i = 0; i < 32; ++i) {
+                    const int e = lt + 128 * i;
+                    xch[slot * (64 * SSD4_XCH_ROW) + (e >> 6) * SSD4_XCH_ROW + (e & 63)] =
+                        (float)(k * 4096 + e);
+                }
+                ssd5_bar3<SSD5_XFULL0, 256, true>(slot);
+            }
+            if (c + 2 < chunks) ssd5_bar2<SSD5_SF0, 384, true>(c & 1);
+            slot0 = slot0 == 0 ? 2 : slot0 - 1;
+        }
+        return;
+    }
+    if (wg == 0 && chunks > 0) {
+        ssd5_bar<SSD5_LR0, 256, true>();
+        ssd5_bar<SSD5_LS0, 256, true>();
+    }
+    u32 acc = 0u;  // exact: the values are integers < 2^24
+    int slot = wg;
+    const int src = (lt + 37) & 127;  // another thread's elements than the one that wrote
+    for (int c = 0; c < chunks; ++c) {
+        if (wg == 1) ssd5_bar2<SSD5_LR0, 256, false>(c & 1);
+        if (wg == 0 && c + 1 < chunks && c + 1 >= 2) ssd5_bar2<SSD5_SF0, 384, false>((c + 1) & 1);
+        ssd5_bar3<SSD5_XFULL0, 256, false>(slot);
+        for (int i = 0; i < 32; ++i) {
+            const int e = src + 128 * i;
+            acc += (u32)xch[slot * (64 * SSD4_XCH_ROW) + (e >> 6) * SSD4_XCH_ROW + (e & 63)];
+        }
+        if (wg == 1) {
+            if (c + 2 < chunks) ssd5_bar2<SSD5_SF0, 384, true>(c & 1);
+        } else if (c + 1 < chunks) {
+            ssd5_bar2<SSD5_LR0, 256, true>((c + 1) & 1);
+            ssd5_bar2<SSD5_LS0, 256, true>((c + 1) & 1);
+        }
+        slot = slot == 0 ? 2 : slot - 1;
+    }
+    out[(i64)blockIdx.x * 384 + tid] = __uint_as_float(acc);
+}

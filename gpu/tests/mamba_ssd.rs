@@ -486,6 +486,63 @@ proptest! {
 /// rounds). Its sums are checked here; under `compute-sanitizer --tool racecheck` it tells
 /// whether the tool orders this pattern (v4's report of the epilogue's xch reads against the
 /// state's writes, sessions 19 and 22).
+/// Racecheck calibration (session 37): `ssd5_handover_probe_dyn` runs v5's / v6's X-slot
+/// protocol alone (LR / LS / SF / XFULL, three half slots) on v5's grid and dynamic shared
+/// memory, without stages, wgmma or copies. Its sums are checked here; under `compute-sanitizer
+/// --tool racecheck` (racecheck reported v5 / v6's slot reads against the state's writes in
+/// session 37, call 9) it tells whether the tool orders this barrier chain.
+#[test]
+#[ignore = "gpu"]
+fn v5_handover_probe() {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = gpu::runtime::gpu().unwrap_or_else(|e| panic!("{e}"));
+    // v5's dynamic shared memory (Ssd5Smem, static_assert in ssd_chunk_scan.cu).
+    const V5_SMEM: u32 = 221_472;
+    let (blocks, chunks) = (128usize, 8i32);
+    let n = 384 * blocks;
+    let mut out = g.alloc_raw::<f32>(n).expect("alloc");
+    g.stream
+        .memcpy_htod(&vec![-1.0f32; n], &mut out)
+        .expect("poison");
+    let f = g
+        .function("ssd_chunk_scan", "ssd5_handover_probe_dyn")
+        .expect("kernel");
+    f.set_attribute(
+        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        V5_SMEM as i32,
+    )
+    .expect("shared memory attribute");
+    {
+        let (op, _s) = out.device_ptr(&g.stream);
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&chunks).arg(&op);
+        // SAFETY: blocks of 384 threads, V5_SMEM bytes of dynamic shared memory (xch inside);
+        // out holds 384 f32 a block.
+        unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 384, V5_SMEM)) }.expect("launch");
+    }
+    let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+    for b in 0..blocks {
+        for tid in 0..256usize {
+            let (wg, lt) = (tid / 128, tid % 128);
+            let src = (lt + 37) % 128;
+            let mut want = 0u32;
+            for c in 0..chunks as usize {
+                let k = 2 * c + wg;
+                for i in 0..32 {
+                    want = want.wrapping_add((k * 4096 + src + 128 * i) as u32);
+                }
+            }
+            assert_eq!(got[384 * b + tid].to_bits(), want, "block {b} thread {tid}");
+        }
+        assert!(
+            got[384 * b + 256..384 * b + 384]
+                .iter()
+                .all(|&v| v.to_bits() == (-1.0f32).to_bits()),
+            "block {b}: state threads write nothing"
+        );
+    }
+}
+
 #[test]
 #[ignore = "gpu"]
 fn v4_handover_probe() {
