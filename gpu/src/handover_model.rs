@@ -290,9 +290,20 @@ pub fn ssd_v4(nc: usize) -> Protocol {
         state.push(Read(st(c))); // x, B (the update)
     }
     let [r0, r1] = rows;
+    ssd_roles(r0, r1, state, [(0, 3), (1, 2), (2, 2), (3, 2), (4, 2)])
+}
+
+/// The fused SSD kernels' three roles (row warpgroups 0 and 1, the state warpgroup) with the
+/// parties of each barrier id.
+fn ssd_roles(
+    r0: Vec<Op>,
+    r1: Vec<Op>,
+    state: Vec<Op>,
+    parties: impl IntoIterator<Item = (u8, usize)>,
+) -> Protocol {
     Protocol::new(
         vec![("rows0", r0), ("rows1", r1), ("state", state)],
-        HashMap::from([(0, 3), (1, 2), (2, 2), (3, 2), (4, 2)]),
+        parties.into_iter().collect(),
     )
 }
 
@@ -375,19 +386,10 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
             state.push(Arrive(sf(p)));
         }
     }
-    let mut parties = HashMap::new();
-    for p in 0..2 {
-        parties.insert(lr(p), 2);
-        parties.insert(ls(p), 2);
-        parties.insert(sf(p), 3);
-    }
-    for k in 0..3 {
-        parties.insert(xfull(k), 2);
-    }
-    Protocol::new(
-        vec![("rows0", r0), ("rows1", r1), ("state", state)],
-        parties,
-    )
+    let parties = (0..2)
+        .flat_map(|p| [(lr(p), 2), (ls(p), 2), (sf(p), 3)])
+        .chain((0..3).map(|k| (xfull(k), 2)));
+    ssd_roles(r0, r1, state, parties)
 }
 
 /// The ways [`ssd_v7_with`] can be broken on purpose.
@@ -502,19 +504,11 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
             state.push(Arrive(sf(p)));
         }
     }
-    let mut parties = HashMap::new();
-    parties.insert(1, 2);
-    for p in 0..2 {
-        parties.insert(3 + p as u8, 2);
-        parties.insert(sf(p), 3);
-    }
-    for k in 0..6 {
-        parties.insert(xfull(k), 2);
-    }
-    Protocol::new(
-        vec![("rows0", r0), ("rows1", r1), ("state", state)],
-        parties,
-    )
+    // LR once, W0D 3-4, SF, XFULL by half k % 6
+    let parties = std::iter::once((1, 2))
+        .chain((0..2).flat_map(|p| [(3 + p as u8, 2), (sf(p), 3)]))
+        .chain((0..6).map(|k| (xfull(k), 2)));
+    ssd_roles(r0, r1, state, parties)
 }
 
 /// Which end of the xw forms' main loop [`moe_xw`] models.

@@ -479,13 +479,45 @@ proptest! {
     }
 }
 
-/// Racecheck calibration (session 22): `ssd4_handover_probe` runs v4's xch hand-over alone
-/// (named barriers 1 / 2 from the state warpgroup to one row warpgroup each, 3 / 4 back, the
-/// non-aligned barrier 0 every round), on one block with static shared memory and on v4's
-/// shape (`_dyn`: xch where v4 has it in 204 KB of dynamic shared memory, 128 blocks, 8
-/// rounds). Its sums are checked here; under `compute-sanitizer --tool racecheck` it tells
-/// whether the tool orders this pattern (v4's report of the epilogue's xch reads against the
-/// state's writes, sessions 19 and 22).
+/// Runs hand-over probe `name` (ssd_chunk_scan.cu: `chunks` rounds, blocks of 384 threads,
+/// `smem` bytes of dynamic shared memory) on `blocks` blocks with a poisoned output (-1.0), and
+/// checks that the state warpgroup (threads 256..383) wrote nothing; returns out (384 a block).
+fn run_handover_probe(name: &str, blocks: usize, chunks: i32, smem: u32) -> Vec<f32> {
+    use cudarc::driver::{DevicePtr, PushKernelArg};
+    let g = gpu::runtime::gpu().unwrap_or_else(|e| panic!("{e}"));
+    let n = 384 * blocks;
+    let mut out = g.alloc_raw::<f32>(n).expect("alloc");
+    g.stream
+        .memcpy_htod(&vec![-1.0f32; n], &mut out)
+        .expect("poison");
+    let f = g.function("ssd_chunk_scan", name).expect("kernel");
+    if smem > 0 {
+        f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .expect("shared memory attribute");
+    }
+    {
+        let (op, _s) = out.device_ptr(&g.stream);
+        let mut a = g.stream.launch_builder(&f);
+        a.arg(&chunks).arg(&op);
+        // SAFETY: blocks of 384 threads, `smem` bytes of dynamic shared memory (the probe's
+        // Ssd4Smem / Ssd5Smem, or 0 for the static form); out holds 384 f32 a block.
+        unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 384, smem)) }.expect("launch");
+    }
+    let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+    for b in 0..blocks {
+        assert!(
+            got[384 * b + 256..384 * b + 384]
+                .iter()
+                .all(|&v| v.to_bits() == (-1.0f32).to_bits()),
+            "{name}: block {b}: state threads write nothing"
+        );
+    }
+    got
+}
+
 /// Racecheck calibration (session 37): `ssd5_handover_probe_dyn` runs v5's / v6's X-slot
 /// protocol alone (LR / LS / SF / XFULL, three half slots) on v5's grid and dynamic shared
 /// memory, without stages, wgmma or copies. Its sums are checked here; under `compute-sanitizer
@@ -494,33 +526,10 @@ proptest! {
 #[test]
 #[ignore = "gpu"]
 fn v5_handover_probe() {
-    use cudarc::driver::{DevicePtr, PushKernelArg};
-    let g = gpu::runtime::gpu().unwrap_or_else(|e| panic!("{e}"));
     // v5's dynamic shared memory (Ssd5Smem, static_assert in ssd_chunk_scan.cu).
     const V5_SMEM: u32 = 221_472;
     let (blocks, chunks) = (128usize, 8i32);
-    let n = 384 * blocks;
-    let mut out = g.alloc_raw::<f32>(n).expect("alloc");
-    g.stream
-        .memcpy_htod(&vec![-1.0f32; n], &mut out)
-        .expect("poison");
-    let f = g
-        .function("ssd_chunk_scan", "ssd5_handover_probe_dyn")
-        .expect("kernel");
-    f.set_attribute(
-        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        V5_SMEM as i32,
-    )
-    .expect("shared memory attribute");
-    {
-        let (op, _s) = out.device_ptr(&g.stream);
-        let mut a = g.stream.launch_builder(&f);
-        a.arg(&chunks).arg(&op);
-        // SAFETY: blocks of 384 threads, V5_SMEM bytes of dynamic shared memory (xch inside);
-        // out holds 384 f32 a block.
-        unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 384, V5_SMEM)) }.expect("launch");
-    }
-    let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+    let got = run_handover_probe("ssd5_handover_probe_dyn", blocks, chunks, V5_SMEM);
     for b in 0..blocks {
         for tid in 0..256usize {
             let (wg, lt) = (tid / 128, tid % 128);
@@ -534,47 +543,26 @@ fn v5_handover_probe() {
             }
             assert_eq!(got[384 * b + tid].to_bits(), want, "block {b} thread {tid}");
         }
-        assert!(
-            got[384 * b + 256..384 * b + 384]
-                .iter()
-                .all(|&v| v.to_bits() == (-1.0f32).to_bits()),
-            "block {b}: state threads write nothing"
-        );
     }
 }
 
+/// Racecheck calibration (session 22): `ssd4_handover_probe` runs v4's xch hand-over alone
+/// (named barriers 1 / 2 from the state warpgroup to one row warpgroup each, 3 / 4 back, the
+/// non-aligned barrier 0 every round), on one block with static shared memory and on v4's
+/// shape (`_dyn`: xch where v4 has it in 204 KB of dynamic shared memory, 128 blocks, 8
+/// rounds). Its sums are checked here; under `compute-sanitizer --tool racecheck` it tells
+/// whether the tool orders this pattern (v4's report of the epilogue's xch reads against the
+/// state's writes, sessions 19 and 22).
 #[test]
 #[ignore = "gpu"]
 fn v4_handover_probe() {
-    use cudarc::driver::{DevicePtr, PushKernelArg};
-    let g = gpu::runtime::gpu().unwrap_or_else(|e| panic!("{e}"));
     // v4's dynamic shared memory (Ssd4Smem, static_assert in ssd_chunk_scan.cu).
     const V4_SMEM: u32 = 204064;
     for (name, blocks, chunks, smem) in [
         ("ssd4_handover_probe", 1usize, 3i32, 0u32),
         ("ssd4_handover_probe_dyn", 128, 8, V4_SMEM),
     ] {
-        let n = 384 * blocks;
-        let mut out = g.alloc_raw::<f32>(n).expect("alloc");
-        g.stream
-            .memcpy_htod(&vec![-1.0f32; n], &mut out)
-            .expect("poison");
-        let f = g.function("ssd_chunk_scan", name).expect("kernel");
-        if smem > 0 {
-            f.set_attribute(
-                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                smem as i32,
-            )
-            .expect("shared memory attribute");
-        }
-        {
-            let (op, _s) = out.device_ptr(&g.stream);
-            let mut a = g.stream.launch_builder(&f);
-            a.arg(&chunks).arg(&op);
-            // SAFETY: blocks of 384 threads; out holds 384 f32 a block.
-            unsafe { a.launch(gpu::runtime::cfg(blocks as u32, 384, smem)) }.expect("launch");
-        }
-        let got: Vec<f32> = g.stream.clone_dtoh(&out).expect("download");
+        let got = run_handover_probe(name, blocks, chunks, smem);
         for b in 0..blocks {
             for tid in 0..256usize {
                 let (wg, lt) = (tid / 128, tid % 128);
@@ -592,12 +580,6 @@ fn v4_handover_probe() {
                     "{name}: block {b} thread {tid}"
                 );
             }
-            assert!(
-                got[384 * b + 256..384 * b + 384]
-                    .iter()
-                    .all(|&v| v.to_bits() == (-1.0f32).to_bits()),
-                "{name}: state threads write nothing"
-            );
         }
     }
 }
