@@ -9,6 +9,10 @@
 //! their aligned `bar.*` forms): a phase completes when `parties` roles (count / 128: every
 //! role is one warpgroup) arrived or synced; the syncers wait for it; every memory access a
 //! participant made before its arrival or sync is visible to the syncers after it.
+//! [`Units::Warps`] runs every warp of a role on its own with the kernel's thread counts (the
+//! hardware counts warps, not roles): a warp's second arrival inside one phase (PTX's "keep a
+//! warp from executing more barrier instructions than intended"), a count short of the warps
+//! that take part, and ops only warp 0 runs ([`Op::Lead`]: the TMA's issue) are seen there.
 //! Simplifications: a role is one unit (its threads' own ordering, e.g. cp.async's wait plus the
 //! warpgroup's own barrier, is the kernel's business, stated where the program says so); an
 //! asynchronous copy is a write at its issue and again where it is waited for; a wgmma's
@@ -40,6 +44,9 @@ pub enum Op {
     /// Waits for this role's next phase of mbarrier `id` (each waiter waits every phase once,
     /// by parity: a waiter two phases behind would read the wrong parity, [`Fault::Aba`]).
     MbarWait(u8),
+    /// The next op is warp 0's alone (the TMA's issue, an mbarrier's arming); a no-op for a
+    /// role that is one unit.
+    Lead,
 }
 
 /// One warpgroup's program.
@@ -54,18 +61,41 @@ pub struct Role {
 pub struct Protocol {
     pub roles: Vec<Role>,
     pub parties: HashMap<u8, usize>,
+    /// Warps a role (4, a warpgroup, unless set with [`Protocol::with_warps`]).
+    pub warps: Vec<usize>,
+    /// Barrier thread counts where they are not 128 a party ([`Protocol::with_threads`]).
+    pub threads: HashMap<u8, usize>,
 }
 
 impl Protocol {
     /// Roles from (name, program) pairs.
     pub fn new(roles: Vec<(&'static str, Vec<Op>)>, parties: HashMap<u8, usize>) -> Protocol {
+        let n = roles.len();
         Protocol {
             roles: roles
                 .into_iter()
                 .map(|(name, ops)| Role { name, ops })
                 .collect(),
             parties,
+            warps: vec![4; n],
+            threads: HashMap::new(),
         }
+    }
+
+    /// Barrier `id` counts `threads` threads (its `bar.sync id, N`).
+    pub fn with_threads(mut self, id: u8, threads: usize) -> Protocol {
+        self.threads.insert(id, threads);
+        self
+    }
+
+    /// Role `name` has `warps` warps.
+    pub fn with_warps(mut self, name: &str, warps: usize) -> Protocol {
+        for (r, role) in self.roles.iter().enumerate() {
+            if role.name == name {
+                self.warps[r] = warps;
+            }
+        }
+        self
     }
 }
 
@@ -80,6 +110,7 @@ pub enum Fault {
 }
 
 struct Access {
+    /// The unit (a role, or a warp under [`Units::Warps`]).
     role: usize,
     epoch: i64,
     write: bool,
@@ -99,23 +130,81 @@ fn join(a: &mut [i64], b: &[i64]) {
     }
 }
 
-/// One run under the interleaving drawn from `seed`.
+/// Who runs a protocol's programs in [`run_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    /// Each role is one unit (its warps in lockstep).
+    Roles,
+    /// Each warp of a role runs the role's program on its own ([`Protocol::warps`] a role;
+    /// barrier counts in warps). PTX (`barrier`): a warp must not execute more barrier
+    /// instructions on a barrier than intended before the barrier completes, i.e. one warp's
+    /// second arrival must not land in the phase its first one did ([`Fault::DoubleArrival`]),
+    /// and only the warps' arrivals that completed a phase order anything for its syncers.
+    Warps,
+}
+
+/// Each barrier's count in units: its parties (roles) under [`Units::Roles`]; its thread count
+/// (the kernel's `bar.sync id, N`: [`Protocol::with_threads`], else 128 a party) / 32 under
+/// [`Units::Warps`].
+fn unit_counts(p: &Protocol, units: Units) -> HashMap<u8, usize> {
+    p.parties
+        .iter()
+        .map(|(&b, &parties)| {
+            let n = match units {
+                Units::Roles => parties,
+                Units::Warps => p.threads.get(&b).copied().unwrap_or(128 * parties) / 32,
+            };
+            (b, n)
+        })
+        .collect()
+}
+
+/// One run under the interleaving drawn from `seed`, each role one unit.
 pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
-    let n = p.roles.len();
+    run_with(p, seed, Units::Roles)
+}
+
+/// One run under the interleaving drawn from `seed`, with roles or warps as the units.
+pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
+    // unit u: role role_of[u], warp warp_of[u] of it
+    let (mut role_of, mut warp_of) = (vec![], vec![]);
+    for r in 0..p.roles.len() {
+        let nw = if units == Units::Warps { p.warps[r] } else { 1 };
+        for w in 0..nw {
+            role_of.push(r);
+            warp_of.push(w);
+        }
+    }
+    let counts = unit_counts(p, units);
+    let n = role_of.len();
+    let ops = |u: usize| &p.roles[role_of[u]].ops;
+    let name = |u: usize| {
+        if units == Units::Warps {
+            format!("{} warp {}", p.roles[role_of[u]].name, warp_of[u])
+        } else {
+            p.roles[role_of[u]].name.to_string()
+        }
+    };
     let mut rng = compare::gen::Rng::new(seed);
     let mut pc = vec![0usize; n];
     let mut blocked = vec![false; n];
-    // clock[i][j]: the latest epoch of role j that role i has seen (own epoch at [i][i]).
+    // clock[i][j]: the latest epoch of unit j that unit i has seen (own epoch at [i][i]).
     let mut clock: Vec<Vec<i64>> = (0..n)
         .map(|i| (0..n).map(|j| if i == j { 0 } else { -1 }).collect())
         .collect();
     let mut phases: HashMap<u8, Phase> = HashMap::new();
     let mut log: HashMap<Region, Vec<Access>> = HashMap::new();
-    // mbarriers: the arming role's clock at each completed phase; phases each role has waited
+    // mbarriers: the arming unit's clock at each completed phase; phases each unit has waited
     let mut mbar_done: HashMap<u8, Vec<Vec<i64>>> = HashMap::new();
     let mut mbar_waited: HashMap<(u8, usize), usize> = HashMap::new();
     loop {
-        let ready = |i: usize| match p.roles[i].ops[pc[i]] {
+        // `Lead` then an op: only warp 0 of the role runs the op (every unit under Roles).
+        for u in 0..n {
+            while pc[u] < ops(u).len() && ops(u)[pc[u]] == Op::Lead {
+                pc[u] += if warp_of[u] == 0 { 1 } else { 2 };
+            }
+        }
+        let ready = |i: usize| match ops(i)[pc[i]] {
             Op::MbarWait(b) => {
                 let k = mbar_waited.get(&(b, i)).copied().unwrap_or(0);
                 mbar_done.get(&b).map_or(0, |d| d.len()) > k
@@ -123,28 +212,24 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
             _ => true,
         };
         let runnable: Vec<usize> = (0..n)
-            .filter(|&i| !blocked[i] && pc[i] < p.roles[i].ops.len() && ready(i))
+            .filter(|&i| !blocked[i] && pc[i] < ops(i).len() && ready(i))
             .collect();
         if runnable.is_empty() {
-            if (0..n).all(|i| pc[i] >= p.roles[i].ops.len()) {
+            if (0..n).all(|i| pc[i] >= ops(i).len()) {
                 break;
             }
             let at: Vec<String> = (0..n)
-                .filter(|&i| pc[i] < p.roles[i].ops.len())
-                .map(|i| {
-                    format!(
-                        "{} at op {} {:?}",
-                        p.roles[i].name, pc[i], p.roles[i].ops[pc[i]]
-                    )
-                })
+                .filter(|&i| pc[i] < ops(i).len())
+                .map(|i| format!("{} at op {} {:?}", name(i), pc[i], ops(i)[pc[i]]))
                 .collect();
             return Err(Fault::Deadlock(at.join("; ")));
         }
         let i = runnable[rng.below(runnable.len() as u64) as usize];
-        let op = p.roles[i].ops[pc[i]];
+        let op = ops(i)[pc[i]];
         match op {
+            Op::Lead => unreachable!("skipped above"),
             Op::Arrive(b) | Op::Sync(b) => {
-                let parties = *p.parties.get(&b).ok_or(Fault::UnknownBarrier(b))?;
+                let count = *counts.get(&b).ok_or(Fault::UnknownBarrier(b))?;
                 let ph = phases.entry(b).or_insert_with(|| Phase {
                     acc: vec![-1; n],
                     ..Default::default()
@@ -152,7 +237,8 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
                 if ph.arrived.contains(&i) {
                     return Err(Fault::DoubleArrival(format!(
                         "{} arrives twice on barrier {b} (op {})",
-                        p.roles[i].name, pc[i]
+                        name(i),
+                        pc[i]
                     )));
                 }
                 ph.arrived.push(i);
@@ -162,7 +248,7 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
                     ph.waiters.push(i);
                     blocked[i] = true;
                 }
-                if ph.arrived.len() == parties {
+                if ph.arrived.len() == count {
                     let done = std::mem::take(ph);
                     for w in done.waiters {
                         join(&mut clock[w], &done.acc);
@@ -187,7 +273,7 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
                 if done.len() > *k + 1 {
                     return Err(Fault::Aba(format!(
                         "{} waits phase {k} of mbarrier {b} (op {}) after phase {} completed",
-                        p.roles[i].name,
+                        name(i),
                         pc[i],
                         *k + 1
                     )));
@@ -198,15 +284,20 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
             Op::Read(r) | Op::Write(r) => {
                 let write = matches!(op, Op::Write(_));
                 let list = log.entry(r).or_default();
+                // Units of one role do not race with each other: their own ordering (the
+                // warpgroup's barriers, wgmma) is the kernel's business.
                 for a in list.iter() {
-                    if a.role != i && (write || a.write) && a.epoch > clock[i][a.role] {
+                    if role_of[a.role] != role_of[i]
+                        && (write || a.write)
+                        && a.epoch > clock[i][a.role]
+                    {
                         return Err(Fault::Race(format!(
                             "{:?}: {} {} (op {}) unordered with {} {} (op {})",
                             r,
-                            p.roles[i].name,
+                            name(i),
                             if write { "write" } else { "read" },
                             pc[i],
-                            p.roles[a.role].name,
+                            name(a.role),
                             if a.write { "write" } else { "read" },
                             a.at
                         )));
@@ -224,7 +315,7 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
     }
     for (b, ph) in &phases {
         if !ph.arrived.is_empty() {
-            let who: Vec<&str> = ph.arrived.iter().map(|&i| p.roles[i].name).collect();
+            let who: Vec<String> = ph.arrived.iter().map(|&i| name(i)).collect();
             return Err(Fault::Dangling(format!(
                 "barrier {b} ends with arrivals from {who:?}"
             )));
@@ -233,10 +324,16 @@ pub fn run(p: &Protocol, seed: u64) -> Result<(), Fault> {
     Ok(())
 }
 
-/// `runs` interleavings (seeds 0..runs); the first fault, with its seed.
+/// `runs` interleavings (seeds 0..runs) with each role one unit; the first fault, with its
+/// seed.
 pub fn explore(p: &Protocol, runs: u64) -> Result<(), (u64, Fault)> {
+    explore_with(p, runs, Units::Roles)
+}
+
+/// `runs` interleavings (seeds 0..runs) with roles or warps as the units.
+pub fn explore_with(p: &Protocol, runs: u64, units: Units) -> Result<(), (u64, Fault)> {
     for s in 0..runs {
-        run(p, s).map_err(|f| (s, f))?;
+        run_with(p, s, units).map_err(|f| (s, f))?;
     }
     Ok(())
 }
@@ -293,6 +390,9 @@ pub fn ssd_v4(nc: usize) -> Protocol {
     ssd_roles(r0, r1, state, [(0, 3), (1, 2), (2, 2), (3, 2), (4, 2)])
 }
 
+/// Row warpgroup 0's own barrier in v5-v7 (`SSD5_WG0`, 128 threads).
+const WG0: u8 = 10;
+
 /// The fused SSD kernels' three roles (row warpgroups 0 and 1, the state warpgroup) with the
 /// parties of each barrier id.
 fn ssd_roles(
@@ -345,7 +445,13 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     let mut state = vec![];
     if nc > 0 {
         // Row warpgroup 0 copies chunk 0, waits for it (and its own barrier 10), releases it.
-        r0.extend([Write(st(0)), Write(st(0)), Arrive(lr(0)), Arrive(ls(0))]);
+        r0.extend([
+            Write(st(0)),
+            Write(st(0)),
+            Sync(WG0),
+            Arrive(lr(0)),
+            Arrive(ls(0)),
+        ]);
     }
     for c in 0..nc {
         let p = c & 1;
@@ -371,7 +477,12 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
                 }
             } else if c + 1 < nc {
                 // wait_group 0 on chunk c + 1's copies, proxy fence, barrier 10, release.
-                ops.extend([Write(st(c + 1)), Arrive(lr(p ^ 1)), Arrive(ls(p ^ 1))]);
+                ops.extend([
+                    Write(st(c + 1)),
+                    Sync(WG0),
+                    Arrive(lr(p ^ 1)),
+                    Arrive(ls(p ^ 1)),
+                ]);
             }
         }
         state.push(Sync(ls(p)));
@@ -388,7 +499,8 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     }
     let parties = (0..2)
         .flat_map(|p| [(lr(p), 2), (ls(p), 2), (sf(p), 3)])
-        .chain((0..3).map(|k| (xfull(k), 2)));
+        .chain((0..3).map(|k| (xfull(k), 2)))
+        .chain([(WG0, 1)]);
     ssd_roles(r0, r1, state, parties)
 }
 
@@ -448,9 +560,13 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
     let mut r1 = vec![];
     let mut state = vec![];
     if nc > 0 {
-        // warp 0 issues chunk 0 (the TMA's writes, then lane 0 arms full[0])
+        // barrier 10 (dvec written), warp 0 issues chunk 0 (the TMA's writes, then lane 0 arms
+        // full[0]), every warp waits for it, LR
         r0.extend([
+            Sync(WG0),
+            Lead,
             Write(st(0)),
+            Lead,
             MbarArrive(full(0)),
             MbarWait(full(0)),
             Arrive(1),
@@ -474,7 +590,8 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
                 if c + 1 >= 2 {
                     ops.push(Sync(sf(p ^ 1)));
                 }
-                ops.extend([Write(st(c + 1)), MbarArrive(full(c + 1))]); // TMA issue
+                ops.extend([Lead, Write(st(c + 1)), Lead, MbarArrive(full(c + 1))]);
+                // warp 0
             }
             let k = 2 * c + r;
             ops.push(Sync(xfull(k)));
@@ -505,7 +622,8 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
         }
     }
     // LR once, W0D 3-4, SF, XFULL by half k % 6
-    let parties = std::iter::once((1, 2))
+    let parties = [(1, 2), (WG0, 1)]
+        .into_iter()
         .chain((0..2).flat_map(|p| [(3 + p as u8, 2), (sf(p), 3)]))
         .chain((0..6).map(|k| (xfull(k), 2)));
     ssd_roles(r0, r1, state, parties)
@@ -540,7 +658,7 @@ pub fn moe_xw(nsi: usize, p: usize, xs: usize, end: XwEnd) -> Protocol {
     // Barrier ids as in the kernel: FULL 1 + b, EMPTY 1 + xs + b, EPIB 2 + 2 xs, FIN 3 + 2 xs.
     let full = |b: usize| (1 + b) as u8;
     let empty = |b: usize| (1 + xs + b) as u8;
-    let (epib, fin) = ((2 + 2 * xs) as u8, (3 + 2 * xs) as u8);
+    let (prod_bar, epib, fin) = ((1 + 2 * xs) as u8, (2 + 2 * xs) as u8, (3 + 2 * xs) as u8);
     // Every region in two parts: the bytes under consumer warpgroup 0's columns of the f32 tile
     // and those under warpgroup 1's (the tile's rows interleave both over all of shared memory).
     let part = |name: &'static str, i: usize, c: usize| Region(name, (2 * i + c) as u8);
@@ -559,6 +677,7 @@ pub fn moe_xw(nsi: usize, p: usize, xs: usize, end: XwEnd) -> Protocol {
     for s in 0..nsi {
         let sl = s % p;
         w(&mut prod, "xraw", sl); // stage s's copies complete (wait_group P - 2)
+        prod.push(Sync(prod_bar)); // PROD: every producer thread's part of stage s landed
         if s + p - 1 < nsi {
             w(&mut prod, "xraw", (s + p - 1) % p); // issued into stage s - 1's slot
         }
@@ -625,10 +744,22 @@ pub fn moe_xw(nsi: usize, p: usize, xs: usize, end: XwEnd) -> Protocol {
     }
     parties.insert(fin, 3);
     parties.insert(epib, if end == XwEnd::FinShared { 3 } else { 2 });
-    Protocol::new(
+    parties.insert(prod_bar, 1);
+    let proto = Protocol::new(
         vec![("producers", prod), ("consumers0", c0), ("consumers1", c1)],
         parties,
     )
+    .with_warps("producers", 8);
+    // The kernel's counts: FULL, EMPTY, FIN 512; PROD 256; EPIB 256 (the consumers) or 512.
+    let mut proto = proto;
+    for b in 0..xs {
+        proto = proto.with_threads(full(b), 512).with_threads(empty(b), 512);
+    }
+    let epib_threads = if end == XwEnd::FinShared { 512 } else { 256 };
+    proto
+        .with_threads(fin, 512)
+        .with_threads(prod_bar, 256)
+        .with_threads(epib, epib_threads)
 }
 
 #[cfg(test)]
@@ -637,11 +768,14 @@ mod tests {
 
     const RUNS: u64 = 1500;
 
-    /// `protocol(nc)` is ordered and deadlock-free for 0..=8 chunks.
+    /// `protocol(nc)` is ordered and deadlock-free for 0..=8 chunks, with each role one unit
+    /// and with each warp its own.
     fn ordered_for_0_to_8_chunks(name: &str, protocol: fn(usize) -> Protocol) {
         for nc in 0..=8 {
-            if let Err((seed, f)) = explore(&protocol(nc), RUNS) {
-                panic!("{name}, {nc} chunks, seed {seed}: {f:?}");
+            for units in [Units::Roles, Units::Warps] {
+                if let Err((seed, f)) = explore_with(&protocol(nc), RUNS, units) {
+                    panic!("{name}, {nc} chunks, {units:?}, seed {seed}: {f:?}");
+                }
             }
         }
     }
@@ -677,6 +811,29 @@ mod tests {
                 "{f:?}: {e:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_barrier_count_short_of_its_warps_is_caught() {
+        // SF (ids 5, 6) counted as 256 threads where 384 take part: under warps, a phase
+        // completes with 8 of the 12 warps, so row warpgroup 0 can reload a stage the others
+        // still read (the role model, in whole roles, cannot see a thread count).
+        let short = || ssd_v5(6).with_threads(5, 256).with_threads(6, 256);
+        assert_eq!(explore(&short(), RUNS), Ok(()));
+        let e = explore_with(&short(), RUNS, Units::Warps).unwrap_err();
+        assert!(
+            matches!(
+                e.1,
+                Fault::Race(_) | Fault::DoubleArrival(_) | Fault::Dangling(_)
+            ),
+            "{e:?}"
+        );
+        // Warp 0 alone arms the stage's mbarrier: if every warp of row warpgroup 0 armed it, a
+        // reader could pass a phase whose copies were not issued yet.
+        let mut every = ssd_v7(4);
+        every.roles[0].ops.retain(|op| *op != Op::Lead);
+        let e = explore_with(&every, RUNS, Units::Warps).unwrap_err();
+        assert!(matches!(e.1, Fault::Race(_) | Fault::Aba(_)), "{e:?}");
     }
 
     #[test]
@@ -740,8 +897,13 @@ mod tests {
         for (p, xs) in [(4, 2), (3, 3), (4, 3)] {
             for nsi in 1..=9 {
                 for end in [XwEnd::Session34, XwEnd::Fin, XwEnd::FinShared] {
-                    if let Err((seed, f)) = explore(&moe_xw(nsi, p, xs, end), RUNS) {
-                        panic!("xw P {p} XS {xs}, {nsi} steps, {end:?}, seed {seed}: {f:?}");
+                    for units in [Units::Roles, Units::Warps] {
+                        if let Err((seed, f)) = explore_with(&moe_xw(nsi, p, xs, end), RUNS, units)
+                        {
+                            panic!(
+                                "xw P {p} XS {xs}, {nsi} steps, {end:?}, {units:?}, seed {seed}: {f:?}"
+                            );
+                        }
                     }
                 }
             }
