@@ -76,6 +76,26 @@ __device__ __forceinline__ void duet_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(NPENDING) : "memory");
 }
 
+// ---- schedule jitter (race hunting; off unless DUET_NVRTC_DEFINES=DUET_JITTER=NS) ----
+// duet_jitter(): a warp-uniform pause of up to ~NS ns at a hand-over point (a quarter of the
+// calls, drawn from the SM clock, the block and the warp), so the roles of a warp-specialised
+// kernel meet their barriers in orders a plain run rarely shows. A protocol that orders its
+// accesses gives the same bits under any jitter; one that does not shows it here (sessions 19-37:
+// racecheck reports on named-barrier hand-overs that the protocol model finds ordered). Call it
+// only where the whole warp is (a __syncwarp and a shuffle inside).
+#ifdef DUET_JITTER
+__device__ __forceinline__ void duet_jitter() {
+    __syncwarp();
+    u32 r = (u32)clock64() ^ (blockIdx.x * 0x9E3779B9u) ^ ((threadIdx.x >> 5) * 0x85EBCA6Bu);
+    r *= 0xC2B2AE35u;
+    r ^= r >> 15;
+    r = __shfl_sync(0xffffffffu, r, 0);
+    if ((r & 3u) == 0) __nanosleep((r >> 2) % (u32)(DUET_JITTER));
+}
+#else
+__device__ __forceinline__ void duet_jitter() {}
+#endif
+
 // ---- mbarrier + bulk copy engine (sm_90): cp.async.bulk global -> shared completing on an
 // mbarrier (16-byte aligned addresses, sizes a multiple of 16); a phase completes when its
 // arrivals are in and the expected bytes have landed (wait on the phase parity) ----
@@ -523,6 +543,7 @@ __device__ __forceinline__ u64 wg_desc(const void* smem, u32 lbo, u32 sbo) {
 __device__ __forceinline__ void wg_fence_smem() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+#ifndef DUET_RC_NO_WGMMA
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -534,3 +555,10 @@ __device__ __forceinline__ void wg_wait0() {
 __device__ __forceinline__ void wg_wait1() {
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
+#else
+// racecheck bisection builds only (ssd_chunk_scan.cu, scripts/calls/s38c1.sh): no wgmma at all
+__device__ __forceinline__ void wg_fence() {}
+__device__ __forceinline__ void wg_commit() {}
+__device__ __forceinline__ void wg_wait0() {}
+__device__ __forceinline__ void wg_wait1() {}
+#endif

@@ -2284,7 +2284,10 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
             asm volatile("bar.sync %0, 256;\n" ::"n"(PROD) : "memory");
             issue(s + P - 1, prev);  // the slot of stage s - 1: every producer thread is past it
             const int b = s % XS;
-            if (s >= XS) asm volatile("bar.sync %0, 512;\n" ::"r"(1 + XS + b) : "memory");  // EMPTY(b)
+            if (s >= XS) {
+                asm volatile("bar.sync %0, 512;\n" ::"r"(1 + XS + b) : "memory");  // EMPTY(b)
+                duet_jitter();  // (DUET_JITTER builds only: race hunting, common.cuh)
+            }
             // x64's decode: unit u = tid + 256 c: token n (8 consecutive tokens a quarter-warp;
             // tokens 64 c .. 64 c + 63), word j of the token's four quarters -> the core-matrix
             // rows of k16 steps 2 j, 2 j + 1.
@@ -2317,12 +2320,14 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
                             make_uint4(v[0][2 * h + kc], v[1][2 * h + kc], v[2][2 * h + kc], v[3][2 * h + kc]);
             }
             wg_fence_smem();
+            duet_jitter();
             asm volatile("bar.arrive %0, 512;\n" ::"r"(1 + b) : "memory");  // FULL(b)
             slot = next;
         }
         duet_cp_async_wait<0>();
         asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
         if constexpr (EW != 512) return;
+        duet_jitter();
         asm volatile("bar.sync %0, 512;\n" ::"n"(EPIB) : "memory");  // the tile is written
         // the consumers are down to EREG by now (before EPIB): take as many
         asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(EREG) : "memory");
@@ -2376,6 +2381,7 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
                 const u32 wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
                 const int b = s % XS;
                 asm volatile("bar.sync %0, 512;\n" ::"r"(1 + b) : "memory");  // FULL(b)
+                duet_jitter();
                 // EMPTY of step s - 1's tile, arrived at below once its groups are complete (only
                 // tiles the producer refills); branch-free between the wgmma groups (a branch there
                 // made ptxas serialize them: C7513)
@@ -2439,6 +2445,7 @@ __device__ __forceinline__ void moe_xw_body(const GemmArgs& a) {
         duet_cp_async_wait<0>();
         // every thread is done with the x tiles and the ring (wgmma reads, tile stores, cp.async)
         asm volatile("bar.sync %0, 512;\n" ::"n"(FIN) : "memory");
+        duet_jitter();
         if constexpr (EW == 512) {
             moe_x_epi_tile<EPI, NT, NT, PT>(a, acc, x_smem, e, 64 * nsel);
             // the accumulators are in the tile: down to EREG for the stores (the producers take

@@ -1063,10 +1063,16 @@ static_assert(sizeof(Ssd3Smem) == 202016, "V3_SMEM_BYTES in gpu/src/ops/ssd_chun
 __device__ __forceinline__ int ssd3_off(int r, int sg, int segs) {
     return ((r >> 3) * segs + sg) * 128 + (r & 7) * 16;
 }
+// Racecheck bisection builds (scripts/calls/s38c1.sh; wrong results, never a default):
+// DUET_NVRTC_DEFINES=DUET_RC_NO_WGMMA drops every wgmma (common.cuh's fences / commits / waits
+// too), DUET_RC_NO_LOADS every cp.async stage load (v3-v5), so racecheck sees the hand-overs
+// with fewer of the kernel's other shared-memory users, between the hand-over probe and the
+// kernel.
 // D (64 x 64 f32) (+)= A (64 x 16, shared memory, K-major) . B (16 x 64, shared memory,
 // K-major); SCALE_D 0 ignores D's old value.
 template <int SCALE_D>
 __device__ __forceinline__ void ssd3_ss_n64(float* d, u64 da, u64 db) {
+#ifndef DUET_RC_NO_WGMMA
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -1075,11 +1081,13 @@ __device__ __forceinline__ void ssd3_ss_n64(float* d, u64 da, u64 db) {
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "l"(da), "l"(db), "n"(SCALE_D)
         : "memory");
+#endif
 }
 // D (64 x 64 f32) (+)= A (64 x 16 bf16, registers: mma.sync's A fragment per warp) . B (16 x 64,
 // shared memory; TB 0: K-major, 1: N-major); SCALE_D 0 ignores D's old value.
 template <int SCALE_D, int TB>
 __device__ __forceinline__ void ssd3_rs_n64(float* d, const u32* a, u64 db) {
+#ifndef DUET_RC_NO_WGMMA
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
@@ -1088,9 +1096,11 @@ __device__ __forceinline__ void ssd3_rs_n64(float* d, const u32* a, u64 db) {
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(SCALE_D), "n"(TB)
         : "memory");
+#endif
 }
 // D (64 x 128 f32) += A (64 x 16 bf16, registers) . B (16 x 128, shared memory, N-major).
 __device__ __forceinline__ void ssd3_rs_n128_t(float* d, const u32* a, u64 db) {
+#ifndef DUET_RC_NO_WGMMA
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
@@ -1099,6 +1109,7 @@ __device__ __forceinline__ void ssd3_rs_n128_t(float* d, const u32* a, u64 db) {
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
         : "memory");
+#endif
 }
 // Pins n accumulator registers: no use moves across this point (after a wait).
 template <int N>
@@ -1125,6 +1136,9 @@ __device__ __forceinline__ void ssd3_load_stage(Ssd3Stage* st, const u16* x, con
                                                 const u16* Cm, const Ssd2Tok* tok,
                                                 const SsdDims& s, i64 b, i64 h, i64 g, i64 c,
                                                 int tid) {
+#ifdef DUET_RC_NO_LOADS
+    return;  // racecheck bisection only (scripts/calls/s38c1.sh): the stage stays unwritten
+#endif
     static_assert(NT % 128 == 0, "NT");
     const i64 t0 = c * SSD2_Q;
     const int qc = (int)min((i64)SSD2_Q, s.L - t0);
@@ -1522,12 +1536,21 @@ static_assert(sizeof(Ssd4Smem) == 204064, "V4_SMEM_BYTES in gpu/src/ops/ssd_chun
                         // arrive), before warpgroup 0 loads it again (syncs): 384
 #define SSD5_XFULL0 7   // 7 .. 9: X half slot s written (the state arrives, its reader syncs: 256)
 #define SSD5_WG0 10     // row warpgroup 0 alone (128): its copies of a stage are all done
+// (duet_jitter: before an arrival, after a sync; nothing unless DUET_JITTER is defined)
 template <int ID, int N, bool ARRIVE>
 __device__ __forceinline__ void ssd5_bar() {
-    if (ARRIVE)
+    if (ARRIVE) {
+        duet_jitter();
         asm volatile("barrier.arrive %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
-    else
+    } else {
         asm volatile("barrier.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory");
+        duet_jitter();
+    }
+}
+// A stage's full barrier (v6 / v7), every thread of the warp; jitter after it.
+__device__ __forceinline__ void ssd6_full_wait(u64* bar, u32 parity) {
+    duet_mbar_wait(bar, parity);
+    duet_jitter();
 }
 // Barrier ID0 + i, i in 0 .. 1 (warp-uniform).
 template <int ID0, int N, bool ARRIVE>
@@ -1686,6 +1709,7 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
     const int ia = 64 * R + 16 * w + g, ib = ia + 8;
     // Barrier 1 + R: the state warpgroup has written this warpgroup's rows of X.
     asm volatile("bar.sync %0, 256;\n" ::"n"(1 + R) : "memory");
+    duet_jitter();
     if (z)
         ssd4_epilogue<true>(acc, st, xch, 0, dvec, z, zdt, y, ybase, yrow, ia, ib, qc, t);
     else
@@ -1693,7 +1717,10 @@ __device__ __forceinline__ void ssd4_rows(const Ssd3Stage* st, const float* xch,
     // Barrier 3 + R: this warpgroup's rows of xch are read; the state warpgroup may overwrite
     // them with the next chunk's X (racecheck, session 19 call 6, did not take barrier 0 as
     // ordering these reads before those writes; this barrier states it).
-    if (nx.st) asm volatile("bar.arrive %0, 256;\n" ::"n"(3 + R) : "memory");
+    if (nx.st) {
+        duet_jitter();
+        asm volatile("bar.arrive %0, 256;\n" ::"n"(3 + R) : "memory");
+    }
 }
 
 // State warpgroup: X^T = S · C^T (S split into bf16 hi + lo per k-step, one 64-column half of l
@@ -1728,6 +1755,7 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
                 asm volatile("bar.sync 3, 256;\n" ::: "memory");
             else
                 asm volatile("bar.sync 4, 256;\n" ::: "memory");
+            duet_jitter();
         }
 #pragma unroll
         for (int kk = 0; kk < 8; ++kk) {
@@ -1783,6 +1811,7 @@ __device__ __forceinline__ void ssd4_state_t(const Ssd3Stage* st, float* xch, fl
                 xch[l * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 2] * e.x;
                 xch[(l + 1) * SSD4_XCH_ROW + pa + 8] = xa[4 * j + 3] * e.y;
             }
+            duet_jitter();
             if (lh == 0)
                 asm volatile("bar.arrive 1, 256;\n" ::: "memory");
             else
@@ -1931,9 +1960,9 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
         const int cur = c & 1;
         if (R == 1) {
             if (!DEC || c == 0) ssd5_bar2<SSD5_LR0, 256, false>(cur);
-            if constexpr (TMA) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
+            if constexpr (TMA) ssd6_full_wait(&sm->full[cur], (u32)(c >> 1) & 1);
         } else if constexpr (DEC) {
-            if (c > 0) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
+            if (c > 0) ssd6_full_wait(&sm->full[cur], (u32)(c >> 1) & 1);
         }
         const i64 t0 = (i64)c * SSD2_Q;
         const int qc = (int)min((i64)SSD2_Q, s.L - t0);
@@ -1968,7 +1997,7 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
         } else if (c + 1 < nc) {
             // Chunk c + 1's copies (issued during M · x) are done: release its stage.
             if constexpr (TMA) {
-                duet_mbar_wait(&sm->full[cur ^ 1], (u32)((c + 1) >> 1) & 1);
+                ssd6_full_wait(&sm->full[cur ^ 1], (u32)((c + 1) >> 1) & 1);
             } else {
                 duet_cp_async_wait<0>();
                 wg_fence_smem();
@@ -2021,7 +2050,7 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
         for (int c = 0; c < nc; ++c) {
             const int cur = c & 1;
             if constexpr (!DEC) ssd5_bar2<SSD5_LS0, 256, false>(cur);
-            if constexpr (TMA) duet_mbar_wait(&sm->full[cur], (u32)(c >> 1) & 1);
+            if constexpr (TMA) ssd6_full_wait(&sm->full[cur], (u32)(c >> 1) & 1);
             if constexpr (DEC) {
                 ssd4_state_t<true, true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0, k6,
                                          c >= 1 ? (c - 1) & 1 : -1);
@@ -2047,7 +2076,7 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
                 if (warp == 0)
                     ssd6_load_stage(&sm->st[0], tm, tok + (b * nc) * s.H + h, b, h, g, 0, lane,
                                     &sm->full[0]);
-                duet_mbar_wait(&sm->full[0], 0);
+                ssd6_full_wait(&sm->full[0], 0);
                 ssd5_bar<SSD5_LR0, 256, true>();
                 if constexpr (!DEC) ssd5_bar<SSD5_LS0, 256, true>();
             }

@@ -5,21 +5,16 @@
 # short limit first (a hand-over gap hangs), then mamba_ssd's fused tests (every version),
 # ssd_4k / ssd_50k twice (v6 = 2597-2606 us at 50k in session 37), ncu source counters on
 # ssd7 (scripts: the role split by SASS address, gpu/NOTES.md session 37), racecheck on v7
-# alone, racecheck on the v5 hand-over probe, v7 past 2^31. Worst case 60 + 150 + 2 x 120 + 150 +
-# 150 + 120 + 150 s; expected ~320 s.
-# Build: scripts/devbin-quick.sh "mamba_ssd gpu_index64" "ssd_chunk_scan"; carry
-# [".devbin.tar.xz"].
+# alone, v7 past 2^31. Worst case 60 + 150 + 2 x 120 + 150 + 150 + 150 s; expected ~300 s.
+# Build: scripts/devbin-quick.sh "mamba_ssd gpu_index64" "ssd_chunk_scan" (or session 38's
+# larger carry for s38c1.sh, which serves both); carry [".devbin.tar.xz"].
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
 run ssd-oracle 60 env DUET_MAMBA_TEST_VERSIONS=v6,v7 $B/tests/mamba_ssd --ignored --test-threads 1 \
     ssd_v2_matches_sequential_oracle
 grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
-# v5 / v6's X-slot protocol alone (no wgmma, no TMA) on v5's grid and shared memory: does
-# racecheck report it? (session 37 call 9 reported v5 / v6's slot hand-over)
-run racecheck-probe5 120 compute-sanitizer --tool racecheck --print-limit 10 \
-    $B/tests/mamba_ssd --ignored --test-threads 1 v5_handover_probe
-grep -h "RACECHECK SUMMARY\|test result" $OUT/racecheck-probe5.log | sed "s/^/probe5 /" >> $OUT/summary.txt
+# (the v5 hand-over probe under racecheck: scripts/calls/s38c1.sh runs it, run that first)
 if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then
     run ssd-v2 150 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2
     grep -h "test result\|FAILED\|panicked" $OUT/ssd-v2.log | head -20 >> $OUT/summary.txt
