@@ -18,8 +18,8 @@
 //! asynchronous copy is a write at its issue and again where it is waited for; a wgmma's
 //! operand reads are reads where its group is waited for (they are over by then).
 //!
-//! Programs here: [`ssd_v4`], [`ssd_v5`] (also v6's: the same named barriers, plus the TMA's
-//! mbarrier waits) and [`ssd_v7`] (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
+//! Programs here: [`ssd_v4`], [`ssd_v5`], [`ssd_v6`] (v5's named barriers, the TMA's issue by
+//! warp 0 and mbarrier waits) and [`ssd_v7`] (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
 //! xw GEMM forms of gpu/kernels/moe.cu, session 34's end and session 35's). Racecheck reported
 //! SSD v4's xch reads against the state's xch writes (sessions 19 / 22) and the xw forms'
 //! producer x-tile stores against the epilogue tile (session 34); the model finds both
@@ -47,6 +47,11 @@ pub enum Op {
     /// The next op is warp 0's alone (the TMA's issue, an mbarrier's arming); a no-op for a
     /// role that is one unit.
     Lead,
+    /// A copy through the TMA issued: the bytes are written by the copy engine (an agent of its
+    /// own, ordered after the issuer's accesses so far), seen by a unit only through a wait on
+    /// the mbarrier the issuer arms next ([`Op::MbarArrive`]), not through the issuer's later
+    /// barrier arrivals; the issuing role's own reads need that wait too.
+    AsyncWrite(Region),
 }
 
 /// One warpgroup's program.
@@ -177,9 +182,15 @@ pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
     }
     let counts = unit_counts(p, units);
     let n = role_of.len();
+    // unit ag: the TMA (the copy engine), writer of every AsyncWrite; a role of its own
+    let ag = n;
+    role_of.push(p.roles.len());
+    warp_of.push(0);
     let ops = |u: usize| &p.roles[role_of[u]].ops;
     let name = |u: usize| {
-        if units == Units::Warps {
+        if u == ag {
+            "the TMA".to_string()
+        } else if units == Units::Warps {
             format!("{} warp {}", p.roles[role_of[u]].name, warp_of[u])
         } else {
             p.roles[role_of[u]].name.to_string()
@@ -189,8 +200,8 @@ pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
     let mut pc = vec![0usize; n];
     let mut blocked = vec![false; n];
     // clock[i][j]: the latest epoch of unit j that unit i has seen (own epoch at [i][i]).
-    let mut clock: Vec<Vec<i64>> = (0..n)
-        .map(|i| (0..n).map(|j| if i == j { 0 } else { -1 }).collect())
+    let mut clock: Vec<Vec<i64>> = (0..=n)
+        .map(|i| (0..=n).map(|j| if i == j { 0 } else { -1 }).collect())
         .collect();
     let mut phases: HashMap<u8, Phase> = HashMap::new();
     let mut log: HashMap<Region, Vec<Access>> = HashMap::new();
@@ -231,7 +242,7 @@ pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
             Op::Arrive(b) | Op::Sync(b) => {
                 let count = *counts.get(&b).ok_or(Fault::UnknownBarrier(b))?;
                 let ph = phases.entry(b).or_insert_with(|| Phase {
-                    acc: vec![-1; n],
+                    acc: vec![-1; n + 1],
                     ..Default::default()
                 });
                 if ph.arrived.contains(&i) {
@@ -257,14 +268,17 @@ pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
                     phases.insert(
                         b,
                         Phase {
-                            acc: vec![-1; n],
+                            acc: vec![-1; n + 1],
                             ..Default::default()
                         },
                     );
                 }
             }
             Op::MbarArrive(b) => {
-                mbar_done.entry(b).or_default().push(clock[i].clone());
+                // the arming thread's release and the copies issued so far (complete_tx)
+                let mut c = clock[i].clone();
+                join(&mut c, &clock[ag]);
+                mbar_done.entry(b).or_default().push(c);
                 clock[i][i] += 1;
             }
             Op::MbarWait(b) => {
@@ -281,22 +295,32 @@ pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
                 join(&mut clock[i], &done[*k]);
                 *k += 1;
             }
-            Op::Read(r) | Op::Write(r) => {
-                let write = matches!(op, Op::Write(_));
+            Op::Read(r) | Op::Write(r) | Op::AsyncWrite(r) => {
+                let write = !matches!(op, Op::Read(_));
+                // the accessing unit: the TMA for an AsyncWrite (issued by unit i)
+                let u = if let Op::AsyncWrite(_) = op {
+                    let ci = clock[i].clone();
+                    join(&mut clock[ag], &ci);
+                    clock[ag][ag] += 1;
+                    ag
+                } else {
+                    i
+                };
                 let list = log.entry(r).or_default();
                 // Units of one role do not race with each other: their own ordering (the
                 // warpgroup's barriers, wgmma) is the kernel's business.
                 for a in list.iter() {
-                    if role_of[a.role] != role_of[i]
+                    if role_of[a.role] != role_of[u]
                         && (write || a.write)
-                        && a.epoch > clock[i][a.role]
+                        && a.epoch > clock[u][a.role]
                     {
                         return Err(Fault::Race(format!(
-                            "{:?}: {} {} (op {}) unordered with {} {} (op {})",
+                            "{:?}: {} {} (op {} of {}) unordered with {} {} (op {})",
                             r,
-                            name(i),
+                            name(u),
                             if write { "write" } else { "read" },
                             pc[i],
+                            name(i),
                             name(a.role),
                             if a.write { "write" } else { "read" },
                             a.at
@@ -304,8 +328,8 @@ pub fn run_with(p: &Protocol, seed: u64, units: Units) -> Result<(), Fault> {
                     }
                 }
                 list.push(Access {
-                    role: i,
-                    epoch: clock[i][i],
+                    role: u,
+                    epoch: clock[u][u],
                     write,
                     at: pc[i],
                 });
@@ -504,6 +528,76 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
     ssd_roles(r0, r1, state, parties)
 }
 
+/// SSD v6 (`ssd6_fused_p64_n128`: `ssd5_body<true>`, v5's named barriers with the stage loads
+/// through the TMA) over `nc` chunks: warp 0 of row warpgroup 0 issues a stage's copies and lane 0
+/// arms its mbarrier (full[c % 2]); row warpgroup 0 waits on it before releasing the stage (LR /
+/// LS), row warpgroup 1 and the state wait on it after their LR / LS.
+pub fn ssd_v6(nc: usize) -> Protocol {
+    use Op::*;
+    let (lr, ls, sf) = (
+        |p: usize| 1 + p as u8,
+        |p: usize| 3 + p as u8,
+        |p: usize| 5 + p as u8,
+    );
+    let slot = |k: usize| (k % 3) as u8;
+    let xfull = |k: usize| 7 + slot(k);
+    let full = |c: usize| 20 + (c & 1) as u8;
+    let st = |c: usize| Region("stage", (c & 1) as u8);
+    let xch = |k: usize| Region("xch", slot(k));
+    let dvec = Region("dvec", 0);
+    let issue = |c: usize| [Lead, AsyncWrite(st(c)), Lead, MbarArrive(full(c))];
+    let mut r0 = vec![Write(dvec), Sync(WG0)];
+    let mut r1 = vec![];
+    let mut state = vec![];
+    if nc > 0 {
+        r0.extend(issue(0));
+        r0.extend([MbarWait(full(0)), Arrive(lr(0)), Arrive(ls(0))]);
+    }
+    for c in 0..nc {
+        let p = c & 1;
+        for (r, ops) in [&mut r0, &mut r1].into_iter().enumerate() {
+            if r == 1 {
+                ops.extend([Sync(lr(p)), MbarWait(full(c))]);
+            }
+            ops.push(Read(st(c))); // G, M · x
+            if r == 0 && c + 1 < nc {
+                if c + 1 >= 2 {
+                    ops.push(Sync(sf(p ^ 1)));
+                }
+                ops.extend(issue(c + 1)); // during M · x
+            }
+            let k = 2 * c + r;
+            ops.push(Sync(xfull(k)));
+            ops.push(Read(xch(k)));
+            ops.push(Read(st(c)));
+            ops.push(Read(dvec));
+            if r == 1 {
+                if c + 2 < nc {
+                    ops.push(Arrive(sf(p)));
+                }
+            } else if c + 1 < nc {
+                ops.extend([MbarWait(full(c + 1)), Arrive(lr(p ^ 1)), Arrive(ls(p ^ 1))]);
+            }
+        }
+        state.extend([Sync(ls(p)), MbarWait(full(c))]);
+        for lh in 0..2 {
+            let k = 2 * c + lh;
+            state.push(Read(st(c))); // C
+            state.push(Write(xch(k)));
+            state.push(Arrive(xfull(k)));
+        }
+        state.push(Read(st(c))); // x, B (the update)
+        if c + 2 < nc {
+            state.push(Arrive(sf(p)));
+        }
+    }
+    let parties = (0..2)
+        .flat_map(|p| [(lr(p), 2), (ls(p), 2), (sf(p), 3)])
+        .chain((0..3).map(|k| (xfull(k), 2)))
+        .chain([(WG0, 1)]);
+    ssd_roles(r0, r1, state, parties)
+}
+
 /// The ways [`ssd_v7_with`] can be broken on purpose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum V7Fault {
@@ -565,7 +659,7 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
         r0.extend([
             Sync(WG0),
             Lead,
-            Write(st(0)),
+            AsyncWrite(st(0)),
             Lead,
             MbarArrive(full(0)),
             MbarWait(full(0)),
@@ -590,8 +684,8 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
                 if c + 1 >= 2 {
                     ops.push(Sync(sf(p ^ 1)));
                 }
-                ops.extend([Lead, Write(st(c + 1)), Lead, MbarArrive(full(c + 1))]);
-                // warp 0
+                // warp 0: the TMA issue, lane 0 arms full
+                ops.extend([Lead, AsyncWrite(st(c + 1)), Lead, MbarArrive(full(c + 1))]);
             }
             let k = 2 * c + r;
             ops.push(Sync(xfull(k)));
@@ -783,6 +877,25 @@ mod tests {
     #[test]
     fn ssd_v5_protocol_is_ordered_and_deadlock_free() {
         ordered_for_0_to_8_chunks("v5", ssd_v5);
+    }
+
+    #[test]
+    fn ssd_v6_protocol_is_ordered_and_deadlock_free() {
+        ordered_for_0_to_8_chunks("v6", ssd_v6);
+    }
+
+    #[test]
+    fn a_missing_wait_on_the_tma_is_caught() {
+        // Row warpgroup 0 (v6: releasing a stage through LR / LS; v7: reading it) without
+        // waiting on the stage's mbarrier: the TMA's writes are not ordered before the reads
+        // (the issuer's own arrivals do not carry the copy engine's writes).
+        for mut p in [ssd_v6(4), ssd_v7(4)] {
+            p.roles[0].ops.retain(|op| !matches!(op, Op::MbarWait(_)));
+            for units in [Units::Roles, Units::Warps] {
+                let e = explore_with(&p, RUNS, units).unwrap_err();
+                assert!(matches!(e.1, Fault::Race(_)), "{units:?}: {e:?}");
+            }
+        }
     }
 
     #[test]
