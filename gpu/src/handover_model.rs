@@ -404,9 +404,7 @@ pub fn ssd_v4(nc: usize) -> Protocol {
             if c > 0 {
                 state.push(Sync(3 + lh));
             }
-            state.push(Read(st(c))); // C
-            state.push(Write(xch(lh as usize)));
-            state.push(Arrive(1 + lh));
+            state_half(&mut state, st(c), xch(lh as usize), 1 + lh);
         }
         state.push(Read(st(c))); // x, B (the update)
     }
@@ -416,6 +414,21 @@ pub fn ssd_v4(nc: usize) -> Protocol {
 
 /// Row warpgroup 0's own barrier in v5-v7 (`SSD5_WG0`, 128 threads).
 const WG0: u8 = 10;
+
+/// A row warpgroup's epilogue of X half `k`: its slot once XFULL, the stage's x, D.
+fn row_epilogue(ops: &mut Vec<Op>, xfull: u8, xch: Region, st: Region, dvec: Region) {
+    ops.extend([Op::Sync(xfull), Op::Read(xch), Op::Read(st), Op::Read(dvec)]);
+}
+
+/// Warp 0's TMA issue of a stage: the copies, then lane 0 arms the stage's mbarrier.
+fn tma_issue(st: Region, full: u8) -> [Op; 4] {
+    [Op::Lead, Op::AsyncWrite(st), Op::Lead, Op::MbarArrive(full)]
+}
+
+/// The state's X half: C from the stage, X into the half's slot, released by XFULL.
+fn state_half(ops: &mut Vec<Op>, st: Region, xch: Region, xfull: u8) {
+    ops.extend([Op::Read(st), Op::Write(xch), Op::Arrive(xfull)]);
+}
 
 /// The fused SSD kernels' three roles (row warpgroups 0 and 1, the state warpgroup) with the
 /// parties of each barrier id.
@@ -491,10 +504,7 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
                 ops.push(Write(st(c + 1))); // copies issued during M · x
             }
             let k = 2 * c + r;
-            ops.push(Sync(xfull(k)));
-            ops.push(Read(xch(k)));
-            ops.push(Read(st(c)));
-            ops.push(Read(dvec));
+            row_epilogue(ops, xfull(k), xch(k), st(c), dvec);
             if r == 1 {
                 if (c + 2 < nc && fault != V5Fault::NoSf) || fault == V5Fault::ExtraArrival {
                     ops.push(Arrive(sf(p)));
@@ -512,9 +522,7 @@ pub fn ssd_v5_with(nc: usize, fault: V5Fault) -> Protocol {
         state.push(Sync(ls(p)));
         for lh in 0..2 {
             let k = 2 * c + lh;
-            state.push(Read(st(c))); // C
-            state.push(Write(xch(k)));
-            state.push(Arrive(xfull(k)));
+            state_half(&mut state, st(c), xch(k), xfull(k));
         }
         state.push(Read(st(c))); // x, B (the update)
         if c + 2 < nc && fault != V5Fault::NoSf {
@@ -545,7 +553,7 @@ pub fn ssd_v6(nc: usize) -> Protocol {
     let st = |c: usize| Region("stage", (c & 1) as u8);
     let xch = |k: usize| Region("xch", slot(k));
     let dvec = Region("dvec", 0);
-    let issue = |c: usize| [Lead, AsyncWrite(st(c)), Lead, MbarArrive(full(c))];
+    let issue = |c: usize| tma_issue(st(c), full(c));
     let mut r0 = vec![Write(dvec), Sync(WG0)];
     let mut r1 = vec![];
     let mut state = vec![];
@@ -567,10 +575,7 @@ pub fn ssd_v6(nc: usize) -> Protocol {
                 ops.extend(issue(c + 1)); // during M · x
             }
             let k = 2 * c + r;
-            ops.push(Sync(xfull(k)));
-            ops.push(Read(xch(k)));
-            ops.push(Read(st(c)));
-            ops.push(Read(dvec));
+            row_epilogue(ops, xfull(k), xch(k), st(c), dvec);
             if r == 1 {
                 if c + 2 < nc {
                     ops.push(Arrive(sf(p)));
@@ -582,9 +587,7 @@ pub fn ssd_v6(nc: usize) -> Protocol {
         state.extend([Sync(ls(p)), MbarWait(full(c))]);
         for lh in 0..2 {
             let k = 2 * c + lh;
-            state.push(Read(st(c))); // C
-            state.push(Write(xch(k)));
-            state.push(Arrive(xfull(k)));
+            state_half(&mut state, st(c), xch(k), xfull(k));
         }
         state.push(Read(st(c))); // x, B (the update)
         if c + 2 < nc {
@@ -656,15 +659,9 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
     if nc > 0 {
         // barrier 10 (dvec written), warp 0 issues chunk 0 (the TMA's writes, then lane 0 arms
         // full[0]), every warp waits for it, LR
-        r0.extend([
-            Sync(WG0),
-            Lead,
-            AsyncWrite(st(0)),
-            Lead,
-            MbarArrive(full(0)),
-            MbarWait(full(0)),
-            Arrive(1),
-        ]);
+        r0.push(Sync(WG0));
+        r0.extend(tma_issue(st(0), full(0)));
+        r0.extend([MbarWait(full(0)), Arrive(1)]);
     }
     for c in 0..nc {
         let p = c & 1;
@@ -684,14 +681,10 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
                 if c + 1 >= 2 {
                     ops.push(Sync(sf(p ^ 1)));
                 }
-                // warp 0: the TMA issue, lane 0 arms full
-                ops.extend([Lead, AsyncWrite(st(c + 1)), Lead, MbarArrive(full(c + 1))]);
+                ops.extend(tma_issue(st(c + 1), full(c + 1)));
             }
             let k = 2 * c + r;
-            ops.push(Sync(xfull(k)));
-            ops.push(Read(xch(k)));
-            ops.push(Read(st(c)));
-            ops.push(Read(dvec));
+            row_epilogue(ops, xfull(k), xch(k), st(c), dvec);
             if r == 1 {
                 if c + 2 < nc {
                     ops.push(Arrive(sf(p)));
@@ -706,9 +699,7 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
                 state.push(Sync(w0d(c - 1)));
             }
             let k = 2 * c + lh;
-            state.push(Read(st(c))); // C
-            state.push(Write(xch(k)));
-            state.push(Arrive(xfull(k)));
+            state_half(&mut state, st(c), xch(k), xfull(k));
         }
         state.push(Read(st(c))); // x, B (the update)
         if c + 2 < nc {

@@ -89,3 +89,10 @@ ncu_ssd() {
     # the stall split by role (fused SSD kernels v5-v7: row warpgroup 1, row warpgroup 0, state)
     python3 tools/ncu_roles.py "$OUT/ncu-src-$1-csv.log" rows1,rows0,state | sed "s/^/$1 /" >> "$OUT/summary.txt"
 }
+# ssd_oracle VERSIONS: mamba_ssd's sequential-oracle test on those fused versions under a 60 s
+# limit (a hand-over gap hangs rather than fails), its result lines into the summary.
+ssd_oracle() {
+    run ssd-oracle 60 env DUET_MAMBA_TEST_VERSIONS="$1" $B/tests/mamba_ssd --ignored --test-threads 1 \
+        ssd_v2_matches_sequential_oracle
+    grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
+}

@@ -11,9 +11,7 @@
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
-run ssd-oracle 60 env DUET_MAMBA_TEST_VERSIONS=v6,v7 $B/tests/mamba_ssd --ignored --test-threads 1 \
-    ssd_v2_matches_sequential_oracle
-grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
+ssd_oracle v6,v7
 # (the v5 hand-over probe under racecheck: scripts/calls/s38c1.sh runs it, run that first)
 if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then
     run ssd-v2 150 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2

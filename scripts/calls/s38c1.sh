@@ -18,9 +18,7 @@
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
-run ssd-oracle 60 env DUET_MAMBA_TEST_VERSIONS=v6,v7 $B/tests/mamba_ssd --ignored --test-threads 1 \
-    ssd_v2_matches_sequential_oracle
-grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
+ssd_oracle v6,v7
 if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then VS=v3,v4,v5,v6,v7; else VS=v3,v4,v5,v6; fi
 run ssd-bits 90 env DUET_MAMBA_TEST_VERSIONS=$VS $B/tests/mamba_ssd --ignored --test-threads 1 \
     --nocapture ssd_fused_bits_repeat
