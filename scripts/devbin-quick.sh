@@ -5,7 +5,8 @@
 #   scripts/devbin-quick.sh "gpu_moe gpu_index64" "moe"
 # for scripts/calls/s35c1.sh and s35c2.sh (carry [".devbin.tar.xz"]). A third argument, space-
 # separated DUET_NVRTC_DEFINES values, precompiles those variants of the named kernel files too
-# (the defines are part of the cache key), e.g. "DUET_JITTER=2000" for scripts/calls/s38c1.sh.
+# (the defines are part of the cache key), e.g. "DUET_JITTER=2000" for scripts/calls/s38c1.sh;
+# FILE@DEFINES compiles that one file only (e.g. ssd_chunk_scan@DUET_RC_NO_LOADS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/nvrtc-env.sh
@@ -26,7 +27,9 @@ for f in .devbin/duet .devbin/tests/*; do strip --strip-debug "$f" 2>/dev/null |
 if [ -n "${2:-}" ]; then
   DUET_COMPILE_ONLY="$2" DUET_KERNEL_CACHE="$PWD/.devbin/kcache" cargo test --release -q -p duet-gpu --test nvrtc_compile every_kernel_compiles_for_sm90a >/dev/null
   for d in ${3:-}; do
-    DUET_NVRTC_DEFINES="$d" DUET_COMPILE_ONLY="$2" DUET_KERNEL_CACHE="$PWD/.devbin/kcache" cargo test --release -q -p duet-gpu --test nvrtc_compile every_kernel_compiles_for_sm90a >/dev/null
+    files="$2"
+    case "$d" in *@*) files="${d%%@*}"; d="${d#*@}";; esac
+    DUET_NVRTC_DEFINES="$d" DUET_COMPILE_ONLY="$files" DUET_KERNEL_CACHE="$PWD/.devbin/kcache" cargo test --release -q -p duet-gpu --test nvrtc_compile every_kernel_compiles_for_sm90a >/dev/null
   done
 fi
 tar -cJf .devbin.tar.xz .devbin

@@ -2204,11 +2204,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 // chunk c + 1 (LR / LS); row warpgroup 1 syncs LR, XFULL, sums, arrives on SF. out[384 block +
 // tid] (row threads): the u32 sum, as f32 bits. Under racecheck: a report here (no wgmma, no
 // TMA) is the tool on this barrier chain; none moves the question to what the kernels add.
-extern "C" __global__ void __launch_bounds__(384, 1)
-    ssd5_handover_probe_dyn(int chunks, float* out) {
-    extern __shared__ __align__(128) unsigned char ssd5_probe_raw[];
-    float* xch = reinterpret_cast<Ssd5Smem*>(ssd5_probe_raw)->xch;
+// KPAT (`ssd5_handover_probe_kpat`, session 38): the same protocol with the kernel's own access
+// pattern: the state's scalar stores where ssd4_state_t<true> puts them (column 16 w + lane / 4
+// (+ 8), rows 8 j + 2 (lane % 4) (+ 1) of the slot; value 4096 k + 64 row + column), the rows'
+// float2 reads where ssd4_epilogue reads (rows 16 w + lane / 4 (+ 8), columns 8 j + 2 (lane % 4),
+// + 1), and row warpgroup 0's WG0 barrier before it releases a chunk, as v5 has them.
+template <bool KPAT>
+__device__ __forceinline__ void ssd5_probe_body(float* xch, int chunks, float* out) {
     const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127;
+    const int w = lt >> 5, g = (lt & 31) >> 2, t = lt & 3;
     if (wg == 2) {
         int slot0 = 0;
         for (int c = 0; c < chunks; ++c) {
@@ -2216,10 +2220,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 #pragma unroll 1
             for (int lh = 0; lh < 2; ++lh) {
                 const int slot = slot0 + lh == 3 ? 0 : slot0 + lh, k = 2 * c + lh;
-                for (int i = 0; i < 32; ++i) {
-                    const int e = lt + 128 * i;
-                    xch[slot * (64 * SSD4_XCH_ROW) + (e >> 6) * SSD4_XCH_ROW + (e & 63)] =
-                        (float)(k * 4096 + e);
+                float* xs = xch + slot * (64 * SSD4_XCH_ROW);
+                if (KPAT) {
+                    const int pa = 16 * w + g;
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) {
+                        const int r0 = 8 * j + 2 * t;
+                        float* r = xs + r0 * SSD4_XCH_ROW + pa;
+                        r[0] = (float)(k * 4096 + r0 * 64 + pa);
+                        r[SSD4_XCH_ROW] = (float)(k * 4096 + (r0 + 1) * 64 + pa);
+                        r[8] = (float)(k * 4096 + r0 * 64 + pa + 8);
+                        r[SSD4_XCH_ROW + 8] = (float)(k * 4096 + (r0 + 1) * 64 + pa + 8);
+                    }
+                } else {
+                    for (int i = 0; i < 32; ++i) {
+                        const int e = lt + 128 * i;
+                        xs[(e >> 6) * SSD4_XCH_ROW + (e & 63)] = (float)(k * 4096 + e);
+                    }
                 }
                 ssd5_bar3<SSD5_XFULL0, 256, true>(slot);
             }
@@ -2229,6 +2246,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         return;
     }
     if (wg == 0 && chunks > 0) {
+        if (KPAT) ssd5_bar<SSD5_WG0, 128, false>();
         ssd5_bar<SSD5_LR0, 256, true>();
         ssd5_bar<SSD5_LS0, 256, true>();
     }
@@ -2239,17 +2257,42 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (wg == 1) ssd5_bar2<SSD5_LR0, 256, false>(c & 1);
         if (wg == 0 && c + 1 < chunks && c + 1 >= 2) ssd5_bar2<SSD5_SF0, 384, false>((c + 1) & 1);
         ssd5_bar3<SSD5_XFULL0, 256, false>(slot);
-        for (int i = 0; i < 32; ++i) {
-            const int e = src + 128 * i;
-            acc += (u32)xch[slot * (64 * SSD4_XCH_ROW) + (e >> 6) * SSD4_XCH_ROW + (e & 63)];
+        const float* xs = xch + slot * (64 * SSD4_XCH_ROW);
+        if (KPAT) {
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int row = 16 * w + g + 8 * hf;
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    const float2 in =
+                        *reinterpret_cast<const float2*>(xs + row * SSD4_XCH_ROW + 8 * j + 2 * t);
+                    acc += (u32)in.x + (u32)in.y;
+                }
+            }
+        } else {
+            for (int i = 0; i < 32; ++i) {
+                const int e = src + 128 * i;
+                acc += (u32)xs[(e >> 6) * SSD4_XCH_ROW + (e & 63)];
+            }
         }
         if (wg == 1) {
             if (c + 2 < chunks) ssd5_bar2<SSD5_SF0, 384, true>(c & 1);
         } else if (c + 1 < chunks) {
+            if (KPAT) ssd5_bar<SSD5_WG0, 128, false>();
             ssd5_bar2<SSD5_LR0, 256, true>((c + 1) & 1);
             ssd5_bar2<SSD5_LS0, 256, true>((c + 1) & 1);
         }
         slot = slot == 0 ? 2 : slot - 1;
     }
     out[(i64)blockIdx.x * 384 + tid] = __uint_as_float(acc);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    ssd5_handover_probe_dyn(int chunks, float* out) {
+    extern __shared__ __align__(128) unsigned char ssd5_probe_raw[];
+    ssd5_probe_body<false>(reinterpret_cast<Ssd5Smem*>(ssd5_probe_raw)->xch, chunks, out);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    ssd5_handover_probe_kpat(int chunks, float* out) {
+    extern __shared__ __align__(128) unsigned char ssd5_probe_raw[];
+    ssd5_probe_body<true>(reinterpret_cast<Ssd5Smem*>(ssd5_probe_raw)->xch, chunks, out);
 }

@@ -630,6 +630,37 @@ fn v5_handover_probe() {
     }
 }
 
+/// Racecheck calibration (session 38): `ssd5_handover_probe_kpat` is the v5 probe with the
+/// kernel's own access pattern (the state's scalar stores and the epilogue's float2 reads at
+/// ssd4_state_t / ssd4_epilogue's addresses, row warpgroup 0's WG0 barrier): between the probe
+/// and the kernel under racecheck (scripts/calls/s38c1.sh).
+#[test]
+#[ignore = "gpu"]
+fn v5_handover_probe_kernel_pattern() {
+    const V5_SMEM: u32 = 221_472;
+    let (blocks, chunks) = (128usize, 8i32);
+    let got = run_handover_probe("ssd5_handover_probe_kpat", blocks, chunks, V5_SMEM);
+    for b in 0..blocks {
+        for tid in 0..256usize {
+            let (wg, lt) = (tid / 128, tid % 128);
+            let (w, g, t) = (lt / 32, (lt % 32) / 4, lt % 4);
+            let mut want = 0u32;
+            for c in 0..chunks as usize {
+                let k = 2 * c + wg;
+                for hf in 0..2 {
+                    let row = 16 * w + g + 8 * hf;
+                    for j in 0..8 {
+                        let col = 8 * j + 2 * t;
+                        let v = (k * 4096 + row * 64 + col) as u32;
+                        want = want.wrapping_add(v).wrapping_add(v + 1);
+                    }
+                }
+            }
+            assert_eq!(got[384 * b + tid].to_bits(), want, "block {b} thread {tid}");
+        }
+    }
+}
+
 /// Racecheck calibration (session 22): `ssd4_handover_probe` runs v4's xch hand-over alone
 /// (named barriers 1 / 2 from the state warpgroup to one row warpgroup each, 3 / 4 back, the
 /// non-aligned barrier 0 every round), on one block with static shared memory and on v4's

@@ -8,13 +8,17 @@
 # schedule. Steps: v6 / v7 against the sequential oracle (short limit: a hand-over gap hangs);
 # ssd_fused_bits_repeat plain (v3-v7, same bits run to run, v5-v7 = v4's bits), then under
 # DUET_JITTER=2000 and =300 with 12 runs a version; gpu_moe's bit-exact GEMM tests on the four xw
-# forms under DUET_JITTER=2000 (twice); racecheck over the v5 hand-over probe, then over v5 as
+# forms under DUET_JITTER=2000 (twice); racecheck over the v5 hand-over probe (as session 37
+# wrote it, and with the kernel's own access pattern: `ssd5_handover_probe_kpat`), then over v5 as
 # it is and stripped of its wgmma / stage loads / both (DUET_RC_NO_WGMMA, DUET_RC_NO_LOADS: which
 # of the kernel's other shared-memory users racecheck needs to report the X hand-over). Worst
-# case 60 + 90 + 2 x 180 + 2 x 150 + 120 + 4 x 180 s; expected ~650 s. Then
+# case 60 + 90 + 2 x 180 + 2 x 150 + 2 x 120 + 4 x 180 s; expected ~700 s. Then
 # scripts/calls/s37c4.sh (v7 speed, ncu, racecheck, past 2^31) on the same carry.
-# Build: scripts/devbin-quick.sh "mamba_ssd gpu_index64 gpu_moe" "ssd_chunk_scan moe" \
-#   "DUET_JITTER=2000"; carry [".devbin.tar.xz"].
+# Build (~12.5 MB; the tree is ~51 MiB of the 64 MiB that travel):
+#   scripts/devbin-quick.sh "mamba_ssd gpu_index64 gpu_moe" "ssd_chunk_scan moe" "DUET_JITTER=2000
+#   ssd_chunk_scan@DUET_JITTER=300 ssd_chunk_scan@DUET_RC_NO_WGMMA ssd_chunk_scan@DUET_RC_NO_LOADS
+#   ssd_chunk_scan@DUET_RC_NO_WGMMA,DUET_RC_NO_LOADS"; carry [".devbin.tar.xz"]. (Without the
+#   ssd_chunk_scan@ variants each of those steps compiles the file on the device first, ~20 s.)
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
@@ -23,8 +27,8 @@ if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then VS=v3,v4,v5,v6,v7; else VS
 run ssd-bits 90 env DUET_MAMBA_TEST_VERSIONS=$VS $B/tests/mamba_ssd --ignored --test-threads 1 \
     --nocapture ssd_fused_bits_repeat
 grep -h "test result\|same bits\|v4's bits\|panicked" $OUT/ssd-bits.log | sed "s/^/plain /" >> $OUT/summary.txt
-# DUET_JITTER=2000 is precompiled in the carry (both files); 300 (short pauses, other
-# interleavings) compiles ssd_chunk_scan.cu on the device (~30-60 s of the step)
+# DUET_JITTER=2000 (both files) and 300 (short pauses, other interleavings; ssd_chunk_scan.cu)
+# are precompiled in the carry
 for j in 2000 300; do
     run "ssd-bits-j$j" 180 env DUET_NVRTC_DEFINES=DUET_JITTER=$j DUET_SSD_REPEAT=12 \
         DUET_MAMBA_TEST_VERSIONS=$VS $B/tests/mamba_ssd --ignored --test-threads 1 --nocapture \
@@ -41,10 +45,14 @@ done
 run racecheck-probe5 120 compute-sanitizer --tool racecheck --print-limit 10 \
     $B/tests/mamba_ssd --ignored --test-threads 1 v5_handover_probe
 grep -h "RACECHECK SUMMARY\|test result" $OUT/racecheck-probe5.log | sed "s/^/probe5 /" >> $OUT/summary.txt
+# the same protocol with the kernel's access pattern (float2 reads, the state's stores, WG0)
+run racecheck-probe5k 120 compute-sanitizer --tool racecheck --print-limit 10 \
+    $B/tests/mamba_ssd --ignored --test-threads 1 v5_handover_probe_kernel_pattern
+grep -h "RACECHECK SUMMARY\|test result" $OUT/racecheck-probe5k.log | sed "s/^/probe5k /" >> $OUT/summary.txt
 # Bisection between the probe and the kernel (racecheck over v5 alone on the oracle's case): v5
 # as it is, without its wgmma (DUET_RC_NO_WGMMA), without its stage loads (DUET_RC_NO_LOADS),
 # without both. The stripped builds compute garbage, so their oracle test fails after the one
-# launch racecheck reads (expected); each compiles ssd_chunk_scan.cu on the device first.
+# launch racecheck reads (expected).
 for v in plain:"" nowgmma:DUET_RC_NO_WGMMA noloads:DUET_RC_NO_LOADS neither:DUET_RC_NO_WGMMA,DUET_RC_NO_LOADS; do
     tag=${v%%:*} defs=${v#*:}
     run "racecheck-v5-$tag" 180 env DUET_NVRTC_DEFINES="$defs" DUET_MAMBA_TEST_VERSIONS=v5 \
