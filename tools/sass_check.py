@@ -12,6 +12,7 @@
     python3 tools/sass_check.py diff /tmp/a.sass /tmp/b.sass     # which kernels changed
     python3 tools/sass_check.py diff --operands A B              # ... and how much beyond registers
     python3 tools/sass_check.py regs /tmp/b.sass [--kernel REGEX] # setmaxnreg regions
+    python3 tools/sass_check.py order CUBIN KERNEL 1585,1767-1770  # barriers around accesses
 
 `diff` compares each kernel's instructions (addresses dropped; branch targets kept, so a moved
 block shows as a change). `regs` checks warp-specialised kernels: the code from a
@@ -22,6 +23,10 @@ status 1 if one does not. (Session 35 used both on the
 xw forms of moe.cu: the other 111 kernels' SASS unchanged by the epilogue split, the producers
 within their 72 registers. The walk is in address order, not along the control flow: a region
 that ptxas lays out around another role's code is checked against that code's count too.)
+`order` (nvdisasm -gi, the cubins carry -lineinfo) lists a kernel's barriers and exits with the
+shared-memory accesses of the given source lines of the kernel file, in address order (runs
+folded): session 38 read racecheck's reported accesses of SSD v5 / v7 and MoE xw192e this way,
+each on its side of the barriers that order it.
 """
 import argparse
 import os
@@ -174,6 +179,68 @@ def cmd_regs(a):
     return 1 if bad else 0
 
 
+LINE = re.compile(r'File "([^"]*)", line (\d+)')
+GI_INSTR = re.compile(r"\s*/\*([0-9a-f]+)\*/\s+(.*?)\s*;")
+
+
+def parse_lines(spec):
+    """'1585,1767-1770' -> {1585, 1767, 1768, 1769, 1770}"""
+    out = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def cmd_order(a):
+    """Barriers, exits and the shared-memory accesses of chosen source lines, in address order,
+    runs of one (op, line) folded: which barriers surround each reported access."""
+    exe = a.nvdisasm or os.environ.get("NVDISASM") or "/tmp/nvd/nvidia/cu13/bin/nvdisasm"
+    if not os.path.isfile(exe):
+        print(f"nvdisasm not found at {exe}: pip install --target /tmp/nvd nvidia-cuda-nvdisasm "
+              "(or pass --nvdisasm / set NVDISASM)", file=sys.stderr)
+        return 2
+    text = subprocess.run([exe, "-c", "-gi", a.cubin], capture_output=True, text=True, check=True).stdout
+    want = parse_lines(a.lines)
+    rows, inside, line, prev_comment = [], False, -1, False
+    for raw in text.splitlines():
+        s = raw.strip()
+        if s.startswith(".text."):
+            inside = s[len(".text."):].rstrip(":") == a.kernel
+            continue
+        if not inside:
+            continue
+        if s.startswith("//##"):
+            if not prev_comment:  # the innermost frame of an inline stack comes first
+                m = LINE.search(s)
+                # lines of the kernel file only (common.cuh's numbers are another file's)
+                line = int(m.group(2)) if m and not m.group(1).endswith("common.cuh") else -1
+            prev_comment = True
+            continue
+        prev_comment = False
+        m = GI_INSTR.match(raw)
+        if not m:
+            continue
+        ins = m.group(2)
+        op = ins.split()[1] if ins.startswith("@") else ins.split()[0]
+        if op.startswith("BAR") or op == "EXIT":
+            key = (ins, line)
+        elif op.startswith(("LDS", "STS", "LDSM", "ATOMS")) and line in want:
+            key = (op, line)
+        else:
+            continue
+        if rows and rows[-1][1] == key:
+            rows[-1][2] += 1
+        else:
+            rows.append([int(m.group(1), 16), key, 1])
+    if not rows:
+        print(f"kernel {a.kernel} not found (or nothing to show) in {a.cubin}", file=sys.stderr)
+        return 2
+    for addr, (what, ln), n in rows:
+        print(f"{addr:6x}  line {ln:5d}  {what}" + (f"  x{n}" if n > 1 else ""))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -190,8 +257,13 @@ def main():
     r = sub.add_parser("regs", help="setmaxnreg producer regions within their register count")
     r.add_argument("sass")
     r.add_argument("--kernel")
+    o = sub.add_parser("order", help="barriers around the shared-memory accesses of given source lines")
+    o.add_argument("cubin")
+    o.add_argument("kernel")
+    o.add_argument("lines", help="source lines of the accesses, e.g. 1585,1767-1770")
+    o.add_argument("--nvdisasm")
     a = ap.parse_args()
-    return {"dump": cmd_dump, "diff": cmd_diff, "regs": cmd_regs}[a.cmd](a)
+    return {"dump": cmd_dump, "diff": cmd_diff, "regs": cmd_regs, "order": cmd_order}[a.cmd](a)
 
 
 if __name__ == "__main__":
