@@ -1058,6 +1058,12 @@ struct Ssd3Smem {
 };
 static_assert(sizeof(Ssd3Smem) == 202016, "V3_SMEM_BYTES in gpu/src/ops/ssd_chunk_scan.rs");
 #define SSD3_THREADS 384
+// v8: the three warpgroups and a producer warpgroup (one warp of it issues the loads; 13 warps
+// would hold every warp to 128 registers: 4 of them share a 16K-register SM sub-partition)
+#define SSD8_THREADS 512
+#define SSD8_SF 416       // v8's SF: the three roles arrive, the producer warp syncs
+#define SSD8_PREG 32      // setmaxnreg: the producer warpgroup's registers ...
+#define SSD8_CREG 160     // ... and the three roles' (a sub-partition: 3 x 32 x 160 + 32 x 32 = 16384)
 
 // Byte offset of (row r, 16-byte segment sg) in a tile of `segs` segments a row.
 __device__ __forceinline__ int ssd3_off(int r, int sg, int segs) {
@@ -1943,7 +1949,7 @@ struct Ssd5SmemOf<true> {
 // DEC (v7, TMA only): no LR / LS a chunk; row warpgroup 1 syncs LR once (chunk 0: D and the
 // stage), every role waits on the stage's full barrier itself; row warpgroup 0 arrives on
 // W0D(c % 2) once its chunk-c epilogue has read its slot; XFULL by half k % 6.
-template <int R, bool TMA = false, bool DEC = false>
+template <int R, bool TMA = false, bool DEC = false, bool PW = false>
 __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, const u16* x,
                                               const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
                                               const SsdTmaps* tm, const void* z, int zdt,
@@ -1955,6 +1961,8 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
     const i64 yrow = s.H * SSD2_P;
     const int ia = 64 * R + 16 * w + g, ib = ia + 8;
     static_assert(TMA || !DEC, "v7 is v6 (TMA) decoupled");
+    static_assert(DEC || !PW, "v8 is v7 with a producer warp");
+    constexpr int SFN = PW ? SSD8_SF : SSD3_THREADS;  // SF's count (v8: the producer warp syncs)
     int slot = R;  // (2 c + R) % 3 (DEC: (2 c + R) % 6)
     for (int c = 0; c < nc; ++c) {
         const int cur = c & 1;
@@ -1962,12 +1970,14 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
             if (!DEC || c == 0) ssd5_bar2<SSD5_LR0, 256, false>(cur);
             if constexpr (TMA) ssd6_full_wait(&sm->full[cur], (u32)(c >> 1) & 1);
         } else if constexpr (DEC) {
-            if (c > 0) ssd6_full_wait(&sm->full[cur], (u32)(c >> 1) & 1);
+            // (v7: chunk 0 was waited for before its release; v8: the producer warp loads it)
+            if (c > 0 || PW) ssd6_full_wait(&sm->full[cur], (u32)(c >> 1) & 1);
         }
         const i64 t0 = (i64)c * SSD2_Q;
         const int qc = (int)min((i64)SSD2_Q, s.L - t0);
         const i64 ybase = ((b * s.L + t0) * s.H + h) * SSD2_P;
-        Ssd3Next nx{R == 0 && c + 1 < nc ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok,
+        // (v8: the producer warp issues every stage load; row warpgroup 0 none)
+        Ssd3Next nx{R == 0 && c + 1 < nc && !PW ? &sm->st[cur ^ 1] : nullptr, x, Bm, Cm, tok,
                     (i64)c + 1};
         if constexpr (TMA) {
             nx.tm = tm;
@@ -1988,12 +1998,14 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
             ssd4_epilogue<false>(acc, &sm->st[cur], xs, 64 * R, sm->dvec, z, zdt, y, ybase, yrow,
                                  ia, ib, qc, t);
         if (R == 1) {
-            // Row warpgroup 0 loads chunk c + 2 into this stage (if there is one).
-            if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
-        } else if (DEC && c + 1 < nc) {
+            // Row warpgroup 0 (v8: the producer warp) loads chunk c + 2 into this stage.
+            if (c + 2 < nc) ssd5_bar2<SSD5_SF0, SFN, true>(cur);
+        } else if (DEC) {
             // W0D(c % 2): this warpgroup's chunk-c slot is read (the state's chunk c + 1 may
             // overwrite it with its second half)
-            ssd5_bar2<SSD5_LS0, 256, true>(cur);
+            if (c + 1 < nc) ssd5_bar2<SSD5_LS0, 256, true>(cur);
+            // v8: row warpgroup 0 is done with the stage too (it issues no loads)
+            if (PW && c + 2 < nc) ssd5_bar2<SSD5_SF0, SFN, true>(cur);
         } else if (c + 1 < nc) {
             // Chunk c + 1's copies (issued during M · x) are done: release its stage.
             if constexpr (TMA) {
@@ -2015,7 +2027,7 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
 
 // grid.x = B * H, 384 threads, dynamic shared memory sizeof(Ssd5Smem); tok: ssd2_tok's
 // records (B, nc, H).
-template <bool TMA = false, bool DEC = false>
+template <bool TMA = false, bool DEC = false, bool PW = false>
 __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16* Cm,
                                           const Ssd2Tok* tok, const void* Dm, int ddt,
                                           const void* z, int zdt, const void* init, int idt,
@@ -2040,6 +2052,24 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
         }
         __syncthreads();
     }
+    constexpr int SFN = PW ? SSD8_SF : SSD3_THREADS;
+    if constexpr (PW) {
+        if (wg == 3) {
+            // v8's producer warpgroup gives its registers to the roles; its first warp loads
+            // chunk c into stage c % 2 once row warpgroups 0 / 1 and the state are done with
+            // chunk c - 2 there (SF), armed on full[c % 2]; the other three warps exit.
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(SSD8_PREG) : "memory");
+            if (warp == 12) {
+                for (int c = 0; c < nc; ++c) {
+                    if (c >= 2) ssd5_bar2<SSD5_SF0, SFN, false>(c & 1);
+                    ssd6_load_stage(&sm->st[c & 1], tm, tok + (b * nc + c) * s.H + h, b, h, g,
+                                    c, lane, &sm->full[c & 1]);
+                }
+            }
+            return;
+        }
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(SSD8_CREG) : "memory");
+    }
     if (wg == 2) {
         // The state warpgroup: chunk c once row warpgroup 0 released its stage (LS); X into the
         // half slots, then the update; then the stage is done as far as the state goes (SF).
@@ -2058,7 +2088,7 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
             } else {
                 ssd4_state_t<true>(&sm->st[cur], sm->xch, S, w, lane, false, slot0);
             }
-            if (c + 2 < nc) ssd5_bar2<SSD5_SF0, 384, true>(cur);
+            if (c + 2 < nc) ssd5_bar2<SSD5_SF0, SFN, true>(cur);
             slot0 = slot0 == 0 ? 2 : slot0 - 1;  // (2 c + 2) % 3
         }
         ssd3_store_final(S, final_states, w, gl, tl);
@@ -2073,10 +2103,12 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
             }
             ssd5_bar<SSD5_WG0, 128, false>();  // the barriers (and dvec) for row warpgroup 0
             if (nc > 0) {
-                if (warp == 0)
-                    ssd6_load_stage(&sm->st[0], tm, tok + (b * nc) * s.H + h, b, h, g, 0, lane,
-                                    &sm->full[0]);
-                ssd6_full_wait(&sm->full[0], 0);
+                if (!PW) {
+                    if (warp == 0)
+                        ssd6_load_stage(&sm->st[0], tm, tok + (b * nc) * s.H + h, b, h, g, 0,
+                                        lane, &sm->full[0]);
+                    ssd6_full_wait(&sm->full[0], 0);
+                }
                 ssd5_bar<SSD5_LR0, 256, true>();
                 if constexpr (!DEC) ssd5_bar<SSD5_LS0, 256, true>();
             }
@@ -2090,9 +2122,9 @@ __device__ __forceinline__ void ssd5_body(const u16* x, const u16* Bm, const u16
             ssd5_bar<SSD5_LR0, 256, true>();
             ssd5_bar<SSD5_LS0, 256, true>();
         }
-        ssd5_row_loop<0, TMA, DEC>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
+        ssd5_row_loop<0, TMA, DEC, PW>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
     } else {
-        ssd5_row_loop<1, TMA, DEC>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
+        ssd5_row_loop<1, TMA, DEC, PW>(sm, x, Bm, Cm, tok, tm, z, zdt, s, y, w, lane);
     }
 }
 extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
@@ -2128,6 +2160,21 @@ extern "C" __global__ void __launch_bounds__(SSD3_THREADS, 1)
                         int idt, SsdDims s, u16* y, float* final_states,
                         const __grid_constant__ SsdTmaps tm) {
     ssd5_body<true, true>(x, Bm, Cm, tok, Dm, ddt, z, zdt, init, idt, s, y, final_states, &tm);
+}
+// v8: v7 with a producer warp (session 38, prepared without a device run). In v7 row warpgroup
+// 0 issues chunk c + 1's loads during its chunk-c products, after SF (row warpgroup 1 and the
+// state done with chunk c - 1): its own chunk waits on the state's previous one, and the loads
+// start only when row warpgroup 0 gets there. Here a producer warp (the first of a fourth
+// warpgroup, which gives its registers to the roles through setmaxnreg) issues each stage as
+// soon as SF says it is free (the three roles arrive, 416 threads), and row warpgroup 0 waits on
+// the stage's full barrier like the others. Protocol: gpu/src/handover_model.rs `ssd_v8`.
+extern "C" __global__ void __launch_bounds__(SSD8_THREADS, 1)
+    ssd8_fused_p64_n128(const u16* x, const u16* Bm, const u16* Cm, const Ssd2Tok* tok,
+                        const void* Dm, int ddt, const void* z, int zdt, const void* init,
+                        int idt, SsdDims s, u16* y, float* final_states,
+                        const __grid_constant__ SsdTmaps tm) {
+    ssd5_body<true, true, true>(x, Bm, Cm, tok, Dm, ddt, z, zdt, init, idt, s, y, final_states,
+                                &tm);
 }
 
 // Racecheck calibration (session 22): v4's xch hand-over pattern alone. Blocks of 384

@@ -19,7 +19,8 @@
 //! operand reads are reads where its group is waited for (they are over by then).
 //!
 //! Programs here: [`ssd_v4`], [`ssd_v5`], [`ssd_v6`] (v5's named barriers, the TMA's issue by
-//! warp 0 and mbarrier waits) and [`ssd_v7`] (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
+//! warp 0 and mbarrier waits), [`ssd_v7`] and [`ssd_v8`] (a producer warp; 416-thread SF)
+//! (gpu/kernels/ssd_chunk_scan.cu), [`moe_xw`] (the
 //! xw GEMM forms of gpu/kernels/moe.cu, session 34's end and session 35's). Racecheck reported
 //! SSD v4's xch reads against the state's xch writes (sessions 19 / 22) and the xw forms'
 //! producer x-tile stores against the epilogue tile (session 34); the model finds both
@@ -714,6 +715,81 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
     ssd_roles(r0, r1, state, parties)
 }
 
+/// SSD v8 (`ssd8_fused_p64_n128`: v7 with a producer warp, `ssd5_body<true, true, true>`) over
+/// `nc` chunks: the producer (one warp of a fourth warpgroup) loads chunk c into stage c % 2
+/// after SF (c >= 2), which the three roles arrive on once done with chunk c - 2 there (416
+/// threads: 3 x 128 arrive, 32 sync); row warpgroup 0 issues nothing and waits on the stage's
+/// mbarrier every chunk; otherwise v7's W0D / XFULL.
+pub fn ssd_v8(nc: usize) -> Protocol {
+    use Op::*;
+    let w0d = |c: usize| 3 + (c & 1) as u8;
+    let sf = |p: usize| 5 + p as u8;
+    let slot = |k: usize| (k % 3) as u8;
+    let xfull = |k: usize| [7, 8, 9, 11, 12, 13][k % 6];
+    let full = |c: usize| 20 + (c & 1) as u8;
+    let st = |c: usize| Region("stage", (c & 1) as u8);
+    let xch = |k: usize| Region("xch", slot(k));
+    let dvec = Region("dvec", 0);
+    let mut producer = vec![];
+    for c in 0..nc {
+        if c >= 2 {
+            producer.push(Sync(sf(c & 1)));
+        }
+        producer.extend([AsyncWrite(st(c)), MbarArrive(full(c))]);
+    }
+    let mut r0 = vec![Write(dvec), Sync(WG0)];
+    let mut r1 = vec![];
+    let mut state = vec![];
+    if nc > 0 {
+        r0.push(Arrive(1)); // LR: D for row warpgroup 1
+    }
+    for c in 0..nc {
+        let p = c & 1;
+        for (r, ops) in [&mut r0, &mut r1].into_iter().enumerate() {
+            if r == 1 && c == 0 {
+                ops.push(Sync(1));
+            }
+            ops.extend([MbarWait(full(c)), Read(st(c))]); // G, M · x
+            let k = 2 * c + r;
+            row_epilogue(ops, xfull(k), xch(k), st(c), dvec);
+            if r == 0 && c + 1 < nc {
+                ops.push(Arrive(w0d(c)));
+            }
+            if c + 2 < nc {
+                ops.push(Arrive(sf(p)));
+            }
+        }
+        state.push(MbarWait(full(c)));
+        for lh in 0..2 {
+            if lh == 1 && c >= 1 {
+                state.push(Sync(w0d(c - 1)));
+            }
+            let k = 2 * c + lh;
+            state_half(&mut state, st(c), xch(k), xfull(k));
+        }
+        state.push(Read(st(c))); // x, B (the update)
+        if c + 2 < nc {
+            state.push(Arrive(sf(p)));
+        }
+    }
+    let parties = [(1, 2), (WG0, 1)]
+        .into_iter()
+        .chain((0..2).flat_map(|p| [(3 + p as u8, 2), (sf(p), 4)]))
+        .chain((0..6).map(|k| (xfull(k), 2)));
+    Protocol::new(
+        vec![
+            ("rows0", r0),
+            ("rows1", r1),
+            ("state", state),
+            ("producer", producer),
+        ],
+        parties.collect(),
+    )
+    .with_warps("producer", 1)
+    .with_threads(sf(0), 416)
+    .with_threads(sf(1), 416)
+}
+
 /// Which end of the xw forms' main loop [`moe_xw`] models.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum XwEnd {
@@ -886,6 +962,38 @@ mod tests {
                 let e = explore_with(&p, RUNS, units).unwrap_err();
                 assert!(matches!(e.1, Fault::Race(_)), "{units:?}: {e:?}");
             }
+        }
+    }
+
+    #[test]
+    fn ssd_v8_protocol_is_ordered_and_deadlock_free() {
+        ordered_for_0_to_8_chunks("v8", ssd_v8);
+    }
+
+    #[test]
+    fn broken_v8_protocols_are_caught() {
+        // SF counted as v7's 384 threads: the three roles' arrivals complete a phase without
+        // the producer warp, whose sync then takes the next phase's.
+        let short = ssd_v8(6).with_threads(5, 384).with_threads(6, 384);
+        let e = explore_with(&short, RUNS, Units::Warps).unwrap_err();
+        assert!(
+            matches!(
+                e.1,
+                Fault::Race(_) | Fault::Deadlock(_) | Fault::Dangling(_) | Fault::DoubleArrival(_)
+            ),
+            "{e:?}"
+        );
+        // Row warpgroup 0 not arriving on SF: the producer may reload a stage it still reads
+        // (with SF's count lowered to match, else it deadlocks).
+        let mut p = ssd_v8(6).with_threads(5, 288).with_threads(6, 288);
+        p.parties.insert(5, 3);
+        p.parties.insert(6, 3);
+        p.roles[0]
+            .ops
+            .retain(|op| !matches!(op, Op::Arrive(5) | Op::Arrive(6)));
+        for units in [Units::Roles, Units::Warps] {
+            let e = explore_with(&p, RUNS, units).unwrap_err();
+            assert!(matches!(e.1, Fault::Race(_)), "{units:?}: {e:?}");
         }
     }
 

@@ -24,6 +24,7 @@
 //! | `ssd_chunk_scan_v5_past_2_pow_31` | the same inputs, v5 only | batch 83,884.., 0..2 | 30 / 18 GB |
 //! | `ssd_chunk_scan_v6_past_2_pow_31` | the same inputs, v6 only (TMA loads: batch is a tensor-map dimension) | batch 83,884.., 0..2 | 30 / 18 GB |
 //! | `ssd_chunk_scan_v7_past_2_pow_31` | the same inputs, v7 only | batch 83,884.., 0..2 | 30 / 18 GB |
+//! | `ssd_chunk_scan_v8_past_2_pow_31` | the same inputs, v8 only | batch 83,884.., 0..2 | 30 / 18 GB |
 //! | `moe_finalize_past_2_pow_31` | expert_out 2,097,408 x 1024 bf16 (4.3 GB) | tokens T-64.., 0..8 | 15 / 7 GB |
 //! | `moe_expert_gemm2_past_2_pow_31` | x NVFP4 1,048,688 x 2048 (fp4 elements past 2^31; 1.1 GB of codes); w2 NVFP4 2049 x 1024 x 2048 (2.1 GB of codes: the last expert starts at byte 2^31); out f32 (4.3 GB) | rows 2^20-32.., 0..16 | 15 / 8 GB |
 //! | `philox_past_2_pow_31` | counter / out (2^29+64) x 4 u32 (8.6 GB each) | rows 2^29-8.., 0..8 | 45 / 22 GB |
@@ -340,6 +341,13 @@ fn ssd_chunk_scan_v6_past_2_pow_31() {
 #[ignore = "gpu"]
 fn ssd_chunk_scan_v7_past_2_pow_31() {
     ssd_past_2_pow_31(200, 2, 1, 128, 128, false, Some("v7"));
+}
+
+/// v8 (v7 with a producer warp) on the same inputs.
+#[test]
+#[ignore = "gpu"]
+fn ssd_chunk_scan_v8_past_2_pow_31() {
+    ssd_past_2_pow_31(200, 2, 1, 128, 128, false, Some("v8"));
 }
 
 /// `ssd_chunk_scan` on a batch whose last entries start past element 2^31 of x / y (bf16,

@@ -314,17 +314,18 @@ fn ssd_v2_hand_cases() {
         assert!(vs.contains(&"v5"), "{c:?}: v5 not applicable ({vs:?})");
         assert!(vs.contains(&"v6"), "{c:?}: v6 not applicable ({vs:?})");
         assert!(vs.contains(&"v7"), "{c:?}: v7 not applicable ({vs:?})");
+        assert!(vs.contains(&"v8"), "{c:?}: v8 not applicable ({vs:?})");
         runs += run_case(c, 900 + i as u64);
     }
     eprintln!("{OP}: {} v2 cases, {runs} kernel runs", v2_cases().len());
 }
 
-/// v2-v7 equal the sequential recurrence too, and a wrong A makes that comparison fail.
+/// v2-v8 equal the sequential recurrence too, and a wrong A makes that comparison fail.
 #[test]
 #[ignore = "gpu"]
 fn ssd_v2_matches_sequential_oracle() {
     let keep = kept_versions(OP);
-    for v in ["v2", "v3", "v4", "v5", "v6", "v7"] {
+    for v in ["v2", "v3", "v4", "v5", "v6", "v7", "v8"] {
         if keep.as_ref().is_none_or(|k| k.iter().any(|x| x == v)) {
             fused_matches_sequential_oracle(v);
         }
@@ -479,7 +480,7 @@ proptest! {
     }
 }
 
-/// The fused kernels give the same bits run after run, and v5-v7 give v4's (the same products,
+/// The fused kernels give the same bits run after run, and v5-v8 give v4's (the same products,
 /// splits, token table and stages; v3 is run as the racecheck-clean control). Built with
 /// `DUET_NVRTC_DEFINES=DUET_JITTER=NS` (common.cuh `duet_jitter`: warp-uniform pauses after every
 /// named-barrier sync and mbarrier wait and before every arrival of the hand-overs), this is the
@@ -511,13 +512,13 @@ fn ssd_fused_bits_repeat() {
     let op = gpu::ops::find(OP).expect("op");
     let keep = kept_versions(OP);
     let applicable = applicable_versions(OP, &inp, &params(&c));
-    let versions: Vec<&str> = ["v3", "v4", "v5", "v6", "v7"]
+    let versions: Vec<&str> = ["v3", "v4", "v5", "v6", "v7", "v8"]
         .into_iter()
         .filter(|v| keep.as_ref().is_none_or(|k| k.iter().any(|x| x == v)))
         .collect();
     assert!(
         !versions.is_empty(),
-        "DUET_MAMBA_TEST_VERSIONS kept none of v3-v7"
+        "DUET_MAMBA_TEST_VERSIONS kept none of v3-v8"
     );
     let bits = |m: &TensorMap, name: &str| m[name].to_le_bytes();
     let mut first: Vec<(&str, TensorMap)> = vec![];
@@ -551,7 +552,10 @@ fn ssd_fused_bits_repeat() {
         first.push((v, runs.into_iter().next().expect("a run")));
     }
     if let Some((_, v4)) = first.iter().find(|(v, _)| *v == "v4") {
-        for (v, m) in first.iter().filter(|(v, _)| ["v5", "v6", "v7"].contains(v)) {
+        for (v, m) in first
+            .iter()
+            .filter(|(v, _)| ["v5", "v6", "v7", "v8"].contains(v))
+        {
             for name in ["y", "final_states"] {
                 assert!(
                     bits(m, name) == bits(v4, name),

@@ -377,6 +377,7 @@ fn ptxas_no_spills_in_fused_ssd() {
             "ssd5_fused_p64_n128",
             "ssd6_fused_p64_n128",
             "ssd7_fused_p64_n128",
+            "ssd8_fused_p64_n128",
         ],
     );
 }

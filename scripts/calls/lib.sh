@@ -86,13 +86,15 @@ ncu_ssd() {
         --out /tmp/ncu_bench.json
     run "ncu-src-$1-csv" 60 "$ncu" --import "/tmp/s$1.ncu-rep" --page source --csv --print-source sass
     run "ncu-det-$1" 60 "$ncu" --import "/tmp/s$1.ncu-rep" --page details --csv
-    # the stall split by role (fused SSD kernels v5-v7: row warpgroup 1, row warpgroup 0, state)
-    python3 tools/ncu_roles.py "$OUT/ncu-src-$1-csv.log" rows1,rows0,state | sed "s/^/$1 /" >> "$OUT/summary.txt"
+    # the stall split by role (fused SSD kernels v5-v7: row warpgroup 1, row warpgroup 0, state;
+    # v8: then the producer warpgroup; ROLES overrides)
+    python3 tools/ncu_roles.py "$OUT/ncu-src-$1-csv.log" "${ROLES:-rows1,rows0,state}" | sed "s/^/$1 /" >> "$OUT/summary.txt"
 }
-# ssd_oracle VERSIONS: mamba_ssd's sequential-oracle test on those fused versions under a 60 s
-# limit (a hand-over gap hangs rather than fails), its result lines into the summary.
+# ssd_oracle NAME VERSIONS: mamba_ssd's sequential-oracle test on those fused versions under a
+# 60 s limit (a hand-over gap hangs rather than fails), logged as NAME, its result lines into the
+# summary; `grep -q "^NAME rc=0 " $OUT/summary.txt` tells whether they passed.
 ssd_oracle() {
-    run ssd-oracle 60 env DUET_MAMBA_TEST_VERSIONS="$1" $B/tests/mamba_ssd --ignored --test-threads 1 \
+    run "$1" 60 env DUET_MAMBA_TEST_VERSIONS="$2" $B/tests/mamba_ssd --ignored --test-threads 1 \
         ssd_v2_matches_sequential_oracle
-    grep -h "test result\|FAILED\|panicked" $OUT/ssd-oracle.log | head -5 >> $OUT/summary.txt
+    grep -h "test result\|FAILED\|panicked" "$OUT/$1.log" | head -5 | sed "s/^/$1 /" >> $OUT/summary.txt
 }

@@ -5,8 +5,9 @@
 # DUET_NVRTC_DEFINES=DUET_JITTER=NS pause a warp (up to ~NS ns, a quarter of the calls) after
 # every named-barrier sync / mbarrier wait and before every arrival of those hand-overs
 # (common.cuh `duet_jitter`); a protocol that orders its accesses gives the same bits under any
-# schedule. Steps: v6 / v7 against the sequential oracle (short limit: a hand-over gap hangs);
-# ssd_fused_bits_repeat plain (v3-v7, same bits run to run, v5-v7 = v4's bits), then under
+# schedule. Steps: v6 / v7 and v8 (session 38's producer-warp form) against the sequential
+# oracle (short limit: a hand-over gap hangs); ssd_fused_bits_repeat plain (v3-v8, those that
+# passed the oracle: same bits run to run, v5-v8 = v4's bits), then under
 # DUET_JITTER=2000 and =300 with 12 runs a version; gpu_moe's bit-exact GEMM tests on the four xw
 # forms under DUET_JITTER=2000 (twice); racecheck over the v5 hand-over probe (as session 37
 # wrote it, and with the kernel's own access pattern: `ssd5_handover_probe_kpat`), then over v5 as
@@ -22,8 +23,11 @@
 cd "$(dirname "$0")/../.."
 scripts/device-session.sh
 . scripts/calls/lib.sh
-ssd_oracle v6,v7
-if grep -q "^ssd-oracle rc=0 " $OUT/summary.txt; then VS=v3,v4,v5,v6,v7; else VS=v3,v4,v5,v6; fi
+ssd_oracle ssd-oracle v6,v7
+ssd_oracle ssd-oracle8 v8
+VS=v3,v4,v5,v6
+grep -q "^ssd-oracle rc=0 " $OUT/summary.txt && VS=$VS,v7
+grep -q "^ssd-oracle8 rc=0 " $OUT/summary.txt && VS=$VS,v8
 run ssd-bits 90 env DUET_MAMBA_TEST_VERSIONS=$VS $B/tests/mamba_ssd --ignored --test-threads 1 \
     --nocapture ssd_fused_bits_repeat
 grep -h "test result\|same bits\|v4's bits\|panicked" $OUT/ssd-bits.log | sed "s/^/plain /" >> $OUT/summary.txt

@@ -25,7 +25,7 @@ found = []
 walk(doc, found)
 for r in found:
     parts = [f"seqlen {r['shape'].get('seqlen')}:"]
-    for v in ("v2", "v3", "v4", "v5", "v5m", "v6", "v7"):  # v5m: sessions 36-37 only
+    for v in ("v2", "v3", "v4", "v5", "v5m", "v6", "v7", "v8"):  # v5m: sessions 36-37 only
         k = r.get(v)
         if isinstance(k, dict):
             parts.append(f"{v} {k['time']['median_us']:.1f}")

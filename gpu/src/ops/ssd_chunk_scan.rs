@@ -21,7 +21,9 @@
 //! is v5 with the stage loads through the TMA (5-D tensor maps whose boxes land in the
 //! core-matrix layout, [`ssd6_tensor_maps`]; one warp issues them, mbarrier completion); v7
 //! (`ssd7_fused_p64_n128`, session 37, not yet run on a GPU) is v6 without the per-chunk
-//! LR / LS hand-overs (the protocol is `handover_model::ssd_v7`).
+//! LR / LS hand-overs (the protocol is `handover_model::ssd_v7`); v8 (`ssd8_fused_p64_n128`,
+//! session 38, not yet run on a GPU) is v7 with a producer warp issuing the stage loads as soon
+//! as a stage is free (`handover_model::ssd_v8`).
 //! `auto` = v3 where [`v2_unfit`] is None ([`AUTO_FUSED`]), else `tuned`: v4-v6 are faster but
 //! racecheck reports hazards on their inter-chunk hand-over buffer that sessions 19-37 could not
 //! explain (gpu/NOTES.md, session 37). (Session 36's v5m, M in one bf16 pass as mamba_ssm
@@ -53,7 +55,7 @@ pub fn ops() -> Vec<GpuOp> {
     vec![GpuOp {
         name: OP,
         versions: &[
-            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v6", "v7", "auto",
+            "v1", "v1_small", "tuned", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "auto",
         ],
         run,
         applicable,
@@ -140,11 +142,13 @@ impl SsdConfig {
             "v1_small" => Ok(SsdConfig::small()),
             // Resolved per shape from the tuning cache in `run`; the default until tuned.
             // v2-v6 are fused kernels (no tile config); `auto` falls back to the tuned tiles.
-            "tuned" | "v2" | "v3" | "v4" | "v5" | "v6" | "v7" | "auto" => Ok(SsdConfig::default()),
+            "tuned" | "v2" | "v3" | "v4" | "v5" | "v6" | "v7" | "v8" | "auto" => {
+                Ok(SsdConfig::default())
+            }
             other => Err(GpuError::NoVersion {
                 op: OP.into(),
                 version: other.into(),
-                known: "v1, v1_small, tuned, v2, v3, v4, v5, v6, v7, auto".into(),
+                known: "v1, v1_small, tuned, v2, v3, v4, v5, v6, v7, v8, auto".into(),
             }),
         }
     }
@@ -207,6 +211,8 @@ const V5_SMEM_BYTES: u32 = 221_472;
 const V6_SMEM_BYTES: u32 = 221_824;
 /// v3's / v4's block: three warpgroups (two for the output rows, one for the state).
 const V3_THREADS: u32 = 384;
+/// v8's block: the three warpgroups and a producer warpgroup (`SSD8_THREADS`).
+const V8_THREADS: u32 = 512;
 /// `ssd2_cb`'s dynamic shared memory: C and B of a chunk (`2 * SSD2_BC_BYTES`).
 const V2_CB_SMEM_BYTES: u32 = 2 * 128 * 272;
 /// `sizeof(Ssd2Tok)`: v2's per-(batch, chunk, head) token record.
@@ -230,7 +236,9 @@ pub fn v2_tok_bytes(d: &SsdDims) -> usize {
 /// decoupled: pairwise hand-overs instead of a block barrier a chunk), `v6` (v5 with the
 /// stage loads through the TMA: [`ssd6_tensor_maps`]) and `v7` (v6 with the roles decoupled
 /// further: every role waits on the stage's mbarrier, the state on row warpgroup 0 only for the
-/// slot its second half reuses; `gpu::handover_model::ssd_v7`).
+/// slot its second half reuses; `gpu::handover_model::ssd_v7`) and `v8` (v7 with the stage
+/// loads issued by a producer warp as soon as the stage is free; 512 threads, setmaxnreg
+/// 160 / 32; `gpu::handover_model::ssd_v8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
     V2,
@@ -239,6 +247,7 @@ pub enum Fused {
     V5,
     V6,
     V7,
+    V8,
 }
 
 impl Fused {
@@ -251,6 +260,7 @@ impl Fused {
             Fused::V5 => ("ssd5_fused_p64_n128", V3_THREADS, V5_SMEM_BYTES),
             Fused::V6 => ("ssd6_fused_p64_n128", V3_THREADS, V6_SMEM_BYTES),
             Fused::V7 => ("ssd7_fused_p64_n128", V3_THREADS, V6_SMEM_BYTES),
+            Fused::V8 => ("ssd8_fused_p64_n128", V8_THREADS, V6_SMEM_BYTES),
         }
     }
 }
@@ -267,7 +277,7 @@ impl FusedWorkspace {
     pub fn new(g: &Gpu, d: &SsdDims, k: Fused) -> Result<FusedWorkspace, GpuError> {
         let cb = match k {
             Fused::V2 => d.b.max(0) as usize * v2_chunks(d) * d.g.max(0) as usize * V2_G_REC,
-            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V6 | Fused::V7 => 0,
+            Fused::V3 | Fused::V4 | Fused::V5 | Fused::V6 | Fused::V7 | Fused::V8 => 0,
         };
         Ok(FusedWorkspace {
             kernel: k,
@@ -278,7 +288,7 @@ impl FusedWorkspace {
 }
 
 pub fn applicable(version: &str, inputs: &TensorMap, p: &Params) -> Option<String> {
-    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v6" | "v7") {
+    if matches!(version, "v2" | "v3" | "v4" | "v5" | "v6" | "v7" | "v8") {
         return v2_unfit(inputs, p.usize("chunk_size").ok());
     }
     None
@@ -573,7 +583,7 @@ impl SsdLaunch {
             .arg(&self.z.1);
         a.arg(&self.init.0).arg(&self.init.1).arg(&s);
         a.arg(&self.y).arg(&self.final_states);
-        let maps = if matches!(k, Fused::V6 | Fused::V7) {
+        let maps = if matches!(k, Fused::V6 | Fused::V7 | Fused::V8) {
             Some(ssd6_tensor_maps(&s, self.x.0, self.b.0, self.c.0)?)
         } else {
             None
@@ -586,7 +596,7 @@ impl SsdLaunch {
         // y bf16 of the dims' shapes (16-byte aligned rows: headdim 64 and dstate 128 are checked
         // above, buffers start 256-byte aligned), the token records written above, final_states
         // (B, H, 64, 128) f32, dynamic shared memory sizeof(Ssd2Smem) / sizeof(Ssd3Smem) /
-        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) / sizeof(Ssd6Smem) (k.kernel()); v6 / v7 also take
+        // sizeof(Ssd4Smem) / sizeof(Ssd5Smem) / sizeof(Ssd6Smem) (k.kernel()); v6 / v7 / v8 also take
         // the tensor maps of x / B / C by value (`SsdTmaps`, 64-byte aligned).
         unsafe { a.launch(cfg(blocks, threads, smem)) }.map_err(drv(name))?;
         Ok(())
@@ -908,14 +918,15 @@ pub fn run_with(
     }
     let dims = SsdDims::new(bt, l, h, hd, ng, n, chunk);
     let fused = match chosen {
-        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v6" | "v7")) => {
+        Chosen::Version(v @ ("v2" | "v3" | "v4" | "v5" | "v6" | "v7" | "v8")) => {
             match v2_unfit(inputs, Some(chunk)) {
                 None if v == "v2" => Some(Fused::V2),
                 None if v == "v3" => Some(Fused::V3),
                 None if v == "v4" => Some(Fused::V4),
                 None if v == "v5" => Some(Fused::V5),
                 None if v == "v6" => Some(Fused::V6),
-                None => Some(Fused::V7),
+                None if v == "v7" => Some(Fused::V7),
+                None => Some(Fused::V8),
                 Some(why) => return Err(GpuError::Unsupported(why)),
             }
         }
@@ -1077,13 +1088,14 @@ pub fn bench_scan(
             "io_bytes": io_bytes, "io_tb_per_s": io_bytes / (t.median_us * 1e-6) / 1e12}),
         )
     };
-    let (v2, v3, v4, v5, v6, v7) = (
+    let (v2, v3, v4, v5, v6, v7, v8) = (
         fused(Fused::V2)?,
         fused(Fused::V3)?,
         fused(Fused::V4)?,
         fused(Fused::V5)?,
         fused(Fused::V6)?,
         fused(Fused::V7)?,
+        fused(Fused::V8)?,
     );
     let mut stages = vec![];
     let c = SsdConfig::default();
@@ -1098,7 +1110,7 @@ pub fn bench_scan(
         "flops": flops,
         "workspace_f32": {"dt_and_cumsum": 2 * ws_dt, "cb": ws_cb, "states": ws_st},
         "configs": configs, "default_config_stages": stages, "v2": v2, "v3": v3, "v4": v4,
-        "v5": v5, "v6": v6, "v7": v7}))
+        "v5": v5, "v6": v6, "v7": v7, "v8": v8}))
 }
 
 /// `duet tune ssd_chunk_scan`: every compiled tile config is checked against the reference on
