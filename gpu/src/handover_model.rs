@@ -431,6 +431,29 @@ fn state_half(ops: &mut Vec<Op>, st: Region, xch: Region, xfull: u8) {
     ops.extend([Op::Read(st), Op::Write(xch), Op::Arrive(xfull)]);
 }
 
+/// The state's chunk in v7 / v8: the stage's mbarrier, X half 0, W0D of the previous chunk
+/// (none at chunk 0), X half 1, the update, SF (none for the last two chunks).
+fn state_chunk_dec(
+    ops: &mut Vec<Op>,
+    full: u8,
+    st: Region,
+    halves: [(Region, u8); 2],
+    w0d: Option<u8>,
+    sf: Option<u8>,
+) {
+    ops.push(Op::MbarWait(full));
+    for (lh, (xch, xfull)) in halves.into_iter().enumerate() {
+        if let (1, Some(b)) = (lh, w0d) {
+            ops.push(Op::Sync(b));
+        }
+        state_half(ops, st, xch, xfull);
+    }
+    ops.push(Op::Read(st)); // x, B (the update)
+    if let Some(b) = sf {
+        ops.push(Op::Arrive(b));
+    }
+}
+
 /// The fused SSD kernels' three roles (row warpgroups 0 and 1, the state warpgroup) with the
 /// parties of each barrier id.
 fn ssd_roles(
@@ -694,18 +717,17 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
                 ops.push(Arrive(w0d(c)));
             }
         }
-        state.push(MbarWait(full(c)));
-        for lh in 0..2 {
-            if lh == 1 && c >= 1 && fault != V7Fault::NoW0d {
-                state.push(Sync(w0d(c - 1)));
-            }
-            let k = 2 * c + lh;
-            state_half(&mut state, st(c), xch(k), xfull(k));
-        }
-        state.push(Read(st(c))); // x, B (the update)
-        if c + 2 < nc {
-            state.push(Arrive(sf(p)));
-        }
+        state_chunk_dec(
+            &mut state,
+            full(c),
+            st(c),
+            [
+                (xch(2 * c), xfull(2 * c)),
+                (xch(2 * c + 1), xfull(2 * c + 1)),
+            ],
+            (c >= 1 && fault != V7Fault::NoW0d).then(|| w0d(c - 1)),
+            (c + 2 < nc).then(|| sf(p)),
+        );
     }
     // LR once, W0D 3-4, SF, XFULL by half k % 6
     let parties = [(1, 2), (WG0, 1)]
@@ -759,18 +781,17 @@ pub fn ssd_v8(nc: usize) -> Protocol {
                 ops.push(Arrive(sf(p)));
             }
         }
-        state.push(MbarWait(full(c)));
-        for lh in 0..2 {
-            if lh == 1 && c >= 1 {
-                state.push(Sync(w0d(c - 1)));
-            }
-            let k = 2 * c + lh;
-            state_half(&mut state, st(c), xch(k), xfull(k));
-        }
-        state.push(Read(st(c))); // x, B (the update)
-        if c + 2 < nc {
-            state.push(Arrive(sf(p)));
-        }
+        state_chunk_dec(
+            &mut state,
+            full(c),
+            st(c),
+            [
+                (xch(2 * c), xfull(2 * c)),
+                (xch(2 * c + 1), xfull(2 * c + 1)),
+            ],
+            (c >= 1).then(|| w0d(c - 1)),
+            (c + 2 < nc).then(|| sf(p)),
+        );
     }
     let parties = [(1, 2), (WG0, 1)]
         .into_iter()
@@ -958,10 +979,15 @@ mod tests {
         // (the issuer's own arrivals do not carry the copy engine's writes).
         for mut p in [ssd_v6(4), ssd_v7(4)] {
             p.roles[0].ops.retain(|op| !matches!(op, Op::MbarWait(_)));
-            for units in [Units::Roles, Units::Warps] {
-                let e = explore_with(&p, RUNS, units).unwrap_err();
-                assert!(matches!(e.1, Fault::Race(_)), "{units:?}: {e:?}");
-            }
+            races_role_and_warp_wise(&p);
+        }
+    }
+
+    /// `p` races, with each role one unit and with each warp its own.
+    fn races_role_and_warp_wise(p: &Protocol) {
+        for units in [Units::Roles, Units::Warps] {
+            let e = explore_with(p, RUNS, units).unwrap_err();
+            assert!(matches!(e.1, Fault::Race(_)), "{units:?}: {e:?}");
         }
     }
 
@@ -991,10 +1017,7 @@ mod tests {
         p.roles[0]
             .ops
             .retain(|op| !matches!(op, Op::Arrive(5) | Op::Arrive(6)));
-        for units in [Units::Roles, Units::Warps] {
-            let e = explore_with(&p, RUNS, units).unwrap_err();
-            assert!(matches!(e.1, Fault::Race(_)), "{units:?}: {e:?}");
-        }
+        races_role_and_warp_wise(&p);
     }
 
     #[test]
