@@ -15,7 +15,7 @@
 # of the kernel's other shared-memory users racecheck needs to report the X hand-over). Worst
 # case 60 + 90 + 2 x 180 + 2 x 150 + 2 x 120 + 4 x 180 s; expected ~700 s. Then
 # scripts/calls/s37c4.sh (v7 speed, ncu, racecheck, past 2^31) on the same carry.
-# Build (~12.5 MB; the tree is ~51 MiB of the 64 MiB that travel):
+# Build (12.0 MB in session 38; with the 53.3 MB tree, 62.3 MiB of the 64 MiB that travel):
 #   scripts/devbin-quick.sh "mamba_ssd gpu_index64 gpu_moe" "ssd_chunk_scan moe" "DUET_JITTER=2000
 #   ssd_chunk_scan@DUET_JITTER=300 ssd_chunk_scan@DUET_RC_NO_WGMMA ssd_chunk_scan@DUET_RC_NO_LOADS
 #   ssd_chunk_scan@DUET_RC_NO_WGMMA,DUET_RC_NO_LOADS"; carry [".devbin.tar.xz"]. (Without the
