@@ -25,8 +25,8 @@ if [ $ok7 = 1 ] || [ $ok8 = 1 ]; then
     run ssd-v2 150 env DUET_MAMBA_TEST_VERSIONS=$VS $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2
     grep -h "test result\|FAILED\|panicked" $OUT/ssd-v2.log | head -20 >> $OUT/summary.txt
     for i in 1 2; do
-        run "bench-ssd-$i" 120 "$B/duet" bench --backend gpu --no-resources --shape ssd_4k \
-            --shape ssd_50k --out "$OUT/bench_ssd_$i.json"
+        run "bench-ssd-$i" 120 env DUET_SSD_BENCH_VERSIONS=$VS "$B/duet" bench --backend gpu \
+            --no-resources --shape ssd_4k --shape ssd_50k --out "$OUT/bench_ssd_$i.json"
         python3 scripts/calls/ssd_summary.py "$OUT/bench_ssd_$i.json" | sed "s/^/run $i /" >> $OUT/summary.txt
     done
 fi
@@ -37,8 +37,9 @@ for v in 7 8; do
         continue
     fi
     [ $v = 8 ] && export ROLES=rows1,rows0,state,producer
+    export DUET_SSD_BENCH_VERSIONS=v$v  # the bench under ncu runs this version alone
     ncu_ssd ssd${v}_fused_p64_n128
-    unset ROLES
+    unset ROLES DUET_SSD_BENCH_VERSIONS
     run racecheck-v$v 150 env DUET_MAMBA_TEST_VERSIONS=v$v compute-sanitizer --tool racecheck \
         --print-limit 10 $B/tests/mamba_ssd --ignored --test-threads 1 ssd_v2_matches_sequential_oracle
     grep -h "RACECHECK SUMMARY\|test result" $OUT/racecheck-v$v.log | sed "s/^/v$v /" >> $OUT/summary.txt

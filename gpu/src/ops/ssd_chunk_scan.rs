@@ -251,6 +251,19 @@ pub enum Fused {
 }
 
 impl Fused {
+    /// The version name (`v2` .. `v8`).
+    pub fn version(self) -> &'static str {
+        match self {
+            Fused::V2 => "v2",
+            Fused::V3 => "v3",
+            Fused::V4 => "v4",
+            Fused::V5 => "v5",
+            Fused::V6 => "v6",
+            Fused::V7 => "v7",
+            Fused::V8 => "v8",
+        }
+    }
+
     /// The fused kernel's name, its block size and its dynamic shared memory.
     fn kernel(self) -> (&'static str, u32, u32) {
         match self {
@@ -1073,8 +1086,16 @@ pub fn bench_scan(
     }
     // v2 (the fused tensor-core kernel) where the shape is its compiled one.
     let fits = headdim == V2_HEADDIM && dstate == V2_DSTATE && dims.q == V2_CHUNK as i64;
+    // DUET_SSD_BENCH_VERSIONS=v3,v7: only these fused versions (a device call leaves out one
+    // that failed its correctness step: a hang would take the whole bench)
+    let only: Option<Vec<String>> = std::env::var("DUET_SSD_BENCH_VERSIONS")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
     let fused = |k: Fused| -> Result<serde_json::Value, GpuError> {
-        if !fits {
+        let skipped = only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|v| v == k.version()));
+        if !fits || skipped {
             return Ok(serde_json::Value::Null);
         }
         let w = FusedWorkspace::new(g, &dims, k)?;
