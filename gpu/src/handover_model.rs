@@ -654,6 +654,13 @@ pub fn ssd_v7(nc: usize) -> Protocol {
 
 /// [`ssd_v7`], optionally broken.
 pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
+    ssd_decoupled(nc, fault, false)
+}
+
+/// v7 ([`ssd_v7_with`]) and, with `producer`, v8 ([`ssd_v8`]): the same W0D / XFULL / mbarrier
+/// protocol; v8's producer warp issues the stage loads after SF, which row warpgroup 0 then
+/// arrives on too, and row warpgroup 0 waits on every stage's mbarrier.
+fn ssd_decoupled(nc: usize, fault: V7Fault, producer: bool) -> Protocol {
     use Op::*;
     let w0d = |c: usize| {
         if fault == V7Fault::OneW0d {
@@ -675,17 +682,28 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
     let st = |c: usize| Region("stage", (c & 1) as u8);
     let xch = |k: usize| Region("xch", slot(k));
     let dvec = Region("dvec", 0);
+    let mut prod = vec![];
+    if producer {
+        for c in 0..nc {
+            if c >= 2 {
+                prod.push(Sync(sf(c & 1)));
+            }
+            prod.extend([AsyncWrite(st(c)), MbarArrive(full(c))]);
+        }
+    }
     // Thread 0 initialises the mbarriers before the roles split (a block barrier: not a
-    // hand-over of data, so not modelled).
-    let mut r0 = vec![Write(dvec)];
+    // hand-over of data, so not modelled). Barrier 10: dvec written.
+    let mut r0 = vec![Write(dvec), Sync(WG0)];
     let mut r1 = vec![];
     let mut state = vec![];
     if nc > 0 {
-        // barrier 10 (dvec written), warp 0 issues chunk 0 (the TMA's writes, then lane 0 arms
-        // full[0]), every warp waits for it, LR
-        r0.push(Sync(WG0));
-        r0.extend(tma_issue(st(0), full(0)));
-        r0.extend([MbarWait(full(0)), Arrive(1)]);
+        if !producer {
+            // warp 0 issues chunk 0 (the TMA's writes, then lane 0 arms full[0]), every warp
+            // waits for it
+            r0.extend(tma_issue(st(0), full(0)));
+            r0.push(MbarWait(full(0)));
+        }
+        r0.push(Arrive(1)); // LR: D (v7: and stage 0) for row warpgroup 1
     }
     for c in 0..nc {
         let p = c & 1;
@@ -697,11 +715,11 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
                 if c == 0 || fault != V7Fault::NoFullWait {
                     ops.push(MbarWait(full(c)));
                 }
-            } else if c > 0 {
+            } else if c > 0 || producer {
                 ops.push(MbarWait(full(c)));
             }
             ops.push(Read(st(c))); // G, M · x
-            if r == 0 && c + 1 < nc {
+            if r == 0 && c + 1 < nc && !producer {
                 if c + 1 >= 2 {
                     ops.push(Sync(sf(p ^ 1)));
                 }
@@ -709,12 +727,11 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
             }
             let k = 2 * c + r;
             row_epilogue(ops, xfull(k), xch(k), st(c), dvec);
-            if r == 1 {
-                if c + 2 < nc {
-                    ops.push(Arrive(sf(p)));
-                }
-            } else if c + 1 < nc {
+            if r == 0 && c + 1 < nc {
                 ops.push(Arrive(w0d(c)));
+            }
+            if (r == 1 || producer) && c + 2 < nc {
+                ops.push(Arrive(sf(p)));
             }
         }
         state_chunk_dec(
@@ -729,12 +746,27 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
             (c + 2 < nc).then(|| sf(p)),
         );
     }
-    // LR once, W0D 3-4, SF, XFULL by half k % 6
+    // LR once, W0D 3-4, SF (v8: the producer too), XFULL by half k % 6
+    let sf_parties = if producer { 4 } else { 3 };
     let parties = [(1, 2), (WG0, 1)]
         .into_iter()
-        .chain((0..2).flat_map(|p| [(3 + p as u8, 2), (sf(p), 3)]))
+        .chain((0..2).flat_map(|p| [(3 + p as u8, 2), (sf(p), sf_parties)]))
         .chain((0..6).map(|k| (xfull(k), 2)));
-    ssd_roles(r0, r1, state, parties)
+    if !producer {
+        return ssd_roles(r0, r1, state, parties);
+    }
+    Protocol::new(
+        vec![
+            ("rows0", r0),
+            ("rows1", r1),
+            ("state", state),
+            ("producer", prod),
+        ],
+        parties.collect(),
+    )
+    .with_warps("producer", 1)
+    .with_threads(sf(0), 416)
+    .with_threads(sf(1), 416)
 }
 
 /// SSD v8 (`ssd8_fused_p64_n128`: v7 with a producer warp, `ssd5_body<true, true, true>`) over
@@ -743,72 +775,7 @@ pub fn ssd_v7_with(nc: usize, fault: V7Fault) -> Protocol {
 /// threads: 3 x 128 arrive, 32 sync); row warpgroup 0 issues nothing and waits on the stage's
 /// mbarrier every chunk; otherwise v7's W0D / XFULL.
 pub fn ssd_v8(nc: usize) -> Protocol {
-    use Op::*;
-    let w0d = |c: usize| 3 + (c & 1) as u8;
-    let sf = |p: usize| 5 + p as u8;
-    let slot = |k: usize| (k % 3) as u8;
-    let xfull = |k: usize| [7, 8, 9, 11, 12, 13][k % 6];
-    let full = |c: usize| 20 + (c & 1) as u8;
-    let st = |c: usize| Region("stage", (c & 1) as u8);
-    let xch = |k: usize| Region("xch", slot(k));
-    let dvec = Region("dvec", 0);
-    let mut producer = vec![];
-    for c in 0..nc {
-        if c >= 2 {
-            producer.push(Sync(sf(c & 1)));
-        }
-        producer.extend([AsyncWrite(st(c)), MbarArrive(full(c))]);
-    }
-    let mut r0 = vec![Write(dvec), Sync(WG0)];
-    let mut r1 = vec![];
-    let mut state = vec![];
-    if nc > 0 {
-        r0.push(Arrive(1)); // LR: D for row warpgroup 1
-    }
-    for c in 0..nc {
-        let p = c & 1;
-        for (r, ops) in [&mut r0, &mut r1].into_iter().enumerate() {
-            if r == 1 && c == 0 {
-                ops.push(Sync(1));
-            }
-            ops.extend([MbarWait(full(c)), Read(st(c))]); // G, M · x
-            let k = 2 * c + r;
-            row_epilogue(ops, xfull(k), xch(k), st(c), dvec);
-            if r == 0 && c + 1 < nc {
-                ops.push(Arrive(w0d(c)));
-            }
-            if c + 2 < nc {
-                ops.push(Arrive(sf(p)));
-            }
-        }
-        state_chunk_dec(
-            &mut state,
-            full(c),
-            st(c),
-            [
-                (xch(2 * c), xfull(2 * c)),
-                (xch(2 * c + 1), xfull(2 * c + 1)),
-            ],
-            (c >= 1).then(|| w0d(c - 1)),
-            (c + 2 < nc).then(|| sf(p)),
-        );
-    }
-    let parties = [(1, 2), (WG0, 1)]
-        .into_iter()
-        .chain((0..2).flat_map(|p| [(3 + p as u8, 2), (sf(p), 4)]))
-        .chain((0..6).map(|k| (xfull(k), 2)));
-    Protocol::new(
-        vec![
-            ("rows0", r0),
-            ("rows1", r1),
-            ("state", state),
-            ("producer", producer),
-        ],
-        parties.collect(),
-    )
-    .with_warps("producer", 1)
-    .with_threads(sf(0), 416)
-    .with_threads(sf(1), 416)
+    ssd_decoupled(nc, V7Fault::None, true)
 }
 
 /// Which end of the xw forms' main loop [`moe_xw`] models.
