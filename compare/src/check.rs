@@ -401,6 +401,30 @@ impl Backend for OracleBackend {
     }
 }
 
+/// The GPU fused SSD's numerics twin (`reference::ops::ssd_twin`) with the tensor-core operand
+/// forms `prec`: how a kernel that rounds its operands that way would score against the
+/// reference, before it is written (`duet check --twin SPEC`). The twin runs the case's own
+/// chunk size; the fused kernels take 128-token chunks only.
+pub struct TwinBackend {
+    pub prec: reference::ops::ssd_twin::Precision,
+}
+
+impl Backend for TwinBackend {
+    fn name(&self) -> String {
+        format!("twin:{}", self.prec.describe())
+    }
+    /// The fused kernels take bf16 x / B / C: the twin runs the bf16 rows.
+    fn supports(&self, case: &dyn Case) -> bool {
+        case.op() == "ssd_chunk_scan" && case.vars().contains("dtype=bf16")
+    }
+    fn run(&self, case: &dyn Case, inputs: &TensorMap) -> Result<TensorMap, String> {
+        let def = ops::find("ssd_chunk_scan").map_err(|e| e.to_string())?;
+        let params =
+            reference::op::Params::resolve(&def, &case.params()).map_err(|e| e.to_string())?;
+        reference::ops::ssd_twin::run(inputs, &params, self.prec).map_err(|e| e.to_string())
+    }
+}
+
 /// The oracle pairs `duet check` runs on the CPU.
 pub fn oracles() -> Vec<OracleBackend> {
     vec![OracleBackend {

@@ -17,6 +17,12 @@ pub struct Args {
     /// kernel version.
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "gpu"])]
     backend: String,
+    /// Also run the GPU fused SSD's numerics twin with these tensor-core operand forms
+    /// (repeatable): `kernel` (bf16 hi + lo splits, as v2-v8 ship), `v5m`, `exact`, or
+    /// `m=F,s=F,xw=F` with F one of f32, bf16, bf16x2, f16, f16x2 (unnamed products as
+    /// `kernel`). E.g. `duet check --op ssd_chunk_scan/what=bf16 --twin kernel --twin m=f16`.
+    #[arg(long = "twin", value_name = "SPEC")]
+    twins: Vec<String>,
     /// Seed for the case inputs.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -62,8 +68,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         vec![]
     };
     let oracles = compare::check::oracles();
+    let twins = args
+        .twins
+        .iter()
+        .map(|t| {
+            reference::ops::ssd_twin::Precision::parse(t)
+                .map(|prec| compare::check::TwinBackend { prec })
+                .map_err(|e| anyhow::anyhow!("--twin {t:?}: {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut backends: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
     backends.extend(oracles.iter().map(|o| o as &dyn Backend));
+    backends.extend(twins.iter().map(|t| t as &dyn Backend));
     let mut rows: Vec<Row> = vec![];
     for case in cases {
         if re.as_ref().is_some_and(|r| !r.is_match(&case.name())) {

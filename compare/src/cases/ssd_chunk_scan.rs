@@ -169,3 +169,37 @@ pub fn cases() -> Vec<Box<dyn Case>> {
         ),
     ]
 }
+
+/// bf16 rows at the fused kernels' shape (headdim 64, dstate 128, chunk 128) with every option
+/// the kernels take: initial states, sequence boundaries inside chunks, a ragged tail. Not in the
+/// case table (the GPU suite covers these in gpu/tests/mamba_ssd.rs); for the numerics twin's
+/// sweeps (`duet check --twin`, compare/tests/ssd_twin.rs).
+pub fn twin_rows() -> Vec<Box<dyn Case>> {
+    let base = Ssd {
+        seqlen: 1000,
+        dtype: DType::BF16,
+        ..SUPER
+    };
+    vec![
+        case(base, "bf16", 128),
+        case(Ssd { init: true, ..base }, "bf16_init", 128),
+        case(
+            Ssd {
+                seq_idx: true,
+                ..base
+            },
+            "bf16_seq_idx",
+            128,
+        ),
+        case(
+            Ssd {
+                seqlen: 333,
+                init: true,
+                seq_idx: true,
+                ..base
+            },
+            "bf16_all",
+            128,
+        ),
+    ]
+}

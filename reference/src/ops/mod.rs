@@ -30,6 +30,7 @@ pub mod selective_scan;
 pub mod selective_state_update;
 pub mod selective_state_update_multi_token;
 pub mod ssd_chunk_scan;
+pub mod ssd_twin;
 pub mod stochastic_round_f16;
 
 /// Every op, in the order `duet ops` prints them.
