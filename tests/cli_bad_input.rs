@@ -992,6 +992,19 @@ fn cli_compare_two_npy_files_with_different_stems() {
 }
 
 #[test]
+fn cli_check_bad_twin_spec() {
+    // An unknown operand form, an unknown product, a part without '=': each named, exit 2.
+    for (spec, needles) in [
+        ("m=tf32", &["--twin", "tf32", "f16x2"][..]),
+        ("q=bf16", &["--twin", "\"q\"", "m, s, xw"][..]),
+        ("fast", &["--twin", "NAME=FORM", "kernel"][..]),
+    ] {
+        let out = duet(["check", "--op", "^philox/", "--twin", spec]);
+        assert_clean_error(&out, &format!("check --twin {spec}"), needles);
+    }
+}
+
+#[test]
 fn cli_check_bad_regex_goldens_and_corrupt_golden() {
     let out = duet(["check", "--op", "(unclosed"]);
     assert_clean_error(&out, "check --op (", &["(unclosed", "regex"]);

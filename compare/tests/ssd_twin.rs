@@ -90,6 +90,22 @@ fn twin_sweep() {
             }
         }
     }
+    // How far the f16 forms are from f16's range on these inputs (65504 largest, 2^-14 smallest
+    // normal): the largest magnitudes of the rounded operands, over rows and seed 1.
+    let def = reference::ops::find("ssd_chunk_scan").unwrap();
+    for case in twin_rows() {
+        let params = reference::op::Params::resolve(&def, &case.params()).unwrap();
+        let (_, r) =
+            reference::ops::ssd_twin::run_range(&case.inputs(1), &params, Precision::KERNEL)
+                .unwrap();
+        println!(
+            "{}: max |M| {:.3e}, max |S| {:.3e}, max |x w| {:.3e}",
+            case.vars().split(',').next().unwrap_or(""),
+            r.max_abs_m,
+            r.max_abs_s,
+            r.max_abs_xw
+        );
+    }
     println!("| operand forms | units a chunk | worst y % | worst final_states % | all pass |");
     println!("| --- | --- | --- | --- | --- |");
     for ((name, y, f, ok), t) in table.iter().zip(&twins) {

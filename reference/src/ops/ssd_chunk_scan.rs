@@ -187,6 +187,46 @@ impl SsdArgs<'_> {
     }
 }
 
+/// Runs `head(b, h, state0)` for every (batch, head) in parallel, `state0` the head's initial
+/// state (p, n) (zeros without `initial_states`); `head` returns the head's y rows (seqlen, p)
+/// and its final state. Gathers them into the op's layouts. The per-head scans (the sequential
+/// oracle, the GPU kernels' numerics twin) share this.
+pub(crate) fn scan_per_head<F>(args: &SsdArgs<'_>, head: F) -> Result<SsdOutput, String>
+where
+    F: Fn(usize, usize, Vec<f32>) -> (Vec<f32>, Vec<f32>) + Sync,
+{
+    args.check()?;
+    let SsdDims {
+        batch: bt,
+        seqlen: l,
+        nheads: h,
+        headdim: p,
+        dstate: n,
+        ..
+    } = args.dims;
+    let per_head: Vec<(Vec<f32>, Vec<f32>)> = (0..bt * h)
+        .into_par_iter()
+        .map(|bh| {
+            let s0 = match args.initial_states {
+                Some(v) => v[bh * p * n..(bh + 1) * p * n].to_vec(),
+                None => vec![0.0; p * n],
+            };
+            head(bh / h, bh % h, s0)
+        })
+        .collect();
+    let mut y = vec![0f32; bt * l * h * p];
+    let mut final_states = Vec::with_capacity(bt * h * p * n);
+    for (bh, (yh, s)) in per_head.into_iter().enumerate() {
+        let (b, hh) = (bh / h, bh % h);
+        for t in 0..l {
+            let dst = ((b * l + t) * h + hh) * p;
+            y[dst..dst + p].copy_from_slice(&yh[t * p..(t + 1) * p]);
+        }
+        final_states.extend_from_slice(&s);
+    }
+    Ok(SsdOutput { y, final_states })
+}
+
 /// `x * sigmoid(x)`.
 #[inline]
 pub fn silu(x: f32) -> f32 {

@@ -22,11 +22,11 @@
 //! operand form also takes its partner (x, C or B, bf16 inputs) to f16, as an f16 `wgmma` would:
 //! bf16 values outside f16's range become inf or lose bits there.
 
-use super::ssd_chunk_scan::{read_ssd, silu, SsdArgs, SsdDims, SsdOutput};
+use super::ssd_chunk_scan::{read_ssd, scan_per_head, silu, SsdArgs, SsdDims, SsdOutput};
 use crate::num::{round_bf16, round_f16};
 use crate::op::{Inputs, OpError, Params};
 use crate::tensor::TensorMap;
-use rayon::prelude::*;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// How an f32 operand enters a tensor-core product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,6 +182,34 @@ impl Precision {
     }
 }
 
+/// The largest magnitudes the three rounded operands took (f32 values before rounding): how
+/// far an f16 form is from its range (f16's largest finite value is 65504, its smallest normal
+/// 2^-14).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OperandRange {
+    pub max_abs_m: f32,
+    pub max_abs_s: f32,
+    pub max_abs_xw: f32,
+}
+
+/// Running maxima shared by the per-head scans (f32 bits of non-negative values order as u32).
+#[derive(Default)]
+struct RangeAcc([AtomicU32; 3]);
+
+impl RangeAcc {
+    fn note(&self, which: usize, local: f32) {
+        self.0[which].fetch_max(local.to_bits(), Ordering::Relaxed);
+    }
+    fn get(&self) -> OperandRange {
+        let v = |i: usize| f32::from_bits(self.0[i].load(Ordering::Relaxed));
+        OperandRange {
+            max_abs_m: v(0),
+            max_abs_s: v(1),
+            max_abs_xw: v(2),
+        }
+    }
+}
+
 /// The fused kernels' arithmetic with operand forms `prec`, chunks of `chunk_size` tokens (the
 /// kernels use 128). Outputs in f32 (the caller stores `y` in x's dtype, as the kernels do).
 pub fn ssd_twin(
@@ -189,46 +217,35 @@ pub fn ssd_twin(
     chunk_size: usize,
     prec: Precision,
 ) -> Result<SsdOutput, String> {
-    args.check()?;
+    ssd_twin_range(args, chunk_size, prec).map(|(o, _)| o)
+}
+
+/// [`ssd_twin`], and the operands' largest magnitudes.
+pub fn ssd_twin_range(
+    args: &SsdArgs<'_>,
+    chunk_size: usize,
+    prec: Precision,
+) -> Result<(SsdOutput, OperandRange), String> {
     if chunk_size == 0 {
         return Err("chunk_size must be >= 1".into());
     }
-    let SsdDims {
-        batch: bt,
-        seqlen: l,
-        nheads: h,
-        headdim: p,
-        ngroups: g,
-        dstate: n,
-    } = args.dims;
-    let hpg = h / g;
     let dtp = args.processed_dt();
-    let per_head: Vec<(Vec<f32>, Vec<f32>)> = (0..bt * h)
-        .into_par_iter()
-        .map(|bh| head_twin(args, &dtp, bh / h, bh % h, hpg, chunk_size, prec))
-        .collect();
-    let mut y = vec![0f32; bt * l * h * p];
-    let mut final_states = Vec::with_capacity(bt * h * p * n);
-    for (bh, (yh, sh)) in per_head.into_iter().enumerate() {
-        let (b, hh) = (bh / h, bh % h);
-        for t in 0..l {
-            let dst = ((b * l + t) * h + hh) * p;
-            y[dst..dst + p].copy_from_slice(&yh[t * p..(t + 1) * p]);
-        }
-        final_states.extend_from_slice(&sh);
-    }
-    Ok(SsdOutput { y, final_states })
+    let acc = RangeAcc::default();
+    let out = scan_per_head(args, |b, hh, s0| {
+        head_twin(args, &dtp, (b, hh), s0, chunk_size, prec, &acc)
+    })?;
+    Ok((out, acc.get()))
 }
 
 /// One (batch, head) over every chunk: its y rows (seqlen, p) and its final state (p, n).
 fn head_twin(
     args: &SsdArgs<'_>,
     dtp: &[f32],
-    b: usize,
-    hh: usize,
-    hpg: usize,
+    (b, hh): (usize, usize),
+    mut state: Vec<f32>,
     q: usize,
     prec: Precision,
+    range: &RangeAcc,
 ) -> (Vec<f32>, Vec<f32>) {
     let SsdDims {
         seqlen: l,
@@ -238,12 +255,8 @@ fn head_twin(
         dstate: n,
         ..
     } = args.dims;
-    let gg = hh / hpg;
+    let gg = hh / (h / g);
     let a = args.a[hh];
-    let mut state: Vec<f32> = match args.initial_states {
-        Some(s) => s[(b * h + hh) * p * n..(b * h + hh + 1) * p * n].to_vec(),
-        None => vec![0.0; p * n],
-    };
     let mut state_seq = 0i64;
     let mut yh = vec![0f32; l * p];
     let (mut cs, mut dtv, mut sq) = (vec![0f32; q], vec![0f32; q], vec![0i64; q]);
@@ -253,6 +266,7 @@ fn head_twin(
     // Offset of row (b, t, idx) of a (batch, seqlen, stride, width) tensor.
     let row =
         |t: usize, width: usize, stride: usize, idx: usize| ((b * l + t) * stride + idx) * width;
+    let mut mx = [0f32; 3];
     let mut t0 = 0;
     while t0 < l {
         let qc = q.min(l - t0);
@@ -283,10 +297,12 @@ fn head_twin(
                 } else {
                     0.0
                 };
+                mx[0] = mx[0].max(v.abs());
                 mr[i * qc + s] = prec.m.round(v);
             }
         }
         for (d, &v) in sr.iter_mut().zip(&state) {
+            mx[1] = mx[1].max(v.abs());
             *d = prec.s.round(v);
         }
         for i in 0..qc {
@@ -326,6 +342,7 @@ fn head_twin(
                 0.0
             };
             for (d, &xv) in xw[i * p..(i + 1) * p].iter_mut().zip(x_at(i)) {
+                mx[2] = mx[2].max((xv * w).abs());
                 *d = prec.xw.round(xv * w);
             }
         }
@@ -355,17 +372,29 @@ fn head_twin(
         state_seq = last_seq;
         t0 += qc;
     }
+    for (i, &m) in mx.iter().enumerate() {
+        range.note(i, m);
+    }
     (yh, state)
 }
 
 /// The twin as an op run: `ssd_chunk_scan`'s inputs and params (`chunk_size`, dt options),
 /// outputs `y` (x's dtype) and `final_states` (f32), as the GPU path returns them.
 pub fn run(inputs: &TensorMap, p: &Params, prec: Precision) -> Result<TensorMap, OpError> {
+    run_range(inputs, p, prec).map(|(o, _)| o)
+}
+
+/// [`run`], and the operands' largest magnitudes.
+pub fn run_range(
+    inputs: &TensorMap,
+    p: &Params,
+    prec: Precision,
+) -> Result<(TensorMap, OperandRange), OpError> {
     let in_ = Inputs::new("ssd_chunk_scan", inputs);
     let owned = read_ssd(&in_, p)?;
     let chunk = p.usize("chunk_size")?;
-    let out = ssd_twin(&owned.args(), chunk, prec).map_err(|m| in_.invalid(m))?;
-    Ok(owned.outputs(out))
+    let (out, range) = ssd_twin_range(&owned.args(), chunk, prec).map_err(|m| in_.invalid(m))?;
+    Ok((owned.outputs(out), range))
 }
 
 #[cfg(test)]
@@ -485,6 +514,30 @@ mod tests {
         assert!(
             fy < my / 3.0 && fy > ky,
             "m=f16 {fy:e} between split {ky:e} and bf16 {my:e}"
+        );
+    }
+
+    #[test]
+    fn operand_ranges_are_the_largest_magnitudes() {
+        let (dims, v, seq) = problem(3);
+        let a = args(dims, &v, &seq);
+        let (out, r) = ssd_twin_range(&a, 16, Precision::KERNEL).unwrap();
+        assert_eq!(out, ssd_twin(&a, 16, Precision::KERNEL).unwrap());
+        // The initial state is chunk 0's C · S operand (the final state is never multiplied).
+        let s0 = v[8].iter().fold(0f32, |m, x| m.max(x.abs()));
+        assert!(
+            r.max_abs_s >= s0 && r.max_abs_s > 0.0,
+            "{r:?} vs initial {s0}"
+        );
+        assert!(r.max_abs_m > 0.0 && r.max_abs_xw > 0.0, "{r:?}");
+        // x w = x exp(cs_last - cs_l) dt'_l with the decay <= 1: below max |x| max dt'.
+        let dt = a.processed_dt().iter().fold(0f32, |m, x| m.max(*x));
+        let x = v[0].iter().fold(0f32, |m, x| m.max(x.abs()));
+        assert!(
+            r.max_abs_xw <= x * dt * 1.0001,
+            "{} vs {}",
+            r.max_abs_xw,
+            x * dt
         );
     }
 
