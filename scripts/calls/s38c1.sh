@@ -13,7 +13,7 @@
 # wrote it, and with the kernel's own access pattern: `ssd5_handover_probe_kpat`), then over v5 as
 # it is and stripped of its wgmma / stage loads / both (DUET_RC_NO_WGMMA, DUET_RC_NO_LOADS: which
 # of the kernel's other shared-memory users racecheck needs to report the X hand-over). Worst
-# case 60 + 90 + 2 x 180 + 2 x 150 + 2 x 120 + 4 x 180 s; expected ~700 s. Then
+# case 60 + 90 + 120 + 2 x 180 + 2 x 150 + 2 x 120 + 4 x 180 s; expected ~700 s. Then
 # scripts/calls/s37c4.sh (v7 speed, ncu, racecheck, past 2^31) on the same carry.
 # Build (12.0 MB in session 38; with the 53.3 MB tree, 62.3 MiB of the 64 MiB that travel):
 #   scripts/devbin-quick.sh "mamba_ssd gpu_index64 gpu_moe" "ssd_chunk_scan moe" "DUET_JITTER=2000
@@ -31,6 +31,11 @@ grep -q "^ssd-oracle8 rc=0 " $OUT/summary.txt && VS=$VS,v8
 run ssd-bits 90 env DUET_MAMBA_TEST_VERSIONS=$VS $B/tests/mamba_ssd --ignored --test-threads 1 \
     --nocapture ssd_fused_bits_repeat
 grep -h "test result\|same bits\|v4's bits\|panicked" $OUT/ssd-bits.log | sed "s/^/plain /" >> $OUT/summary.txt
+# Session 39: every fused version's NMSE within 8x of the numerics twin's (a lost half of a split
+# shows as 37-7000x; the printed ratios say how close the GPU's arithmetic is to the twin's)
+run ssd-twin 120 env DUET_MAMBA_TEST_VERSIONS=v2,$VS $B/tests/mamba_ssd --ignored --test-threads 1 \
+    --nocapture ssd_fused_error_matches_its_arithmetic
+grep -h "test result\|NMSE\|panicked" $OUT/ssd-twin.log | head -40 | sed "s/^/twin /" >> $OUT/summary.txt
 # DUET_JITTER=2000 (both files) and 300 (short pauses, other interleavings; ssd_chunk_scan.cu)
 # are precompiled in the carry
 for j in 2000 300; do
