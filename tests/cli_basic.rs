@@ -206,6 +206,41 @@ fn check_runs_the_table_and_filters() {
 }
 
 #[test]
+fn check_twin_scores_operand_forms_on_the_bf16_row() {
+    // The fused SSD's numerics twin: rows for y and final_states per --twin spec, on the bf16
+    // row only (the fused kernels take bf16 inputs); one bf16 pass of x w fails final_states,
+    // and check says so with exit 1.
+    let o = duet(&[
+        "check",
+        "--op",
+        "^ssd_chunk_scan/what=(bf16|odd),",
+        "--twin",
+        "kernel",
+        "--twin",
+        "xw=bf16",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let twin: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["implementation"].as_str().unwrap().starts_with("twin:"))
+        .collect();
+    assert_eq!(
+        twin.len(),
+        4,
+        "two specs x two outputs, bf16 row only: {twin:?}"
+    );
+    for r in &twin {
+        assert!(r["case"].as_str().unwrap().contains("dtype=bf16"), "{r}");
+        let imp = r["implementation"].as_str().unwrap();
+        let failed = imp == "twin:m=bf16x2,s=bf16x2,xw=bf16" && r["output"] == "final_states";
+        assert_eq!(r["passed"], !failed, "{r}");
+    }
+}
+
+#[test]
 fn profile_reads_an_ncu_raw_export_of_the_h200() {
     // A real `ncu --csv --page raw` capture of a vector add on the H200 (fixtures/traces).
     let csv = concat!(
