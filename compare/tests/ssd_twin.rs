@@ -69,6 +69,8 @@ fn twin_sweep() {
         "m=f16,s=f16",
         "m=f16,s=f16,xw=f16",
         "m=f16,s=f16,xw=f16x2",
+        "m=f16,s=f16,xw=f16x2,scale=pow2",
+        "m=f16,s=f16,xw=f16,scale=pow2",
     ];
     let twins: Vec<TwinBackend> = specs.iter().map(|s| twin(s)).collect();
     let backends: Vec<&dyn Backend> = twins.iter().map(|t| t as &dyn Backend).collect();

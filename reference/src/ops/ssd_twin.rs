@@ -71,6 +71,41 @@ impl Operand {
         }
     }
 
+    /// Whether this form runs in f16 (and so takes an f16 partner).
+    pub fn is_f16(self) -> bool {
+        matches!(self, Operand::F16 | Operand::F16x2)
+    }
+
+    /// [`Operand::round`] of every value of one scale group. With `pow2` an f16 form first
+    /// multiplies the group by 2^-e, e = exponent(max |v|) - 14, so the group's largest value
+    /// lands in [2^14, 2^15) (no overflow, full f16 precision down to 2^-10 of the max), and
+    /// the product is scaled back by 2^e exactly; bf16 and f32 forms ignore `pow2`.
+    pub fn round_group(self, vals: &[f32], pow2: bool, out: &mut [f64]) {
+        let k = if pow2 && self.is_f16() {
+            pow2_scale(vals)
+        } else {
+            0
+        };
+        let (down, up) = (2f32.powi(-k), 2f64.powi(k));
+        for (o, &v) in out.iter_mut().zip(vals) {
+            *o = self.round(v * down) * up;
+        }
+    }
+
+    /// [`Operand::partner`] of one scale group (a chunk's tile of x, C or B), as
+    /// [`Operand::round_group`] scales it.
+    pub fn partner_group(self, vals: &[f32], pow2: bool, out: &mut [f64]) {
+        let k = if pow2 && self.is_f16() {
+            pow2_scale(vals)
+        } else {
+            0
+        };
+        let (down, up) = (2f32.powi(-k), 2f64.powi(k));
+        for (o, &v) in out.iter_mut().zip(vals) {
+            *o = self.partner(v * down) * up;
+        }
+    }
+
     /// Tensor-core passes of the product (1 or 2; 0 for the unrounded reference form).
     pub fn passes(self) -> usize {
         match self {
@@ -107,6 +142,28 @@ impl Operand {
     }
 }
 
+/// e with 2^-e max |v| in [2^14, 2^15) (0 for a group of zeros or with a non-finite value:
+/// an inf or NaN stays one, as the reference's does).
+fn pow2_scale(vals: &[f32]) -> i32 {
+    let mut m = 0f32;
+    for &v in vals {
+        if !v.is_finite() {
+            return 0;
+        }
+        m = m.max(v.abs());
+    }
+    if m == 0.0 {
+        return 0;
+    }
+    // the exponent of m (m in [2^e, 2^(e + 1))), from its bits (normal or subnormal)
+    let e = if m >= f32::MIN_POSITIVE {
+        ((m.to_bits() >> 23) & 0xff) as i32 - 127
+    } else {
+        (31 - m.to_bits().leading_zeros() as i32) - 149
+    };
+    e - 14
+}
+
 /// The operand forms of the three products that are not bf16 x bf16.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Precision {
@@ -116,6 +173,9 @@ pub struct Precision {
     pub s: Operand,
     /// x w in the state update (the state warpgroup)
     pub xw: Operand,
+    /// f16 forms carry power-of-two scales: per row of M, of S and of (x w)^T, per chunk tile
+    /// of x, C and B (`scale=pow2`), as an f16 kernel must to take any bf16 input.
+    pub pow2: bool,
 }
 
 impl Precision {
@@ -124,12 +184,14 @@ impl Precision {
         m: Operand::F32,
         s: Operand::F32,
         xw: Operand::F32,
+        pow2: false,
     };
     /// SSD v2-v8 as shipped: every non-bf16 operand split into bf16 hi + lo.
     pub const KERNEL: Precision = Precision {
         m: Operand::Bf16x2,
         s: Operand::Bf16x2,
         xw: Operand::Bf16x2,
+        pow2: false,
     };
     /// Session 36's v5m (M in one bf16 pass; measured on the H200 in session 37).
     pub const V5M: Precision = Precision {
@@ -151,12 +213,24 @@ impl Precision {
             let (k, v) = part.split_once('=').ok_or_else(|| {
                 format!("{part:?} is not NAME=FORM (e.g. m=bf16), nor kernel / v5m / exact")
             })?;
+            if k == "scale" {
+                p.pow2 = match v {
+                    "pow2" => true,
+                    "none" => false,
+                    _ => return Err(format!("scale={v:?} is not pow2 or none")),
+                };
+                continue;
+            }
             let f = Operand::parse(v)?;
             match k {
                 "m" => p.m = f,
                 "s" => p.s = f,
                 "xw" => p.xw = f,
-                _ => return Err(format!("{k:?} is not one of the products m, s, xw")),
+                _ => {
+                    return Err(format!(
+                        "{k:?} is not one of the products m, s, xw (or scale)"
+                    ))
+                }
             }
         }
         Ok(p)
@@ -164,10 +238,11 @@ impl Precision {
 
     pub fn describe(&self) -> String {
         format!(
-            "m={},s={},xw={}",
+            "m={},s={},xw={}{}",
             self.m.name(),
             self.s.name(),
-            self.xw.name()
+            self.xw.name(),
+            if self.pow2 { ",scale=pow2" } else { "" }
         )
     }
 
@@ -263,6 +338,10 @@ fn head_twin(
     let mut mr = vec![0f64; q * q];
     let mut sr = vec![0f64; p * n];
     let mut xw = vec![0f64; q * p];
+    let mut mrow = vec![0f32; q];
+    let (mut xt, mut ct, mut bt) = (vec![0f32; q * p], vec![0f32; q * n], vec![0f32; q * n]);
+    let (mut xp, mut cp, mut bp) = (vec![0f64; q * p], vec![0f64; q * n], vec![0f64; q * n]);
+    let (mut colv, mut colr) = (vec![0f32; q], vec![0f64; q]);
     // Offset of row (b, t, idx) of a (batch, seqlen, stride, width) tensor.
     let row =
         |t: usize, width: usize, stride: usize, idx: usize| ((b * l + t) * stride + idx) * width;
@@ -283,11 +362,23 @@ fn head_twin(
         let c_at = |i: usize| &args.c[row(t0 + i, n, g, gg)..][..n];
         let b_at = |i: usize| &args.b[row(t0 + i, n, g, gg)..][..n];
         let x_at = |i: usize| &args.x[row(t0 + i, p, h, hh)..][..p];
-        // M in its operand form (G from the bf16 inputs, exact products).
+        // The chunk's tiles of x, C and B as the products take them (a scale per tile).
+        for i in 0..qc {
+            xt[i * p..(i + 1) * p].copy_from_slice(x_at(i));
+            ct[i * n..(i + 1) * n].copy_from_slice(c_at(i));
+            bt[i * n..(i + 1) * n].copy_from_slice(b_at(i));
+        }
+        prec.m
+            .partner_group(&xt[..qc * p], prec.pow2, &mut xp[..qc * p]);
+        prec.s
+            .partner_group(&ct[..qc * n], prec.pow2, &mut cp[..qc * n]);
+        prec.xw
+            .partner_group(&bt[..qc * n], prec.pow2, &mut bp[..qc * n]);
+        // M in its operand form, a scale per row (G from the bf16 inputs, exact products).
         for i in 0..qc {
             let ci = c_at(i);
             for s in 0..qc {
-                let v = if s <= i && sq[s] == sq[i] {
+                mrow[s] = if s <= i && sq[s] == sq[i] {
                     let gv: f64 = ci
                         .iter()
                         .zip(b_at(s))
@@ -297,31 +388,34 @@ fn head_twin(
                 } else {
                     0.0
                 };
-                mx[0] = mx[0].max(v.abs());
-                mr[i * qc + s] = prec.m.round(v);
+                mx[0] = mx[0].max(mrow[s].abs());
             }
+            prec.m
+                .round_group(&mrow[..qc], prec.pow2, &mut mr[i * qc..(i + 1) * qc]);
         }
-        for (d, &v) in sr.iter_mut().zip(&state) {
-            mx[1] = mx[1].max(v.abs());
-            *d = prec.s.round(v);
+        // S, a scale per row (headdim index k).
+        for k in 0..p {
+            let srow = &state[k * n..(k + 1) * n];
+            mx[1] = srow.iter().fold(mx[1], |m, v| m.max(v.abs()));
+            prec.s
+                .round_group(srow, prec.pow2, &mut sr[k * n..(k + 1) * n]);
         }
         for i in 0..qc {
-            let ci = c_at(i);
             let ein = if sq[i] == prev_seq { cs[i].exp() } else { 0.0 };
-            let cp: Vec<f64> = ci.iter().map(|&c| prec.s.partner(c)).collect();
+            let ci = &cp[i * n..(i + 1) * n];
             let yrow = &mut yh[(t0 + i) * p..(t0 + i + 1) * p];
             let xi = x_at(i);
             for k in 0..p {
                 // X (the inter-chunk part) and y_intra, each accumulated on its own as the
                 // kernels do (X through the hand-over buffer, y_intra in the rows' registers).
-                let xs: f64 = cp
+                let xs: f64 = ci
                     .iter()
                     .zip(&sr[k * n..(k + 1) * n])
                     .map(|(c, s)| c * s)
                     .sum();
                 let mut yi = 0f64;
                 for s in 0..=i {
-                    yi += mr[i * qc + s] * prec.m.partner(x_at(s)[k]);
+                    yi += mr[i * qc + s] * xp[s * p + k];
                 }
                 let mut v = yi as f32 + (xs as f32) * ein;
                 if let Some(d) = args.d {
@@ -341,9 +435,19 @@ fn head_twin(
             } else {
                 0.0
             };
-            for (d, &xv) in xw[i * p..(i + 1) * p].iter_mut().zip(x_at(i)) {
+            for (k, &xv) in x_at(i).iter().enumerate() {
                 mx[2] = mx[2].max((xv * w).abs());
-                *d = prec.xw.round(xv * w);
+                xt[i * p + k] = xv * w;
+            }
+        }
+        // x w: the rows of (x w)^T (headdim index k) are the A operand's, a scale per row.
+        for k in 0..p {
+            for i in 0..qc {
+                colv[i] = xt[i * p + k];
+            }
+            prec.xw.round_group(&colv[..qc], prec.pow2, &mut colr[..qc]);
+            for i in 0..qc {
+                xw[i * p + k] = colr[i];
             }
         }
         let decay = if last_seq == prev_seq {
@@ -351,14 +455,6 @@ fn head_twin(
         } else {
             0.0
         };
-        let bp: Vec<f64> = (0..qc)
-            .flat_map(|i| {
-                b_at(i)
-                    .iter()
-                    .map(|&v| prec.xw.partner(v))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
         for k in 0..p {
             for j in 0..n {
                 let mut u = 0f64;
@@ -400,6 +496,7 @@ pub fn run_range(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::num::round_bf16;
     use crate::ops::ssd_chunk_scan::{ssd_chunk_scan, DtConfig, DtTransform};
 
     /// A small seeded problem with every option (seq_idx inside chunks, initial states, D, z).
@@ -538,6 +635,66 @@ mod tests {
             "{} vs {}",
             r.max_abs_xw,
             x * dt
+        );
+    }
+
+    #[test]
+    fn pow2_scales_put_the_group_max_in_2_pow_14_to_15() {
+        assert_eq!(pow2_scale(&[1.0, -0.5]), -14);
+        assert_eq!(pow2_scale(&[-65504.0, 3.0]), 1);
+        assert_eq!(pow2_scale(&[1.5e-7, 0.0]), -23 - 14);
+        assert_eq!(pow2_scale(&[0.0, 0.0]), 0);
+        assert_eq!(pow2_scale(&[1.0, f32::INFINITY]), 0);
+        assert_eq!(pow2_scale(&[f32::from_bits(1)]), -149 - 14);
+        for v in [1.0e-30f32, 3.0e-5, 0.7, 1.0, 12345.0, 6.0e4, 3.0e38] {
+            let k = pow2_scale(&[v]);
+            let m = v as f64 * 2f64.powi(-k);
+            assert!((16384.0..32768.0).contains(&m), "{v}: {m}");
+        }
+    }
+
+    /// The problem with x, B and C in bf16 (the fused kernels' inputs), x (index 0) or B (3)
+    /// scaled by `f` first.
+    fn scaled(seed: u64, which: usize, f: f32) -> (SsdDims, Vec<Vec<f32>>, Vec<i64>) {
+        let (dims, mut v, seq) = problem(seed);
+        v[which].iter_mut().for_each(|x| *x *= f);
+        for i in [0, 3, 4] {
+            v[i].iter_mut().for_each(|x| *x = round_bf16(*x));
+        }
+        (dims, v, seq)
+    }
+
+    #[test]
+    fn f16_forms_need_their_scales_at_the_range_ends() {
+        let err = |(dims, v, seq): (SsdDims, Vec<Vec<f32>>, Vec<i64>), spec: &str| {
+            let a = args(dims, &v, &seq);
+            let r = ssd_chunk_scan(&a, 16).unwrap();
+            let t = ssd_twin(&a, 16, Precision::parse(spec).unwrap()).unwrap();
+            (
+                max_rel(&r.y, &t.y),
+                max_rel(&r.final_states, &t.final_states),
+            )
+        };
+        // x beyond f16's range: unscaled, M · x overflows (inf - inf: NaN, max_rel NaN / inf)
+        let (y, _) = err(scaled(5, 0, 1.0e5), "m=f16");
+        assert!(!(y < 1e-2), "unscaled f16 x at 1e5 should break y: {y}");
+        let (y, f) = err(scaled(5, 0, 1.0e5), "m=f16,s=f16,xw=f16x2,scale=pow2");
+        let (yk, fk) = err(scaled(5, 0, 1.0e5), "kernel");
+        eprintln!("x at 1e5: scaled f16 y {y:e} fs {f:e}; kernel y {yk:e} fs {fk:e}");
+        assert!(y < 2e-3 && f < 1e-5, "scaled: y {y:e} fs {f:e}");
+        // B far below f16's normal range: unscaled, the update loses B's bits (f16 subnormals)
+        let (_, f_raw) = err(scaled(5, 3, 1.0e-6), "xw=f16x2");
+        let (_, f_sc) = err(scaled(5, 3, 1.0e-6), "xw=f16x2,scale=pow2");
+        assert!(
+            f_raw > 100.0 * f_sc && f_sc < 1e-5,
+            "raw {f_raw:e} scaled {f_sc:e}"
+        );
+        // in range the scales change nothing that matters
+        let (y0, f0) = err(scaled(5, 0, 1.0), "m=f16,s=f16,xw=f16x2");
+        let (y1, f1) = err(scaled(5, 0, 1.0), "m=f16,s=f16,xw=f16x2,scale=pow2");
+        assert!(
+            y1 < 2.0 * y0 + 1e-6 && f1 < 2.0 * f0 + 1e-9,
+            "{y0:e} {y1:e} {f0:e} {f1:e}"
         );
     }
 
