@@ -20,7 +20,9 @@ pub struct Args {
     /// Also run the GPU fused SSD's numerics twin with these tensor-core operand forms
     /// (repeatable): `kernel` (bf16 hi + lo splits, as v2-v8 ship), `v5m`, `exact`, or
     /// `m=F,s=F,xw=F` with F one of f32, bf16, bf16x2, f16, f16x2 (unnamed products as
-    /// `kernel`). E.g. `duet check --op ssd_chunk_scan/what=bf16 --twin kernel --twin m=f16`.
+    /// `kernel`), plus `scale=pow2` for power-of-two scales on the f16 operands (per row of M,
+    /// S and (x w)^T, per chunk tile of x, C and B). E.g. `duet check --op
+    /// ssd_chunk_scan/what=bf16 --twin kernel --twin m=f16,s=f16,xw=f16x2,scale=pow2`.
     #[arg(long = "twin", value_name = "SPEC")]
     twins: Vec<String>,
     /// Seed for the case inputs.
