@@ -81,28 +81,26 @@ impl Operand {
     /// lands in [2^14, 2^15) (no overflow, full f16 precision down to 2^-10 of the max), and
     /// the product is scaled back by 2^e exactly; bf16 and f32 forms ignore `pow2`.
     pub fn round_group(self, vals: &[f32], pow2: bool, out: &mut [f64]) {
-        let k = if pow2 && self.is_f16() {
-            pow2_scale(vals)
-        } else {
-            0
-        };
-        let (down, up) = (2f32.powi(-k), 2f64.powi(k));
-        for (o, &v) in out.iter_mut().zip(vals) {
-            *o = self.round(v * down) * up;
-        }
+        self.scaled_group(vals, pow2, out, Operand::round);
     }
 
     /// [`Operand::partner`] of one scale group (a chunk's tile of x, C or B), as
     /// [`Operand::round_group`] scales it.
     pub fn partner_group(self, vals: &[f32], pow2: bool, out: &mut [f64]) {
+        self.scaled_group(vals, pow2, out, Operand::partner);
+    }
+
+    /// `f` of each value of the group, scaled by 2^-e before and 2^e after (f64: 2^e of a
+    /// subnormal group's scale overflows f32).
+    fn scaled_group(self, vals: &[f32], pow2: bool, out: &mut [f64], f: fn(Operand, f32) -> f64) {
         let k = if pow2 && self.is_f16() {
             pow2_scale(vals)
         } else {
             0
         };
-        let (down, up) = (2f32.powi(-k), 2f64.powi(k));
+        let (down, up) = (2f64.powi(-k), 2f64.powi(k));
         for (o, &v) in out.iter_mut().zip(vals) {
-            *o = self.partner(v * down) * up;
+            *o = f(self, (v as f64 * down) as f32) * up;
         }
     }
 
@@ -646,6 +644,11 @@ mod tests {
         assert_eq!(pow2_scale(&[0.0, 0.0]), 0);
         assert_eq!(pow2_scale(&[1.0, f32::INFINITY]), 0);
         assert_eq!(pow2_scale(&[f32::from_bits(1)]), -149 - 14);
+        // a subnormal group scales up by 2^163 (beyond f32) and keeps its value
+        let mut out = [0f64; 2];
+        let tiny = [f32::from_bits(3), -f32::from_bits(1)];
+        Operand::F16.round_group(&tiny, true, &mut out);
+        assert_eq!(out, [tiny[0] as f64, tiny[1] as f64]);
         for v in [1.0e-30f32, 3.0e-5, 0.7, 1.0, 12345.0, 6.0e4, 3.0e38] {
             let k = pow2_scale(&[v]);
             let m = v as f64 * 2f64.powi(-k);
