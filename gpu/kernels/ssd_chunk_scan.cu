@@ -1628,7 +1628,8 @@ __device__ __forceinline__ void ssd4_epilogue(const float* acc, const Ssd3Stage*
 // G, M and M · x of row warpgroup R (into acc, waited for); warpgroup 0 issues the next chunk's
 // loads (nx.st) while its M · x runs, in v5 (SF) after barrier SF(nx.c & 1): the stage's last
 // chunk is done everywhere (nx.c >= 2); v6 (TMA) issues them from warp 0 through the TMA.
-template <int R, bool SF, bool TMA = false>
+// SFN: SF's thread count (the caller's; v8's 416 if a producer-warp form ever issued here).
+template <int R, bool SF, bool TMA = false, int SFN = SSD3_THREADS>
 __device__ __forceinline__ void ssd4_row_products(const Ssd3Stage* st, float* acc, int w,
                                                   int lane, const Ssd3Next& nx,
                                                   const SsdDims& s) {
@@ -1671,7 +1672,7 @@ __device__ __forceinline__ void ssd4_row_products(const Ssd3Stage* st, float* ac
     if (R == 0 && nx.st) {
         const i64 b = blockIdx.x / s.H, h = blockIdx.x % s.H;
         const i64 nc = (s.L + SSD2_Q - 1) / SSD2_Q;
-        if (SF && nx.c >= 2) ssd5_bar2<SSD5_SF0, 384, false>((int)(nx.c & 1));
+        if (SF && nx.c >= 2) ssd5_bar2<SSD5_SF0, SFN, false>((int)(nx.c & 1));
         if constexpr (TMA) {
             if (w == 0)
                 ssd6_load_stage(nx.st, nx.tm, nx.tok + (b * nc + nx.c) * s.H + h, b, h,
@@ -1984,7 +1985,7 @@ __device__ __forceinline__ void ssd5_row_loop(typename Ssd5SmemOf<TMA>::T* sm, c
             nx.full = &sm->full[cur ^ 1];
         }
         float acc[32];
-        ssd4_row_products<R, true, TMA>(&sm->st[cur], acc, w, lane, nx, s);
+        ssd4_row_products<R, true, TMA, SFN>(&sm->st[cur], acc, w, lane, nx, s);
         // This warpgroup's half of X: half k = 2 c + R, in slot k % 3.
         if constexpr (DEC)
             ssd7_xfull<false>(slot);
