@@ -380,6 +380,64 @@ fn ptxas_no_spills_in_fused_ssd() {
             "ssd8_fused_p64_n128",
         ],
     );
+    assert_setmaxnreg_start(&r, &["ssd8_fused_p64_n128"]);
+}
+
+/// Warp-specialised kernels of 512 threads move registers between their warpgroups with
+/// `setmaxnreg` (SSD v8: 32 to the producer warpgroup, 160 to the roles; the MoE xw forms: 72
+/// to the producers, 184 / EREG to the consumers). Those counts add up to the whole register
+/// file (65,536 a block) only if ptxas starts every warp at 128 registers: with fewer, the
+/// roles' `setmaxnreg.inc` waits forever for registers no one frees (a hang, not an error).
+fn assert_setmaxnreg_start(r: &[compile::KernelResources], names: &[&str]) {
+    for name in names {
+        let k = r
+            .iter()
+            .find(|k| k.kernel == *name)
+            .unwrap_or_else(|| panic!("{name} missing from the ptxas report"));
+        assert_eq!(
+            k.registers, 128,
+            "{name}: ptxas gives {} registers at launch; its setmaxnreg counts assume 128 \
+             (512 threads x 128 = the 65,536-register file)",
+            k.registers
+        );
+    }
+}
+
+#[test]
+#[should_panic(expected = "setmaxnreg counts assume 128")]
+fn setmaxnreg_start_check_catches_a_smaller_launch_count() {
+    let k = compile::KernelResources {
+        kernel: "k".into(),
+        registers: 120,
+        spill_stores_bytes: 0,
+        spill_loads_bytes: 0,
+        stack_bytes: 0,
+        smem_bytes: 0,
+        wgmma_serialized: false,
+    };
+    assert_setmaxnreg_start(&[k], &["k"]);
+}
+
+/// The MoE xw forms (moe.cu `moe_xw_body`, 512 threads, setmaxnreg): 128 registers at launch,
+/// no spills (see [`assert_setmaxnreg_start`]).
+#[test]
+fn ptxas_setmaxnreg_start_of_moe_xw_forms() {
+    if !compile::nvrtc_available() {
+        return; // covered by every_kernel_compiles_for_sm90a
+    }
+    let r = compile::resources("moe", "sm_90a").expect("resources");
+    let xw: Vec<&str> = r
+        .iter()
+        .filter(|k| k.kernel.starts_with("moe_gemm_xw"))
+        .map(|k| k.kernel.as_str())
+        .collect();
+    assert!(
+        xw.len() >= 4,
+        "the xw forms are missing from moe.cu's ptxas report: {xw:?}"
+    );
+    print_resources(r.iter().filter(|k| k.kernel.starts_with("moe_gemm_xw")));
+    assert_setmaxnreg_start(&r, &xw);
+    assert_register_resident(&r, &xw);
 }
 
 /// The prefill conv1d kernels compiled per x dtype (session 23): v8 / v9 keep their taps,
