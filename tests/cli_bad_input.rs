@@ -1002,6 +1002,13 @@ fn cli_check_bad_twin_spec() {
         let out = duet(["check", "--op", "^philox/", "--twin", spec]);
         assert_clean_error(&out, &format!("check --twin {spec}"), needles);
     }
+    // A good spec with --op selecting no bf16 ssd_chunk_scan row: said, not silently empty.
+    let out = duet(["check", "--op", "^philox/", "--twin", "kernel"]);
+    assert_clean_error(
+        &out,
+        "check --twin on philox",
+        &["--twin", "bf16 rows", "^philox/"],
+    );
 }
 
 #[test]

@@ -79,6 +79,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 .map_err(|e| anyhow::anyhow!("--twin {t:?}: {e}"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(t) = twins.first() {
+        let selected = cases
+            .iter()
+            .filter(|c| re.as_ref().is_none_or(|r| r.is_match(&c.name())))
+            .filter(|c| t.supports(c.as_ref()))
+            .count();
+        if selected == 0 {
+            anyhow::bail!(
+                "--twin scores ssd_chunk_scan's bf16 rows (the fused kernels' inputs), and --op {:?} \
+                 selects none of them; use e.g. --op ssd_chunk_scan/what=bf16",
+                args.op.as_deref().unwrap_or("")
+            );
+        }
+    }
     let mut backends: Vec<&dyn Backend> = gpu_backends.iter().map(|b| b.as_ref()).collect();
     backends.extend(oracles.iter().map(|o| o as &dyn Backend));
     backends.extend(twins.iter().map(|t| t as &dyn Backend));
