@@ -35,7 +35,7 @@ grep -h "test result\|same bits\|v4's bits\|panicked" $OUT/ssd-bits.log | sed "s
 # shows as 37-7000x; the printed ratios say how close the GPU's arithmetic is to the twin's)
 run ssd-twin 120 env DUET_MAMBA_TEST_VERSIONS=v2,$VS $B/tests/mamba_ssd --ignored --test-threads 1 \
     --nocapture ssd_fused_error_matches_its_arithmetic
-grep -h "test result\|NMSE\|panicked" $OUT/ssd-twin.log | head -40 | sed "s/^/twin /" >> $OUT/summary.txt
+grep -h "test result\|NMSE\|panicked" $OUT/ssd-twin.log | head -64 | sed "s/^/twin /" >> $OUT/summary.txt
 # DUET_JITTER=2000 (both files) and 300 (short pauses, other interleavings; ssd_chunk_scan.cu)
 # are precompiled in the carry
 for j in 2000 300; do
