@@ -338,13 +338,17 @@ fn ptxas_no_spills_in_router_v4() {
     );
 }
 
+/// Kernel `name` of a ptxas report (panics naming it when it is missing).
+fn kernel_in<'a>(r: &'a [compile::KernelResources], name: &str) -> &'a compile::KernelResources {
+    r.iter()
+        .find(|k| k.kernel == name)
+        .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"))
+}
+
 /// Each named kernel is in ptxas' report, with a register count, no spills and no stack frame.
 fn assert_register_resident(r: &[compile::KernelResources], names: &[&str]) {
     for name in names {
-        let k = r
-            .iter()
-            .find(|k| k.kernel == *name)
-            .unwrap_or_else(|| panic!("{name} missing from the ptxas report: {r:?}"));
+        let k = kernel_in(r, name);
         assert!(k.registers > 0, "{name}: no register count parsed");
         assert_eq!(
             (k.spill_stores_bytes, k.spill_loads_bytes, k.stack_bytes),
@@ -390,10 +394,7 @@ fn ptxas_no_spills_in_fused_ssd() {
 /// roles' `setmaxnreg.inc` waits forever for registers no one frees (a hang, not an error).
 fn assert_setmaxnreg_start(r: &[compile::KernelResources], names: &[&str]) {
     for name in names {
-        let k = r
-            .iter()
-            .find(|k| k.kernel == *name)
-            .unwrap_or_else(|| panic!("{name} missing from the ptxas report"));
+        let k = kernel_in(r, name);
         assert_eq!(
             k.registers, 128,
             "{name}: ptxas gives {} registers at launch; its setmaxnreg counts assume 128 \

@@ -23,7 +23,7 @@ pub fn selective_scan(args: &SsdArgs<'_>) -> Result<SsdOutput, String> {
     } = args.dims;
     let hpg = h / g;
     let dtp = args.processed_dt();
-    scan_per_head(args, |b, hh, mut s| {
+    Ok(scan_per_head(args, |b, hh, mut s| {
         let gg = hh / hpg;
         let mut cur_seq = 0i64;
         let mut yh = vec![0f32; l * p];
@@ -58,7 +58,7 @@ pub fn selective_scan(args: &SsdArgs<'_>) -> Result<SsdOutput, String> {
             }
         }
         (yh, s)
-    })
+    }))
 }
 
 pub fn def() -> OpDef {

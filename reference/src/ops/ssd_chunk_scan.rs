@@ -190,12 +190,12 @@ impl SsdArgs<'_> {
 /// Runs `head(b, h, state0)` for every (batch, head) in parallel, `state0` the head's initial
 /// state (p, n) (zeros without `initial_states`); `head` returns the head's y rows (seqlen, p)
 /// and its final state. Gathers them into the op's layouts. The per-head scans (the sequential
-/// oracle, the GPU kernels' numerics twin) share this.
-pub(crate) fn scan_per_head<F>(args: &SsdArgs<'_>, head: F) -> Result<SsdOutput, String>
+/// oracle, the GPU kernels' numerics twin) share this; they call [`SsdArgs::check`] first
+/// (their own setup, e.g. `processed_dt`, indexes the inputs by `dims`).
+pub(crate) fn scan_per_head<F>(args: &SsdArgs<'_>, head: F) -> SsdOutput
 where
     F: Fn(usize, usize, Vec<f32>) -> (Vec<f32>, Vec<f32>) + Sync,
 {
-    args.check()?;
     let SsdDims {
         batch: bt,
         seqlen: l,
@@ -224,7 +224,7 @@ where
         }
         final_states.extend_from_slice(&s);
     }
-    Ok(SsdOutput { y, final_states })
+    SsdOutput { y, final_states }
 }
 
 /// `x * sigmoid(x)`.

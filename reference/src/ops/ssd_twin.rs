@@ -299,6 +299,7 @@ pub fn ssd_twin_range(
     chunk_size: usize,
     prec: Precision,
 ) -> Result<(SsdOutput, OperandRange), String> {
+    args.check()?;
     if chunk_size == 0 {
         return Err("chunk_size must be >= 1".into());
     }
@@ -306,7 +307,7 @@ pub fn ssd_twin_range(
     let acc = RangeAcc::default();
     let out = scan_per_head(args, |b, hh, s0| {
         head_twin(args, &dtp, (b, hh), s0, chunk_size, prec, &acc)
-    })?;
+    });
     Ok((out, acc.get()))
 }
 
